@@ -1,0 +1,43 @@
+"""attndyn: learning dynamics of attention-indexed models, symbolic and numeric.
+
+The package has three layers, installed as sub-packages:
+
+- ``attndyn.symbolic`` (sympy, mpmath): words, hierarchies, potentials, printers;
+- ``attndyn.kernels`` (numpy, numba): generic array-driven kernels;
+- ``attndyn.numeric``: joins the two (models, integration drivers, SGD-vs-theory).
+
+The public names below are loaded lazily, so that ``import attndyn.symbolic``
+never pulls in numba.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "TiedModel": "attndyn.numeric.models",
+    "SModel": "attndyn.numeric.smodel",
+    "UntiedModel": "attndyn.numeric.untied",
+    "sgd": "attndyn.numeric.sgd",
+    "lambertw": "attndyn.numeric.lambertw",
+    "load_result": "attndyn.numeric.results",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'attndyn' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
