@@ -108,7 +108,13 @@ class TiedModel:
                 raise TypeError("give a loss callable (or a numeric potential=)")
             import sympy as sp
             psyms = [sp.Symbol(str(k), real=True) for k in self.params]
-            self.potential = tied_potential(loss, self.K, self.L, self.C, params=psyms)
+            pot = tied_potential(loss, self.K, self.L, self.C, params=psyms)
+            if callable(getattr(pot, "gradient_function", None)):
+                # no closed form: the symbolic layer handed back a numeric potential
+                self._numeric_potential = pot
+                self.potential = None
+            else:
+                self.potential = pot
         else:
             for attr in ("gradient_function", "parameters"):
                 if not callable(getattr(potential, attr, None)):
