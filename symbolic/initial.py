@@ -1,0 +1,134 @@
+"""Moments of standard initialisations in the limit d -> infinity.
+
+Each index ``k`` is initialised either as
+
+- ``wishart(sigma, aspect)``: ``S_k = W_k W_k^T`` with ``W_k`` a ``d x d_k``
+  matrix of i.i.d. ``N(0, sigma^2/d)`` entries, ``aspect = d_k / d``. Its
+  spectrum is Marchenko-Pastur; its free cumulants are ``kappa_n = aspect *
+  sigma^(2n)`` (free Poisson law), so ``mu_(k^n) = sigma^(2n) sum_j
+  Narayana(n, j) aspect^j``;
+- ``scalar(c)``: ``S_k = c I`` (free cumulants ``kappa_1 = c``, others 0).
+
+Independent random matrices are asymptotically free, so every mixed moment
+follows from the free moment-cumulant formula over non-crossing partitions,
+with mixed cumulants zero. It is evaluated by a first-block recursion with
+memoised sub-words (exact with ``fractions.Fraction`` or SymPy inputs).
+Scalar letters are factored out first. Cost grows like ``n^3`` per distinct
+sub-word; orders up to about 12 with two random letters take about a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from math import comb
+from typing import Sequence
+
+__all__ = ["wishart", "scalar", "narayana_moment", "free_moments", "FreeInit"]
+
+
+@dataclass(frozen=True)
+class _Spec:
+    kind: str
+    a: object
+    b: object = None
+
+
+def wishart(sigma=1, aspect=1) -> _Spec:
+    """``S = W W^T``, ``W`` of shape ``d x (aspect d)`` with ``N(0, sigma^2/d)`` entries."""
+    if not (aspect > 0):
+        raise ValueError(f"aspect must be > 0 (d_k / d), got {aspect}")
+    if sigma < 0:
+        raise ValueError(f"sigma must be >= 0, got {sigma}")
+    return _Spec("wishart", sigma, aspect)
+
+
+def scalar(c) -> _Spec:
+    """``S = c I``."""
+    return _Spec("scalar", c)
+
+
+def narayana_moment(n: int, sigma=1, aspect=1):
+    """``lim Tr(S^n)/d`` for ``S = W W^T`` (Marchenko-Pastur moments)."""
+    if n == 0:
+        return 1
+    s2 = sigma * sigma
+    return s2 ** n * sum(comb(n, j) * comb(n, j - 1) // n * aspect ** j for j in range(1, n + 1))
+
+
+class FreeInit:
+    """Limit moments of independent initialisations, one spec per index.
+
+    Use as the ``mu0`` of ``TiedHierarchy.integrate`` (it is callable on a
+    list of words), which also lets the convergence ladder get longer moments.
+    """
+
+    def __init__(self, specs: Sequence[_Spec]):
+        specs = list(specs)
+        for k, s in enumerate(specs):
+            if not isinstance(s, _Spec):
+                raise TypeError(f"specs[{k}] must come from wishart(...) or scalar(...)")
+        self.specs = specs
+
+        @lru_cache(maxsize=None)
+        def kappa(letter: int, n: int):
+            s = self.specs[letter]
+            if s.kind == "scalar":
+                return s.a if n == 1 else 0
+            return s.b * (s.a * s.a) ** n
+
+        @lru_cache(maxsize=None)
+        def m(w: tuple):
+            n = len(w)
+            if n == 0:
+                return 1
+            c = w[0]
+            chain_pos = [j for j in range(n) if w[j] == c]
+            # A[(j, s)]: chains 0 = i_1 < ... < i_s = j of letter c, times gap moments
+            A = {(0, 1): 1}
+            total = 0
+            for idx, j in enumerate(chain_pos):
+                if j > 0:
+                    for i in chain_pos[:idx]:
+                        gap = m(w[i + 1:j])
+                        if gap == 0:
+                            continue
+                        for s in range(1, idx + 1):
+                            a = A.get((i, s))
+                            if a:
+                                A[(j, s + 1)] = A.get((j, s + 1), 0) + a * gap
+                tail = m(w[j + 1:])
+                if tail == 0:
+                    continue
+                for s in range(1, idx + 2):
+                    a = A.get((j, s))
+                    if a:
+                        total += a * kappa(c, s) * tail
+            return total
+
+        self._m = m
+
+    def moment(self, word: Sequence[int]):
+        w = tuple(int(a) for a in word)
+        for a in w:
+            if not 0 <= a < len(self.specs):
+                raise ValueError(f"word letter {a} out of range 0..{len(self.specs) - 1}")
+        factor = 1
+        rest = []
+        for a in w:
+            s = self.specs[a]
+            if s.kind == "scalar":
+                factor = factor * s.a
+            else:
+                rest.append(a)
+        if factor == 0:
+            return 0
+        return factor * self._m(tuple(rest))
+
+    def __call__(self, words):
+        return [float(self.moment(w)) for w in words]
+
+
+def free_moments(specs: Sequence[_Spec], words) -> list:
+    """Limit moments ``mu_w`` of independent initialisations ``specs``."""
+    return FreeInit(specs)(words)
