@@ -205,6 +205,8 @@ def bracelet_count(n: int, K: int) -> int:
 # vectorised integer codes
 
 def _max_len_for(K: int) -> int:
+    if K == 1:
+        return 1 << 30  # every code is 0
     n = 1
     while K ** (n + 1) < 2 ** 62:
         n += 1
