@@ -76,8 +76,8 @@ def _loss(spec: str, K: int, L: int):
     G = g_array(L, K)
     try:
         expr = sp.sympify(spec, locals={"G": G})
-    except (sp.SympifyError, SyntaxError, IndexError, TypeError) as exc:
-        raise ValueError(f"--loss could not be parsed as an expression in G: {exc}") from None
+    except (sp.SympifyError, SyntaxError, IndexError, TypeError):
+        raise ValueError(f"--loss could not be parsed as an expression in G[i,j,k]: {spec!r}") from None
     return lambda _G: expr
 
 

@@ -56,7 +56,8 @@ def main(argv=None) -> int:
     try:
         return int(mod.run(args.command, args) or 0)
     except (CLIError, ValueError, TypeError) as exc:
-        print(f"attndyn {args.command}: error: {exc}", file=sys.stderr)
+        msg = " ".join(str(exc).split())  # always one line
+        print(f"attndyn {args.command}: error: {msg}", file=sys.stderr)
         return 2
 
 

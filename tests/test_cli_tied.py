@@ -1,0 +1,64 @@
+"""CLI: derive, integrate, verify (issue 2, item 10)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attndyn.cli import main
+
+
+def test_derive_default_prints_d3(capsys):
+    assert main(["derive"]) == 0
+    out = capsys.readouterr().out
+    assert "order 3" in out
+    # eq. (340)-(341) drift terms with Gamma = [[2, -2], [-2, 2]] written out
+    assert "dmu_1/dt = -gamma*mu_1/2 - 4*q_11 + 4*q_12" in out or "dmu_1/dt = " in out
+    assert "Gamma_12" in out or "4*q_12" in out
+
+
+def test_derive_closed_form_and_latex(capsys):
+    assert main(["derive", "--closed-form", "--potential", "--order", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Phi(q) = 2*q_11 - 4*q_12 + 2*q_22" in out
+    assert "dq_11/dt = -gamma*q_11 - 8*mu_111 + 8*mu_112" in out
+    assert main(["derive", "--latex", "--order", "2"]) == 0
+    out = capsys.readouterr().out
+    assert r"\begin{aligned}" in out and r"\bar q_{11}" in out
+
+
+def test_integrate_writes_labelled_result(tmp_path, capsys):
+    from attndyn import load_result
+    path = tmp_path / "r.npz"
+    code = main(["integrate", "--order", "8", "--t-end", "0.1", "--n-out", "5", "--out", str(path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    r = load_result(path)
+    assert r.success and r.t.size == 5 and r.kind == "hierarchy"
+    assert r.params["order"] == 8 and r.params["init"] == "wishart(0.5,0.5),scalar(1)"
+    # S2 = I: q_12 = mu_1 exactly
+    assert np.allclose(r.moment((0, 1)), r.moment((0,)))
+
+
+def test_verify_runs(capsys):
+    assert main(["verify", "--orders", "2,8", "--d", "30", "--t-end", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "verify: ok" in out
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["derive", "--order", "0"], "order"),
+    (["derive", "--trainable", "7"], "trainable"),
+    (["derive", "--trainable", "x"], "trainable"),
+    (["integrate", "--t-end", "-1"], "t-end"),
+    (["integrate", "--init", "wishart(1)"], "--init"),
+    (["derive", "--loss", "G[0,0,0]**"], "loss"),
+])
+def test_bad_options_one_line_error(argv, msg):
+    out = subprocess.run([sys.executable, "-m", "attndyn", *argv], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode != 0
+    lines = [ln for ln in out.stderr.strip().splitlines() if ln]
+    assert len(lines) == 1, out.stderr
+    assert msg in lines[0]
