@@ -403,6 +403,7 @@ class TiedHierarchy:
         errs = {}
         worst = 0.0
         worst_name = ""
+        t_conv = float(t_eval[-1])
         for o in ladder:
             h = self.model.hierarchy(o)
             y0 = h.initial_state(mu0)
@@ -418,20 +419,27 @@ class TiedHierarchy:
             idx = np.array([h.index(w) for w in self.words])
             diff = np.abs(ys[:, idx].T - res.y)  # (n_obs, n_t)
             scale = np.maximum(1.0, np.abs(res.y))
-            per_obs = (diff / scale).max(axis=1)
+            rel = diff / scale
+            per_obs = rel.max(axis=1)
             errs[o] = per_obs
+            # last output time up to which the low moments agree within conv_tol
+            bad_t = np.flatnonzero(rel[low].max(axis=0) > conv_tol)
+            t_ok = float(t_eval[-1]) if bad_t.size == 0 else (
+                float(t_eval[bad_t[0] - 1]) if bad_t[0] > 0 else float(t_eval[0]))
+            t_conv = min(t_conv, t_ok)
             j = low[int(np.argmax(per_obs[low]))]
             if per_obs[j] > worst:
                 worst, worst_name = float(per_obs[j]), self.names[j]
         res.diagnostics["ladder"] = list(ladder)
         res.diagnostics["truncation_error"] = {int(o): e for o, e in errs.items()}
         res.diagnostics["truncation_error_low"] = worst
+        res.diagnostics["t_converged"] = t_conv
         if worst > conv_tol:
             res.status = NOT_CONVERGED
             res.message = (f"truncation not converged: orders {self.order} and {ladder} differ by "
-                           f"{worst:.3g} (relative) on {worst_name} > conv_tol {conv_tol:g}; the "
-                           "numbers are not trustworthy on this horizon: shorten it or use the "
-                           "matrix flow (attndyn.numeric.matrix_flow)")
+                           f"{worst:.3g} (relative) on {worst_name} > conv_tol {conv_tol:g}; they "
+                           f"agree only up to t = {t_conv:.4g} of the output times: shorten the "
+                           "horizon or use the matrix flow (attndyn.numeric.matrix_flow)")
         else:
             res.message = (f"success: converged in the truncation order (orders {self.order} "
                            f"and {ladder} agree to {worst:.2g} on the moments of length <= 2)")
