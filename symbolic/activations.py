@@ -1,0 +1,144 @@
+"""Activations as SymPy functions of one variable.
+
+Paper 003 uses the normalised probabilists' Hermite polynomials (Figure 2):
+
+    h1(x) = x,   h2(x) = (x^2 - 1)/sqrt(2),   h3(x) = (x^3 - 3x)/sqrt(6),
+
+that is ``h_k = He_k / sqrt(k!)`` with ``E[h_k(z) h_l(z)] = delta_kl`` for
+``z ~ N(0, 1)``. Every activation here is an :class:`Activation`: a name and a
+SymPy expression in the variable :data:`X`; calling it on an expression
+substitutes that expression for ``X``.
+
+Known names: ``linear`` (= ``h1``, ``identity``), ``h<k>`` for any k >= 0,
+``He<k>`` (unnormalised), ``relu``, ``erf``, ``tanh``, ``gelu``
+(``x Phi(x)``), ``sigmoid``, ``abs``, ``square``, ``softplus``. A string that
+parses as a polynomial in ``x`` (``"x**2 - 1"``) is accepted as well; anything
+else raises ``ValueError`` naming the argument.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sympy as sp
+
+__all__ = ["X", "Activation", "activation", "hermite_activation", "known_activations",
+           "relu", "is_polynomial_activation"]
+
+#: The variable of every activation expression.
+X = sp.Symbol("x", real=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Activation:
+    """A named activation ``sigma(x)``: ``expr`` is a SymPy expression in :data:`X`.
+
+    ``smooth`` is False when a derivative of order <= 2 contains distributions
+    (ReLU, absolute value): such activations go by closed forms or by Stein's
+    identity with first derivatives, never by a second-derivative quadrature.
+    """
+
+    name: str
+    expr: sp.Expr
+    smooth: bool = True
+
+    def __call__(self, g):
+        return self.expr.xreplace({X: sp.sympify(g)})
+
+    @property
+    def is_polynomial(self) -> bool:
+        return is_polynomial_activation(self.expr)
+
+    def derivative(self, n: int = 1) -> sp.Expr:
+        """``sigma^(n)(x)`` (distributions such as ``DiracDelta`` included)."""
+        return sp.diff(self.expr, X, n)
+
+    def __repr__(self):
+        return f"Activation({self.name!r}, {self.expr})"
+
+
+def relu(g):
+    """``max(0, g)`` as SymPy ``Max`` (its derivative is ``Heaviside``)."""
+    return sp.Max(0, g)
+
+
+def is_polynomial_activation(expr) -> bool:
+    expr = sp.sympify(expr)
+    if X not in expr.free_symbols:
+        return True
+    try:
+        sp.Poly(expr, X)
+    except sp.PolynomialError:
+        return False
+    return expr.is_polynomial(X)
+
+
+def hermite_activation(k: int, normalised: bool = True) -> Activation:
+    """``h_k = He_k/sqrt(k!)`` (paper 003, Figure 2), or ``He_k`` with ``normalised=False``."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"hermite order k must be an int >= 0, got {k!r}")
+    he = sp.expand(sp.hermite_prob(k, X))
+    if normalised:
+        return Activation(f"h{k}", sp.expand(he / sp.sqrt(sp.factorial(k))))
+    return Activation(f"He{k}", he)
+
+
+def _named() -> dict:
+    return {
+        "linear": Activation("linear", X),
+        "identity": Activation("identity", X),
+        "relu": Activation("relu", sp.Max(0, X), smooth=False),
+        "erf": Activation("erf", sp.erf(X)),
+        "tanh": Activation("tanh", sp.tanh(X)),
+        "gelu": Activation("gelu", X * (1 + sp.erf(X / sp.sqrt(2))) / 2),
+        "sigmoid": Activation("sigmoid", 1 / (1 + sp.exp(-X))),
+        "softplus": Activation("softplus", sp.log(1 + sp.exp(X))),
+        "abs": Activation("abs", sp.Abs(X), smooth=False),
+        "square": Activation("square", X ** 2),
+    }
+
+
+def known_activations() -> list:
+    return sorted(_named()) + ["h<k>", "He<k>", "<polynomial in x>"]
+
+
+def activation(spec, argument: str = "activation") -> Activation:
+    """Resolve an activation from a name, a polynomial string in ``x``, an
+    :class:`Activation` or a SymPy expression in :data:`X`.
+
+    Raises ``ValueError`` naming ``argument`` for an unknown name.
+    """
+    if isinstance(spec, Activation):
+        return spec
+    if isinstance(spec, sp.Basic):
+        expr = sp.sympify(spec)
+        extra = expr.free_symbols - {X}
+        if extra:
+            raise ValueError(f"{argument}: an activation expression may only use the symbol x "
+                             f"(attndyn.symbolic.activations.X), found {sorted(map(str, extra))}")
+        return Activation(str(expr), expr, smooth=_is_smooth(expr))
+    if not isinstance(spec, str):
+        raise TypeError(f"{argument} must be an activation name or a SymPy expression, "
+                        f"got {type(spec).__name__}")
+    name = spec.strip()
+    table = _named()
+    if name.lower() in table:
+        return table[name.lower()]
+    m = re.fullmatch(r"(h|He)(\d+)", name)
+    if m:
+        return hermite_activation(int(m.group(2)), normalised=(m.group(1) == "h"))
+    if "x" in name:
+        try:
+            expr = sp.sympify(name, locals={"x": X})
+        except (sp.SympifyError, SyntaxError, TypeError):
+            expr = None
+        if expr is not None and expr.free_symbols <= {X} and is_polynomial_activation(expr):
+            return Activation(name, sp.expand(expr))
+    raise ValueError(f"unknown activation {spec!r} for argument {argument!r}; known: "
+                     f"{', '.join(known_activations())}")
+
+
+def _is_smooth(expr) -> bool:
+    bad = (sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs, sp.sign, sp.Max, sp.Min)
+    return not any(expr.atoms(*bad))

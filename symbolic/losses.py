@@ -1,0 +1,382 @@
+"""Loss library: ``loss(G) -> SymPy expression`` with ``G`` the ``L x L x K`` array.
+
+Every loss is a :class:`Loss`, a callable with a readable name and the
+paper's equations in its docstring:
+
+- :func:`mse_teacher_student`: ``(1/2) sum_ij (sigma(G_ij,s) - sigma*(G_ij,t))^2``,
+  paper 003 eq. (22) with ``F`` elementwise, and for ``L = 1`` the loss of
+  eq. (48) and Figures 2-3. **Normalisation: the paper's 1/2.** (The D.3
+  example ``(G_1 - G_2)^2`` of MATH.md has no 1/2; write it as a raw expression.)
+- Hermite activations ``h_k = He_k / sqrt(k!)`` (Figure 2): names ``"h1", "h2", ...``
+  (:mod:`.activations`);
+- :func:`softmax_teacher_student`: row-softmax attention scores of ``L`` tokens,
+  MSE between student and teacher (Figure 1 uses ``L = 2``);
+- :func:`matrix_denoising`: the extensive-rank denoising loss of eq. (67),
+  a single Gaussian argument ``Tr[Y S]/d``;
+- :func:`two_layer_attention`: the multi-layer multi-head example of appendix
+  B.1 (eqs. 50-53) for two layers, written through the effective bilinear
+  forms ``X0 S~ X0^T / sqrt(d)``.
+
+:func:`loss_from_spec` parses the command-line specs ``"mse:h2,h2"``,
+``"mse:relu"``, ``"softmax"``, ``"softmax:L=2,beta=1"``, ``"denoising"``,
+``"denoising:ell=(a-1)**2/2"``, ``"attention2:heads=1"`` or a raw expression
+in ``G`` such as ``"(G[0,0,0]-G[0,0,1])**2"``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import sympy as sp
+
+from .activations import activation, hermite_activation, relu
+from .gaussian import g_array
+
+__all__ = ["Loss", "mse_teacher_student", "softmax_teacher_student", "matrix_denoising",
+           "denoising_order_parameters", "two_layer_attention", "TwoLayerAttention",
+           "hermite_activation", "loss_from_spec", "row_softmax"]
+
+
+@dataclass(frozen=True, eq=False)
+class Loss:
+    """A named loss ``loss(G)``; ``min_K`` and ``L`` (None = any) constrain the array."""
+
+    name: str
+    fn: Callable
+    description: str = ""
+    min_K: int = 1
+    L: int | None = None
+    params: tuple = ()
+    extra: dict = field(default_factory=dict)
+
+    def __call__(self, G):
+        shape = G.shape
+        if len(shape) != 3 or shape[0] != shape[1]:
+            raise ValueError(f"{self.name}: G must be an L x L x K array, got shape {shape}")
+        if self.L is not None and shape[0] != self.L:
+            raise ValueError(f"{self.name}: needs L = {self.L} tokens, got L = {shape[0]}")
+        if shape[2] < self.min_K:
+            raise ValueError(f"{self.name}: needs K >= {self.min_K} indices, got K = {shape[2]}")
+        return self.fn(G)
+
+    def __repr__(self):
+        return f"Loss({self.name!r})"
+
+
+def _check_index(k, name):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {k!r}")
+    return int(k)
+
+
+def mse_teacher_student(student="h2", teacher=None, *, student_index: int = 0,
+                        teacher_index: int = 1, scale=sp.Rational(1, 2)) -> Loss:
+    """MSE teacher-student loss ``scale * sum_ij (sigma(G_ij,s) - sigma*(G_ij,t))^2``.
+
+    Paper 003: eq. (22) (``F`` applied entrywise), eq. (48) and Figures 2-3 for
+    ``L = 1``: ``L(z1, z2) = (1/2)(sigma(z1) - sigma*(z2))^2``; ``scale`` is the
+    paper's 1/2 by default. ``student``/``teacher`` are activation names or
+    :class:`~attndyn.symbolic.activations.Activation` objects (teacher defaults
+    to the student's activation).
+    """
+    s = activation(student, "student")
+    t = s if teacher is None else activation(teacher, "teacher")
+    ks = _check_index(student_index, "student_index")
+    kt = _check_index(teacher_index, "teacher_index")
+    if ks == kt:
+        raise ValueError("student_index and teacher_index must differ")
+    scale = sp.sympify(scale)
+
+    def fn(G):
+        L = G.shape[0]
+        return scale * sum((s(G[i, j, ks]) - t(G[i, j, kt])) ** 2
+                           for i in range(L) for j in range(L))
+    return Loss(f"mse:{s.name},{t.name}", fn,
+                f"{scale} * sum_ij ({s.name}(G_ij{ks}) - {t.name}(G_ij{kt}))^2 (paper 003, eqs. 22, 48)",
+                min_K=max(ks, kt) + 1, extra={"student": s, "teacher": t})
+
+
+def row_softmax(M, beta=1):
+    """Row-wise softmax of a SymPy ``L x L`` matrix (list of rows)."""
+    L = len(M)
+    out = []
+    for i in range(L):
+        ex = [sp.exp(beta * M[i][j]) for j in range(L)]
+        z = sp.Add(*ex)
+        out.append([e / z for e in ex])
+    return out
+
+
+def softmax_teacher_student(L: int = 2, *, student_index: int = 0, teacher_index: int = 1,
+                            beta=1) -> Loss:
+    """Softmax attention teacher-student loss for ``L`` tokens (paper 003, Figure 1):
+
+        (1/2) sum_ij (softmax(beta G_s)_ij - softmax(beta G_t)_ij)^2,
+
+    the softmax taken over each row ``j`` of the ``L x L`` score matrix. No
+    closed form: its potential goes by the numeric route.
+    """
+    if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
+        raise ValueError(f"L must be an int >= 1, got {L!r}")
+    ks = _check_index(student_index, "student_index")
+    kt = _check_index(teacher_index, "teacher_index")
+    beta = sp.sympify(beta)
+
+    def fn(G):
+        Ls = G.shape[0]
+        S = row_softmax([[G[i, j, ks] for j in range(Ls)] for i in range(Ls)], beta)
+        T = row_softmax([[G[i, j, kt] for j in range(Ls)] for i in range(Ls)], beta)
+        return sp.Rational(1, 2) * sum((S[i][j] - T[i][j]) ** 2 for i in range(Ls) for j in range(Ls))
+    return Loss(f"softmax:L={L}", fn, "(1/2)||softmax(G_s) - softmax(G_t)||_F^2, row softmax "
+                "(paper 003, Figure 1)", min_K=max(ks, kt) + 1, L=int(L))
+
+
+_A = sp.Symbol("a", real=True)
+
+
+def matrix_denoising(ell="-a") -> Loss:
+    """Extensive-rank matrix denoising (paper 003, appendix B.5, eq. 67).
+
+    Observation ``Y = S* + Z`` with ``Z`` GOE; the objective ``ell(Tr[Y S]/d)``
+    depends on a single Gaussian variable,
+    ``Tr[Y S]/d = Tr[S* S]/d + sqrt(2) ||S||_F / d^(3/2) g``, exactly at any
+    ``d``. As an attention-indexed model this is ``L = K = 1``:
+    ``loss(G) = ell(G_000)`` under the untied law with ``m = Tr[S* S]/d`` and
+    ``q1 = q2 = ||S||_F^2 / d^3`` (:func:`denoising_order_parameters`).
+    ``ell`` is an expression in ``a``; the default ``-a`` is the data term of
+    the least-squares objective ``||Y - S||_F^2 / (2d)``.
+    """
+    if isinstance(ell, str):
+        try:
+            e = sp.sympify(ell, locals={"a": _A})
+        except (sp.SympifyError, SyntaxError, TypeError) as exc:
+            raise ValueError(f"ell: cannot parse {ell!r} as an expression in a: {exc}") from None
+    else:
+        e = sp.sympify(ell)
+    extra = e.free_symbols - {_A}
+    if extra:
+        raise ValueError(f"ell may only use the symbol a, found {sorted(map(str, extra))}")
+
+    def fn(G):
+        return e.xreplace({_A: G[0, 0, 0]})
+    return Loss(f"denoising:ell={e}", fn, f"ell(Tr[YS]/d) with ell(a) = {e} (paper 003, eq. 67)",
+                min_K=1, L=1, extra={"ell": e})
+
+
+def denoising_order_parameters(S, S_star) -> dict:
+    """Untied order parameters of eq. (67) for ``K = L = 1``: ``m = Tr[S* S]/d``,
+    ``q1 = q2 = ||S||_F^2 / d^3`` (so that ``Var = 2||S||_F^2/d^3``)."""
+    S = np.asarray(S, dtype=float)
+    S_star = np.asarray(S_star, dtype=float)
+    d = S.shape[0]
+    if S.shape != (d, d) or S_star.shape != (d, d):
+        raise ValueError("S and S_star must be square matrices of the same size")
+    v = float(np.sum(S * S)) / d ** 3
+    return {"m": np.array([float(np.trace(S_star @ S)) / d]), "q1": np.array([[v]]),
+            "q2": np.array([[v]])}
+
+
+class TwoLayerAttention(Loss):
+    """See :func:`two_layer_attention`."""
+
+
+def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = None) -> Loss:
+    """Two-layer multi-head attention teacher-student (paper 003, appendix B.1, eqs. 50-53).
+
+    Network (rows of ``X`` are tokens, ``X0 ~ N(0, C (x) I_d)``)::
+
+        X1 = X0 + sum_h softmax(X0 S0^(h) X0^T / sqrt d) X0 V0^(h)       (eq. 51)
+        A2 = X1 S1 X1^T / sqrt d,      y = out(A2)
+
+    with ``S0^(h) = K0^(h) Q0^(h)T``, ``S1 = K1 Q1^T``. Expanding ``A2`` (eq. 53)
+    gives ``A2 = G_b + sum_i s_i G_ci + sum_j G_dj s_j^T + sum_ij s_i G_eij s_j^T``
+    with ``s_h = softmax(G_ah)`` and the effective bilinear forms
+    ``G_k = X0 S~_k X0^T / sqrt d`` of the matrices (per network, in this order)::
+
+        a_h = S0^(h)                (H forms)
+        b   = S1                    (1)
+        c_i = V0^(i) S1             (H)
+        d_j = S1 V0^(j)T            (H)
+        e_ij = V0^(i) S1 V0^(j)T    (H^2)
+
+    Student forms are ``0 .. Kh-1``, teacher forms ``Kh .. 2Kh-1``,
+    ``Kh = 1 + 3H + H^2``; the loss is ``(1/2)||y_s - y_t||_F^2`` and ``out`` is
+    ``"linear"`` or a row ``"softmax"``. The effective matrices are not
+    centred or symmetric: use the untied (or general) law.
+    :meth:`effective_matrices` and :meth:`forward` compute the matrices and the
+    network itself from weights, to check the expansion at finite ``d``.
+    """
+    if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1:
+        raise ValueError(f"heads must be an int >= 1, got {heads!r}")
+    if output not in ("linear", "softmax"):
+        raise ValueError(f"output must be 'linear' or 'softmax', got {output!r}")
+    H = int(heads)
+    Kh = 1 + 3 * H + H * H
+    names = ([f"S0^({h})" for h in range(H)] + ["S1"] + [f"V0^({i}) S1" for i in range(H)]
+             + [f"S1 V0^({j})T" for j in range(H)]
+             + [f"V0^({i}) S1 V0^({j})T" for i in range(H) for j in range(H)])
+
+    def mat(G, k):
+        Ls = G.shape[0]
+        return sp.Matrix(Ls, Ls, lambda i, j: G[i, j, k])
+
+    def net_output(G, net):
+        base = net * Kh
+        Ls = G.shape[0]
+        sm = [sp.Matrix(row_softmax([[G[i, j, base + h] for j in range(Ls)] for i in range(Ls)]))
+              for h in range(H)]
+        A2 = mat(G, base + H)
+        for i in range(H):
+            A2 += sm[i] * mat(G, base + H + 1 + i)
+        for j in range(H):
+            A2 += mat(G, base + 2 * H + 1 + j) * sm[j].T
+        for i in range(H):
+            for j in range(H):
+                A2 += sm[i] * mat(G, base + 3 * H + 1 + i * H + j) * sm[j].T
+        if output == "softmax":
+            A2 = sp.Matrix(row_softmax([[A2[i, j] for j in range(Ls)] for i in range(Ls)]))
+        return A2
+
+    def fn(G):
+        ys = net_output(G, 0)
+        yt = net_output(G, 1)
+        return sp.Rational(1, 2) * sum((ys[i, j] - yt[i, j]) ** 2
+                                       for i in range(ys.rows) for j in range(ys.cols))
+
+    def effective_matrices(S0, V0, S1):
+        """The ``Kh`` effective matrices of one network from its weights
+        (``S0``, ``V0``: lists of ``H`` d x d arrays; ``S1``: d x d)."""
+        S0 = [np.asarray(a, dtype=float) for a in S0]
+        V0 = [np.asarray(a, dtype=float) for a in V0]
+        S1 = np.asarray(S1, dtype=float)
+        if len(S0) != H or len(V0) != H:
+            raise ValueError(f"S0 and V0 must hold {H} matrices each")
+        out = list(S0) + [S1] + [V @ S1 for V in V0] + [S1 @ V.T for V in V0]
+        out += [Vi @ S1 @ Vj.T for Vi in V0 for Vj in V0]
+        return out
+
+    def forward(X0, S0, V0, S1):
+        """The network output ``y`` computed directly (eqs. 50-51), ``X0`` of shape (L, d)."""
+        X0 = np.asarray(X0, dtype=float)
+        d = X0.shape[1]
+
+        def sm(A):
+            A = A - A.max(axis=1, keepdims=True)
+            e = np.exp(A)
+            return e / e.sum(axis=1, keepdims=True)
+        X1 = X0 + sum(sm(X0 @ S0[h] @ X0.T / np.sqrt(d)) @ X0 @ V0[h] for h in range(H))
+        A2 = X1 @ S1 @ X1.T / np.sqrt(d)
+        return sm(A2) if output == "softmax" else A2
+
+    return TwoLayerAttention(
+        f"attention2:heads={H},output={output}", fn,
+        f"two-layer {H}-head attention teacher-student through {2 * Kh} effective bilinear "
+        "forms (paper 003, appendix B.1)", min_K=2 * Kh, L=L,
+        extra={"heads": H, "forms_per_network": Kh, "names": names, "output": output,
+               "effective_matrices": effective_matrices, "forward": forward,
+               "network_output": net_output})
+
+
+# -- CLI specs -----------------------------------------------------------------------------
+def _kv(text: str, spec: str) -> dict:
+    out = {}
+    for part in [p for p in text.split(",") if p.strip()]:
+        if "=" not in part:
+            raise ValueError(f"loss spec {spec!r}: expected key=value, got {part!r}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _namespace(G):
+    ns = {"G": G, "relu": relu, "Max": sp.Max, "exp": sp.exp, "log": sp.log, "erf": sp.erf,
+          "tanh": sp.tanh, "sqrt": sp.sqrt, "Abs": sp.Abs, "abs": sp.Abs,
+          "sigmoid": lambda g: 1 / (1 + sp.exp(-g)), "pi": sp.pi}
+    for k in range(10):
+        ns[f"h{k}"] = hermite_activation(k)
+        ns[f"He{k}"] = hermite_activation(k, normalised=False)
+    return ns
+
+
+def loss_from_spec(spec: str, K: int, L: int):
+    """Parse a CLI loss spec into ``(loss, params)``.
+
+    ``params`` is a tuple of the free SymPy symbols of the loss other than ``G``
+    (runtime parameters of the compiled gradient; empty for the named losses).
+
+    ========================== ====================================================
+    ``mse:<act>[,<act>]``       :func:`mse_teacher_student`, student 0, teacher 1
+    ``softmax[:L=..,beta=..]``  :func:`softmax_teacher_student`
+    ``denoising[:ell=<expr>]``  :func:`matrix_denoising` (``ell`` in ``a``)
+    ``attention2[:heads=..,output=..]`` :func:`two_layer_attention`
+    anything else               an expression in ``G[i,j,k]`` (0-based), with
+                                ``relu, erf, tanh, sigmoid, exp, h0..h9, He0..He9``
+    ========================== ====================================================
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError("loss spec must be a non-empty string")
+    for name, val in (("K", K), ("L", L)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {val!r}")
+    spec = spec.strip()
+    head, _, rest = spec.partition(":")
+    head = head.strip().lower()
+    loss = None
+    if head == "mse" and rest:
+        acts = [a.strip() for a in rest.split(",") if a.strip()]
+        if not 1 <= len(acts) <= 2:
+            raise ValueError(f"loss spec {spec!r}: use mse:<student>[,<teacher>]")
+        loss = mse_teacher_student(acts[0], acts[1] if len(acts) == 2 else None)
+    elif head == "softmax":
+        kv = _kv(rest, spec)
+        Ls = int(kv.pop("L", L))
+        beta = sp.sympify(kv.pop("beta", "1"))
+        if kv:
+            raise ValueError(f"loss spec {spec!r}: unknown options {sorted(kv)}")
+        if Ls != L:
+            raise ValueError(f"loss spec {spec!r} is for L = {Ls} tokens but L = {L}")
+        loss = softmax_teacher_student(Ls, beta=beta)
+    elif head == "denoising":
+        kv = _kv(rest, spec)
+        ell = kv.pop("ell", "-a")
+        if kv:
+            raise ValueError(f"loss spec {spec!r}: unknown options {sorted(kv)}")
+        loss = matrix_denoising(ell)
+    elif head == "attention2":
+        kv = _kv(rest, spec)
+        H = int(kv.pop("heads", "1"))
+        out = kv.pop("output", "linear")
+        if kv:
+            raise ValueError(f"loss spec {spec!r}: unknown options {sorted(kv)}")
+        loss = two_layer_attention(H, out)
+    if loss is not None:
+        if loss.L is not None and loss.L != L:
+            raise ValueError(f"loss {loss.name} needs L = {loss.L}, got L = {L}")
+        if K < loss.min_K:
+            raise ValueError(f"loss {loss.name} needs K >= {loss.min_K} indices, got K = {K}")
+        if loss.name.startswith("attention2") and K != loss.min_K:
+            raise ValueError(f"loss {loss.name} uses exactly K = {loss.min_K} forms, got K = {K}")
+        return loss, ()
+    # raw expression in G
+    G = g_array(L, K)
+    if not re.search(r"\bG\s*\[", spec):
+        raise ValueError(f"unknown loss spec {spec!r}: use mse:<act>[,<act>], softmax, denoising, "
+                         "attention2, or an expression in G[i,j,k]")
+    try:
+        expr = sp.sympify(spec, locals=_namespace(G))
+    except (IndexError, ValueError) as exc:
+        if not isinstance(exc, IndexError) and "out of border" not in str(exc):
+            raise ValueError(f"loss {spec!r} could not be parsed: {exc}") from None
+        raise ValueError(f"loss {spec!r}: an index of G is out of range for L = {L}, K = {K} "
+                         "(indices are 0-based)") from None
+    except (sp.SympifyError, SyntaxError, TypeError, AttributeError) as exc:
+        raise ValueError(f"loss {spec!r} could not be parsed as an expression in G: {exc}") from None
+    if not isinstance(expr, sp.Expr):
+        raise ValueError(f"loss {spec!r} is not a scalar expression")
+    gsyms = set(G[i, j, k] for i in range(L) for j in range(L) for k in range(K))
+    params = tuple(sorted(expr.free_symbols - gsyms, key=str))
+    raw = Loss(f"expr:{spec}", lambda _G, e=expr: e, spec, min_K=1, L=L, params=params)
+    return raw, params
