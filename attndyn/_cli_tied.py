@@ -141,7 +141,17 @@ def _build_symbolic(args):
     if args.L < 1:
         raise ValueError(f"--L must be >= 1, got {args.L}")
     tr = check_trainable(_int_list(args.trainable, "trainable"), args.K)
-    pot = tied_potential(_loss(args.loss, args.K, args.L), args.K, args.L)
+    from attndyn.symbolic.potential import RouteError
+
+    # exact routes only: derive prints closed forms and must not load numba
+    try:
+        pot = tied_potential(_loss(args.loss, args.K, args.L), args.K, args.L, route="exact")
+    except RouteError as exc:
+        if args.closed_form or args.potential:
+            raise ValueError(f"this loss has no closed-form potential ({exc}); print the "
+                             "hierarchy without --closed-form/--potential, or integrate it "
+                             "(the numeric route)") from None
+        pot = None
     return tied_structure(args.K, tr, check_order(args.order, "--order")), pot
 
 
@@ -161,7 +171,7 @@ def _derive(args) -> int:
     from attndyn.symbolic.printing import equations_latex, equations_text, tied_equations
 
     structure, pot = _build_symbolic(args)
-    has_closed = hasattr(pot, "gamma")
+    has_closed = pot is not None and hasattr(pot, "gamma")
     if args.closed_form and not has_closed:
         raise ValueError("--closed-form needs a loss with a closed-form potential")
     eqs = tied_equations(structure, pot.gamma, pot.q) if args.closed_form else tied_equations(structure)

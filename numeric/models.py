@@ -108,7 +108,8 @@ class TiedModel:
                 raise TypeError("give a loss callable (or a numeric potential=)")
             import sympy as sp
             psyms = [sp.Symbol(str(k), real=True) for k in self.params]
-            pot = tied_potential(loss, self.K, self.L, self.C, params=psyms)
+            pot = tied_potential(loss, self.K, self.L, self.C, params=psyms,
+                                 param_values=[float(v) for v in self.params.values()])
             if callable(getattr(pot, "gradient_function", None)):
                 # no closed form: the symbolic layer handed back a numeric potential
                 self._numeric_potential = pot

@@ -45,7 +45,8 @@ class _NumbaPrinter(PythonCodePrinter):
         b, e = expr.as_base_exp()
         if e.is_Integer and 2 <= int(e) <= 4:
             s = self.parenthesize(b, 1000)  # force parentheses around non-atoms
-            return "*".join([s] * int(e))
+            # the product is parenthesised too: y/b**2 must not print as y/b*b
+            return "(" + "*".join([s] * int(e)) + ")"
         if e == -1:
             return f"(1.0/{self.parenthesize(b, 1000)})"
         return super()._print_Pow(expr, rational=rational)
