@@ -1,0 +1,212 @@
+"""``attndyn sgd`` and ``attndyn compare``: finite-d SGD alone, or against theory.
+
+Examples::
+
+    attndyn sgd --model tied --loss square --d 200 --batch 256 --eta 0.02 --T 1 --out run.npz
+    attndyn compare --model tied --loss square --d 200 --batch 256 --eta 0.02 --T 1
+    attndyn compare --model s --loss h2 --d 150 --batch 150 --eta 0.1 --T 1 --n-seeds 3
+
+Losses: the presets ``square`` (``(G1 - G2)^2``) and ``linear``, ``h2``, ``h3``
+(teacher-student ``(F(G1) - F(G2))^2 / 2`` with ``F`` the identity or the
+Hermite polynomials ``h2 = (x^2-1)/sqrt 2``, ``h3 = (x^3-3x)/sqrt 6``), or a
+SymPy expression in ``G1..GK`` (``L = 1``) or ``G_i_j_k`` (1-based), which may
+call ``h2`` and ``h3``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["add_arguments", "run", "parse_loss"]
+
+_PRESETS = ("square", "linear", "h2", "h3")
+
+
+def add_arguments(command_name: str, parser) -> None:
+    p = parser
+    p.add_argument("--model", choices=("tied", "untied", "s"), default="tied",
+                   help="parameterisation: tied W W^T, untied U V^T, or direct S (default tied)")
+    p.add_argument("--loss", default="square",
+                   help="loss preset (square, linear, h2, h3; student index 1, teacher 2) or a "
+                        "SymPy expression in G1..GK / G_i_j_k (default square)")
+    p.add_argument("--K", type=int, default=2, help="number of indices (default 2)")
+    p.add_argument("--trainable", default="0",
+                   help="comma-separated trainable indices, 0-based (default 0)")
+    p.add_argument("--L", type=int, default=1, help="number of tokens (default 1)")
+    p.add_argument("--C", default=None, help="token covariance, rows separated by ';' "
+                                             "(e.g. '1,0.3;0.3,1'); identity by default")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="gamma >= 0 (default 0)")
+    p.add_argument("--d", type=int, default=200, help="dimension d (default 200)")
+    p.add_argument("--width", default=None,
+                   help="student/teacher widths d_k (tied, untied), one value or one per index")
+    p.add_argument("--scale", default="0.5",
+                   help="initial scale(s), one value or one per index (default 0.5)")
+    p.add_argument("--symmetric", action="store_true", help="symmetric initial S (model s)")
+    p.add_argument("--eta", type=float, required=True, help="learning rate > 0")
+    p.add_argument("--batch", type=int, default=256, help="mini-batch size B >= 1 (default 256)")
+    p.add_argument("--T", type=float, default=1.0,
+                   help="horizon in the model's ODE time (tied t = 4 eta n/d, S and untied "
+                        "slow tau = eta n/d, untied fast t = eta n; default 1)")
+    p.add_argument("--n-out", type=int, default=11, help="number of checkpoints (default 11)")
+    p.add_argument("--seed", type=int, default=0, help="SGD seed (default 0)")
+    p.add_argument("--init-seed", type=int, default=None,
+                   help="seed of the Gaussian initialisation (default: --seed)")
+    p.add_argument("--order", type=int, default=None,
+                   help="longest word recorded (tied, untied; default 2)")
+    p.add_argument("--time", choices=("slow", "fast"), default="slow",
+                   help="untied time scale of --T and of the output (default slow)")
+    p.add_argument("--out", default=None, help="save the result (.npz)")
+    p.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    p.add_argument("--threads", type=int, default=1,
+                   help="numba threads for the non-BLAS part of a step (default 1; BLAS "
+                        "threads follow OPENBLAS_NUM_THREADS); results do not depend on it")
+    if command_name == "compare":
+        p.add_argument("--theory", default=None,
+                       help="tied: flow (default) or hierarchy; s: ode (default) or flow")
+        p.add_argument("--n-seeds", type=int, default=1,
+                       help="independent SGD runs (SeedSequence.spawn), default 1")
+        p.add_argument("--plot", default=None, help="save the comparison plot to this file")
+
+
+def _floats(text: str, name: str) -> list:
+    try:
+        return [float(x) for x in str(text).split(",") if x.strip() != ""]
+    except ValueError:
+        raise ValueError(f"--{name} must be comma-separated numbers, got {text!r}") from None
+
+
+def parse_loss(spec: str, K: int, L: int):
+    """A loss callable ``G -> sympy expression`` from a preset name or an expression."""
+    import sympy as sp
+
+    def h2(x):
+        return (x ** 2 - 1) / sp.sqrt(2)
+
+    def h3(x):
+        return (x ** 3 - 3 * x) / sp.sqrt(6)
+
+    spec = str(spec).strip()
+    if spec in _PRESETS:
+        if K < 2:
+            raise ValueError(f"--loss {spec} needs K >= 2 (student 1, teacher 2)")
+        if spec == "square":
+            return lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2
+        F = {"linear": lambda x: x, "h2": h2, "h3": h3}[spec]
+        return lambda G: (F(G[0, 0, 0]) - F(G[0, 0, 1])) ** 2 / 2
+    from sympy.parsing.sympy_parser import parse_expr
+
+    def build(G):
+        local = {"h2": h2, "h3": h3, "sqrt": sp.sqrt, "exp": sp.exp, "tanh": sp.tanh,
+                 "log": sp.log}
+        for i in range(L):
+            for j in range(L):
+                for k in range(K):
+                    local[f"G_{i + 1}_{j + 1}_{k + 1}"] = G[i, j, k]
+        if L == 1:
+            for k in range(K):
+                local[f"G{k + 1}"] = G[0, 0, k]
+        try:
+            expr = parse_expr(spec, local_dict=local, evaluate=True)
+        except Exception as exc:  # SyntaxError, TokenError, ...
+            raise ValueError(f"--loss: cannot parse {spec!r}: {exc}") from None
+        extra = {str(s) for s in expr.free_symbols} - {str(v) for v in local.values()
+                                                       if isinstance(v, sp.Symbol)}
+        if extra:
+            raise ValueError(f"--loss uses unknown names {sorted(extra)}; use G1..G{K}"
+                             + (" or G_i_j_k" if L > 1 else "") + ", h2, h3")
+        return expr
+    build(__import__("attndyn.symbolic.potential", fromlist=["g_array"]).g_array(L, K))
+    return build
+
+
+def _model(args):
+    import attndyn
+    if args.K < 1:
+        raise ValueError(f"--K must be >= 1, got {args.K}")
+    if args.L < 1:
+        raise ValueError(f"--L must be >= 1, got {args.L}")
+    try:
+        trainable = [int(x) for x in str(args.trainable).split(",") if x.strip() != ""]
+    except ValueError:
+        raise ValueError(f"--trainable must be comma-separated ints, got {args.trainable!r}") from None
+    C = None
+    if args.C is not None:
+        C = [_floats(row, "C") for row in str(args.C).split(";")]
+    loss = parse_loss(args.loss, args.K, args.L)
+    cls = {"tied": attndyn.TiedModel, "untied": attndyn.UntiedModel, "s": attndyn.SModel}[args.model]
+    return cls(args.K, trainable, loss, L=args.L, C=C, weight_decay=args.weight_decay)
+
+
+def _init(model, args):
+    from attndyn.numeric.sgd import gaussian_init
+    scale = _floats(args.scale, "scale")
+    scale = scale[0] if len(scale) == 1 else scale
+    kw = {"scale": scale, "seed": args.seed if args.init_seed is None else args.init_seed}
+    if args.width is not None:
+        if args.model == "s":
+            raise ValueError("--width does not apply to --model s (S_k is d x d)")
+        w = [int(x) for x in _floats(args.width, "width")]
+        kw["width"] = w[0] if len(w) == 1 else w
+    if args.symmetric:
+        if args.model != "s":
+            raise ValueError("--symmetric applies to --model s only")
+        kw["symmetric"] = True
+    if args.d < 2:
+        raise ValueError(f"--d must be >= 2, got {args.d}")
+    return gaussian_init(model, args.d, **kw)
+
+
+def run(command_name: str, args) -> int:
+    import numpy as np
+
+    if args.n_out < 1:
+        raise ValueError(f"--n-out must be >= 1, got {args.n_out}")
+    if not args.T >= 0:
+        raise ValueError(f"--T must be >= 0, got {args.T}")
+    model = _model(args)
+    init = _init(model, args)
+    t_eval = np.linspace(0.0, args.T, args.n_out)
+    progress = False if args.no_progress else None
+    if command_name == "sgd":
+        from attndyn.numeric.sgd import sgd
+        kw = {"time": args.time} if args.model == "untied" else {}
+        res = sgd(model, init, eta=args.eta, batch=args.batch, t_eval=t_eval, seed=args.seed,
+                  order=args.order, progress=progress, threads=args.threads, **kw)
+        print(res.message)
+        print(f"time: {res.params['time']}; {res.params['n_steps']} steps; "
+              f"wall {res.diagnostics['wall_s']:.2f} s")
+        named = [n for n in res.names if not n.startswith("mu_")]
+        words = [n for n in res.names if n.startswith("mu_")]
+        show = (words[:8] + named)[:24] if args.model == "tied" else (named + words[:4])[:24]
+        print(f"{'observable':<14}{'start':>14}{'end':>14}")
+        for n in show:
+            y = res.y[res.names.index(n)]
+            if y.size:
+                print(f"{n:<14}{y[0]:>14.6g}{y[-1]:>14.6g}")
+        if args.out:
+            print(f"saved {res.save(args.out)}")
+        return 0 if res.success else 1
+    from attndyn.numeric.compare import compare
+    if args.model == "untied":
+        raise ValueError("compare: the untied theory is not implemented yet; use `attndyn sgd`")
+    cmp = compare(model, init, eta=args.eta, batch=args.batch, t_eval=t_eval, seed=args.seed,
+                  theory=args.theory, order=args.order, n_seeds=args.n_seeds, progress=progress,
+                  threads=args.threads)
+    p = cmp.params
+    print(f"{p['model']} d={p['d']} B={p['batch']} eta={p['eta']:g} (eta*d/B = "
+          f"{p['eta'] * p['d'] / p['batch']:.3g}), theory={p['theory']}, seeds={p['n_seeds']}, "
+          f"time: {p['time']}")
+    print(cmp.table())
+    name, val = cmp.worst()
+    print(f"worst: {name} {val:.3e}; {cmp.message}")
+    if args.out:
+        path = cmp.sgd.save(args.out)
+        print(f"saved SGD {path}; theory {cmp.theory.save(path[:-4] + '_theory.npz')}")
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        ax = cmp.plot(names=[n for n in cmp.names if n != "loss"][:6])
+        ax.figure.savefig(args.plot, dpi=120)
+        print(f"saved plot {args.plot}")
+    sys.stdout.flush()
+    return 0 if cmp.success else 1
