@@ -6,11 +6,10 @@ Examples::
     attndyn compare --model tied --loss square --d 200 --batch 256 --eta 0.02 --T 1
     attndyn compare --model s --loss h2 --d 150 --batch 150 --eta 0.1 --T 1 --n-seeds 3
 
-Losses: the presets ``square`` (``(G1 - G2)^2``) and ``linear``, ``h2``, ``h3``
-(teacher-student ``(F(G1) - F(G2))^2 / 2`` with ``F`` the identity or the
-Hermite polynomials ``h2 = (x^2-1)/sqrt 2``, ``h3 = (x^3-3x)/sqrt 6``), or a
-SymPy expression in ``G1..GK`` (``L = 1``) or ``G_i_j_k`` (1-based), which may
-call ``h2`` and ``h3``.
+Losses: see ``attndyn._cli_common.LOSS_HELP`` (the same ``--loss`` syntax as
+``attndyn derive``): presets ``square`` (``(G1 - G2)^2``) and ``linear``, ``h2``,
+``h3`` (teacher-student ``(F(G1) - F(G2))^2 / 2``), named specs, or an
+expression in ``G[i,j,k]``.
 """
 
 from __future__ import annotations
@@ -19,16 +18,12 @@ import sys
 
 __all__ = ["add_arguments", "run", "parse_loss"]
 
-_PRESETS = ("square", "linear", "h2", "h3")
-
-
 def add_arguments(command_name: str, parser) -> None:
     p = parser
     p.add_argument("--model", choices=("tied", "untied", "s"), default="tied",
                    help="parameterisation: tied W W^T, untied U V^T, or direct S (default tied)")
-    p.add_argument("--loss", default="square",
-                   help="loss preset (square, linear, h2, h3; student index 1, teacher 2) or a "
-                        "SymPy expression in G1..GK / G_i_j_k (default square)")
+    from attndyn._cli_common import LOSS_HELP
+    p.add_argument("--loss", default="square", help=LOSS_HELP + " (default square)")
     p.add_argument("--K", type=int, default=2, help="number of indices (default 2)")
     p.add_argument("--trainable", default="0",
                    help="comma-separated trainable indices, 0-based (default 0)")
@@ -76,47 +71,9 @@ def _floats(text: str, name: str) -> list:
 
 
 def parse_loss(spec: str, K: int, L: int):
-    """A loss callable ``G -> sympy expression`` from a preset name or an expression."""
-    import sympy as sp
-
-    def h2(x):
-        return (x ** 2 - 1) / sp.sqrt(2)
-
-    def h3(x):
-        return (x ** 3 - 3 * x) / sp.sqrt(6)
-
-    spec = str(spec).strip()
-    if spec in _PRESETS:
-        if K < 2:
-            raise ValueError(f"--loss {spec} needs K >= 2 (student 1, teacher 2)")
-        if spec == "square":
-            return lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2
-        F = {"linear": lambda x: x, "h2": h2, "h3": h3}[spec]
-        return lambda G: (F(G[0, 0, 0]) - F(G[0, 0, 1])) ** 2 / 2
-    from sympy.parsing.sympy_parser import parse_expr
-
-    def build(G):
-        local = {"h2": h2, "h3": h3, "sqrt": sp.sqrt, "exp": sp.exp, "tanh": sp.tanh,
-                 "log": sp.log}
-        for i in range(L):
-            for j in range(L):
-                for k in range(K):
-                    local[f"G_{i + 1}_{j + 1}_{k + 1}"] = G[i, j, k]
-        if L == 1:
-            for k in range(K):
-                local[f"G{k + 1}"] = G[0, 0, k]
-        try:
-            expr = parse_expr(spec, local_dict=local, evaluate=True)
-        except Exception as exc:  # SyntaxError, TokenError, ...
-            raise ValueError(f"--loss: cannot parse {spec!r}: {exc}") from None
-        extra = {str(s) for s in expr.free_symbols} - {str(v) for v in local.values()
-                                                       if isinstance(v, sp.Symbol)}
-        if extra:
-            raise ValueError(f"--loss uses unknown names {sorted(extra)}; use G1..G{K}"
-                             + (" or G_i_j_k" if L > 1 else "") + ", h2, h3")
-        return expr
-    build(__import__("attndyn.symbolic.potential", fromlist=["g_array"]).g_array(L, K))
-    return build
+    """A loss callable ``G -> sympy expression`` (shared with ``attndyn derive``)."""
+    from attndyn._cli_common import loss_from_option
+    return loss_from_option(spec, K, L)
 
 
 def _model(args):

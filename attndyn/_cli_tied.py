@@ -10,14 +10,9 @@ from __future__ import annotations
 import argparse
 import math
 
-D3_LOSS = "(G[0,0,0] - G[0,0,1])**2"
-
-
 def _int_list(text: str, name: str) -> list:
-    try:
-        return [int(x) for x in text.split(",") if x.strip() != ""]
-    except ValueError:
-        raise ValueError(f"--{name} must be a comma-separated list of ints, got {text!r}") from None
+    from attndyn._cli_common import int_list
+    return int_list(text, name)
 
 
 def _model_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,9 +21,8 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trainable", default="0",
                    help="comma-separated trainable indices, 0-based (default 0)")
     g.add_argument("--L", type=int, default=1, help="number of tokens (default 1)")
-    g.add_argument("--loss", default=D3_LOSS,
-                   help="loss: an expression in G[i,j,k] (0-based) or a named loss spec "
-                        f"(default: the D.3 example {D3_LOSS!r})")
+    from attndyn._cli_common import LOSS_HELP
+    g.add_argument("--loss", default="square", help=LOSS_HELP + " (default square: the D.3 example)")
     g.add_argument("--weight-decay", type=float, default=0.0, help="gamma >= 0 (default 0)")
 
 
@@ -62,23 +56,8 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
 
 
 def _loss(spec: str, K: int, L: int):
-    """A loss callable from a CLI spec (named losses when the library has them)."""
-    try:
-        from attndyn.symbolic.losses import loss_from_spec  # loss library (optional)
-    except ImportError:
-        loss_from_spec = None
-    if loss_from_spec is not None:
-        out = loss_from_spec(spec, K, L)
-        return out if not isinstance(out, tuple) else out[0]
-    import sympy as sp
-    from attndyn.symbolic.potential import g_array
-
-    G = g_array(L, K)
-    try:
-        expr = sp.sympify(spec, locals={"G": G})
-    except (sp.SympifyError, SyntaxError, IndexError, TypeError):
-        raise ValueError(f"--loss could not be parsed as an expression in G[i,j,k]: {spec!r}") from None
-    return lambda _G: expr
+    from attndyn._cli_common import loss_from_option
+    return loss_from_option(spec, K, L)
 
 
 def _parse_init(text: str, K: int):

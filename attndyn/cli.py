@@ -55,6 +55,9 @@ def main(argv=None) -> int:
     mod = importlib.import_module(args._module)
     try:
         return int(mod.run(args.command, args) or 0)
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        return 0
     except (CLIError, ValueError, TypeError) as exc:
         msg = " ".join(str(exc).split())  # always one line
         print(f"attndyn {args.command}: error: {msg}", file=sys.stderr)

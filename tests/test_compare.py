@@ -162,7 +162,7 @@ def test_cli_compare_with_plot(tmp_path, capsys):
     (["sgd", "--eta", "0.1", "--batch", "0"], "batch"),
     (["sgd", "--eta", "0.1", "--d", "1"], "--d"),
     (["sgd", "--eta", "0.1", "--trainable", "7"], "trainable"),
-    (["sgd", "--eta", "0.1", "--L", "2", "--C", "1,2;2,1", "--loss", "G_1_1_1"], "C"),
+    (["sgd", "--eta", "0.1", "--L", "2", "--C", "1,2;2,1", "--loss", "G[0,0,0]**2"], "C"),
     (["sgd", "--eta", "0.1", "--loss", "G1*foo"], "foo"),
     (["compare", "--model", "untied", "--eta", "0.1"], "untied"),
 ])
