@@ -8,7 +8,6 @@ rate ``eta`` after ``n`` steps (MATH.md).
 
 from __future__ import annotations
 
-import math
 from functools import cached_property
 from typing import Callable, Sequence
 
@@ -16,50 +15,19 @@ import numpy as np
 
 from attndyn.kernels.integrate import dopri5_sparse, status_message
 from attndyn.kernels.moments import word_traces
-from attndyn.symbolic.hierarchy import check_order, check_trainable, tied_structure
-from attndyn.symbolic.potential import check_covariance, tied_potential
+from attndyn.symbolic.hierarchy import check_order, tied_structure
+from attndyn.symbolic.potential import tied_potential
 from attndyn.symbolic.printing import (equations_latex, equations_text, tied_equations,
                                        word_label)
-from attndyn.symbolic.words import Alphabet, canonical
+from attndyn.symbolic.words import canonical
 
+from ._validate import _check_nonneg_float, _check_pos_float, check_model_args, check_t_eval  # noqa: F401
 from .compile import load_generated
 from .results import IntegrationError, Trajectory, TruncationNotConverged
 
 __all__ = ["TiedModel", "TiedHierarchy", "NOT_CONVERGED"]
 
 NOT_CONVERGED = 2
-
-
-def _check_nonneg_float(x, name):
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number >= 0, got {x!r}")
-    x = float(x)
-    if not math.isfinite(x) or x < 0:
-        raise ValueError(f"{name} must be a finite real number >= 0, got {x}")
-    return x
-
-
-def _check_pos_float(x, name):
-    x = _check_nonneg_float(x, name)
-    if x <= 0:
-        raise ValueError(f"{name} must be > 0, got {x}")
-    return x
-
-
-def check_t_eval(t_eval, name="t_eval") -> np.ndarray:
-    try:
-        t = np.asarray(t_eval, dtype=np.float64).ravel()
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of times") from None
-    if t.size == 0:
-        raise ValueError(f"{name} must contain at least one time")
-    if not np.all(np.isfinite(t)):
-        raise ValueError(f"{name} must be finite")
-    if t[0] < 0:
-        raise ValueError(f"{name} must be >= 0 (integration starts at t = 0), got {t[0]}")
-    if np.any(np.diff(t) < 0):
-        raise ValueError(f"{name} must be non-decreasing")
-    return np.ascontiguousarray(t)
 
 
 class TiedModel:
@@ -90,16 +58,9 @@ class TiedModel:
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
-        self.alphabet = Alphabet(K)
+        (self.alphabet, self.trainable, self.L, self.C,
+         self.weight_decay) = check_model_args(K, trainable, L, C, weight_decay, alphabet=True)
         self.K = self.alphabet.K
-        self.trainable = check_trainable(trainable, self.K)
-        if isinstance(L, bool) or not isinstance(L, (int, np.integer)):
-            raise TypeError(f"L must be an int >= 1, got {L!r}")
-        if L < 1:
-            raise ValueError(f"L must be an int >= 1, got {L}")
-        self.L = int(L)
-        self.C = check_covariance(C, self.L)
-        self.weight_decay = _check_nonneg_float(weight_decay, "weight_decay")
         self.loss = loss
         self.params = dict(params or {})
         self._numeric_potential = potential

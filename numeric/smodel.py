@@ -13,9 +13,20 @@ closes in finitely many order parameters (Theorem 4): in the time
     dOmega_kl/dtau = same with (A Omega + B Psi)                                     (404)
 
 with ``t_k = Tr S_k / d``, ``Psi_kl = Tr(S_k S_l)/d``, ``Omega_kl = Tr(S_k S_l^T)/d``,
-``A = grad_Omega Phi`` and ``B = grad_Psi Phi`` (see
-:mod:`attndyn.symbolic.smodel`). It is the trace projection of the matrix flow
+``A = grad_Omega Phi`` and ``B = grad_Psi Phi``. It is the trace projection of the matrix flow
 ``dS_k/dtau = -2 sum_l (A_kl S_l + B_kl S_l^T) - gamma S_k`` (:meth:`SModel.matrix_flow`).
+
+The potential. Pre-activations (eq. 396) ``G_ijk = (x_i^T S_k x_j - C_ij Tr S_k)/sqrt(d)``
+are centred Gaussian in high dimension with
+``Cov(G_ijk, G_i'j'l) = C_ii' C_jj' Omega_kl + C_ij' C_ji' Psi_kl`` (eqs. 397, 399), so
+``Phi(Omega, Psi) = E[loss(G)]``. Stein's lemma on the SGD drift gives the matrix flow
+above with ``A_kl = (1/2) sum C_ii' C_jj' E[d^2 L/dG_ijk dG_i'j'l]`` and
+``B_kl = (1/2) sum C_ij' C_ji' E[...]``, which are ``grad_Omega Phi`` and ``grad_Psi Phi``
+by Price's theorem, in the symmetric convention of MATH.md (for ``L = 1``,
+``A = B = H/2``, ``H_kl = E[d^2 L/dG_k dG_l]``). They come from
+:func:`attndyn.symbolic.potential.direct_potential`: closed forms for polynomial
+losses (Wick) and sums of products of single-variable activations (ReLU, erf, ...),
+compiled Gaussian quadrature otherwise.
 
 Structural overlaps (eqs. 406-408): ``p_Psi = Psi_kl - t_k t_l``,
 ``p_Omega = Omega_kl - t_k t_l``, ``p_plus = (p_Omega + p_Psi)/2``,
@@ -32,10 +43,10 @@ from typing import Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from attndyn.symbolic.hierarchy import check_trainable
-from attndyn.symbolic.potential import _call_loss, check_covariance, g_array
-from attndyn.symbolic.smodel import s_potential
+from attndyn.symbolic.codegen import njit_source
+from attndyn.symbolic.potential import _call_loss, direct_potential, g_array, guard_for_numba
 
+from ._validate import check_loss, check_model_args, check_t_eval
 from .compile import load_generated
 from .results import IntegrationError, Trajectory
 
@@ -71,15 +82,6 @@ def s_observables(t, Psi, Omega, loss) -> np.ndarray:
                            ((pO + pP) / 2).ravel(), ((pO - pP) / 2).ravel(), [loss]])
 
 
-def _check_nonneg(x, name):
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number >= 0, got {x!r}")
-    x = float(x)
-    if not math.isfinite(x) or x < 0:
-        raise ValueError(f"{name} must be a finite real number >= 0, got {x}")
-    return x
-
-
 class SModel:
     """Direct-S attention (paper 003, appendix E).
 
@@ -87,31 +89,18 @@ class SModel:
     ``trainable`` ones (the others are fixed teachers), ``loss(G)`` with ``G``
     the ``L x L x K`` SymPy pre-activations, token covariance ``C`` and weight
     decay ``gamma``. SGD accepts any loss that prints to numba; the closed ODE
-    needs a polynomial loss (exact Gaussian expectations).
+    takes the potential of :func:`~attndyn.symbolic.potential.direct_potential`
+    (exact closed forms when there are some, compiled quadrature otherwise).
     """
 
     kind = "s"
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, params: dict | None = None):
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-            raise TypeError(f"K must be an int >= 1, got {K!r}")
-        if K < 1:
-            raise ValueError(f"K must be an int >= 1, got {K}")
-        self.K = int(K)
-        self.trainable = check_trainable(trainable, self.K)
-        if isinstance(L, bool) or not isinstance(L, (int, np.integer)):
-            raise TypeError(f"L must be an int >= 1, got {L!r}")
-        if L < 1:
-            raise ValueError(f"L must be an int >= 1, got {L}")
-        self.L = int(L)
-        self.C = check_covariance(C, self.L)
-        self.weight_decay = _check_nonneg(weight_decay, "weight_decay")
-        if loss is None or not callable(loss):
-            raise TypeError("loss must be a callable G -> sympy expression")
-        self.loss = loss
+        self.K, self.trainable, self.L, self.C, self.weight_decay = check_model_args(
+            K, trainable, L, C, weight_decay)
+        self.loss = check_loss(loss, self.L, self.K)  # fails early on a bad loss
         self.params = dict(params or {})
-        _call_loss(loss, g_array(self.L, self.K))  # fail early on a bad loss
         self.chi = np.zeros(self.K)
         self.chi[list(self.trainable)] = 1.0
 
@@ -134,18 +123,41 @@ class SModel:
     # -- potential -----------------------------------------------------------
     @cached_property
     def potential(self):
-        """The symbolic :class:`~attndyn.symbolic.smodel.SPotential` (polynomial losses)."""
+        """``Phi(Omega, Psi)`` with ``grad_Omega = A`` and ``grad_Psi = B``, from
+        :func:`~attndyn.symbolic.potential.direct_potential` (route ``"auto"``):
+        a :class:`~attndyn.symbolic.potential.SymbolicPotential` on the exact
+        routes (wick, closed), a :class:`~attndyn.numeric.potentials.NumericPotential`
+        otherwise; ``.route`` says which. Raises for losses no route can treat
+        (a discontinuous loss)."""
         import sympy as sp
         psyms = [sp.Symbol(str(k), real=True) for k in self.params]
-        return s_potential(self.loss, self.K, self.L, self.C, params=psyms)
+        return direct_potential(self.loss, self.K, self.L, self.C, params=psyms,
+                                param_values=[float(v) for v in self.params.values()])
+
+    @property
+    def _numeric(self) -> bool:
+        return callable(getattr(self.potential, "gradient_function", None))
 
     @cached_property
     def gradient_function(self):
-        """Compiled ``f([Psi, Omega], p, [A, B]) -> Phi``."""
-        return load_generated(self.potential.numba_source("sgrad"), "sgrad")
+        """Compiled ``f(x, p, out)`` in the input layout of the direct law:
+        ``x = [Omega.ravel(), Psi.ravel()]`` (``2 K^2`` entries, symmetric
+        matrices) and ``out = [A.ravel(), B.ravel()]``, ``A = grad_Omega Phi``,
+        ``B = grad_Psi Phi``. On the exact routes it also returns ``Phi``; the
+        numeric route's function returns nothing (see :meth:`gradients`)."""
+        pot = self.potential
+        if self._numeric:
+            return pot.gradient_function()
+        outs = [guard_for_numba(e) for e in pot.output_expressions(hessian=False)]
+        src = njit_source("sgrad", pot.inputs, pot.params, outs, value=guard_for_numba(pot.phi),
+                          doc="A = grad_Omega Phi, B = grad_Psi Phi of direct-S attention "
+                              f"(paper 003, eqs. 399-404), route {pot.route}; returns Phi.")
+        return load_generated(src, "sgrad")
 
     @cached_property
     def gradient_parameters(self) -> np.ndarray:
+        if self._numeric:
+            return np.ascontiguousarray(self.potential.parameters(), dtype=np.float64)
         return np.array([float(v) for v in self.params.values()], dtype=np.float64)
 
     def gradients(self, Psi, Omega):
@@ -157,11 +169,22 @@ class SModel:
         for nm, X in (("Psi", Psi), ("Omega", Omega)):
             if X.shape != (K, K):
                 raise ValueError(f"{nm} must have shape ({K}, {K}), got {X.shape}")
-        x = np.ascontiguousarray(np.concatenate([(0.5 * (Psi + Psi.T)).ravel(),
-                                                 (0.5 * (Omega + Omega.T)).ravel()]))
-        out = np.empty(2 * K * K)
-        phi = self.gradient_function(x, self.gradient_parameters, out)
-        return out[:K * K].reshape(K, K), out[K * K:].reshape(K, K), float(phi)
+        x = np.ascontiguousarray(np.concatenate([(0.5 * (Omega + Omega.T)).ravel(),
+                                                 (0.5 * (Psi + Psi.T)).ravel()]))
+        n = 2 * K * K
+        f, p = self.gradient_function, self.gradient_parameters
+        if self._numeric:
+            # the quadrature kernel writes [Phi, E grad, E Hess] before the outputs when
+            # the buffer has room for them (attndyn.kernels.quadrature.law_eval)
+            P = self.potential.P
+            off = 1 + P + P * P
+            buf = np.empty(off + n)
+            f(x, p, buf)
+            out, phi = buf[off:], buf[0]
+        else:
+            out = np.empty(n)
+            phi = f(x, p, out)
+        return out[:K * K].reshape(K, K).copy(), out[K * K:].reshape(K, K).copy(), float(phi)
 
     # -- states ----------------------------------------------------------------
     def check_matrices(self, matrices, name: str = "init") -> list:
@@ -256,11 +279,9 @@ class SModel:
         A blow-up or a solver failure ends with a negative status and the
         trajectory up to the last finite output.
         """
-        from .models import check_t_eval
-
         t0, Psi0, Om0 = self.initial_state(init)
         t_eval = check_t_eval(t_eval)
-        self.potential  # noqa: B018  (raise early for non-polynomial losses)
+        self.gradient_function  # noqa: B018  (raise early for a loss no route can treat)
         y0 = self._pack(t0, Psi0, Om0)
 
         def blow(tau, y):
@@ -313,8 +334,6 @@ class SModel:
         """Integrate ``dS_k/dtau = -2 sum_l (A_kl S_l + B_kl S_l^T) - gamma S_k`` for
         finite-d matrices and report the same observables (kind ``"smodel_flow"``).
         Its traces solve (402)-(404) exactly, which the tests check."""
-        from .models import check_t_eval
-
         mats = self.check_matrices(matrices, "matrices")
         t_eval = check_t_eval(t_eval)
         K = self.K
@@ -376,11 +395,11 @@ class SModel:
         (``t_s = Psi_sr = Omega_sr = 0``), whether Assumption 10 holds
         (``|t_s|``, ``|p_Psi_sr|``, ``|p_Omega_sr|`` below ``state_tol``, and
         ``a_plus + a_minus > 0``), whether (414) holds, whether (417) holds (the
-        cross-gradients vanish identically on ``U``, checked on the polynomial
-        with the teacher's values substituted), and a one-line ``verdict``.
+        cross-gradients vanish identically on ``U``: checked exactly on the
+        polynomial with the teacher's values substituted when the potential is
+        polynomial, else numerically at the projection and at rescalings of the
+        student on ``U``), and a one-line ``verdict``.
         """
-        import sympy as sp
-
         K = self.K
         s, r = int(student), int(teacher)
         for nm, v in (("student", s), ("teacher", r)):
@@ -402,17 +421,8 @@ class SModel:
         assumption10 = bool(abs(t[s]) <= state_tol and abs(pPsi[s, r]) <= state_tol
                             and abs(pOm[s, r]) <= state_tol and a_plus + a_minus > tol)
         cond414 = bool(abs(a_plus * g_plus) > tol or abs(a_minus * g_minus) > tol)
-        pot = self.potential
-        subs = {pot.Psi[s, r]: 0, pot.Omega[s, r]: 0,
-                pot.Psi[r, r]: sp.Float(Psi[r, r]), pot.Omega[r, r]: sp.Float(Om[r, r])}
-        subs.update({p: sp.Float(v) for p, v in zip(pot.params, self.gradient_parameters)})
-        worst = 0.0
-        for expr in (pot.A[s, r], pot.B[s, r]):
-            e = sp.expand(expr.xreplace(subs))
-            free = sorted(e.free_symbols, key=str)
-            coeffs = sp.Poly(e, *free).coeffs() if free else [e]
-            worst = max([worst] + [abs(float(c)) for c in coeffs])
-        cond417 = bool(worst <= tol * max(1.0, abs(a_plus) + abs(a_minus)))
+        worst, tol417 = self._cross_gradient_on_U(PsiU, OmU, s, r, tol)
+        cond417 = bool(worst <= tol417 * max(1.0, abs(a_plus) + abs(a_minus)))
         only = tuple(self.trainable) == (s,)
         if not only:
             verdict = (f"Corollary 7 assumes the student {s} is the only trainable index "
@@ -433,6 +443,36 @@ class SModel:
                 "g_minus": g_minus, "assumption10": assumption10, "cond414": cond414,
                 "cond417": cond417, "cross_gradient_on_U": worst, "verdict": verdict,
                 "student": s, "teacher": r}
+
+    def _cross_gradient_on_U(self, PsiU, OmU, s, r, tol):
+        """``(max |A_sr|, |B_sr| on U, tolerance)`` for condition (417)."""
+        pot = self.potential
+        if not self._numeric:
+            import sympy as sp
+            Ps, Os = pot.order_parameters["Psi"], pot.order_parameters["Omega"]
+            subs = {Ps[s, r]: 0, Os[s, r]: 0,
+                    Ps[r, r]: sp.Float(PsiU[r, r]), Os[r, r]: sp.Float(OmU[r, r])}
+            subs.update({p: sp.Float(v) for p, v in zip(pot.params, self.gradient_parameters)})
+            try:
+                worst = 0.0
+                for expr in (pot.grad_Omega[s, r], pot.grad_Psi[s, r]):
+                    e = sp.expand(expr.xreplace(subs))
+                    free = sorted(e.free_symbols, key=str)
+                    coeffs = sp.Poly(e, *free).coeffs() if free else [e]
+                    worst = max([worst] + [abs(float(c)) for c in coeffs])
+                return worst, tol
+            except (sp.PolynomialError, TypeError, ValueError):
+                pass  # not a polynomial on U: check numerically below
+        # sample U: the projection and congruent rescalings of the student index
+        # (D X D with D = diag(1, .., c, .., 1) keeps the covariance of G PSD)
+        worst = 0.0
+        for c in (1.0, 0.5, 1.5, 2.0):
+            D = np.ones(self.K)
+            D[s] = c
+            A, B, _ = self.gradients(PsiU * np.outer(D, D), OmU * np.outer(D, D))
+            worst = max(worst, abs(A[s, r]), abs(B[s, r]))
+        err = float(getattr(pot, "error", 0.0) or 0.0) if self._numeric else 0.0
+        return float(worst), max(tol, 10.0 * err)
 
     def weak_recovery(self, init, c: float, d, *, eta=None, batch: int = 1, c0: float = 1.0,
                       T_max: float = 20.0, student: int = 0, teacher: int = 1) -> dict:

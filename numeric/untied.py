@@ -25,23 +25,16 @@ from typing import Callable
 
 import numpy as np
 
-from attndyn.symbolic.hierarchy import check_order, check_trainable
-from attndyn.symbolic.potential import _call_loss, check_covariance, g_array
+from attndyn.symbolic.hierarchy import check_order
+from attndyn.symbolic.potential import _call_loss, g_array
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import Alphabet, canonical_words
+
+from ._validate import check_loss, check_model_args
 
 __all__ = ["UntiedModel", "M", "MT", "A", "B"]
 
 M, MT, A, B = 0, 1, 2, 3  # letter kinds; letter = 4*k + kind
-
-
-def _check_nonneg(x, name):
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number >= 0, got {x!r}")
-    x = float(x)
-    if not np.isfinite(x) or x < 0:
-        raise ValueError(f"{name} must be a finite real number >= 0, got {x}")
-    return x
 
 
 class UntiedModel:
@@ -58,24 +51,10 @@ class UntiedModel:
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, params: dict | None = None):
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
-            raise TypeError(f"K must be an int >= 1, got {K!r}")
-        if K < 1:
-            raise ValueError(f"K must be an int >= 1, got {K}")
-        self.K = int(K)
-        self.trainable = check_trainable(trainable, self.K)
-        if isinstance(L, bool) or not isinstance(L, (int, np.integer)):
-            raise TypeError(f"L must be an int >= 1, got {L!r}")
-        if L < 1:
-            raise ValueError(f"L must be an int >= 1, got {L}")
-        self.L = int(L)
-        self.C = check_covariance(C, self.L)
-        self.weight_decay = _check_nonneg(weight_decay, "weight_decay")
-        if loss is None or not callable(loss):
-            raise TypeError("loss must be a callable G -> sympy expression")
-        self.loss = loss
+        self.K, self.trainable, self.L, self.C, self.weight_decay = check_model_args(
+            K, trainable, L, C, weight_decay)
+        self.loss = check_loss(loss, self.L, self.K)  # fails early on a bad loss
         self.params = dict(params or {})
-        _call_loss(loss, g_array(self.L, self.K))  # fail early on a bad loss
         inv = []
         for k in range(self.K):
             inv += [4 * k + MT, 4 * k + M, 4 * k + A, 4 * k + B]

@@ -11,7 +11,8 @@ import attndyn
 from attndyn.numeric import matrix_flow
 from attndyn.numeric.results import IntegrationError
 from attndyn.numeric.sgd import gaussian_init, sgd
-from attndyn.symbolic.smodel import s_potential
+from attndyn.symbolic.losses import mse_teacher_student
+from attndyn.symbolic.potential import RouteError, direct_potential
 
 H = {"linear": lambda x: x,
      "h2": lambda x: (x ** 2 - 1) / sp.sqrt(2),
@@ -40,27 +41,91 @@ def s_init(model, d, student=0.7, teacher_var=None, seed=5):
 def test_A_B_are_the_price_gradients_of_phi(L, C):
     def loss(G):
         return (G[0, L - 1, 0] - G[L - 1, 0, 1]) ** 2 * G[0, 0, 1] + (G[0, 0, 0] - G[L - 1, L - 1, 1]) ** 2
-    pot = s_potential(loss, 2, L=L, C=C)
+    pot = attndyn.SModel(2, [0], loss, L=L, C=C).potential
+    assert pot.route == "wick"
+    Psi, Om = pot.order_parameters["Psi"], pot.order_parameters["Omega"]
     for k in range(2):
         for l in range(2):
             f = 1 if k == l else 2  # a symmetric off-diagonal symbol stands for two entries
-            assert sp.simplify(sp.diff(pot.phi, pot.Omega[k, l]) - f * pot.A[k, l]) == 0
-            assert sp.simplify(sp.diff(pot.phi, pot.Psi[k, l]) - f * pot.B[k, l]) == 0
+            assert sp.simplify(sp.diff(pot.phi, Om[k, l]) - f * pot.grad_Omega[k, l]) == 0
+            assert sp.simplify(sp.diff(pot.phi, Psi[k, l]) - f * pot.grad_Psi[k, l]) == 0
 
 
 def test_linear_teacher_student_potential():
-    pot = s_potential(teacher_student("linear"), 2)
+    m = attndyn.SModel(2, [0], teacher_student("linear"))
+    pot = m.potential
     half = sp.Rational(1, 2)
-    assert pot.A == sp.Matrix([[half, -half], [-half, half]]) and pot.B == pot.A  # A = B = H/2
+    A = sp.Matrix([[half, -half], [-half, half]])
+    assert pot.grad_Omega == A and pot.grad_Psi == A  # A = B = H/2
+    # the compiled gradients in the same convention, Phi = (Var G_1 + Var G_2)/2 - Cov(G_1, G_2)
+    Psi = np.array([[0.3, 0.1], [0.1, 0.2]])
+    Om = np.array([[0.9, 0.2], [0.2, 1.1]])
+    Ag, Bg, phi = m.gradients(Psi, Om)
+    np.testing.assert_allclose(Ag, np.array(A, dtype=float), atol=1e-15)
+    np.testing.assert_allclose(Bg, np.array(A, dtype=float), atol=1e-15)
+    assert phi == pytest.approx(0.5 * (1.2 + 1.3) - 0.3)
 
 
-def test_non_polynomial_loss_rejected_by_theory_only():
+def test_gradients_follow_the_direct_law_layout():
+    """SModel.gradients maps (Psi, Omega) to (grad_Omega, grad_Psi) whatever the route."""
+    loss = mse_teacher_student("relu")
+    m = attndyn.SModel(2, [0], loss)
+    assert m.potential.route == "closed"
+    Psi = np.array([[0.2, 0.05], [0.05, 0.4]])
+    Om = np.array([[1.0, 0.3], [0.3, 0.8]])
+    A, B, phi = m.gradients(Psi, Om)
+    ev = m.potential.evaluate(Omega=Om, Psi=Psi)
+    np.testing.assert_allclose(A, ev["Omega"], rtol=1e-12)
+    np.testing.assert_allclose(B, ev["Psi"], rtol=1e-12)
+    assert phi == pytest.approx(ev["phi"], rel=1e-12)
+    # L = 1: A = B = H/2 depends on Omega + Psi only
+    np.testing.assert_allclose(A, B, rtol=1e-12)
+    # closed form against quadrature (erf: smooth, Gauss-Hermite converges fast)
+    m2 = attndyn.SModel(2, [0], mse_teacher_student("erf"))
+    A2, B2, phi2 = m2.gradients(Psi, Om)
+    num = direct_potential(mse_teacher_student("erf"), 2, route="numeric")
+    g = num.gradients(Omega=Om, Psi=Psi)
+    np.testing.assert_allclose(A2, g["Omega"], atol=1e-6)
+    np.testing.assert_allclose(B2, g["Psi"], atol=1e-6)
+    assert phi2 == pytest.approx(num.phi_at(Omega=Om, Psi=Psi), abs=1e-6)
+    # the compiled numeric path of SModel.gradients (Phi read from the moments buffer)
+    m3 = attndyn.SModel(2, [0], mse_teacher_student("erf"))
+    m3.__dict__["potential"] = num
+    A3, B3, phi3 = m3.gradients(Psi, Om)
+    np.testing.assert_allclose(A3, A2, atol=1e-6)
+    np.testing.assert_allclose(B3, B2, atol=1e-6)
+    assert phi3 == pytest.approx(phi2, abs=1e-6)
+
+
+def test_non_polynomial_losses_go_through_the_theory():
     m = attndyn.SModel(2, [0], lambda G: sp.tanh(G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    assert m.potential.route == "numeric"  # tanh of a difference: no closed form
     S = gaussian_init(m, 10, seed=0)
-    with pytest.raises(ValueError, match="polynomial"):
-        m.integrate(S, [0, 0.1])
-    r = sgd(m, S, eta=0.05, batch=8, t_eval=[0, 0.05], seed=0)  # SGD needs no expectation
+    t = [0, 0.05, 0.1]
+    a = m.integrate(S, t)
+    b = m.matrix_flow(S, t)
+    assert a.success and b.success
+    np.testing.assert_allclose(a.y, b.y, atol=1e-8, rtol=1e-7)
+    r = sgd(m, S, eta=0.05, batch=8, t_eval=[0, 0.05], seed=0)
     assert r.success
+    # a discontinuous loss has no potential gradient: the theory refuses it
+    m2 = attndyn.SModel(2, [0], lambda G: sp.Heaviside(G[0, 0, 0] - G[0, 0, 1]))
+    with pytest.raises(RouteError, match="discontinuous"):
+        m2.integrate(S, [0, 0.1])
+
+
+@pytest.mark.parametrize("act", ["relu", "erf"])
+def test_closed_ode_non_polynomial_mse_matches_the_matrix_flow(act):
+    m = attndyn.SModel(2, [0], mse_teacher_student(act), weight_decay=0.1)
+    assert m.potential.route == "closed"
+    S = gaussian_init(m, 16, seed=3, scale=0.7)
+    t = np.linspace(0, 0.5, 6)
+    a = m.integrate(S, t)
+    b = m.matrix_flow(S, t)
+    assert a.success and b.success
+    np.testing.assert_allclose(a.y, b.y, atol=1e-8, rtol=1e-7)
+    assert np.ptp(a.observable("Psi", 0, 1)) > 1e-2  # the student moves towards the teacher
+    assert np.all(np.diff(a.observable("loss")) < 0)
 
 
 # ---------------------------------------------------------------------------
@@ -230,28 +295,3 @@ def test_weak_recovery_time_matches_sgd_crossing():
     tau_sgd = r.t[np.argmax(p >= 0.1)]
     assert tau_sgd == pytest.approx(wr["tau_c"], abs=0.02)
     assert wr["steps"][0] == pytest.approx(tau_sgd * d / 0.1, abs=0.02 * d / 0.1 + 1)
-
-
-def test_potential_agrees_with_the_general_engine():
-    """symbolic.smodel (Wick on the S covariance) against potential.direct_potential."""
-    potential = pytest.importorskip("attndyn.symbolic.potential")
-    if not hasattr(potential, "direct_potential"):
-        pytest.skip("no direct_potential in this tree")
-
-    def loss(G):
-        return (G[0, 1, 0] - G[1, 0, 1]) ** 2 * G[0, 0, 1] + H["h3"](G[0, 0, 0] - G[1, 1, 1]) ** 2
-    C = [[1.0, 0.4], [0.4, 1.5]]
-    a = s_potential(loss, 2, L=2, C=C)
-    b = potential.direct_potential(loss, 2, L=2, C=C, route="wick")
-    rng = np.random.default_rng(0)
-    for _ in range(3):
-        vals = {n: rng.uniform(0.1, 0.9) for n in ("Psi_11", "Psi_12", "Psi_22",
-                                                    "Omega_11", "Omega_12", "Omega_22")}
-
-        def ev(e):
-            return float(e.subs({s: vals[s.name] for s in e.free_symbols}))
-        assert ev(a.phi) == pytest.approx(ev(b.phi), rel=1e-12)
-        for x, y in zip(list(a.A), list(b.grad_Omega)):
-            assert ev(x) == pytest.approx(ev(y), rel=1e-12, abs=1e-12)
-        for x, y in zip(list(a.B), list(b.grad_Psi)):
-            assert ev(x) == pytest.approx(ev(y), rel=1e-12, abs=1e-12)

@@ -1,0 +1,91 @@
+"""Argument checks shared by the model constructors (tied, untied, direct S).
+
+Private: the messages are part of the tested behaviour, so every model goes
+through the same functions here instead of repeating the checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attndyn.symbolic.hierarchy import check_trainable
+from attndyn.symbolic.potential import _call_loss, check_covariance, g_array
+from attndyn.symbolic.words import Alphabet
+
+__all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval",
+           "_check_nonneg_float", "_check_pos_float"]
+
+
+def _check_nonneg_float(x, name):
+    """A finite real number ``>= 0`` as a float."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number >= 0, got {x!r}")
+    x = float(x)
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"{name} must be a finite real number >= 0, got {x}")
+    return x
+
+
+def _check_pos_float(x, name):
+    """A finite real number ``> 0`` as a float."""
+    x = _check_nonneg_float(x, name)
+    if x <= 0:
+        raise ValueError(f"{name} must be > 0, got {x}")
+    return x
+
+
+def check_int_ge1(x, name: str) -> int:
+    """An int ``>= 1`` (bools rejected)."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name} must be an int >= 1, got {x!r}")
+    if x < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {x}")
+    return int(x)
+
+
+def check_t_eval(t_eval, name="t_eval") -> np.ndarray:
+    """Output times: a non-empty, finite, non-decreasing array starting at ``>= 0``."""
+    try:
+        t = np.asarray(t_eval, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of times") from None
+    if t.size == 0:
+        raise ValueError(f"{name} must contain at least one time")
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"{name} must be finite")
+    if t[0] < 0:
+        raise ValueError(f"{name} must be >= 0 (integration starts at t = 0), got {t[0]}")
+    if np.any(np.diff(t) < 0):
+        raise ValueError(f"{name} must be non-decreasing")
+    return np.ascontiguousarray(t)
+
+
+def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False):
+    """Validate the common constructor arguments, in this order: ``K``,
+    ``trainable``, ``L``, ``C``, ``weight_decay``.
+
+    Returns ``(K, trainable, L, C, gamma)``; with ``alphabet=True`` (tied
+    models) the first entry is the :class:`~attndyn.symbolic.words.Alphabet`
+    of ``K`` letters, which validates ``K`` with its own messages.
+    """
+    if alphabet:
+        first = Alphabet(K)
+        K = first.K
+    else:
+        K = first = check_int_ge1(K, "K")
+    trainable = check_trainable(trainable, K)
+    L = check_int_ge1(L, "L")
+    C = check_covariance(C, L)
+    gamma = _check_nonneg_float(weight_decay, "weight_decay")
+    return first, trainable, L, C, gamma
+
+
+def check_loss(loss, L: int, K: int):
+    """A callable ``G -> sympy expression``, called once on the ``L x L x K``
+    symbols so that a bad loss fails at construction."""
+    if loss is None or not callable(loss):
+        raise TypeError("loss must be a callable G -> sympy expression")
+    _call_loss(loss, g_array(L, K))
+    return loss
