@@ -356,7 +356,8 @@ def test_compute_for_target_on_the_frontier(target, xi, L, d, c_stat):
     assert C > 0
     assert sc.stage_two_bound(C, xi, L, d, c_stat=c_stat) == pytest.approx(target, rel=1e-12)
     below = sc.stage_two_bound(C * (1 - 1e-6), xi, L, d, c_stat=c_stat)
-    assert below >= target
+    # on the flat start of the curve the two values can differ by rounding only
+    assert below >= target * (1 - 4 * np.finfo(float).eps)
     if target < 0.99 * c_stat * L * d:  # not on the flat start of the curve
         assert below > target
 
