@@ -2,6 +2,12 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# CI runs a fixed set of examples (no flaky draws); locally hypothesis explores
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 # generated numba sources of the test run go to a private cache folder
 os.environ.setdefault("ATTNDYN_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".attndyn-cache"))
