@@ -246,21 +246,13 @@ class TiedHierarchy:
 
     @cached_property
     def _system(self):
+        """Everything the compiled RHS needs, in kernel argument order."""
+        from types import SimpleNamespace
         s = self.structure
-
-        class _Sys:
-            pass
-        sys_ = _Sys()
-        sys_.gfun = self.model.gradient_function
-        sys_.gparams = self.model.gradient_parameters
-        sys_.gather = s.gather
-        sys_.consts = self.consts
-        sys_.indptr = s.indptr
-        sys_.src = s.src
-        sys_.ent = s.ent
-        sys_.coef = s.coef
-        sys_.n_grad = self.model.K * self.model.K
-        return sys_
+        return SimpleNamespace(
+            gfun=self.model.gradient_function, gparams=self.model.gradient_parameters,
+            gather=s.gather, consts=self.consts, indptr=s.indptr, src=s.src, ent=s.ent,
+            coef=s.coef, n_grad=self.model.K * self.model.K)
 
     def _run(self, y0, t_eval, rtol, atol, max_steps, blowup, h_max):
         s = self._system
