@@ -104,6 +104,36 @@ _f64_2 = types.float64[:, ::1]
 _i64_1 = types.int64[::1]
 
 
+# ---------------------------------------------------------------------------
+# reductions shared by the three step kernels (fixed order: bit-identical runs)
+
+@njit(types.float64(_f64_2), cache=True)
+def _batch_loss_sum(parts):
+    """Sum of the chunks' losses (column 0); NaN if a chunk flagged a non-finite loss."""
+    lsum = 0.0
+    for ch in range(parts.shape[0]):
+        if parts[ch, 1] != 0.0:
+            return math.nan
+        lsum += parts[ch, 0]
+    return lsum
+
+
+@njit(types.float64(_f64_2, types.int64), cache=True)
+def _column_sum(parts, j):
+    acc = 0.0
+    for ch in range(parts.shape[0]):
+        acc += parts[ch, j]
+    return acc
+
+
+@njit(types.boolean(_f64_2, types.int64), cache=True)
+def _any_flag(parts, j):
+    for ch in range(parts.shape[0]):
+        if parts[ch, j] != 0.0:
+            return True
+    return False
+
+
 @njit(types.void(_u64_1, _f64_1), cache=True)
 def fill_normal(state, out):
     """Fill ``out`` with independent standard normals; advances ``state``."""
@@ -398,13 +428,8 @@ def tied_steps(W, col, kidx, n_tr, C, F, ident, eta, gamma, B, n_steps, lossfn, 
         for ch in prange(nch):
             _tied_chunk(ch * B // nch, (ch + 1) * B // nch, K, P, Y, col, kidx, n_tr, C, trS,
                         sqd, lossfn, lparams, parts[ch])
-        lsum = 0.0
-        bad = False
-        for ch in range(nch):
-            lsum += parts[ch, 0]
-            if parts[ch, 1] != 0.0:
-                bad = True
-        if bad or not math.isfinite(lsum):
+        lsum = _batch_loss_sum(parts)
+        if not math.isfinite(lsum):
             info[0] = -3
             info[1] = step
             return
@@ -412,23 +437,14 @@ def tied_steps(W, col, kidx, n_tr, C, F, ident, eta, gamma, B, n_steps, lossfn, 
         if Dtr > 0:
             np.dot(X.T, Y, Gr)
         for a in range(n_tr):
-            cs = 0.0
-            for ch in range(nch):
-                cs += parts[ch, 2 + a]
-            shrink[a] = 1.0 - eta * gamma / d + 2.0 * eta * cs / (B * sqd)
+            shrink[a] = 1.0 - eta * gamma / d + 2.0 * eta * _column_sum(parts, 2 + a) / (B * sqd)
         scale = eta / (B * sqd)
         for rc in prange(nrc):
             _tied_update(rc * d // nrc, (rc + 1) * d // nrc, W, Gr, col, n_tr, shrink, scale,
                          blowup, uparts[rc])
-        ok = True
         for a in range(n_tr):
-            acc = 0.0
-            for rc in range(nrc):
-                acc += uparts[rc, a]
-            trS[a] = acc
-        for rc in range(nrc):
-            if uparts[rc, n_tr] != 0.0:
-                ok = False
+            trS[a] = _column_sum(uparts, a)
+        ok = not _any_flag(uparts, n_tr)
         info[1] = step + 1
         if not ok:
             info[0] = -4
@@ -561,13 +577,8 @@ def untied_steps(W, uoff, voff, width, kidx, n_tr, C, F, ident, eta, gamma, B, n
         for ch in prange(nch):
             _untied_chunk(ch * B // nch, (ch + 1) * B // nch, K, P, Y, uoff, voff, width, kidx,
                           n_tr, L, sqd, lossfn, lparams, parts[ch])
-        lsum = 0.0
-        bad = False
-        for ch in range(nch):
-            lsum += parts[ch, 0]
-            if parts[ch, 1] != 0.0:
-                bad = True
-        if bad or not math.isfinite(lsum):
+        lsum = _batch_loss_sum(parts)
+        if not math.isfinite(lsum):
             info[0] = -3
             info[1] = step
             return
@@ -579,10 +590,7 @@ def untied_steps(W, uoff, voff, width, kidx, n_tr, C, F, ident, eta, gamma, B, n
         for rc in prange(nrc):
             _uniform_update(rc * d // nrc, (rc + 1) * d // nrc, W, Gr, Dtr2, shrink, scale, blowup,
                             uparts[rc])
-        ok = True
-        for rc in range(nrc):
-            if uparts[rc, 0] != 0.0:
-                ok = False
+        ok = not _any_flag(uparts, 0)
         info[1] = step + 1
         if not ok:
             info[0] = -4
@@ -717,13 +725,8 @@ def s_steps(S, kidx, n_tr, C, F, ident, eta, gamma, B, n_steps, lossfn, lparams,
         for ch in prange(nch):
             _s_chunk(ch * B // nch, (ch + 1) * B // nch, K, X, P, Y, kidx, n_tr, C, trS, sqd,
                      lossfn, lparams, parts[ch])
-        lsum = 0.0
-        bad = False
-        for ch in range(nch):
-            lsum += parts[ch, 0]
-            if parts[ch, 1] != 0.0:
-                bad = True
-        if bad or not math.isfinite(lsum):
+        lsum = _batch_loss_sum(parts)
+        if not math.isfinite(lsum):
             info[0] = -3
             info[1] = step
             return
@@ -731,19 +734,13 @@ def s_steps(S, kidx, n_tr, C, F, ident, eta, gamma, B, n_steps, lossfn, lparams,
         if n_tr > 0:
             np.dot(X.T, Y, Gr)
         for a in range(n_tr):
-            cs = 0.0
-            for ch in range(nch):
-                cs += parts[ch, 2 + a]
-            diag[a] = eta * cs / (B * sqd)
+            diag[a] = eta * _column_sum(parts, 2 + a) / (B * sqd)
         scale = eta / (B * sqd)
         shrink = 1.0 - eta * gamma / d
         for rc in prange(nrc):
             _s_update(rc * d // nrc, (rc + 1) * d // nrc, S, Gr, n_tr, shrink, scale, diag,
                       blowup, uparts[rc])
-        ok = True
-        for rc in range(nrc):
-            if uparts[rc, 0] != 0.0:
-                ok = False
+        ok = not _any_flag(uparts, 0)
         info[1] = step + 1
         if not ok:
             info[0] = -4
