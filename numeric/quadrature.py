@@ -160,6 +160,23 @@ def _scale(v):
     return max(1.0, float(np.max(np.abs(v)))) if np.size(v) else 1.0
 
 
+def _refine(rules, evaluate, tol, max_points):
+    """Walk a sequence of ever finer rules until two consecutive estimates agree to
+    ``tol * scale``; the difference is the finer rule's ``.error``. Returns
+    ``(rule, converged)``; unconverged, the last rule that fits ``max_points``."""
+    prev = None
+    for rule in rules:
+        if rule.size > max_points and prev is not None:
+            break
+        val = np.asarray(evaluate(rule), dtype=float)
+        if prev is not None:
+            rule.error = float(np.max(np.abs(val - prev[1])))
+            rule.coarse = prev[0]
+            if rule.error <= tol * _scale(val):
+                return rule, True
+        prev = (rule, val)
+    return prev[0], False
+
 def choose_rule(dim: int, evaluate, tol: float = 1e-8, method: str = "auto", seed: int = 0,
                 max_points: int = 400_000, randomisations: int = 8) -> QuadratureRule:
     """Refine a rule until ``evaluate(rule)`` (a vector) changes by at most
@@ -180,40 +197,22 @@ def choose_rule(dim: int, evaluate, tol: float = 1e-8, method: str = "auto", see
     if method == "tensor":
         sched = [3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112,
                  128, 160, 192, 256, 320]
-        prev = None
-        for n in sched:
-            if n ** dim > 4 * max_points and prev is not None:
-                break
-            rule = tensor_rule(dim, n, prune=1e-2 * tol)
-            if rule.size > max_points and prev is not None:
-                break
-            val = np.asarray(evaluate(rule), dtype=float)
-            if prev is not None:
-                err = float(np.max(np.abs(val - prev[1])))
-                rule.error = err
-                rule.coarse = prev[0]
-                if err <= tol * _scale(val):
-                    return rule
-            prev = (rule, val)
+        # the first rule always; then stop before a grid far beyond max_points
+        sizes = itertools.takewhile(lambda n: n == sched[0] or n ** dim <= 4 * max_points, sched)
+        rules = (tensor_rule(dim, n, prune=1e-2 * tol) for n in sizes)
+        rule, done = _refine(rules, evaluate, tol, max_points)
+        if done:
+            return rule
         warnings.warn(f"tensor Gauss-Hermite did not reach tol {tol:g} within {max_points} "
-                      f"points (estimated error {prev[0].error:.3g})", RuntimeWarning, stacklevel=3)
-        return prev[0]
+                      f"points (estimated error {rule.error:.3g})", RuntimeWarning, stacklevel=3)
+        return rule
     if method == "sparse":
-        prev = None
-        for level in range(1, 40):
-            rule = smolyak_rule(dim, level)
-            if rule.size > max_points and prev is not None:
-                break
-            val = np.asarray(evaluate(rule), dtype=float)
-            if prev is not None:
-                err = float(np.max(np.abs(val - prev[1])))
-                rule.error = err
-                rule.coarse = prev[0]
-                if err <= tol * _scale(val):
-                    return rule
-            prev = (rule, val)
+        rule, done = _refine((smolyak_rule(dim, level) for level in range(1, 40)), evaluate, tol,
+                             max_points)
+        if done:
+            return rule
         warnings.warn(f"sparse grid did not reach tol {tol:g} within {max_points} points "
-                      f"(estimated error {prev[0].error:.3g}); switching to rqmc",
+                      f"(estimated error {rule.error:.3g}); switching to rqmc",
                       RuntimeWarning, stacklevel=3)
         method = "rqmc"
     # rqmc
