@@ -145,7 +145,9 @@ def test_reference_subsample_is_the_seeded_sample():
     data = np.load(DATA / "lambertw_reference.npz")
     z, branch, region = REF.reference_points(int(data["seed"]))
     idx = data["index"]
-    np.testing.assert_array_equal(z[idx], data["z"])
+    # 10.0**U goes through libm/SIMD pow, whose last bit differs across CPUs: compare
+    # with a tolerance far below any change of seed or sampling rule (those move z by O(1))
+    np.testing.assert_allclose(z[idx], data["z"], rtol=1e-13, atol=0)
     np.testing.assert_array_equal(branch[idx], data["branch"])
     assert z.size == 100_000
     near = region == 2

@@ -270,7 +270,8 @@ def test_weak_recovery_sample_complexity():
     tau = wr["tau_c"]
     assert 0 < tau < 1
     d = np.array([100, 1000, 10000])
-    np.testing.assert_array_equal(wr["steps"], np.ceil(tau * d ** 2 * np.log(d)))  # eta = 1/(d log d)
+    # eta = 1/(d log d); ceil of two roundings of one number may differ by one step
+    np.testing.assert_allclose(wr["steps"], np.ceil(tau * d ** 2 * np.log(d)), rtol=0, atol=1)
     # at the crossing the overlap equals c on the theory trajectory
     r = m.integrate((t, Psi, Om), [0.0, tau])
     assert max(abs(r.observable("p_Psi", 0, 1)[-1]), abs(r.observable("p_Omega", 0, 1)[-1])) \
