@@ -18,12 +18,12 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS = {
-    "TiedModel": "attndyn.numeric.models",
-    "SModel": "attndyn.numeric.smodel",
-    "UntiedModel": "attndyn.numeric.untied",
-    "sgd": "attndyn.numeric.sgd",
-    "lambertw": "attndyn.numeric.lambertw",
-    "load_result": "attndyn.numeric.results",
+    "TiedModel": "attndyn.numeric.attention.tied",
+    "SModel": "attndyn.numeric.attention.direct",
+    "UntiedModel": "attndyn.numeric.attention.untied",
+    "sgd": "attndyn.numeric.attention.training",
+    "lambertw": "attndyn.numeric.scaling.lambertw",
+    "load_result": "attndyn.numeric.core.results",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

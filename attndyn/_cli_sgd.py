@@ -95,7 +95,7 @@ def _model(args):
 
 
 def _init(model, args):
-    from attndyn.numeric.sgd import gaussian_init
+    from attndyn.numeric.attention.training import gaussian_init
     scale = _floats(args.scale, "scale")
     scale = scale[0] if len(scale) == 1 else scale
     kw = {"scale": scale, "seed": args.seed if args.init_seed is None else args.init_seed}
@@ -125,7 +125,7 @@ def run(command_name: str, args) -> int:
     t_eval = np.linspace(0.0, args.T, args.n_out)
     progress = False if args.no_progress else None
     if command_name == "sgd":
-        from attndyn.numeric.sgd import sgd
+        from attndyn.numeric.attention.training import sgd
         kw = {"time": args.time} if args.model == "untied" else {}
         res = sgd(model, init, eta=args.eta, batch=args.batch, t_eval=t_eval, seed=args.seed,
                   order=args.order, progress=progress, threads=args.threads, **kw)
@@ -143,7 +143,7 @@ def run(command_name: str, args) -> int:
         if args.out:
             print(f"saved {res.save(args.out)}")
         return 0 if res.success else 1
-    from attndyn.numeric.compare import compare
+    from attndyn.numeric.attention.compare import compare
     if args.model == "untied":
         raise ValueError("compare: the untied theory is not implemented yet; use `attndyn sgd`")
     cmp = compare(model, init, eta=args.eta, batch=args.batch, t_eval=t_eval, seed=args.seed,

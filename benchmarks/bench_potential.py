@@ -117,7 +117,7 @@ def _numpy_numeric(pot, q):
 
 
 def main(quick: bool = False) -> None:
-    from attndyn.numeric.compile import load_generated
+    from attndyn.numeric.core.compile import load_generated
     from attndyn.symbolic.losses import mse_teacher_student, softmax_teacher_student
     from attndyn.symbolic.potential import tied_potential
 

@@ -50,7 +50,7 @@ def _setup(kind, d, B):
     import sympy as sp
     import attndyn
     from attndyn.kernels import sgd as K
-    from attndyn.numeric.sgd import _cov_factor, compiled_loss, gaussian_init
+    from attndyn.numeric.attention.training import _cov_factor, compiled_loss, gaussian_init
 
     loss = lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2  # noqa: E731
     model = {"tied": attndyn.TiedModel, "untied": attndyn.UntiedModel,

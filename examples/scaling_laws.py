@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from attndyn.numeric import scaling as sc  # noqa: E402
-from attndyn.numeric import scaling_plots as sp  # noqa: E402
+from attndyn.numeric.scaling import plots as sp  # noqa: E402
 
 
 def main(out="scaling_laws.png"):

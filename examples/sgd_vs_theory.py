@@ -21,8 +21,8 @@ import numpy as np
 import sympy as sp
 
 import attndyn
-from attndyn.numeric.compare import compare
-from attndyn.numeric.sgd import gaussian_init, sgd
+from attndyn.numeric.attention.compare import compare
+from attndyn.numeric.attention.training import gaussian_init, sgd
 
 H = {"linear": lambda x: x,
      "h2": lambda x: (x ** 2 - 1) / sp.sqrt(2),

@@ -1,17 +1,73 @@
 """Numeric layer: joins the symbolic generators and the numba kernels.
 
-Models, compiled integration drivers, the finite-d matrix-flow oracle,
-SGD-vs-theory comparison, scaling-law bounds and plots.
+Sub-packages, one per concern, with imports pointing one way
+(``attention`` and ``transformer``/``scaling`` never import each other;
+all of them may import ``core``):
+
+- :mod:`attndyn.numeric.core`: results, compile-and-cache of generated source,
+  validation, progress bars, trajectory plots;
+- :mod:`attndyn.numeric.attention`: paper 003 (attention-indexed models): the
+  model protocol and its tied, direct-S and untied parameterisations, the
+  matrix flow, finite-d SGD, SGD-vs-theory comparison, numeric potentials;
+- :mod:`attndyn.numeric.scaling`: paper 000's scaling-law bounds, their plots
+  and the Lambert W front end.
+
+The public names below load lazily, on first access.
 """
 
-from .compare import Comparison, compare
-from .flow import matrix_flow
-from .models import TiedHierarchy, TiedModel
-from .results import IntegrationError, Trajectory, TruncationNotConverged, load_result
-from .sgd import gaussian_init, sgd, sgd_runs
-from .smodel import SModel
-from .untied import UntiedModel
+from __future__ import annotations
 
-__all__ = ["TiedModel", "TiedHierarchy", "SModel", "UntiedModel", "matrix_flow", "sgd",
-           "sgd_runs", "gaussian_init", "compare", "Comparison", "Trajectory", "load_result",
-           "IntegrationError", "TruncationNotConverged"]
+import importlib
+
+# public name -> module that defines it
+_EXPORTS = {
+    "AttentionModel": "attndyn.numeric.attention.base",
+    "TiedModel": "attndyn.numeric.attention.tied",
+    "TiedHierarchy": "attndyn.numeric.attention.tied",
+    "SModel": "attndyn.numeric.attention.direct",
+    "UntiedModel": "attndyn.numeric.attention.untied",
+    "matrix_flow": "attndyn.numeric.attention.flow",
+    "sgd": "attndyn.numeric.attention.training",
+    "sgd_runs": "attndyn.numeric.attention.training",
+    "gaussian_init": "attndyn.numeric.attention.training",
+    "compare": "attndyn.numeric.attention.compare",
+    "Comparison": "attndyn.numeric.attention.compare",
+    "Trajectory": "attndyn.numeric.core.results",
+    "load_result": "attndyn.numeric.core.results",
+    "IntegrationError": "attndyn.numeric.core.results",
+    "TruncationNotConverged": "attndyn.numeric.core.results",
+}
+
+# modules of the flat layout before 0.2 -> their new home (kept one release, deprecated)
+_MOVED = {
+    "models": "attndyn.numeric.attention.tied",
+    "smodel": "attndyn.numeric.attention.direct",
+    "untied": "attndyn.numeric.attention.untied",
+    "flow": "attndyn.numeric.attention.flow",
+    "compare": "attndyn.numeric.attention.compare",
+    "potentials": "attndyn.numeric.attention.potentials",
+    "quadrature": "attndyn.numeric.attention.quadrature",
+    "results": "attndyn.numeric.core.results",
+    "compile": "attndyn.numeric.core.compile",
+    "progress": "attndyn.numeric.core.progress",
+    "plots": "attndyn.numeric.core.plots",
+    "scaling_plots": "attndyn.numeric.scaling.plots",
+    "lambertw": "attndyn.numeric.scaling.lambertw",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        if name in _MOVED:  # ``from attndyn.numeric import models`` (old layout)
+            return importlib.import_module(f"attndyn.numeric.{name}")
+        raise AttributeError(f"module 'attndyn.numeric' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -40,7 +40,7 @@ Routes (``route=``), recorded on the returned object as ``.route``:
     ``sigma(sqrt(v) z)``: exact for polynomial activations, otherwise truncated
     at ``order`` with the Parseval error bound on ``.error_bound``.
 ``"numeric"``
-    Compiled Gaussian quadrature (:mod:`attndyn.numeric.potentials`), for
+    Compiled Gaussian quadrature (:mod:`attndyn.numeric.attention.potentials`), for
     losses with no closed form (softmax attention, multi-layer examples,
     tanh, GELU); imported only when this route is taken.
 ``"auto"``
@@ -773,7 +773,7 @@ def _build(kind, loss, K, L, C, params, route, order, hessian, numeric_kw):
                 raise
             tried.append(str(exc))
     # numeric route (lazy import: the symbolic layer never loads numba otherwise)
-    from attndyn.numeric.potentials import NumericPotential
+    from attndyn.numeric.attention.potentials import NumericPotential
     pot = NumericPotential(law, expr, params=params, **numeric_kw)
     if tried:
         pot.notes.append("closed route not available: " + "; ".join(tried))
@@ -814,7 +814,7 @@ def tied_potential(loss: Callable, K: int, L: int = 1, C=None, params: Sequence[
     order : int
         Truncation order of the hermite route (default 12).
     param_values, tol, method, seed, reference, mode, max_points
-        Numeric route only (:class:`attndyn.numeric.potentials.NumericPotential`):
+        Numeric route only (:class:`attndyn.numeric.attention.potentials.NumericPotential`):
         parameter values, requested accuracy, ``"auto"|"tensor"|"sparse"|"rqmc"``,
         RQMC seed, the ``q`` where the rule is calibrated, ``"auto"|"hessian"|"stein"``,
         the largest rule.

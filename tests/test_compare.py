@@ -6,9 +6,9 @@ import sympy as sp
 
 import attndyn
 from attndyn.cli import main as cli_main
-from attndyn.numeric.compare import Comparison, compare, error_metrics
-from attndyn.numeric.results import load_result
-from attndyn.numeric.sgd import gaussian_init, sgd
+from attndyn.numeric.attention.compare import Comparison, compare, error_metrics
+from attndyn.numeric.core.results import load_result
+from attndyn.numeric.attention.training import gaussian_init, sgd
 
 
 def square(G):
@@ -106,7 +106,7 @@ def test_plots_take_ax():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from attndyn.numeric.plots import plot_comparison, plot_trajectory
+    from attndyn.numeric.core.plots import plot_comparison, plot_trajectory
     m = attndyn.TiedModel(2, [0], square)
     c = compare(m, {"d": 20, "scale": 0.5}, eta=0.05, batch=16, t_eval=[0, 0.1, 0.2], seed=0,
                 n_seeds=2)

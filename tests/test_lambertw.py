@@ -24,7 +24,7 @@ from attndyn.kernels.lambertw import (
     lambertw_log0_scalar,
     lambertwm1_scalar,
 )
-from attndyn.numeric.lambertw import lambertw, lambertw_checked
+from attndyn.numeric.scaling.lambertw import lambertw, lambertw_checked
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 

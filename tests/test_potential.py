@@ -28,7 +28,7 @@ def random_q(rng, K=2, lo=0.1, hi=1.5):
 
 
 def compiled(pot):
-    from attndyn.numeric.compile import load_generated
+    from attndyn.numeric.core.compile import load_generated
     f = load_generated(pot.numba_source("grad"), "grad")
 
     def gamma(q, p=np.zeros(0)):

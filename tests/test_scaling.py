@@ -648,7 +648,7 @@ def test_plots_return_axes():
     mpl.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attndyn.numeric import scaling_plots as sp
+    from attndyn.numeric.scaling import plots as sp
 
     C = np.logspace(10, 40, 50)
     ax = sp.plot_two_stage(C, [0.5, 1.0], 1e4, 8.0, 4.0, alpha=1.0, prefactor=1.0, loss0=1.0,

@@ -12,10 +12,10 @@ from hypothesis import given, settings, strategies as st
 import attndyn
 from attndyn.kernels import sgd as K
 from attndyn.numeric import matrix_flow
-from attndyn.numeric.compile import load_generated
-from attndyn.numeric.progress import Progress
-from attndyn.numeric.results import IntegrationError, load_result
-from attndyn.numeric.sgd import (_cov_factor, compiled_loss, gaussian_init, resolve_seed, sgd,
+from attndyn.numeric.core.compile import load_generated
+from attndyn.numeric.core.progress import Progress
+from attndyn.numeric.core.results import IntegrationError, load_result
+from attndyn.numeric.attention.training import (_cov_factor, compiled_loss, gaussian_init, resolve_seed, sgd,
                                  sgd_runs, time_step)
 from attndyn.symbolic.lossgrad import loss_gradient
 from attndyn.symbolic.printing import word_label

@@ -9,8 +9,8 @@ import sympy as sp
 
 import attndyn
 from attndyn.numeric import matrix_flow
-from attndyn.numeric.results import IntegrationError
-from attndyn.numeric.sgd import gaussian_init, sgd
+from attndyn.numeric.core.results import IntegrationError
+from attndyn.numeric.attention.training import gaussian_init, sgd
 from attndyn.symbolic.losses import mse_teacher_student
 from attndyn.symbolic.potential import RouteError, direct_potential
 

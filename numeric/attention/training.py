@@ -59,11 +59,11 @@ from attndyn.symbolic.lossgrad import loss_gradient
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
-from .compile import load_generated
-from .models import TiedModel, check_t_eval
-from .progress import Progress
-from .results import IntegrationError, Trajectory
-from .smodel import SModel, obs_key, s_observable_names, s_observables
+from ..core.compile import load_generated
+from .tied import TiedModel, check_t_eval
+from ..core.progress import Progress
+from ..core.results import IntegrationError, Trajectory
+from .direct import SModel, obs_key, s_observable_names, s_observables
 from .untied import UntiedModel
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
@@ -428,7 +428,7 @@ class _SRunner(_Runner):
                    state, blowup, losses, info, *ws)
 
     def observables(self):
-        from .smodel import _order_parameters
+        from .direct import _order_parameters
         t, Psi, Om = _order_parameters([self.matrix(k) for k in range(self.model.K)])
         return s_observables(t, Psi, Om, np.nan)[:-1]
 

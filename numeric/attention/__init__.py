@@ -1,0 +1,5 @@
+"""Paper 003, attention-indexed models: the model protocol (:mod:`.base`), one module per
+parameterisation (:mod:`.tied`, :mod:`.direct`, :mod:`.untied`), and the drivers that run any
+model through the protocol: the matrix flow (:mod:`.flow`), finite-d online SGD
+(:mod:`.training`) and the SGD-vs-theory comparison (:mod:`.compare`); numeric potentials
+(:mod:`.potentials`, :mod:`.quadrature`). Imports nothing from ``transformer`` or ``scaling``."""

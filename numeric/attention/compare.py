@@ -1,0 +1,292 @@
+"""SGD against theory from one initial condition: aligned trajectories and errors.
+
+:func:`compare` runs finite-d online SGD (:func:`attndyn.numeric.attention.training.sgd`) and
+the theory from the same initial weights, evaluates the theory at the SGD
+checkpoints (the exact times ``n_i * dt``), and reports per-observable errors.
+
+Theories:
+
+- tied: ``"flow"`` (the finite-d matrix flow, exact projection of the
+  hierarchy, default) or ``"hierarchy"`` (the truncated hierarchy at
+  ``order``, with its own convergence check);
+- direct S: ``"ode"`` (the closed ODE (402)-(404), default) or ``"flow"``
+  (the finite-d S matrix flow);
+- untied: no theory yet (the untied theory issue); use :func:`sgd` alone.
+
+The tied theory gets the same derived observables as SGD: ``p_kl = q_kl -
+t_k t_l`` and ``loss = Phi(q)`` (when the potential is symbolic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .tied import TiedModel
+from ..core.results import IntegrationError, Trajectory
+from .training import _model_kind, gaussian_init, sgd, sgd_runs, tied_observable_names
+
+__all__ = ["compare", "Comparison", "error_metrics"]
+
+METRICS = ("max_abs", "rms", "final", "max_rel")
+
+
+def error_metrics(a: np.ndarray, b: np.ndarray) -> dict:
+    """``max_abs``, ``rms``, ``final`` (last time) and ``max_rel`` (max_abs over
+    the theory's largest magnitude) of ``a - b`` (``b`` the reference)."""
+    a = np.asarray(a, float)
+    b = np.asarray(b, float)
+    if a.size == 0:
+        return {m: float("nan") for m in METRICS}
+    e = a - b
+    scale = float(np.max(np.abs(b)))
+    mx = float(np.max(np.abs(e)))
+    return {"max_abs": mx, "rms": float(np.sqrt(np.mean(e * e))), "final": float(abs(e[-1])),
+            "max_rel": mx / scale if scale > 0 else (0.0 if mx == 0 else float("inf"))}
+
+
+@dataclass
+class Comparison:
+    """SGD (mean over seeds) and theory at the same times, with errors.
+
+    Attributes
+    ----------
+    t : array
+        Common times (the model's ODE time).
+    names : list of str
+        Observables present in both.
+    sgd, theory : Trajectory
+        Aligned: same ``t``, rows in ``names`` order.
+    runs : list of Trajectory
+        The individual SGD runs (one per seed).
+    spread : dict name -> array or None
+        Standard deviation across seeds (``None`` for one seed).
+    errors : dict name -> dict
+        :func:`error_metrics` of SGD mean against theory.
+    """
+
+    t: np.ndarray
+    names: list
+    sgd: Trajectory
+    theory: Trajectory
+    runs: list
+    spread: dict | None
+    errors: dict
+    params: dict = field(default_factory=dict)
+    status: int = 0
+    message: str = ""
+
+    @property
+    def success(self) -> bool:
+        return self.status == 0
+
+    def __repr__(self):
+        w, v = self.worst()
+        return (f"Comparison(n_obs={len(self.names)}, n_t={self.t.size}, worst={w}: {v:.3g}, "
+                f"status={self.status})")
+
+    def error(self, name: str, metric: str = "max_abs") -> float:
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+        try:
+            return self.errors[name][metric]
+        except KeyError:
+            raise KeyError(f"no observable {name!r} in this comparison; have {self.names}") from None
+
+    def max_error(self, names=None, metric: str = "max_abs") -> float:
+        names = self.names if names is None else list(names)
+        return max(self.error(n, metric) for n in names)
+
+    def worst(self, names=None, metric: str = "max_abs") -> tuple:
+        names = [n for n in (self.names if names is None else names) if n != "loss"]
+        if not names:
+            return ("", 0.0)
+        vals = [self.error(n, metric) for n in names]
+        i = int(np.nanargmax(vals)) if not all(np.isnan(vals)) else 0
+        return names[i], vals[i]
+
+    def table(self, names=None) -> str:
+        names = self.names if names is None else list(names)
+        head = f"{'observable':<14}{'max_abs':>12}{'rms':>12}{'final':>12}{'max_rel':>12}"
+        if self.spread is not None:
+            head += f"{'seed std':>12}"
+        lines = [head]
+        for n in names:
+            e = self.errors[n]
+            row = (f"{n:<14}{e['max_abs']:>12.3e}{e['rms']:>12.3e}{e['final']:>12.3e}"
+                   f"{e['max_rel']:>12.3e}")
+            if self.spread is not None:
+                row += f"{float(np.max(self.spread[n])):>12.3e}"
+            lines.append(row)
+        return "\n".join(lines)
+
+    def plot(self, names=None, ax=None):
+        from ..core.plots import plot_comparison
+        return plot_comparison(self, names=names, ax=ax)
+
+
+def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
+    idx = [traj.names.index(n) for n in names]
+    y = traj.y[idx]
+    tt = traj.t
+    if t is not None:
+        y = y[:, :t.size]
+        tt = t
+    return Trajectory(t=np.asarray(tt, float), y=y, names=list(names), words=None,
+                      kind=kind or traj.kind, params=traj.params, seed=traj.seed,
+                      status=traj.status, message=traj.message, diagnostics=traj.diagnostics,
+                      inv=traj.inv)
+
+
+def _tied_theory_derived(model: TiedModel, res: Trajectory, words) -> Trajectory:
+    """Add ``p_kl`` and ``loss = Phi(q)`` rows to a tied theory trajectory."""
+    K = model.K
+    names = tied_observable_names(K, words)
+    rows = np.array([res.moment(w) for w in words]) if words else np.zeros((0, res.t.size))
+    extra = []
+    if any(len(w) == 2 for w in words):
+        t = np.array([res.moment((k,)) for k in range(K)])
+        for k in range(K):
+            for l in range(k, K):
+                extra.append(res.moment((k, l)) - t[k] * t[l])
+    loss = np.full(res.t.size, np.nan)
+    pot = model.potential
+    if pot is not None and any(len(w) == 2 for w in words):
+        import sympy as sp
+        qs = [pot.q[k, l] for k in range(K) for l in range(k, K)]
+        psyms = list(pot.params)
+        f = sp.lambdify(qs + psyms, pot.phi, "numpy")
+        qv = [res.moment((k, l)) for k in range(K) for l in range(k, K)]
+        loss = np.broadcast_to(np.asarray(f(*qv, *model.gradient_parameters), float),
+                               res.t.shape).copy()
+    y = np.vstack([rows] + ([np.array(extra)] if extra else []) + [loss[None, :]])
+    return Trajectory(t=res.t, y=y, names=names, words=[tuple(w) for w in words],
+                      kind=res.kind, params=res.params, status=res.status, message=res.message,
+                      diagnostics=res.diagnostics)
+
+
+def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order: int | None = None,
+            seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
+            theory_kwargs: dict | None = None, threads: int | None = 1,
+            raise_on_failure: bool = False) -> Comparison:
+    """Run SGD and theory from one initial condition and compare them.
+
+    Parameters
+    ----------
+    model : TiedModel or SModel
+        (An UntiedModel raises: its theory is not implemented yet.)
+    init : list or dict
+        The initial weights (tied ``W_k``, S ``S_k``), or a dict of
+        :func:`attndyn.numeric.attention.training.gaussian_init` keywords (``d``, ``scale``,
+        ``width``, ``seed``, ``symmetric``) for a seeded initialisation from
+        which both start.
+    eta, batch, t_eval :
+        As for :func:`attndyn.numeric.attention.training.sgd`.
+    theory : str, optional
+        Tied ``"flow"`` (default) or ``"hierarchy"``; S ``"ode"`` (default)
+        or ``"flow"``.
+    order : int, optional
+        Tied: longest word compared (default 2 for the flow, 4 for the hierarchy).
+    seed, n_seeds :
+        One run with ``seed``, or ``n_seeds`` runs seeded by
+        ``SeedSequence(seed).spawn(n_seeds)``; the comparison uses their mean,
+        and ``spread`` their standard deviation.
+    names : list of str, optional
+        Observables to keep (default: all common ones).
+    check :
+        Passed to the truncated hierarchy (convergence ladder).
+    theory_kwargs : dict, optional
+        Extra keywords for the theory call (``conv_tol``, ``rtol``...).
+    threads : int or None
+        numba threads of the SGD kernels (see :func:`attndyn.numeric.attention.training.sgd`).
+
+    Returns
+    -------
+    Comparison
+    """
+    kind = _model_kind(model)
+    if kind == "untied":
+        raise ValueError("compare: the untied theory is not implemented yet; run attndyn.sgd "
+                         "alone for UntiedModel")
+    if isinstance(init, dict):
+        kw = dict(init)
+        if "d" not in kw:
+            raise ValueError("init dict needs 'd' (and optionally scale, width, seed, symmetric)")
+        d = kw.pop("d")
+        init = gaussian_init(model, d, **kw)
+    if kind == "tied":
+        theory = "flow" if theory is None else theory
+        if theory not in ("flow", "hierarchy"):
+            raise ValueError(f"theory for a TiedModel must be 'flow' or 'hierarchy', got {theory!r}")
+        if order is None:
+            order = 2 if theory == "flow" else 4
+        if theory == "hierarchy" and order < 2:
+            raise ValueError("order must be >= 2 for the hierarchy comparison")
+    else:
+        theory = "ode" if theory is None else theory
+        if theory not in ("ode", "flow"):
+            raise ValueError(f"theory for an SModel must be 'ode' or 'flow', got {theory!r}")
+        if order is not None:
+            raise ValueError("order does not apply to an SModel")
+    kw = dict(eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order,
+              threads=threads)
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
+        raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
+    if n_seeds == 1:
+        runs = [sgd(model, init, seed=seed, **kw)]
+    else:
+        runs = sgd_runs(model, init, n_seeds=n_seeds, seed=seed, **kw)
+    n_t = min(r.t.size for r in runs)
+    t = runs[0].t[:n_t]
+    status = next((int(r.status) for r in runs if r.status != 0), 0)
+    msgs = [r.message for r in runs if r.status != 0]
+
+    # theory at the SGD times
+    tk = dict(theory_kwargs or {})
+    if kind == "tied":
+        S = [np.asarray(w, float) @ np.asarray(w, float).T for w in init]
+        from .flow import matrix_flow
+        if theory == "flow":
+            th = matrix_flow(model, S, t, order=order, **tk)
+        else:
+            th = model.hierarchy(order).integrate(S, t, check=check, **tk)
+        words = runs[0].words
+        th = _tied_theory_derived(model, th, words)
+    else:
+        th = (model.integrate(init, t, **tk) if theory == "ode"
+              else model.matrix_flow(init, t, **tk))
+    if th.status not in (0,):
+        msgs.append(f"theory: {th.message}")
+        status = status if status != 0 else int(th.status)
+    n_t = min(n_t, th.t.size)
+    t = t[:n_t]
+
+    common = [n for n in runs[0].names if n in th.names]
+    if names is not None:
+        missing = [n for n in names if n not in common]
+        if missing:
+            raise ValueError(f"names {missing} are not observables of both SGD and theory; "
+                             f"have {common}")
+        common = list(names)
+    stack = np.array([[r.y[r.names.index(n), :n_t] for n in common] for r in runs])
+    mean = stack.mean(axis=0)
+    spread = None
+    if len(runs) > 1:
+        sd = stack.std(axis=0, ddof=1)
+        spread = {n: sd[i] for i, n in enumerate(common)}
+    sgd_mean = Trajectory(t=t.copy(), y=mean, names=list(common), kind="sgd" if len(runs) == 1
+                          else "sgd_mean", params=runs[0].params,
+                          seed=runs[0].seed if len(runs) == 1 else [r.seed for r in runs],
+                          status=runs[0].status, message=runs[0].message,
+                          diagnostics={"n_seeds": len(runs)})
+    th_al = _subset(th, common, t=t)
+    errors = {n: error_metrics(mean[i], th_al.y[i]) for i, n in enumerate(common)}
+    params = dict(runs[0].params)
+    params.update({"theory": theory, "order": order, "n_seeds": len(runs)})
+    message = "success: SGD and theory compared" if status == 0 else "; ".join(msgs)
+    res = Comparison(t=t, names=common, sgd=sgd_mean, theory=th_al, runs=runs, spread=spread,
+                     errors=errors, params=params, status=int(status), message=message)
+    if raise_on_failure and res.status != 0:
+        raise IntegrationError(message)
+    return res

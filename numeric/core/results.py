@@ -1,0 +1,164 @@
+"""Labelled results: times, observables, parameters, seed and status.
+
+Every integration, matrix flow and SGD run returns a :class:`Trajectory`.
+Arrays follow ``scipy.integrate.solve_ivp``: ``t`` has shape ``(n_t,)`` and
+``y`` shape ``(n_obs, n_t)``. Results save to one ``.npz`` file (arrays plus a
+JSON header) and load back with :func:`load_result`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from attndyn.symbolic.words import Alphabet, canonical
+
+__all__ = ["Trajectory", "load_result", "TruncationNotConverged", "IntegrationError"]
+
+
+class IntegrationError(RuntimeError):
+    """Raised by ``raise_on_failure=True`` when an integration or run fails."""
+
+
+class TruncationNotConverged(IntegrationError):
+    """Raised by ``raise_on_failure=True`` when orders M and M+2 disagree."""
+
+
+@dataclass
+class Trajectory:
+    """A labelled trajectory.
+
+    Attributes
+    ----------
+    t : (n_t,) array
+        Times, in the paper's ODE time of the model (tied: ``t = 4 eta n / d``).
+    y : (n_obs, n_t) array
+        Observables; row ``i`` is ``names[i]``.
+    names : list of str
+        Observable names (``mu_1``, ``q_12``, ``mu_112``, ...).
+    words : list of tuple or None
+        The word of each row, for moment observables.
+    kind : str
+        ``"hierarchy"``, ``"matrix_flow"``, ``"sgd"``, ...
+    params : dict
+        Everything needed to reproduce the run (JSON-serialisable).
+    seed : int or None
+    status : int
+        0 on success; negative codes are integrator failures (see
+        ``attndyn.kernels.integrate.STATUS``); 2 means "truncation not
+        converged in the order".
+    message : str
+    diagnostics : dict
+        Extra numbers: step counts, truncation differences per observable...
+    """
+
+    t: np.ndarray
+    y: np.ndarray
+    names: list
+    words: list | None = None
+    kind: str = ""
+    params: dict = field(default_factory=dict)
+    seed: Any = None
+    status: int = 0
+    message: str = ""
+    diagnostics: dict = field(default_factory=dict)
+    inv: tuple | None = None  # transpose involution of the alphabet, for words
+
+    @property
+    def success(self) -> bool:
+        return self.status == 0
+
+    def __repr__(self):
+        return (f"Trajectory(kind={self.kind!r}, n_obs={len(self.names)}, n_t={self.t.size}, "
+                f"status={self.status}, message={self.message!r})")
+
+    # -- access -----------------------------------------------------------
+    def _word_index(self, word) -> int:
+        if self.words is None:
+            raise KeyError("this result has no word observables")
+        w = tuple(int(a) for a in word)
+        if not hasattr(self, "_wmap"):
+            self._wmap = {tuple(x): i for i, x in enumerate(self.words)}
+        K = 1 + max((max(x) for x in self.words if len(x)), default=0)
+        K = max(K, 1 + max(w, default=0))
+        inv = self.inv if self.inv is not None else None
+        alph = Alphabet(K if inv is None else len(inv), inv)
+        c = canonical(w, alph)
+        try:
+            return self._wmap[c]
+        except KeyError:
+            raise KeyError(f"word {w} (canonical {c}) is not among this result's observables; "
+                           f"longest stored word has length {max(map(len, self.words))}") from None
+
+    def moment(self, word: Sequence[int]) -> np.ndarray:
+        """Trajectory of ``mu_word`` (any word; canonicalised)."""
+        return self.y[self._word_index(word)]
+
+    def observable(self, name: str, *indices) -> np.ndarray:
+        """Trajectory of an observable by name, e.g. ``observable("q_12")`` or
+        ``observable("q", 0, 1)`` (0-based indices)."""
+        if indices:
+            key = f"{name}_" + "".join(str(i + 1) for i in indices) if all(
+                i < 9 for i in indices) else f"{name}_" + "_".join(str(i + 1) for i in indices)
+        else:
+            key = name
+        try:
+            return self.y[self.names.index(key)]
+        except ValueError:
+            raise KeyError(f"no observable {key!r}; have {self.names[:12]}"
+                           f"{'...' if len(self.names) > 12 else ''}") from None
+
+    def final(self) -> dict:
+        return {n: float(self.y[i, -1]) for i, n in enumerate(self.names)} if self.t.size else {}
+
+    # -- persistence ------------------------------------------------------
+    def save(self, path) -> str:
+        """Save to ``path`` (``.npz``); returns the path written."""
+        path = str(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
+        header = {
+            "names": list(self.names),
+            "words": None if self.words is None else [list(w) for w in self.words],
+            "kind": self.kind, "params": self.params, "seed": self.seed,
+            "status": int(self.status), "message": self.message,
+            "diagnostics": _jsonable({k: v for k, v in self.diagnostics.items()
+                                      if k != "matrices"}),
+            "inv": None if self.inv is None else list(self.inv),
+            "format": "attndyn-trajectory-1",
+        }
+        np.savez_compressed(path, t=self.t, y=self.y, header=np.array(json.dumps(header)))
+        return path
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    return obj
+
+
+def load_result(path) -> Trajectory:
+    """Load a :class:`Trajectory` saved by :meth:`Trajectory.save`."""
+    with np.load(path, allow_pickle=False) as f:
+        header = json.loads(str(f["header"]))
+        if header.get("format") != "attndyn-trajectory-1":
+            raise ValueError(f"{path} is not an attndyn result file")
+        return Trajectory(
+            t=f["t"], y=f["y"], names=header["names"],
+            words=None if header["words"] is None else [tuple(w) for w in header["words"]],
+            kind=header["kind"], params=header["params"], seed=header["seed"],
+            status=header["status"], message=header["message"],
+            diagnostics=header["diagnostics"],
+            inv=None if header["inv"] is None else tuple(header["inv"]),
+        )

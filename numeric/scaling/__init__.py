@@ -1,0 +1,16 @@
+"""Paper 000, scaling laws: the bounds of Theorems 5.5, 6.2, 7.1 and 7.2 (:mod:`.bounds`,
+re-exported here, so ``attndyn.numeric.scaling.threshold_compute`` works), their plots
+(:mod:`.plots`) and the Lambert W front end (:mod:`.lambertw`).
+Imports nothing from :mod:`attndyn.numeric.attention`."""
+
+from . import bounds as _bounds
+from .bounds import *  # noqa: F401,F403  (the public bounds API)
+from .bounds import __all__  # noqa: F401
+
+
+def __getattr__(name):
+    # private helpers of the bounds module (used by the CLI and the tests)
+    try:
+        return getattr(_bounds, name)
+    except AttributeError:
+        raise AttributeError(f"module 'attndyn.numeric.scaling' has no attribute {name!r}") from None
