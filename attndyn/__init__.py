@@ -24,6 +24,9 @@ _EXPORTS = {
     "sgd": "attndyn.numeric.attention.training",
     "lambertw": "attndyn.numeric.scaling.lambertw",
     "load_result": "attndyn.numeric.core.results",
+    "sweep": "attndyn._sweep",
+    "SweepResult": "attndyn._sweep",
+    "load_sweep": "attndyn._sweep",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
