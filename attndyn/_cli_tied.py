@@ -147,13 +147,14 @@ def run(command: str, args) -> int:
 def _derive(args) -> int:
     import sympy as sp
 
-    from attndyn.symbolic.printing import equations_latex, equations_text, tied_equations
+    from attndyn.symbolic.printing import closed_form_gamma, hierarchy_latex, hierarchy_text
 
     structure, pot = _build_symbolic(args)
     has_closed = pot is not None and hasattr(pot, "gamma")
     if args.closed_form and not has_closed:
         raise ValueError("--closed-form needs a loss with a closed-form potential")
-    eqs = tied_equations(structure, pot.gamma, pot.q) if args.closed_form else tied_equations(structure)
+    gamma = (closed_form_gamma(structure, pot.gamma, pot.q, latex=args.latex)
+             if args.closed_form else None)
     K = structure.K
     if args.potential and has_closed:
         if args.latex:
@@ -168,12 +169,10 @@ def _derive(args) -> int:
     header = (f"# tied hierarchy (paper 003, eq. 11) truncated at order {structure.order} (eq. 13): "
               f"K={K}, trainable={[k for k in structure.trainable]}, "
               f"{structure.n_moments} moments, {structure.n_terms} terms")
-    if args.latex:
-        print("% " + header[2:])
-        print(equations_latex(eqs, structure))
-    else:
-        print(header)
-        print(equations_text(eqs))
+    print("% " + header[2:] if args.latex else header)
+    # streamed: the first lines of a large hierarchy appear at once
+    for line in (hierarchy_latex if args.latex else hierarchy_text)(structure, gamma):
+        print(line)
     return 0
 
 

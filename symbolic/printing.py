@@ -12,7 +12,8 @@ from typing import Sequence
 import sympy as sp
 
 __all__ = ["word_label", "word_symbol", "word_latex", "gamma_symbols", "tied_equations",
-           "equations_text", "equations_latex"]
+           "equations_text", "equations_latex", "hierarchy_text", "hierarchy_latex",
+           "closed_form_gamma"]
 
 
 def _letters(word: Sequence[int], K: int, names: Sequence[str] | None) -> list:
@@ -99,3 +100,155 @@ def equations_latex(eqs, structure) -> str:
         rhs = eq.rhs.xreplace(names)
         rows.append(rf"\frac{{d {word_latex(w, K)}}}{{dt}} &= {sp.latex(rhs)}")
     return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+
+
+# ---------------------------------------------------------------------------
+# printing straight from the structure arrays (no SymPy per term: order 16 in well under 2 s)
+
+def _merged_rows(structure):
+    """Per row, the terms merged over ``Gamma_kl = Gamma_lk``: yields
+    ``(row, [(key, [(src, coef), ...]), ...])`` with ``key`` a pair ``(k, l)``, ``k <= l``,
+    or ``"decay"`` (coefficient in units of ``gamma/2``), keys and sources ascending."""
+    import numpy as np
+    K = structure.K
+    n = structure.n_moments
+    indptr = np.asarray(structure.indptr, dtype=np.int64)
+    ent = np.asarray(structure.ent, dtype=np.int64)
+    k, l = ent // K, ent % K
+    gkey = np.where(ent == K * K, K * K, np.minimum(k, l) * K + np.maximum(k, l))
+    row = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    key = (row * (K * K + 1) + gkey) * n + np.asarray(structure.src, dtype=np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    coef = np.bincount(inv, weights=np.asarray(structure.coef, dtype=np.float64)).astype(np.int64)
+    keep = coef != 0
+    uniq, coef = uniq[keep], coef[keep]
+    src = uniq % n
+    g = (uniq // n) % (K * K + 1)
+    r = uniq // (n * (K * K + 1))
+    bounds = np.searchsorted(r, np.arange(n + 1))
+    for i in range(n):
+        terms = []
+        for t in range(bounds[i], bounds[i + 1]):
+            gk = int(g[t])
+            kk = "decay" if gk == K * K else (gk // K, gk % K)
+            if terms and terms[-1][0] == kk:
+                terms[-1][1].append((int(src[t]), int(coef[t])))
+            else:
+                terms.append((kk, [(int(src[t]), int(coef[t]))]))
+        yield i, terms
+
+
+def _gamma_name(k, l, K, latex=False):
+    if latex:
+        return rf"\Gamma_{{{k + 1}{l + 1}}}" if K < 10 else rf"\Gamma_{{{k + 1},{l + 1}}}"
+    return f"Gamma_{k + 1}{l + 1}" if K < 10 else f"Gamma_{k + 1}_{l + 1}"
+
+
+def _number(text):
+    """The value of a printed rational constant (``2``, ``-3/2``), or None (no eval)."""
+    from fractions import Fraction
+    try:
+        return Fraction(text.replace(" ", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _signed(parts, latex: bool = False):
+    """Join ``(coefficient, body)`` pairs as ``a - b + c``; ``body`` may be empty;
+    coefficients are ints or Fractions; zero terms are dropped."""
+    mul = " " if latex else "*"
+    out = []
+    for c, body in parts:
+        if c == 0:
+            continue
+        sign = "-" if c < 0 else "+"
+        mag = abs(c)
+        if getattr(mag, "denominator", 1) != 1:
+            num = (rf"\tfrac{{{mag.numerator}}}{{{mag.denominator}}}" if latex
+                   else f"{mag.numerator}/{mag.denominator}")
+        else:
+            num = str(int(mag))
+        text = body if (mag == 1 and body) else (f"{num}{mul}{body}" if body else num)
+        out.append((sign, text))
+    if not out:
+        return "0"
+    first = ("-" if out[0][0] == "-" else "") + out[0][1]
+    return first + "".join(f" {s} {t}" for s, t in out[1:])
+
+
+def hierarchy_text(structure, gamma=None, decay: str = "gamma"):
+    """Lines ``dmu_alpha/dt = ...`` of a tied structure (eq. 11 truncated by eq. 13), built
+    from the integer arrays, one line per moment (a generator: stream long outputs).
+
+    ``gamma``: optional mapping ``(k, l) -> str`` (``k <= l``) with the closed form of
+    ``Gamma_kl`` in the moment names; then each row is grouped by Gamma entry,
+    ``(Gamma_kl(q))*(c*mu_a + ...)``. The decay term is ``c/2*gamma*mu``.
+    """
+    K = structure.K
+    names = [word_label(w, K) for w in structure.words]
+    for i, terms in _merged_rows(structure):
+        parts = []
+        for key, srcs in terms:
+            if key == "decay":
+                for s, c in srcs:
+                    parts.append((c, f"{decay}*{names[s]}/2") if c % 2 else
+                                 (c // 2, f"{decay}*{names[s]}"))
+            elif gamma is None:
+                g = _gamma_name(*key, K)
+                parts.extend((c, f"{g}*{names[s]}") for s, c in srcs)
+            elif _number(gamma[key]) is not None:  # a constant Gamma_kl: fold it in
+                v = _number(gamma[key])
+                parts.extend((c * v, names[s]) for s, c in srcs)
+            else:
+                inner = _signed([(c, names[s]) for s, c in srcs])
+                parts.append((1, f"({gamma[key]})*({inner})"))
+        yield f"d{names[i]}/dt = {_signed(parts)}"
+
+
+def hierarchy_latex(structure, gamma=None, decay: str = r"\gamma"):
+    """The same rows as :func:`hierarchy_text` in LaTeX (an ``aligned`` environment, as a
+    generator of lines), in the paper's notation ``\\bar\\mu``, ``\\bar q``, ``\\Gamma_{kl}``.
+    ``gamma``: optional mapping ``(k, l) -> LaTeX`` of the closed forms."""
+    from fractions import Fraction
+    K = structure.K
+    names = [word_latex(w, K) for w in structure.words]
+
+    def signed(parts):
+        return _signed(parts, latex=True)
+
+    yield "\\begin{aligned}"
+    n = structure.n_moments
+    for i, terms in _merged_rows(structure):
+        parts = []
+        for key, srcs in terms:
+            if key == "decay":
+                for s, c in srcs:
+                    parts.append((Fraction(c, 2), f"{decay} {names[s]}"))
+            elif gamma is None:
+                g = _gamma_name(*key, K, latex=True)
+                parts.extend((c, f"{g} {names[s]}") for s, c in srcs)
+            elif _number(gamma[key]) is not None:
+                v = _number(gamma[key])
+                parts.extend((c * v, names[s]) for s, c in srcs)
+            else:
+                inner = signed([(c, names[s]) for s, c in srcs])
+                parts.append((1, rf"\left({gamma[key]}\right)\left({inner}\right)"))
+        end = " \\\\" if i < n - 1 else ""
+        yield rf"\frac{{d {names[i]}}}{{dt}} &= {signed(parts)}{end}"
+    yield "\\end{aligned}"
+
+
+def closed_form_gamma(structure, gamma_matrix, q_matrix, latex: bool = False) -> dict:
+    """``(k, l) -> str`` (``k <= l``): a potential's ``Gamma(q)`` with ``q`` renamed to the
+    moment names, printed once per entry by SymPy, for :func:`hierarchy_text` and
+    :func:`hierarchy_latex`."""
+    K = structure.K
+    ren = {}
+    for k in range(K):
+        for l in range(K):
+            w = (min(k, l), max(k, l))
+            ren[q_matrix[k, l]] = (sp.Symbol(word_latex(w, K)) if latex else word_symbol(w, K)) \
+                if structure.order >= 2 else sp.Integer(0)
+    G = sp.ImmutableMatrix(gamma_matrix).xreplace(ren)
+    printer = sp.latex if latex else sp.sstr
+    return {(k, l): printer(G[k, l]) for k in range(K) for l in range(k, K)}

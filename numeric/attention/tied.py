@@ -17,8 +17,8 @@ from attndyn.kernels.integrate import dopri5_sparse, status_message
 from attndyn.kernels.moments import word_traces
 from attndyn.symbolic.hierarchy import check_order, tied_structure
 from attndyn.symbolic.potential import tied_potential
-from attndyn.symbolic.printing import (equations_latex, equations_text, tied_equations,
-                                       word_label)
+from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hierarchy_text,
+                                       tied_equations, word_label)
 from attndyn.symbolic.words import canonical
 
 from ..core.validate import _check_nonneg_float, _check_pos_float, check_model_args, check_t_eval  # noqa: F401
@@ -198,11 +198,27 @@ class TiedHierarchy:
             return tied_equations(self.structure, pot.gamma, pot.q)
         return tied_equations(self.structure)
 
+    def _closed_gamma(self, closed_form: bool, latex: bool):
+        if not closed_form:
+            return None
+        pot = self.model.potential
+        if pot is None:
+            raise ValueError("closed_form=True needs a symbolic loss, not a numeric potential")
+        return closed_form_gamma(self.structure, pot.gamma, pot.q, latex=latex)
+
     def text(self, closed_form: bool = False) -> str:
-        return equations_text(self.equations(closed_form))
+        """``d mu_alpha/dt = ...``, one line per moment, printed from the structure arrays;
+        with ``closed_form`` each ``Gamma_kl`` is written out in the overlaps ``q``."""
+        return "\n".join(hierarchy_text(self.structure, self._closed_gamma(closed_form, False)))
 
     def latex(self, closed_form: bool = False) -> str:
-        return equations_latex(self.equations(closed_form), self.structure)
+        """The same equations as :meth:`text` in LaTeX (``aligned``), in the paper's notation."""
+        return "\n".join(hierarchy_latex(self.structure, self._closed_gamma(closed_form, True)))
+
+    def _repr_latex_(self):
+        if self.n_moments > 200:  # a notebook cell, not a book
+            return None
+        return "$$" + self.latex() + "$$"
 
     # -- initial conditions ---------------------------------------------------
     def moments_from_matrices(self, matrices) -> np.ndarray:
