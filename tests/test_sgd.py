@@ -495,7 +495,7 @@ def test_progress_bar_quiet_off_terminal_and_drawn_on_request():
         p.update(5)
         p.update(5)
     out = buf.getvalue()
-    assert "run" in out and "100.0%" in out and out.endswith("\n")
+    assert "run" in out and "100%" in out and "10/10" in out and out.endswith("\n")
 
 
 def test_sgd_writes_nothing_to_stderr_when_not_a_terminal(capsys):

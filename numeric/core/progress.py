@@ -1,22 +1,23 @@
-"""A tiny progress bar on stderr that stays quiet when stderr is not a terminal."""
+"""Progress bars (tqdm) that stay quiet when the stream is not a terminal."""
 
 from __future__ import annotations
 
 import sys
-import time
 
 __all__ = ["Progress"]
 
 
 class Progress:
-    """Progress of ``total`` units of work, redrawn at most every ``min_interval`` s.
+    """Progress of ``total`` units of work: a thin wrapper of ``tqdm``.
 
-    ``enabled=None`` shows the bar only when the stream is a TTY, so logs, pipes
-    and test runs stay clean. Use as a context manager or call :meth:`close`.
+    ``enabled=None`` shows the bar only when the stream is a TTY (tqdm's ``disable=None``),
+    so logs, pipes and test runs stay clean. Redrawn at most every ``min_interval`` s.
+    Use as a context manager or call :meth:`close`.
     """
 
     def __init__(self, total: int, desc: str = "", *, enabled: bool | None = None, stream=None,
-                 min_interval: float = 0.2, width: int = 28):
+                 min_interval: float = 0.2, unit: str = "it"):
+        from tqdm.auto import tqdm
         self.total = max(int(total), 0)
         self.desc = desc
         self.stream = sys.stderr if stream is None else stream
@@ -27,12 +28,12 @@ class Progress:
             except (ValueError, OSError):  # closed stream
                 enabled = False
         self.enabled = bool(enabled)
-        self.min_interval = float(min_interval)
-        self.width = int(width)
-        self.n = 0
-        self._t0 = time.perf_counter()
-        self._last = -1.0
-        self._drawn = False
+        self._bar = tqdm(total=self.total, desc=desc, file=self.stream, mininterval=min_interval,
+                         disable=not self.enabled, unit=unit, leave=True, dynamic_ncols=True)
+
+    @property
+    def n(self) -> int:
+        return int(self._bar.n)
 
     def __enter__(self):
         return self
@@ -41,30 +42,8 @@ class Progress:
         self.close()
         return False
 
-    def render(self) -> str:
-        frac = 1.0 if self.total == 0 else min(self.n / self.total, 1.0)
-        filled = int(round(frac * self.width))
-        el = time.perf_counter() - self._t0
-        eta = (el / frac - el) if frac > 0 else float("nan")
-        bar = "#" * filled + "." * (self.width - filled)
-        left = f" eta {eta:6.1f}s" if frac < 1 and eta == eta else ""
-        return (f"{self.desc} [{bar}] {100 * frac:5.1f}% {self.n}/{self.total} "
-                f"{el:6.1f}s{left}")
-
     def update(self, n: int = 1) -> None:
-        self.n += int(n)
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self._last < self.min_interval and self.n < self.total:
-            return
-        self._last = now
-        self.stream.write("\r" + self.render())
-        self.stream.flush()
-        self._drawn = True
+        self._bar.update(int(n))
 
     def close(self) -> None:
-        if self.enabled and self._drawn:
-            self.stream.write("\r" + self.render() + "\n")
-            self.stream.flush()
-            self._drawn = False
+        self._bar.close()
