@@ -1,9 +1,11 @@
-"""Adaptive Dormand-Prince 5(4) integration of the sparse hierarchy, in numba.
+"""Adaptive explicit Runge-Kutta integration of the sparse hierarchy, in numba.
 
-The integrator hits every requested output time exactly (the step is clipped
-to the next output time), controls the local error with ``atol + rtol*|y|`` in
-the RMS norm (as scipy's RK45), and never hangs or returns NaN silently: it
-stops with a status code.
+Two embedded pairs share one kernel: Dormand-Prince 5(4) (``"dopri5"``, as
+scipy's RK45) and Dormand-Prince 8(5,3) (``"dop853"``, as scipy's DOP853, whose
+coefficients are copied from scipy, BSD licence). The integrator hits every
+requested output time exactly (the step is clipped to the next output time),
+controls the local error with ``atol + rtol*max(|y|, |y_new|)`` in the RMS norm,
+and never hangs or returns NaN silently: it stops with a status code.
 
 Status codes (``STATUS``):
     0  success: reached the last output time;
@@ -11,6 +13,9 @@ Status codes (``STATUS``):
        finite-time blow-up just ahead);
    -2  maximum number of steps reached;
    -3  the state became non-finite or exceeded ``blowup`` in absolute value.
+
+The kernel is compiled (or loaded from numba's cache) on first use:
+:func:`rk_kernel`. It takes the fused structure of :mod:`attndyn.kernels.rhs`.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from .rhs import GRAD_FTYPE, sparse_rhs
+from .rhs import GRAD_FTYPE, _SLOT_TYPES, apply_all, check_system, fused_system, gamma_table
 
-__all__ = ["dopri5_sparse", "STATUS", "status_message"]
+__all__ = ["rk_kernel", "rk_signature", "run_rk", "TABLEAUX", "dopri5_sparse", "STATUS",
+           "status_message"]
 
 STATUS = {
     0: "success: the integration reached the last output time",
@@ -37,69 +43,174 @@ def status_message(status: int, t: float, steps: int = 0, blowup: float = 0.0) -
     return STATUS[int(status)].format(t=t, steps=steps, blowup=blowup)
 
 
-# Dormand-Prince 5(4) tableau
-_C2, _C3, _C4, _C5 = 1 / 5, 3 / 10, 4 / 5, 8 / 9
-_A21 = 1 / 5
-_A31, _A32 = 3 / 40, 9 / 40
-_A41, _A42, _A43 = 44 / 45, -56 / 15, 32 / 9
-_A51, _A52, _A53, _A54 = 19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729
-_A61, _A62, _A63, _A64, _A65 = 9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656
-_B1, _B3, _B4, _B5, _B6 = 35 / 384, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84
-# error estimate: 5th-order minus embedded 4th-order weights
-_E1, _E3, _E4, _E5, _E6, _E7 = (71 / 57600, -71 / 16695, 71 / 1920, -17253 / 339200,
-                                22 / 525, -1 / 40)
+# ---------------------------------------------------------------------------
+# tableaux: A (s x s), B (s), C (s), E (s + 1, on the stages and f(y_new)), E3 (DOP853 only)
+
+_DP5_A = np.zeros((6, 6))
+_DP5_A[1, :1] = [1 / 5]
+_DP5_A[2, :2] = [3 / 40, 9 / 40]
+_DP5_A[3, :3] = [44 / 45, -56 / 15, 32 / 9]
+_DP5_A[4, :4] = [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729]
+_DP5_A[5, :5] = [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656]
+_DP5_B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
+_DP5_C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
+# 5th-order minus embedded 4th-order weights
+_DP5_E = np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40])
+
+_DOP853_C = np.array([0.0, 0.05260015195876773, 0.0789002279381516, 0.1183503419072274, 0.2816496580927726, 0.3333333333333333, 0.25, 0.3076923076923077, 0.6512820512820513, 0.6, 0.8571428571428571, 1.0])
+_DOP853_A = np.zeros((12, 12))
+_DOP853_A[1, 0] = 0.05260015195876773
+_DOP853_A[2, 0] = 0.0197250569845379
+_DOP853_A[2, 1] = 0.0591751709536137
+_DOP853_A[3, 0] = 0.02958758547680685
+_DOP853_A[3, 2] = 0.08876275643042054
+_DOP853_A[4, 0] = 0.2413651341592667
+_DOP853_A[4, 2] = -0.8845494793282861
+_DOP853_A[4, 3] = 0.924834003261792
+_DOP853_A[5, 0] = 0.037037037037037035
+_DOP853_A[5, 3] = 0.17082860872947386
+_DOP853_A[5, 4] = 0.12546768756682242
+_DOP853_A[6, 0] = 0.037109375
+_DOP853_A[6, 3] = 0.17025221101954405
+_DOP853_A[6, 4] = 0.06021653898045596
+_DOP853_A[6, 5] = -0.017578125
+_DOP853_A[7, 0] = 0.03709200011850479
+_DOP853_A[7, 3] = 0.17038392571223998
+_DOP853_A[7, 4] = 0.10726203044637328
+_DOP853_A[7, 5] = -0.015319437748624402
+_DOP853_A[7, 6] = 0.008273789163814023
+_DOP853_A[8, 0] = 0.6241109587160757
+_DOP853_A[8, 3] = -3.3608926294469414
+_DOP853_A[8, 4] = -0.868219346841726
+_DOP853_A[8, 5] = 27.59209969944671
+_DOP853_A[8, 6] = 20.154067550477894
+_DOP853_A[8, 7] = -43.48988418106996
+_DOP853_A[9, 0] = 0.47766253643826434
+_DOP853_A[9, 3] = -2.4881146199716677
+_DOP853_A[9, 4] = -0.590290826836843
+_DOP853_A[9, 5] = 21.230051448181193
+_DOP853_A[9, 6] = 15.279233632882423
+_DOP853_A[9, 7] = -33.28821096898486
+_DOP853_A[9, 8] = -0.020331201708508627
+_DOP853_A[10, 0] = -0.9371424300859873
+_DOP853_A[10, 3] = 5.186372428844064
+_DOP853_A[10, 4] = 1.0914373489967295
+_DOP853_A[10, 5] = -8.149787010746927
+_DOP853_A[10, 6] = -18.52006565999696
+_DOP853_A[10, 7] = 22.739487099350505
+_DOP853_A[10, 8] = 2.4936055526796523
+_DOP853_A[10, 9] = -3.0467644718982196
+_DOP853_A[11, 0] = 2.273310147516538
+_DOP853_A[11, 3] = -10.53449546673725
+_DOP853_A[11, 4] = -2.0008720582248625
+_DOP853_A[11, 5] = -17.9589318631188
+_DOP853_A[11, 6] = 27.94888452941996
+_DOP853_A[11, 7] = -2.8589982771350235
+_DOP853_A[11, 8] = -8.87285693353063
+_DOP853_A[11, 9] = 12.360567175794303
+_DOP853_A[11, 10] = 0.6433927460157636
+_DOP853_B = np.array([0.054293734116568765, 0.0, 0.0, 0.0, 0.0, 4.450312892752409, 1.8915178993145003, -5.801203960010585, 0.3111643669578199, -0.1521609496625161, 0.20136540080403034, 0.04471061572777259])
+_DOP853_E3 = np.array([-0.18980075407240762, 0.0, 0.0, 0.0, 0.0, 4.450312892752409, 1.8915178993145003, -5.801203960010585, -0.4226823213237919, -0.1521609496625161, 0.20136540080403034, 0.02265179219836082, 0.0])
+_DOP853_E5 = np.array([0.01312004499419488, 0.0, 0.0, 0.0, 0.0, -1.2251564463762044, -0.4957589496572502, 1.6643771824549864, -0.35032884874997366, 0.3341791187130175, 0.08192320648511571, -0.022355307863886294, 0.0])
+
+
+#: name -> (A, B, C, E, E3, error order, norm kind): kind 0 is the RMS norm of scipy's
+#: RK45, kind 1 the combined 5th/3rd-order estimate of DOP853.
+TABLEAUX = {
+    "dopri5": (_DP5_A, _DP5_B, _DP5_C, _DP5_E, np.zeros(7), 4, 0),
+    "dop853": (_DOP853_A, _DOP853_B, _DOP853_C, _DOP853_E5, _DOP853_E3, 7, 1),
+}
 
 _f64 = types.float64[::1]
-DOPRI_SIG = types.void(
-    _f64,               # y0
-    types.float64,      # t0
-    _f64,               # t_eval (increasing, > t0 or == t0)
-    types.float64,      # rtol
-    types.float64,      # atol
-    types.float64,      # h_init (<= 0: automatic)
-    types.float64,      # h_max
-    types.int64,        # max_steps
-    types.float64,      # blowup
-    GRAD_FTYPE, _f64, types.int64[::1], _f64, types.int64[::1],
-    types.int32[::1], types.int16[::1], types.int16[::1],
-    types.int64,        # n_grad
-    types.float64[:, ::1],  # ys (out): len(t_eval) x n
-    types.int64[::1],   # info (out): status, n_out, steps, nfev, rejected
-    _f64,               # tinfo (out): t reached, last h
-)
+
+
+def rk_signature(slot_dtype=np.uint8):
+    return types.void(
+        _f64,               # y0
+        types.float64,      # t0
+        _f64,               # t_eval (non-decreasing, >= t0)
+        types.float64,      # rtol
+        types.float64,      # atol
+        types.float64,      # h_init (<= 0: automatic)
+        types.float64,      # h_max
+        types.int64,        # max_steps
+        types.float64,      # blowup
+        types.float64[:, ::1], _f64, _f64, _f64, _f64,  # A, B, C, E, E3
+        types.int64,        # error order
+        types.int64,        # norm kind
+        GRAD_FTYPE, _f64, types.int64[::1], _f64,       # gfun, gparams, gather, consts
+        types.uint64[::1], types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # indptr, src, slot
+        _f64, types.int64[::1], types.int64[::1],       # slot_coef, slot_ent, blocks
+        types.int64,        # n_grad
+        types.float64[:, ::1],  # ys (out): len(t_eval) x n
+        types.int64[::1],   # info (out): status, n_out, steps, nfev, rejected
+        _f64,               # tinfo (out): t reached, last h
+    )
 
 
 @njit(cache=True)
-def _rms(err, y, ynew, rtol, atol):
-    s = 0.0
-    for i in range(err.size):
-        sc = atol + rtol * max(abs(y[i]), abs(ynew[i]))
-        v = err[i] / sc
-        s += v * v
-    return np.sqrt(s / max(err.size, 1))
+def _f(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+       xbuf, gout, g, tab, dy):
+    gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
+    apply_all(indptr, src, slot, tab, y, dy, blocks)
 
 
-@njit(DOPRI_SIG, cache=True)
-def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
-                  gfun, gparams, gather, consts, indptr, src, ent, coef, n_grad,
-                  ys, info, tinfo):
-    """Integrate ``dy/dt = F(y)`` of :func:`sparse_rhs` from ``t0`` and write the
-    state at each ``t_eval`` into ``ys``; see the module doc for ``info``."""
+@njit(cache=True)
+def _err_norm(Kst, E, E3, kind, h, y, ynew, rtol, atol, scale, err):
+    n = y.size
+    ns = E.size
+    for i in range(n):
+        scale[i] = atol + rtol * max(abs(y[i]), abs(ynew[i]))
+    if kind == 0:
+        s = 0.0
+        for i in range(n):
+            e = 0.0
+            for j in range(ns):
+                e += E[j] * Kst[j, i]
+            v = h * e / scale[i]
+            s += v * v
+        return np.sqrt(s / max(n, 1))
+    s5 = 0.0
+    s3 = 0.0
+    for i in range(n):
+        e5 = 0.0
+        e3 = 0.0
+        for j in range(ns):
+            e5 += E[j] * Kst[j, i]
+            e3 += E3[j] * Kst[j, i]
+        v5 = e5 / scale[i]
+        v3 = e3 / scale[i]
+        s5 += v5 * v5
+        s3 += v3 * v3
+    if s5 == 0.0 and s3 == 0.0:
+        return 0.0
+    den = s5 + 0.01 * s3
+    return abs(h) * s5 / np.sqrt(den * max(n, 1))
+
+
+def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E, E3,
+        err_order, kind, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent,
+        blocks, n_grad, ys, info, tinfo):
     n = y0.size
+    s = B.size
     xbuf = np.empty(gather.size)
     gout = np.empty(n_grad)
     g = np.empty(n_grad + consts.size)
+    tab = np.empty(slot_coef.size)
+    Kst = np.empty((s + 1, n))
     y = y0.copy()
-    k1 = np.empty(n); k2 = np.empty(n); k3 = np.empty(n); k4 = np.empty(n)
-    k5 = np.empty(n); k6 = np.empty(n); k7 = np.empty(n)
-    yt = np.empty(n); ynew = np.empty(n); err = np.empty(n)
+    yt = np.empty(n)
+    ynew = np.empty(n)
+    scale = np.empty(n)
+    err = np.empty(n)
+    expo = -1.0 / (err_order + 1.0)
     nfev = 0
     steps = 0
     rejected = 0
     status = 0
     t = t0
     n_out = 0
-    # outputs at t0
+    tiny = 10.0 * np.finfo(np.float64).eps
     while n_out < t_eval.size and t_eval[n_out] <= t0:
         ys[n_out, :] = y
         n_out += 1
@@ -107,10 +218,12 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
         info[0] = 0; info[1] = n_out; info[2] = 0; info[3] = 0; info[4] = 0
         tinfo[0] = t; tinfo[1] = 0.0
         return
-    sparse_rhs(y, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k1)
+    k0 = Kst[0]
+    _f(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+       xbuf, gout, g, tab, k0)
     nfev += 1
     for i in range(n):
-        if not np.isfinite(k1[i]):
+        if not np.isfinite(k0[i]):
             info[0] = -3; info[1] = n_out; info[2] = 0; info[3] = nfev; info[4] = 0
             tinfo[0] = t; tinfo[1] = 0.0
             return
@@ -121,18 +234,20 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
         for i in range(n):
             sc = atol + rtol * abs(y[i])
             d0 += (y[i] / sc) ** 2
-            d1 += (k1[i] / sc) ** 2
+            d1 += (k0[i] / sc) ** 2
         d0 = np.sqrt(d0 / n); d1 = np.sqrt(d1 / n)
         h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
         h0 = min(h0, t_eval[t_eval.size - 1] - t)
         for i in range(n):
-            yt[i] = y[i] + h0 * k1[i]
-        sparse_rhs(yt, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k2)
+            yt[i] = y[i] + h0 * k0[i]
+        k1 = Kst[1]
+        _f(yt, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+           xbuf, gout, g, tab, k1)
         nfev += 1
         d2 = 0.0
         for i in range(n):
             sc = atol + rtol * abs(y[i])
-            d2 += ((k2[i] - k1[i]) / sc) ** 2
+            d2 += ((k1[i] - k0[i]) / sc) ** 2
         d2 = np.sqrt(d2 / n) / h0
         dm = max(d1, d2)
         if not np.isfinite(dm):
@@ -140,7 +255,7 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
         elif dm <= 1e-15:
             h1 = max(1e-6, h0 * 1e-3)
         else:
-            h1 = (0.01 / dm) ** 0.2
+            h1 = (0.01 / dm) ** (1.0 / (err_order + 1.0))
         h = min(100.0 * h0, h1)
     h = min(h, h_max)
     while n_out < t_eval.size:
@@ -153,43 +268,33 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
         if t + hs >= t_target:
             hs = t_target - t
             clipped = True
-        if hs < 10.0 * np.finfo(np.float64).eps * max(abs(t), 1.0):
-            if clipped and hs >= 0.0 and t_target - t <= 10.0 * np.finfo(np.float64).eps * max(abs(t), 1.0):
-                # already at the output time up to rounding
-                ys[n_out, :] = y
+        if hs < tiny * max(abs(t), 1.0):
+            if clipped and hs >= 0.0 and t_target - t <= tiny * max(abs(t), 1.0):
+                ys[n_out, :] = y  # already at the output time up to rounding
                 n_out += 1
                 continue
             status = -1
             break
+        for st in range(1, s):
+            for i in range(n):
+                acc = 0.0
+                for j in range(st):
+                    acc += A[st, j] * Kst[j, i]
+                yt[i] = y[i] + hs * acc
+            _f(yt, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent,
+               blocks, xbuf, gout, g, tab, Kst[st])
         for i in range(n):
-            yt[i] = y[i] + hs * _A21 * k1[i]
-        sparse_rhs(yt, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k2)
-        for i in range(n):
-            yt[i] = y[i] + hs * (_A31 * k1[i] + _A32 * k2[i])
-        sparse_rhs(yt, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k3)
-        for i in range(n):
-            yt[i] = y[i] + hs * (_A41 * k1[i] + _A42 * k2[i] + _A43 * k3[i])
-        sparse_rhs(yt, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k4)
-        for i in range(n):
-            yt[i] = y[i] + hs * (_A51 * k1[i] + _A52 * k2[i] + _A53 * k3[i] + _A54 * k4[i])
-        sparse_rhs(yt, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k5)
-        for i in range(n):
-            yt[i] = y[i] + hs * (_A61 * k1[i] + _A62 * k2[i] + _A63 * k3[i] + _A64 * k4[i]
-                                 + _A65 * k5[i])
-        sparse_rhs(yt, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k6)
-        for i in range(n):
-            ynew[i] = y[i] + hs * (_B1 * k1[i] + _B3 * k3[i] + _B4 * k4[i] + _B5 * k5[i]
-                                   + _B6 * k6[i])
-        sparse_rhs(ynew, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, k7)
-        nfev += 6
+            acc = 0.0
+            for j in range(s):
+                acc += B[j] * Kst[j, i]
+            ynew[i] = y[i] + hs * acc
+        _f(ynew, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+           xbuf, gout, g, tab, Kst[s])
+        nfev += s
         steps += 1
-        for i in range(n):
-            err[i] = hs * (_E1 * k1[i] + _E3 * k3[i] + _E4 * k4[i] + _E5 * k5[i]
-                           + _E6 * k6[i] + _E7 * k7[i])
-        en = _rms(err, y, ynew, rtol, atol)
+        en = _err_norm(Kst, E, E3, kind, hs, y, ynew, rtol, atol, scale, err)
         if not np.isfinite(en):
-            # a non-finite trial: shrink hard and retry (the underflow check ends it)
-            h = hs * 0.1
+            h = hs * 0.1  # a non-finite trial: shrink hard and retry (underflow ends it)
             rejected += 1
             continue
         if en <= 1.0:
@@ -197,7 +302,7 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
             bad = False
             for i in range(n):
                 y[i] = ynew[i]
-                k1[i] = k7[i]
+                Kst[0, i] = Kst[s, i]
                 if not (abs(y[i]) <= blowup):
                     bad = True
             if bad:
@@ -206,11 +311,11 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
             if clipped:
                 ys[n_out, :] = y
                 n_out += 1
-            fac = 10.0 if en == 0.0 else min(10.0, max(0.2, 0.9 * en ** -0.2))
+            fac = 10.0 if en == 0.0 else min(10.0, max(0.2, 0.9 * en ** expo))
             # after a clipped step keep the proposed size unless the error asks for less
             h = min(h if (clipped and fac >= 1.0) else hs * fac, h_max)
         else:
-            h = hs * max(0.2, 0.9 * en ** -0.2)
+            h = hs * max(0.2, 0.9 * en ** expo)
             rejected += 1
     info[0] = status
     info[1] = n_out
@@ -219,3 +324,57 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
     info[4] = rejected
     tinfo[0] = t
     tinfo[1] = h
+
+
+_compiled: dict = {}
+
+
+def rk_kernel(slot_dtype=np.uint8):
+    """The compiled Runge-Kutta kernel (:func:`rk_signature`), compiled or loaded from
+    numba's cache on the first call; one specialisation serves every order and loss."""
+    key = np.dtype(slot_dtype)
+    k = _compiled.get(key)
+    if k is None:
+        k = _compiled[key] = njit(rk_signature(key), cache=True)(_rk)
+    return k
+
+
+def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_init=0.0):
+    """Integrate a fused ``system`` (see :func:`attndyn.kernels.rhs.fused_system`) from
+    ``y0`` at ``t = 0`` with ``method`` (``"dopri5"`` or ``"dop853"``). Returns
+    ``(ys, info, tinfo)``; shapes and indices are checked before the kernel runs."""
+    if method not in TABLEAUX:
+        raise ValueError(f"method must be one of {sorted(TABLEAUX)}, got {method!r}")
+    A, B, C, E, E3, order, kind = TABLEAUX[method]
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
+    check_system(system, y0.size)
+    ys = np.zeros((t_eval.size, y0.size))
+    info = np.zeros(5, dtype=np.int64)
+    tinfo = np.zeros(2)
+    s = system
+    rk_kernel(s.slot.dtype)(y0, 0.0, t_eval, float(rtol), float(atol), float(h_init),
+                            float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
+                            kind, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
+                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo)
+    return ys, info, tinfo
+
+
+def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
+                  gfun, gparams, gather, consts, indptr, src, ent, coef, n_grad,
+                  ys, info, tinfo):
+    """The unfused call of earlier versions: fuses ``(ent, coef)`` into slots, checks
+    every array, runs DP5(4) and writes ``ys``, ``info``, ``tinfo`` in place."""
+    from types import SimpleNamespace
+    s = fused_system(SimpleNamespace(gfun=gfun, gparams=gparams, gather=gather, consts=consts,
+                                     indptr=indptr, src=src, ent=ent, coef=coef, n_grad=n_grad))
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    check_system(s, y0.size)
+    t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
+    if ys.shape != (t_eval.size, y0.size) or info.size < 5 or tinfo.size < 2:
+        raise ValueError("ys must be len(t_eval) x len(y0), info >= 5 and tinfo >= 2 entries")
+    A, B, C, E, E3, order, kind = TABLEAUX["dopri5"]
+    rk_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(rtol), float(atol), float(h_init),
+                            float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
+                            kind, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
+                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo)

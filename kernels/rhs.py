@@ -8,16 +8,28 @@ Every hierarchy in attndyn has the form (paper 003, eqs. 11, 13, 31-32, 402-404)
 where ``f`` is a small compiled potential gradient (the ``Gamma_kl`` of the
 tied model, say) and ``consts`` holds constants such as the decay
 ``gamma/2``. The structure arrays come from ``attndyn.symbolic``; ``f`` is a
-first-class numba function with the fixed signature ``GRAD_SIG``, so this
-kernel compiles once for every model, loss and truncation order.
+first-class numba function with the fixed signature ``GRAD_SIG``, so these
+kernels compile once for every model, loss and truncation order.
+
+The inner loop runs at the memory-read limit: the (entry, coefficient) pair
+of a term is one small *slot* (``uint8``, or ``uint16`` for large alphabets)
+into a table ``tab[s] = slot_coef[s] * g[slot_ent[s]]`` filled once per call,
+and every index is unsigned (``uint64`` row offsets, ``uint32`` sources), so
+numba emits no negative-index wraparound. The product ``tab[s] * y[src]`` is
+``(coef * g) * y`` evaluated in the same order as the unfused
+``coef * g[ent] * y[src]``, so the result is bit-identical to it.
+
+Kernels are compiled (or loaded from numba's cache) on first use, never at
+import: :func:`rhs_kernel` returns the compiled dispatcher.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import njit, prange, types
 
-__all__ = ["GRAD_SIG", "GRAD_FTYPE", "VALGRAD_SIG", "VALGRAD_FTYPE", "sparse_rhs", "rhs_into"]
+__all__ = ["GRAD_SIG", "GRAD_FTYPE", "VALGRAD_SIG", "VALGRAD_FTYPE", "RHS_SIG", "rhs_kernel",
+           "rhs_signature", "rhs_into", "fuse_terms", "fused_system", "check_system", "row_blocks"]
 
 GRAD_SIG = types.void(types.float64[::1], types.float64[::1], types.float64[::1])
 GRAD_FTYPE = types.FunctionType(GRAD_SIG)
@@ -26,27 +38,41 @@ VALGRAD_FTYPE = types.FunctionType(VALGRAD_SIG)
 
 _i64 = types.int64[::1]
 _f64 = types.float64[::1]
-
-RHS_SIG = types.void(
-    _f64,             # y
-    GRAD_FTYPE,       # gfun
-    _f64,             # gparams
-    _i64,             # gather
-    _f64,             # consts
-    _i64,             # indptr
-    types.int32[::1],  # src
-    types.int16[::1],  # ent
-    types.int16[::1],  # coef
-    _f64,             # xbuf (len gather)
-    _f64,             # gout (len n_grad)
-    _f64,             # g (len n_grad + len consts)
-    _f64,             # dy (out)
-)
+_SLOT_TYPES = {np.dtype(np.uint8): types.uint8[::1], np.dtype(np.uint16): types.uint16[::1]}
 
 
-@njit(RHS_SIG, cache=True)
-def sparse_rhs(y, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, gout, g, dy):
-    """Write ``dy = F(y)`` for the sparse bilinear hierarchy into ``dy``."""
+def rhs_signature(slot_dtype=np.uint8):
+    """Signature of the fused RHS kernel for a slot dtype (``uint8`` or ``uint16``)."""
+    return types.void(
+        _f64,                # y
+        GRAD_FTYPE,          # gfun
+        _f64,                # gparams
+        _i64,                # gather
+        _f64,                # consts
+        types.uint64[::1],   # indptr
+        types.uint32[::1],   # src
+        _SLOT_TYPES[np.dtype(slot_dtype)],  # slot
+        _f64,                # slot_coef
+        _i64,                # slot_ent
+        _i64,                # blocks (row-block bounds; one block: serial)
+        _f64,                # xbuf (len gather)
+        _f64,                # gout (len n_grad)
+        _f64,                # g (len n_grad + len consts)
+        _f64,                # tab (len slot_coef)
+        _f64,                # dy (out)
+    )
+
+
+#: Unfused argument layout ``(y, gfun, gparams, gather, consts, indptr, src, ent, coef, ...)``
+#: with the integer dtypes :func:`fuse_terms` accepts; :func:`rhs_into` and
+#: :func:`attndyn.kernels.integrate.dopri5_sparse` fuse such a system on the fly.
+RHS_SIG = types.void(_f64, GRAD_FTYPE, _f64, _i64, _f64, types.uint64[::1], types.uint32[::1],
+                     types.int16[::1], types.int16[::1], _f64, _f64, _f64, _f64)
+
+
+@njit(cache=True)
+def gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab):
+    """``g = (f(y[gather], p), consts)`` and ``tab[s] = slot_coef[s] * g[slot_ent[s]]``."""
     for i in range(gather.size):
         j = gather[i]
         xbuf[i] = y[j] if j >= 0 else 0.0
@@ -56,26 +82,181 @@ def sparse_rhs(y, gfun, gparams, gather, consts, indptr, src, ent, coef, xbuf, g
         g[i] = gout[i]
     for i in range(consts.size):
         g[ng + i] = consts[i]
-    n = dy.size
-    for i in range(n):
+    for s in range(tab.size):
+        tab[s] = slot_coef[s] * g[slot_ent[s]]
+
+
+@njit(cache=True)
+def apply_rows(indptr, src, slot, tab, y, dy, r0, r1):
+    """``dy[i] = sum_t tab[slot[t]] * y[src[t]]`` for rows ``r0 <= i < r1``, terms in order."""
+    for i in range(r0, r1):
         acc = 0.0
         for t in range(indptr[i], indptr[i + 1]):
-            acc += coef[t] * g[ent[t]] * y[src[t]]
+            acc += tab[slot[t]] * y[src[t]]
         dy[i] = acc
+
+
+@njit(cache=True, parallel=True)
+def apply_rows_parallel(indptr, src, slot, tab, y, dy, blocks):
+    """:func:`apply_rows` over row blocks in parallel (each row still summed in order)."""
+    for b in prange(blocks.size - 1):
+        apply_rows(indptr, src, slot, tab, y, dy, blocks[b], blocks[b + 1])
+
+
+@njit(cache=True)
+def apply_all(indptr, src, slot, tab, y, dy, blocks):
+    """:func:`apply_rows` block by block on one thread (the integrators' path)."""
+    for b in range(blocks.size - 1):
+        apply_rows(indptr, src, slot, tab, y, dy, blocks[b], blocks[b + 1])
+
+
+def _sparse_rhs(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent,
+                blocks, xbuf, gout, g, tab, dy):
+    """Write ``dy = F(y)`` for the sparse bilinear hierarchy into ``dy``."""
+    gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
+    apply_all(indptr, src, slot, tab, y, dy, blocks)
+
+
+def _sparse_rhs_parallel(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef,
+                         slot_ent, blocks, xbuf, gout, g, tab, dy):
+    """:func:`_sparse_rhs` with the row blocks on numba's threads."""
+    gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
+    apply_rows_parallel(indptr, src, slot, tab, y, dy, blocks)
+
+
+_compiled: dict = {}
+
+
+def rhs_kernel(slot_dtype=np.uint8, parallel: bool = False):
+    """The compiled fused RHS kernel (signature :func:`rhs_signature`), compiled or
+    loaded from numba's cache on the first call, then reused for every order and loss.
+
+    ``parallel=True`` runs the row blocks (``blocks``) on numba's threads; each row
+    is still summed in order by one thread, so the result is the same bits.
+    The integrators use the one-thread kernel: on the 2-core benchmark machine
+    two threads did not win (benchmarks/bench_hierarchy.py measures both).
+    """
+    key = (np.dtype(slot_dtype), bool(parallel))
+    k = _compiled.get(key)
+    if k is None:
+        if parallel:
+            # a parallel function loaded from numba's cache needs the threading layer
+            # up before its first call (else LLVM misses the scheduler symbols)
+            from numba.np.ufunc.parallel import _launch_threads
+            _launch_threads()
+        fn = _sparse_rhs_parallel if parallel else _sparse_rhs
+        k = _compiled[key] = njit(rhs_signature(key[0]), cache=True)(fn)
+    return k
+
+
+def row_blocks(indptr, n_blocks: int) -> np.ndarray:
+    """Bounds of ``n_blocks`` contiguous row blocks holding about equal numbers of terms
+    (``[0, n]`` for one block: the serial loop)."""
+    n = indptr.size - 1
+    if n_blocks <= 1 or n < 2 * n_blocks:
+        return np.array([0, n], dtype=np.int64)
+    targets = np.linspace(0, int(indptr[-1]), n_blocks + 1)[1:-1]
+    cuts = np.searchsorted(indptr.astype(np.int64), targets)
+    b = np.unique(np.concatenate([[0], cuts, [n]])).astype(np.int64)
+    return np.ascontiguousarray(b)
+
+
+def fuse_terms(ent, coef, n_entries: int):
+    """``(slot, slot_coef, slot_ent)`` of unfused per-term ``ent, coef`` arrays."""
+    ent = np.asarray(ent).astype(np.int64)
+    coef = np.asarray(coef).astype(np.int64)
+    if ent.size and (ent.min() < 0 or ent.max() >= n_entries):
+        raise ValueError(f"ent must lie in 0..{n_entries - 1}")
+    pair = coef * n_entries + ent
+    uniq, inv = np.unique(pair, return_inverse=True)
+    if uniq.size > 65536:
+        raise ValueError(f"{uniq.size} distinct (entry, coefficient) pairs: more than a 16-bit "
+                         "slot holds")
+    sdt = np.uint8 if uniq.size <= 256 else np.uint16
+    slot_ent = np.ascontiguousarray(uniq - np.floor_divide(uniq, n_entries) * n_entries,
+                                    dtype=np.int64)
+    slot_coef = np.ascontiguousarray((uniq - slot_ent) // n_entries, dtype=np.float64)
+    return np.ascontiguousarray(inv.ravel(), dtype=sdt), slot_coef, slot_ent
+
+
+def fused_system(system):
+    """A namespace with the fused arrays of ``system`` (which has either ``slot,
+    slot_coef, slot_ent`` or the unfused ``ent, coef``), validated for the kernel."""
+    from types import SimpleNamespace
+    if getattr(system, "slot", None) is None:
+        n_grad = int(system.n_grad)
+        slot, slot_coef, slot_ent = fuse_terms(system.ent, system.coef,
+                                               n_grad + np.asarray(system.consts).size)
+    else:
+        slot, slot_coef, slot_ent = system.slot, system.slot_coef, system.slot_ent
+    s = SimpleNamespace(
+        gfun=system.gfun, gparams=np.ascontiguousarray(system.gparams, dtype=np.float64),
+        gather=np.ascontiguousarray(system.gather, dtype=np.int64),
+        consts=np.ascontiguousarray(system.consts, dtype=np.float64),
+        indptr=np.ascontiguousarray(system.indptr, dtype=np.uint64),
+        src=np.ascontiguousarray(system.src, dtype=np.uint32),
+        slot=np.ascontiguousarray(slot), slot_coef=np.ascontiguousarray(slot_coef, np.float64),
+        slot_ent=np.ascontiguousarray(slot_ent, dtype=np.int64), n_grad=int(system.n_grad),
+        blocks=np.ascontiguousarray(getattr(system, "blocks", None)
+                                    if getattr(system, "blocks", None) is not None
+                                    else np.array([0, np.asarray(system.indptr).size - 1]),
+                                    dtype=np.int64))
+    check_system(s)
+    return s
+
+
+def check_system(s, n: int | None = None) -> None:
+    """Validate a fused system before it enters a kernel: dtypes, contiguity, and every
+    index in range (a bad array would make the kernel read out of bounds)."""
+    n_rows = s.indptr.size - 1
+    if n is not None and n != n_rows:
+        raise ValueError(f"the state has length {n}, the system {n_rows} rows")
+    for name, dt in (("indptr", np.uint64), ("src", np.uint32), ("slot_coef", np.float64),
+                     ("slot_ent", np.int64), ("gather", np.int64), ("consts", np.float64),
+                     ("gparams", np.float64), ("blocks", np.int64)):
+        a = getattr(s, name)
+        if a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous:
+            raise TypeError(f"{name} must be a contiguous 1-d {np.dtype(dt).name} array")
+    if np.dtype(s.slot.dtype) not in _SLOT_TYPES or s.slot.ndim != 1 \
+            or not s.slot.flags.c_contiguous:
+        raise TypeError("slot must be a contiguous 1-d uint8 or uint16 array")
+    n_terms = s.src.size
+    if s.slot.size != n_terms or (n_rows >= 0 and int(s.indptr[-1]) != n_terms) \
+            or int(s.indptr[0]) != 0 or np.any(np.diff(s.indptr.astype(np.int64)) < 0):
+        raise ValueError("indptr must be non-decreasing from 0 to the number of terms")
+    if n_terms and (int(s.src.max()) >= n_rows or int(s.slot.max()) >= s.slot_coef.size):
+        raise ValueError("src or slot out of range")
+    n_g = s.n_grad + s.consts.size
+    if s.slot_ent.size != s.slot_coef.size or (
+            s.slot_ent.size and (s.slot_ent.min() < 0 or s.slot_ent.max() >= n_g)):
+        raise ValueError(f"slot_ent must lie in 0..{n_g - 1}")
+    if s.gather.size and s.gather.max() >= n_rows:
+        raise ValueError("gather out of range")
+    b = s.blocks
+    if b.size < 2 or b[0] != 0 or b[-1] != n_rows or np.any(np.diff(b) < 0):
+        raise ValueError("blocks must be non-decreasing row bounds from 0 to the number of rows")
 
 
 def rhs_into(system, y, dy=None):
     """Python-level convenience: evaluate the RHS of ``system`` at ``y``.
 
-    ``system`` is any object with the attributes ``gfun, gparams, gather,
-    consts, indptr, src, ent, coef, n_grad``.
+    ``system`` is any object with ``gfun, gparams, gather, consts, indptr, src,
+    n_grad`` and either the fused ``slot, slot_coef, slot_ent`` or the unfused
+    ``ent, coef``. The state length and every index are checked first.
     """
+    s = fused_system(system)
     y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-d array, got shape {y.shape}")
+    check_system(s, y.size)
     if dy is None:
         dy = np.empty_like(y)
-    xbuf = np.empty(system.gather.size)
-    gout = np.empty(system.n_grad)
-    g = np.empty(system.n_grad + system.consts.size)
-    sparse_rhs(y, system.gfun, system.gparams, system.gather, system.consts, system.indptr,
-               system.src, system.ent, system.coef, xbuf, gout, g, dy)
+    elif dy.shape != y.shape or dy.dtype != np.float64 or not dy.flags.c_contiguous:
+        raise ValueError("dy must be a contiguous float64 array shaped like y")
+    xbuf = np.empty(s.gather.size)
+    gout = np.empty(s.n_grad)
+    g = np.empty(s.n_grad + s.consts.size)
+    tab = np.empty(s.slot_coef.size)
+    rhs_kernel(s.slot.dtype)(y, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
+                             s.slot_coef, s.slot_ent, s.blocks, xbuf, gout, g, tab, dy)
     return dy

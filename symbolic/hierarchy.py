@@ -24,15 +24,43 @@ order 20 (tens of thousands of moments, millions of terms) builds in seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import math
+import os
 from functools import cached_property
 from typing import Sequence
 
 import numpy as np
 
-from .words import Alphabet, canonical, canonical_codes, canonical_words, encode
+from . import words as _words
+from .words import (Alphabet, SizeError, canonical, canonical_code_blocks,
+                    canonical_codes, check_word_count, decode, encode, orbit_count)
 
-__all__ = ["TiedStructure", "tied_structure", "check_order", "check_trainable"]
+__all__ = ["TiedStructure", "tied_structure", "check_order", "check_trainable", "check_K",
+           "estimate_tied_size", "check_tied_size", "SizeError", "MAX_K", "STRUCTURE_VERSION",
+           "gamma_program"]
+
+#: Largest alphabet: the ``K*K`` Gamma entries and the decay index a slot table of
+#: 16-bit entries, and the symbolic potential has ``K*K`` entries.
+MAX_K = 255
+#: Bumped whenever the layout or the order of the structure arrays changes (disk cache key).
+STRUCTURE_VERSION = 2
+#: Peak bytes per stored term while building (measured: benchmarks/bench_hierarchy.py) and
+#: bytes per term held afterwards (src uint32 + slot uint8, with per-moment arrays folded in).
+BUILD_BYTES_PER_TERM = 60
+HELD_BYTES_PER_TERM = 6
+#: Build throughput used for the time estimate in refusals (seconds per term, one core).
+BUILD_SECONDS_PER_TERM = 2e-7
+
+
+def check_K(K, name: str = "K") -> int:
+    """An alphabet size ``1 <= K <= MAX_K``."""
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
+        raise TypeError(f"{name} must be an int in 1..{MAX_K}, got {K!r}")
+    if not 1 <= K <= MAX_K:
+        raise ValueError(f"{name} must be an int in 1..{MAX_K} (K*K Gamma entries must fit the "
+                         f"16-bit entry index of the hierarchy), got {K}")
+    return int(K)
 
 
 def check_order(order, name: str = "order") -> int:
@@ -62,7 +90,66 @@ def check_trainable(trainable, K: int) -> tuple:
     return tuple(sorted(out))
 
 
-@dataclass(frozen=True, eq=False)
+def estimate_tied_size(K: int, n_trainable: int, order: int, cap: int | None = None) -> tuple:
+    """``(n_moments, n_terms)`` of the order-``M`` tied hierarchy before building it.
+
+    ``n_moments`` is exact (:func:`~attndyn.symbolic.words.orbit_count`);
+    ``n_terms`` is the number of generated terms before duplicates merge, an
+    upper estimate of the stored terms: each word of length ``n < M`` has on
+    average ``n * n_trainable / K`` trainable letters, each giving ``2K`` Gamma
+    terms, plus one decay term. With ``cap`` it stops once ``n_terms > cap``.
+    """
+    A = Alphabet(check_K(K))
+    M = check_order(order)
+    moments = 0
+    terms = 0
+    for n in range(1, M + 1):
+        if cap is not None and n * math.log(K) - math.log(2 * n) > math.log(cap + 1) + 1:
+            return max(moments, cap + 1), max(terms, cap + 1)
+        N = orbit_count(n, A) if K > 1 else 1
+        moments += N
+        if n_trainable:
+            terms += N + (2 * n * n_trainable * N if n < M else 0)
+        if cap is not None and max(moments, terms) > cap:
+            return moments, terms
+    return moments, terms
+
+
+def check_tied_size(K: int, trainable, order: int, max_terms: int | None = None) -> tuple:
+    """Refuse a hierarchy that would not fit, before anything is built.
+
+    The limit is ``max_terms`` when given, else the number of terms whose build
+    peak (``BUILD_BYTES_PER_TERM``) fits in the available memory. Returns the
+    estimate ``(n_moments, n_terms)``; raises :class:`SizeError` (a
+    ``ValueError``) naming the sizes, memory and time otherwise.
+    """
+    K = check_K(K)
+    tr = check_trainable(trainable, K)
+    M = check_order(order)
+    if max_terms is None:
+        mem = _words.available_memory()
+        limit = max(mem // BUILD_BYTES_PER_TERM, 1)
+        source = (f"the available memory ({mem / 2 ** 30:.1f} GiB at {BUILD_BYTES_PER_TERM} "
+                  "bytes per term while building; pass max_terms= to raise it)")
+    else:
+        if isinstance(max_terms, bool) or not isinstance(max_terms, (int, np.integer)) \
+                or max_terms < 1:
+            raise ValueError(f"max_terms must be an int >= 1, got {max_terms!r}")
+        limit = int(max_terms)
+        source = f"max_terms = {limit}"
+    moments, terms = estimate_tied_size(K, len(tr), M, cap=limit)
+    if max(moments, terms) > limit:
+        raise SizeError(
+            f"the order-{M} tied hierarchy (K = {K}, trainable {list(tr)}) has ~{moments:.3g} "
+            f"moments and ~{terms:.3g} terms (build ~{terms * BUILD_BYTES_PER_TERM / 2 ** 30:.3g} "
+            f"GiB, ~{terms * BUILD_SECONDS_PER_TERM:.3g} s), above the limit of {limit:.3g} "
+            f"terms set by {source}; lower the order")
+    if moments >= 2 ** 32 - 1:
+        raise SizeError(f"the order-{M} hierarchy has {moments} moments: more than the 32-bit "
+                        "source index holds; lower the order")
+    return moments, terms
+
+
 class TiedStructure:
     """Integer structure of the truncated tied hierarchy.
 
@@ -70,29 +157,35 @@ class TiedStructure:
     ----------
     K, trainable, order:
         Alphabet size, trainable letters, truncation order ``M``.
-    words:
-        Canonical words (tuples of 0-based letters), in state-vector order:
-        by length, then lexicographic.
-    indptr, src, ent, coef:
+    codes, offsets:
+        ``codes[n]``: sorted base-``K`` codes of the canonical words of length
+        ``n`` (state order); their state indices start at ``offsets[n]``.
+    indptr, src, slot, slot_coef, slot_ent:
         CSR form of ``dy[i] = sum_{t in indptr[i]:indptr[i+1]}
-        coef[t] * g[ent[t]] * y[src[t]]``; ``g[k*K + l] = Gamma_kl`` and
-        ``g[K*K] = gamma / 2``.
+        tab[slot[t]] * y[src[t]]`` with ``tab[s] = slot_coef[s] * g[slot_ent[s]]``;
+        ``g[k*K + l] = Gamma_kl`` and ``g[K*K] = gamma / 2``. Within a row the
+        terms are sorted by (entry, source), the decay term last. Indices are
+        unsigned (``uint64`` offsets, ``uint32`` sources, ``uint8``/``uint16``
+        slots) so the compiled loop needs no negative-index wraparound.
+    ent, coef:
+        The per-term entry and integer coefficient (``tab`` unfused), made on demand.
+    words:
+        Canonical words as tuples, made on demand (by length, then lexicographic).
     gather:
         ``K*K`` state indices of ``q_kl = mu_(k,l)`` (row-major), ``-1`` where
         the truncation sets them to 0 (``order < 2``).
     """
 
-    K: int
-    trainable: tuple
-    order: int
-    words: list
-    indptr: np.ndarray
-    src: np.ndarray
-    ent: np.ndarray
-    coef: np.ndarray
-    gather: np.ndarray
-    _codes: list = field(repr=False)  # sorted canonical codes per length
-    _offsets: np.ndarray = field(repr=False)
+    def __init__(self, K, trainable, order, codes, offsets, indptr, src, slot, slot_coef,
+                 slot_ent, gather):
+        self.K, self.trainable, self.order = int(K), tuple(trainable), int(order)
+        self.codes, self.offsets = codes, offsets
+        self.indptr, self.src, self.slot = indptr, src, slot
+        self.slot_coef, self.slot_ent, self.gather = slot_coef, slot_ent, gather
+
+    def __repr__(self):
+        return (f"TiedStructure(K={self.K}, trainable={self.trainable}, order={self.order}, "
+                f"n_moments={self.n_moments}, n_terms={self.n_terms})")
 
     @property
     def alphabet(self) -> Alphabet:
@@ -100,7 +193,7 @@ class TiedStructure:
 
     @property
     def n_moments(self) -> int:
-        return len(self.words)
+        return int(self.offsets[self.order + 1])
 
     @property
     def n_terms(self) -> int:
@@ -111,9 +204,35 @@ class TiedStructure:
         """Length of the coefficient vector ``g`` (Gamma entries + decay)."""
         return self.K * self.K + 1
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the structure arrays."""
+        return int(sum(a.nbytes for a in (self.indptr, self.src, self.slot, self.slot_coef,
+                                          self.slot_ent, self.gather, self.offsets))
+                   + sum(c.nbytes for c in self.codes))
+
     @cached_property
-    def _lookup(self) -> dict:
-        return {w: i for i, w in enumerate(self.words)}
+    def words(self) -> list:
+        out: list = []
+        for n in range(1, self.order + 1):
+            out.extend(map(tuple, decode(self.codes[n], n, self.K).tolist()))
+        return out
+
+    @cached_property
+    def ent(self) -> np.ndarray:
+        return self.slot_ent.astype(np.int16)[self.slot]
+
+    @cached_property
+    def coef(self) -> np.ndarray:
+        return self.slot_coef.astype(np.int16)[self.slot]
+
+    def indices_of_codes(self, codes: np.ndarray, n: int) -> np.ndarray:
+        """State indices of canonical base-``K`` codes of length ``n`` (vectorised)."""
+        c = self.codes[n]
+        pos = np.searchsorted(c, codes)
+        if pos.size and (pos.max() >= c.size or np.any(c[pos] != codes)):
+            raise ValueError("a code is not canonical at this length")
+        return self.offsets[n] + pos
 
     def index(self, word: Sequence[int]) -> int:
         """State index of any word (canonicalised first)."""
@@ -124,121 +243,277 @@ class TiedStructure:
             raise ValueError(
                 f"word {w} has length {len(w)} > truncation order {self.order}; "
                 "longer moments are set to 0 by the truncation (eq. 13)")
-        return self._lookup[canonical(w)]
+        c = encode(np.asarray([canonical(w)], dtype=np.int64), self.K)
+        return int(self.indices_of_codes(c, len(w))[0])
 
     def lengths(self) -> np.ndarray:
-        return np.fromiter((len(w) for w in self.words), dtype=np.int64, count=len(self.words))
+        return np.repeat(np.arange(1, self.order + 1, dtype=np.int64),
+                         np.diff(self.offsets[1:self.order + 2]))
 
     def terms(self):
         """Iterate ``(target, source, (k, l) or 'decay', coef)`` in CSR order."""
         K = self.K
+        ent, coef = self.ent, self.coef
         for i in range(self.n_moments):
-            for t in range(self.indptr[i], self.indptr[i + 1]):
-                e = int(self.ent[t])
+            for t in range(int(self.indptr[i]), int(self.indptr[i + 1])):
+                e = int(ent[t])
                 key = "decay" if e == K * K else (e // K, e % K)
-                yield i, int(self.src[t]), key, int(self.coef[t])
+                yield i, int(self.src[t]), key, int(coef[t])
+
+    # -- disk cache -------------------------------------------------------------
+    _ARRAYS = ("offsets", "indptr", "src", "slot", "slot_coef", "slot_ent", "gather")
+
+    def save(self, path) -> None:
+        """Write the arrays to ``path`` (``.npz``, no pickles), atomically."""
+        path = os.fspath(path)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            np.savez(f, K=np.int64(self.K), trainable=np.asarray(self.trainable, np.int64),
+                     order=np.int64(self.order), version=np.int64(STRUCTURE_VERSION),
+                     allcodes=np.concatenate([self.codes[n] for n in range(1, self.order + 1)]),
+                     **{a: getattr(self, a) for a in self._ARRAYS})
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path, K, trainable, order):
+        """Read a structure saved by :meth:`save`; ``None`` if it does not match or is damaged."""
+        try:
+            with np.load(os.fspath(path), allow_pickle=False) as z:
+                if (int(z["version"]) != STRUCTURE_VERSION or int(z["K"]) != K
+                        or tuple(z["trainable"].tolist()) != tuple(trainable)
+                        or int(z["order"]) != order):
+                    return None
+                arr = {a: z[a] for a in cls._ARRAYS}
+                allcodes = z["allcodes"]
+        except Exception:  # a damaged or foreign file is rebuilt, never trusted
+            return None
+        off, indptr, src = arr["offsets"], arr["indptr"], arr["src"]
+        n_mom = int(off[-1]) if off.size == order + 2 else -1
+        ok = (off.dtype == np.int64 and n_mom == allcodes.size and allcodes.dtype == np.int64
+              and indptr.dtype == np.uint64 and indptr.size == n_mom + 1
+              and src.dtype == np.uint32 and arr["slot"].dtype in (np.uint8, np.uint16)
+              and arr["slot"].size == src.size and int(indptr[-1]) == src.size
+              and arr["slot_coef"].dtype == np.float64 and arr["slot_ent"].dtype == np.int64
+              and arr["slot_coef"].size == arr["slot_ent"].size and arr["gather"].size == K * K
+              and (src.size == 0 or (int(src.max()) < n_mom
+                                     and int(arr["slot"].max()) < arr["slot_coef"].size))
+              and bool(np.all(np.diff(indptr.astype(np.int64)) >= 0))
+              and (arr["slot_ent"].size == 0 or (arr["slot_ent"].min() >= 0
+                                                 and arr["slot_ent"].max() <= K * K)))
+        if not ok:
+            return None
+        codes = [np.zeros(0, dtype=np.int64)] + [
+            allcodes[off[n]:off[n + 1]] for n in range(1, order + 1)] + [np.zeros(0, np.int64)]
+        return cls(K, trainable, order, codes, off, indptr, src, arr["slot"], arr["slot_coef"],
+                   arr["slot_ent"], arr["gather"])
 
 
-def tied_structure(K: int, trainable, order: int) -> TiedStructure:
+def _cache_path(folder, K, tr, M) -> str:
+    key = hashlib.sha256(repr(("tied", K, tr, M, STRUCTURE_VERSION)).encode()).hexdigest()[:20]
+    return os.path.join(os.fspath(folder), f"tied_{key}.npz")
+
+
+def tied_structure(K: int, trainable, order: int, *, max_terms: int | None = None,
+                   cache_dir=None) -> TiedStructure:
     """Build the truncated tied hierarchy of eq. (11) at order ``M = order``.
 
-    The terms of all words of one length are generated together: every
-    insertion ``(l k)`` / ``(k l)`` at a trainable position is one array
-    operation, and canonicalisation plus index lookup are vectorised.
+    The size is estimated first and refused above ``max_terms`` (default: what
+    the available memory holds, :func:`check_tied_size`). Words stay base-``K``
+    integer codes: every insertion ``(l k)`` / ``(k l)`` at a trainable position
+    is integer arithmetic on a block of codes, canonicalisation and the index
+    lookup are vectorised, and duplicate terms merge block by block, so the
+    build peak stays a few tens of bytes per stored term. With ``cache_dir``
+    (a private folder) the arrays are saved there and reused, keyed by
+    ``(K, trainable, order, STRUCTURE_VERSION)``.
     """
-    alphabet = Alphabet(K)
-    K = alphabet.K
+    K = check_K(K)
     M = check_order(order)
     tr = check_trainable(trainable, K)
+    _, est_terms = check_tied_size(K, tr, M, max_terms)
+    path = None
+    if cache_dir is not None and est_terms >= _CACHE_MIN_TERMS:
+        path = _cache_path(cache_dir, K, tr, M)
+        if os.path.exists(path):
+            s = TiedStructure.load(path, K, tr, M)
+            if s is not None:
+                return s
+    s = _build(K, tr, M)
+    if path is not None:
+        try:
+            s.save(path)
+        except OSError:
+            pass  # the cache is an optimisation only
+    return s
+
+
+_CACHE_MIN_TERMS = 20000  # smaller structures build faster than a file loads
+_CHUNK_TERMS = 1 << 20  # generated terms per merge block: bounds the build temporaries
+
+
+def _build(K: int, tr: tuple, M: int) -> TiedStructure:
+    alphabet = Alphabet(K)
     is_tr = np.zeros(K, dtype=bool)
     is_tr[list(tr)] = True
-
-    words = canonical_words(M, alphabet)
-    by_len: list = [None] * (M + 2)
+    n_ent = K * K + 1
     codes: list = [np.zeros(0, dtype=np.int64)] * (M + 2)
     offsets = np.zeros(M + 2, dtype=np.int64)
-    start = 0
+    for n, c in canonical_code_blocks(M, alphabet, max_words=max(
+            estimate_tied_size(K, len(tr), M)[0], 1)):
+        codes[n] = c
     for n in range(1, M + 1):
-        ws = words[start:start + _count_len(words, start, n)]
-        by_len[n] = np.asarray(ws, dtype=np.int64).reshape(len(ws), n)
-        codes[n] = encode(by_len[n], K)
-        offsets[n] = start
-        start += len(ws)
-    offsets[M + 1] = start
+        offsets[n + 1] = offsets[n] + codes[n].size
+    n_mom = int(offsets[M + 1])
+    counts = np.zeros(n_mom, dtype=np.int64)
+    src_parts: list = []
+    slot_parts: list = []
+    # slot table: (|coef|, ent) -> slot id, assigned in order of first appearance
+    lut = np.full(4 * n_ent, -1, dtype=np.int64)
+    slot_pairs: list = []
 
-    tgt_parts, src_parts, ent_parts, coef_parts = [], [], [], []
+    def slots_of(absc, ent):
+        nonlocal lut
+        pair = absc * n_ent + ent
+        top = int(pair.max()) if pair.size else 0
+        if top >= lut.size:
+            lut = np.concatenate([lut, np.full(top + 1 - lut.size + lut.size, -1, np.int64)])
+        new = np.unique(pair[lut[pair] < 0])
+        for p in new.tolist():
+            lut[p] = len(slot_pairs)
+            slot_pairs.append(p)
+        return lut[pair]
+
+    Kp = [np.int64(K) ** j for j in range(M + 2)]
     for n in range(1, M + 1):
-        D = by_len[n]
-        N = D.shape[0]
-        if N == 0:
+        C = codes[n]
+        N = C.size
+        if N == 0 or not tr:
             continue
-        tgt = offsets[n] + np.arange(N, dtype=np.int64)
-        ntr = is_tr[D].sum(axis=1)
-        has = ntr > 0
-        # decay: -(gamma/2) * (number of trainable letters) * mu_alpha
-        tgt_parts.append(tgt[has])
-        src_parts.append(tgt[has])
-        ent_parts.append(np.full(int(has.sum()), K * K, dtype=np.int64))
-        coef_parts.append(-ntr[has])
-        if n + 1 > M:
-            continue  # the Gamma terms reference words of length n+1 > M: truncated
-        for p in range(n):
-            rows = np.flatnonzero(is_tr[D[:, p]])
-            if rows.size == 0:
-                continue
-            Dp = D[rows]
-            k = Dp[:, p]
-            for l in range(K):
-                col = np.full((rows.size, 1), l, dtype=np.int64)
-                after = np.concatenate([Dp[:, :p + 1], col, Dp[:, p + 1:]], axis=1)   # (k l)
-                before = np.concatenate([Dp[:, :p], col, Dp[:, p:]], axis=1)         # (l k)
-                for new in (after, before):
-                    cc = canonical_codes(encode(new, K), n + 1, alphabet)
-                    pos = np.searchsorted(codes[n + 1], cc)
-                    tgt_parts.append(tgt[rows])
-                    src_parts.append(offsets[n + 1] + pos)
-                    ent_parts.append(k * K + l)
-                    coef_parts.append(np.full(rows.size, -1, dtype=np.int64))
-
-    n_mom = len(words)
-    if tgt_parts:
-        tgt_all = np.concatenate(tgt_parts)
-        src_all = np.concatenate(src_parts)
-        ent_all = np.concatenate(ent_parts)
-        coef_all = np.concatenate(coef_parts)
-        # merge duplicates (same target, entry and source)
-        n_ent = K * K + 1
-        key = (tgt_all * n_ent + ent_all) * n_mom + src_all
-        uniq, inv = np.unique(key, return_inverse=True)
-        csum = np.bincount(inv, weights=coef_all, minlength=uniq.size)
-        keep = csum != 0
-        uniq, csum = uniq[keep], csum[keep]
-        src_u = uniq % n_mom
-        rest = uniq // n_mom
-        ent_u = rest % n_ent
-        tgt_u = rest // n_ent
-    else:
-        tgt_u = src_u = ent_u = np.zeros(0, dtype=np.int64)
-        csum = np.zeros(0)
-    indptr = np.zeros(n_mom + 1, dtype=np.int64)
-    np.cumsum(np.bincount(tgt_u, minlength=n_mom), out=indptr[1:])
-
-    lookup = {w: i for i, w in enumerate(words)}
+        N1 = codes[n + 1].size if n < M else 0
+        per_row = 2 * K * n + 1
+        R = max(1, _CHUNK_TERMS // per_row)
+        if N1:
+            R = max(1, min(R, (2 ** 62) // (n_ent * N1)))
+        for a in range(0, N, R):
+            c = C[a:a + R]
+            r = c.size
+            digits = [((c // Kp[n - 1 - p]) % K) for p in range(n)]
+            ntr = np.zeros(r, dtype=np.int64)
+            for d in digits:
+                ntr += is_tr[d]
+            keys = []
+            if n < M:
+                for p in range(n):
+                    rows = np.flatnonzero(is_tr[digits[p]])
+                    if rows.size == 0:
+                        continue
+                    cp = c[rows]
+                    k = digits[p][rows]
+                    wa, wb = Kp[n - 1 - p], Kp[n - p]
+                    hi_a, lo_a = cp // wa, cp % wa   # (k l): l goes after position p
+                    hi_b, lo_b = cp // wb, cp % wb   # (l k): l goes before position p
+                    base = rows * n_ent + k * K
+                    for l in range(K):
+                        for new in ((hi_a * K + l) * wa + lo_a, (hi_b * K + l) * wb + lo_b):
+                            pos = np.searchsorted(codes[n + 1], canonical_codes(new, n + 1, alphabet))
+                            keys.append((base + l) * N1 + pos)
+            if keys:
+                uk, cnt = np.unique(np.concatenate(keys), return_counts=True)
+                del keys
+                g_src = uk % N1
+                rest = uk // N1
+                del uk
+                g_ent = rest % n_ent
+                g_tgt = rest // n_ent
+                del rest
+                g_slot = slots_of(cnt, g_ent)
+                g_src += offsets[n + 1]
+            else:
+                g_src = g_ent = g_tgt = g_slot = np.zeros(0, dtype=np.int64)
+            has = ntr > 0
+            row_len = np.bincount(g_tgt, minlength=r) + has
+            start = np.zeros(r + 1, dtype=np.int64)
+            np.cumsum(row_len, out=start[1:])
+            total = int(start[-1])
+            src_c = np.empty(total, dtype=np.uint32)
+            slot_c = np.empty(total, dtype=np.uint16)
+            # gamma terms keep their sorted order; each row's decay term goes last
+            shift = np.concatenate([[0], np.cumsum(has)])[:-1] if r else np.zeros(0, np.int64)
+            gpos = np.arange(g_src.size, dtype=np.int64) + shift[g_tgt]
+            src_c[gpos] = g_src
+            slot_c[gpos] = g_slot
+            drow = np.flatnonzero(has)
+            dpos = start[drow + 1] - 1
+            src_c[dpos] = offsets[n] + a + drow
+            slot_c[dpos] = slots_of(ntr[drow], np.full(drow.size, K * K, dtype=np.int64))
+            counts[offsets[n] + a:offsets[n] + a + r] = row_len
+            src_parts.append(src_c)
+            slot_parts.append(slot_c)
+    n_slots = len(slot_pairs)
+    sdt = np.uint8 if n_slots <= 256 else np.uint16
+    slot = (np.concatenate([s.astype(sdt, copy=False) for s in slot_parts]) if slot_parts
+            else np.zeros(0, dtype=sdt))
+    del slot_parts
+    src = np.concatenate(src_parts) if src_parts else np.zeros(0, dtype=np.uint32)
+    del src_parts
+    indptr = np.zeros(n_mom + 1, dtype=np.uint64)
+    np.cumsum(counts, out=indptr[1:])
+    pairs = np.asarray(slot_pairs, dtype=np.int64)
+    slot_coef = -(pairs // n_ent).astype(np.float64)
+    slot_ent = pairs % n_ent
     gather = np.full(K * K, -1, dtype=np.int64)
     if M >= 2:
         for k in range(K):
             for l in range(K):
-                gather[k * K + l] = lookup[canonical((k, l))]
-    return TiedStructure(
-        K=K, trainable=tr, order=M, words=words,
-        indptr=indptr, src=src_u.astype(np.int32), ent=ent_u.astype(np.int16),
-        coef=csum.astype(np.int16), gather=gather,
-        _codes=codes, _offsets=offsets,
-    )
+                cc = encode(np.asarray([canonical((k, l))], dtype=np.int64), K)
+                gather[k * K + l] = offsets[2] + int(np.searchsorted(codes[2], cc[0]))
+    return TiedStructure(K, tr, M, codes, offsets, indptr, src, slot, slot_coef, slot_ent, gather)
 
 
-def _count_len(words, start, n):
-    j = start
-    while j < len(words) and len(words[j]) == n:
-        j += 1
-    return j - start
+def gamma_program(gamma, q, subs=None, K: int | None = None):
+    """The Gamma polynomial as a Taylor-arithmetic *program* for the Taylor integrator.
+
+    ``gamma`` is the ``K x K`` SymPy matrix ``Gamma(q)`` (eq. 91) in the overlap
+    symbols ``q`` (``q[k, l]`` is read from ``x[k*K + l]``, the same layout as the
+    compiled gradient's input); ``subs`` maps parameter symbols to numbers.
+    Returns ``(mono_ptr, mono_vars, mono_coef, mono_out)``: monomial ``m`` is
+    ``mono_coef[m] * prod(x[mono_vars[mono_ptr[m]:mono_ptr[m+1]]])`` added to
+    ``Gamma.ravel()[mono_out[m]]``. ``None`` if an entry is not a polynomial in
+    ``q`` with finite real coefficients (then the Runge-Kutta integrators apply).
+    """
+    import sympy as sp
+
+    K = int(gamma.shape[0]) if K is None else int(K)
+    index = {}
+    for k in range(K):
+        for l in range(K):
+            index.setdefault(q[k, l], k * K + l)
+    qsyms = list(index)
+    ptr, var, coef, out = [0], [], [], []
+    for k in range(K):
+        for l in range(K):
+            e = sp.sympify(gamma[k, l])
+            if subs:
+                e = e.xreplace(subs)
+            if e.free_symbols - set(qsyms):
+                return None
+            try:
+                poly = sp.Poly(sp.expand(e), *qsyms) if qsyms else None
+            except sp.PolynomialError:
+                return None
+            terms = poly.terms() if poly is not None else [((), e)]
+            for exps, c in terms:
+                if c == 0:
+                    continue
+                try:
+                    cf = complex(c)
+                except (TypeError, ValueError):
+                    return None
+                if cf.imag != 0 or not math.isfinite(cf.real):
+                    return None
+                for s_, a in zip(qsyms, exps):
+                    var.extend([index[s_]] * int(a))
+                ptr.append(len(var))
+                coef.append(cf.real)
+                out.append(k * K + l)
+    return (np.asarray(ptr, dtype=np.int64), np.asarray(var, dtype=np.int64),
+            np.asarray(coef, dtype=np.float64), np.asarray(out, dtype=np.int64))

@@ -18,12 +18,21 @@ member. Enumeration uses the Fredricksen-Kessler-Maiorana necklace algorithm
 minimal under reversal-with-transpose; it never filters all ``K**n`` tuples.
 
 Vectorised versions work on words encoded as base-``K`` integers (first letter
-most significant), which is how the hierarchy generators stay fast at order 20.
+most significant), which is how the hierarchy generators stay fast at order 20:
+:func:`canonical_code_blocks` runs the FKM successor rule on whole arrays of
+prenecklace codes, one length at a time, and keeps the words as integers;
+tuples are made only when :func:`canonical_words` is asked for them.
+
+Sizes are known before anything is built: :func:`orbit_count` is the exact
+number of classes of one length (Burnside's lemma over the dihedral group
+twisted by ``inv``), and :func:`check_word_count` refuses an enumeration that
+would not fit in memory (or above an explicit ``max_words``).
 """
 
 from __future__ import annotations
 
-from math import gcd
+import math
+import os
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -39,6 +48,12 @@ __all__ = [
     "encode",
     "decode",
     "canonical_codes",
+    "canonical_code_blocks",
+    "orbit_count",
+    "word_count",
+    "check_word_count",
+    "available_memory",
+    "SizeError",
 ]
 
 
@@ -161,32 +176,51 @@ def necklaces(n: int, K: int) -> Iterator[tuple]:
             yield tuple(a[1:])
 
 
-def canonical_words(max_len: int, alphabet: Alphabet | int, min_len: int = 1) -> list:
+def canonical_words(max_len: int, alphabet: Alphabet | int, min_len: int = 1, *,
+                    max_words: int | None = None) -> list:
     """Every canonical word of length ``min_len..max_len``, ordered by length,
-    then lexicographically. This is the state-vector order of the hierarchies."""
+    then lexicographically. This is the state-vector order of the hierarchies.
+
+    The size is checked first (:func:`check_word_count`): above ``max_words``
+    (default: what fits in the available memory as Python tuples) it raises
+    :class:`SizeError` before enumerating anything.
+    """
     if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
         alphabet = Alphabet(alphabet)
+    max_len = _check_len(max_len, "max_len")
+    min_len = _check_len(min_len, "min_len")
+    n_words = check_word_count(max_len, alphabet, min_len, max_words=max_words,
+                               bytes_per_word=_tuple_bytes(max_len), what="canonical words")
     out: list = []
-    for n in range(min_len, max_len + 1):
-        neck = list(necklaces(n, alphabet.K))
-        if not neck:
-            continue
-        arr = np.asarray(neck, dtype=np.int64)
-        codes = encode(arr, alphabet.K)
-        keep = canonical_codes(codes, n, alphabet) == codes
-        out.extend(neck[i] for i in np.flatnonzero(keep))
+    for n, codes in canonical_code_blocks(max_len, alphabet, min_len=min_len,
+                                          max_words=max(n_words, 1)):
+        out.extend(map(tuple, decode(codes, n, alphabet.K).tolist()))
     return out
 
 
 def count_canonical(n: int, alphabet: Alphabet | int) -> int:
-    """Number of canonical words of exactly length ``n``."""
+    """Number of canonical words of exactly length ``n`` (closed form, :func:`orbit_count`)."""
     if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
         alphabet = Alphabet(alphabet)
-    return len(canonical_words(n, alphabet, min_len=n))
+    return orbit_count(n, alphabet)
 
 
 def _totient(n: int) -> int:
-    return sum(1 for k in range(1, n + 1) if gcd(n, k) == 1)
+    out, m, p = n, n, 2
+    while p * p <= m:
+        if m % p == 0:
+            while m % p == 0:
+                m //= p
+            out -= out // p
+        p += 1
+    if m > 1:
+        out -= out // m
+    return out
+
+
+def _divisors(n: int) -> list:
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def bracelet_count(n: int, K: int) -> int:
@@ -195,7 +229,7 @@ def bracelet_count(n: int, K: int) -> int:
     K = _check_K(K)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    neck = sum(_totient(d) * K ** (n // d) for d in range(1, n + 1) if n % d == 0) // n
+    neck = sum(_totient(d) * K ** (n // d) for d in _divisors(n)) // n
     if n % 2:
         return (neck + K ** ((n + 1) // 2)) // 2
     return (2 * neck + (K + 1) * K ** (n // 2)) // 4
@@ -246,16 +280,203 @@ def _min_rotation_codes(codes: np.ndarray, n: int, K: int) -> np.ndarray:
     return best
 
 
+def _transpose_codes(codes: np.ndarray, n: int, alphabet: Alphabet) -> np.ndarray:
+    """Codes of the reversed-and-transposed words, by integer arithmetic (no digit matrix)."""
+    K = alphabet.K
+    x = codes.copy()
+    rev = np.zeros_like(codes)
+    inv = None if alphabet._identity else np.asarray(alphabet.inv, dtype=np.int64)
+    for _ in range(n):
+        d = x % K
+        rev *= K
+        rev += d if inv is None else inv[d]
+        x //= K
+    return rev
+
+
 def canonical_codes(codes: np.ndarray, n: int, alphabet: Alphabet) -> np.ndarray:
     """Vectorised :func:`canonical` on base-``K`` codes of words of length ``n``."""
     K = alphabet.K
     codes = np.asarray(codes, dtype=np.int64)
     r1 = _min_rotation_codes(codes, n, K)
-    digits = decode(codes, n, K)[:, ::-1]
-    if not alphabet._identity:
-        digits = np.asarray(alphabet.inv, dtype=np.int64)[digits]
-    r2 = _min_rotation_codes(encode(digits, K), n, K)
-    return np.minimum(r1, r2)
+    r2 = _min_rotation_codes(_transpose_codes(codes, n, alphabet), n, K)
+    return np.minimum(r1, r2, out=r1)
+
+
+def canonical_code_blocks(max_len: int, alphabet: Alphabet | int, min_len: int = 1, *,
+                          max_words: int | None = None):
+    """Yield ``(n, codes)`` for ``n = min_len..max_len``: the sorted base-``K``
+    codes of the canonical words of length ``n`` (state order within a length).
+
+    Vectorised Fredricksen-Kessler-Maiorana: a prenecklace ``a_1..a_j`` with
+    Lyndon period ``p`` extends by a letter ``b >= a_{j+1-p}`` (period kept
+    when equal, ``j + 1`` when larger); it is a necklace when ``p`` divides its
+    length. A necklace is canonical when no rotation of its transpose is
+    smaller. The size is checked first (:func:`check_word_count`).
+    """
+    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
+        alphabet = Alphabet(alphabet)
+    max_len = _check_len(max_len, "max_len")
+    min_len = _check_len(min_len, "min_len")
+    check_word_count(max_len, alphabet, min_len, max_words=max_words, bytes_per_word=48,
+                     what="canonical words")
+    K = alphabet.K
+    if max_len > _max_len_for(K):
+        raise SizeError(f"words of length {max_len} over {K} letters overflow 64-bit codes "
+                        f"(at most {_max_len_for(K)})")
+    if K == 1:
+        for n in range(min_len, max_len + 1):
+            yield n, np.zeros(1, dtype=np.int64)
+        return
+    pre = np.arange(K, dtype=np.int64)      # prenecklaces of length j (codes)
+    per = np.ones(K, dtype=np.int64)        # their Lyndon periods
+    for j in range(1, max_len + 1):
+        if j > 1:
+            # reference letter a_{j-p} (1-based) of each length-(j-1) prenecklace
+            ref = (pre // np.int64(K) ** (per - 1)) % K
+            new_pre, new_per = [], []
+            for b in range(K):
+                keep = ref <= b
+                if not keep.any():
+                    continue
+                new_pre.append(pre[keep] * K + b)
+                new_per.append(np.where(ref[keep] == b, per[keep], j))
+            pre = np.concatenate(new_pre)
+            per = np.concatenate(new_per)
+        if j < min_len:
+            continue
+        neck = pre[j % per == 0]
+        canon = neck[_min_rotation_codes(_transpose_codes(neck, j, alphabet), j, K) >= neck]
+        yield j, np.sort(canon)
+
+
+# ---------------------------------------------------------------------------
+# sizes before building
+
+class SizeError(ValueError):
+    """A requested enumeration or hierarchy would not fit (raised before building)."""
+
+
+def _check_len(n, name: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{name} must be an int >= 1, got {n!r}")
+    if n < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {n}")
+    return int(n)
+
+
+def _tuple_bytes(n: int) -> int:
+    """Bytes one word of length ``n`` costs as a Python tuple in a list."""
+    return 56 + 8 * n + 8
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process now: ``MemAvailable`` of
+    ``/proc/meminfo`` (or ``sysconf`` pages), capped by a cgroup v2 limit."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, AttributeError):
+            avail = 4 * 2 ** 30
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            lim = f.read().strip()
+        if lim != "max":
+            with open("/sys/fs/cgroup/memory.current") as f:
+                cur = int(f.read().strip())
+            avail = min(avail, max(int(lim) - cur, 0))
+    except (OSError, ValueError):
+        pass
+    return int(avail)
+
+
+def orbit_count(n: int, alphabet: Alphabet | int) -> int:
+    """Exact number of canonical words of length ``n``: orbits of ``K**n`` words
+    under rotations and reversal-with-transpose (Burnside's lemma).
+
+    With ``f`` letters fixed by ``inv``, the ``n`` rotations fix
+    ``sum_{d | n} phi(d) K^(n/d)`` words in total, and the ``n`` reflections fix
+    ``n f K^((n-1)/2)`` (``n`` odd) or ``(n/2) (f^2 K^(n/2-1) + K^(n/2))``
+    (``n`` even); the count is their sum over ``2n``. For ``inv`` the identity
+    (``f = K``) these are the bracelet numbers (OEIS A000029 for ``K = 2``).
+    """
+    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
+        alphabet = Alphabet(alphabet)
+    n = _check_len(n, "n")
+    K = alphabet.K
+    f = sum(1 for a in range(K) if alphabet.inv[a] == a)
+    rot = sum(_totient(d) * K ** (n // d) for d in _divisors(n))
+    if n % 2:
+        refl = n * f * K ** ((n - 1) // 2)
+    else:
+        refl = (n // 2) * (f * f * K ** (n // 2 - 1) + K ** (n // 2))
+    total, rem = divmod(rot + refl, 2 * n)
+    assert rem == 0
+    return total
+
+
+def word_count(max_len: int, alphabet: Alphabet | int, min_len: int = 1,
+               cap: int | None = None) -> int:
+    """Number of canonical words of lengths ``min_len..max_len``.
+
+    With ``cap`` it stops as soon as the total exceeds ``cap`` and returns a
+    number ``> cap`` (a lower bound), so that a huge ``max_len`` costs nothing:
+    every length ``n`` holds at least ``K**n / (2n)`` words.
+    """
+    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
+        alphabet = Alphabet(alphabet)
+    max_len = _check_len(max_len, "max_len")
+    min_len = _check_len(min_len, "min_len")
+    K = alphabet.K
+    if max_len < min_len:
+        return 0
+    if K == 1:
+        return max_len - min_len + 1
+    total = 0
+    for n in range(min_len, max_len + 1):
+        if cap is not None and n * math.log(K) - math.log(2 * n) > math.log(cap + 1) + 1:
+            return max(cap + 1, total)
+        total += orbit_count(n, alphabet)
+        if cap is not None and total > cap:
+            return total
+    return total
+
+
+def check_word_count(max_len: int, alphabet: Alphabet, min_len: int = 1, *,
+                     max_words: int | None = None, bytes_per_word: int = 48,
+                     what: str = "words") -> int:
+    """Count the canonical words before enumerating them and refuse above a limit.
+
+    The limit is ``max_words`` when given, else the number of words whose
+    ``bytes_per_word`` fit in :func:`available_memory`. Returns the count;
+    raises :class:`SizeError` (a ``ValueError``) with the estimate otherwise.
+    """
+    if max_words is None:
+        limit = max(available_memory() // max(int(bytes_per_word), 1), 1)
+        source = (f"the available memory ({available_memory() / 2 ** 30:.1f} GiB at "
+                  f"{bytes_per_word} bytes per word)")
+    else:
+        if isinstance(max_words, bool) or not isinstance(max_words, (int, np.integer)) \
+                or max_words < 1:
+            raise ValueError(f"max_words must be an int >= 1, got {max_words!r}")
+        limit = int(max_words)
+        source = f"max_words = {limit}"
+    n = word_count(max_len, alphabet, min_len, cap=limit)
+    if n > limit:
+        raise SizeError(
+            f"{what} up to length {max_len} over K = {alphabet.K} letters: at least {n:.3g} "
+            f"classes (~{n * bytes_per_word / 2 ** 30:.3g} GiB), above the limit of {limit:.3g} "
+            f"set by {source}; lower the length/order or raise the limit explicitly")
+    return n
 
 
 def iter_words(words: Iterable) -> Iterator[tuple]:

@@ -122,13 +122,17 @@ def test_moments_from_matrices_shared_prefix_matches_naive(d3_model):
         assert y[i] == pytest.approx(np.trace(P) / 9, rel=1e-12)
 
 
-def test_kernel_reused_across_orders(d3_model):
+@pytest.mark.parametrize("integrator", ["taylor", "dopri5", "dop853"])
+def test_kernel_reused_across_orders(d3_model, integrator):
     """One compiled kernel serves every order: no new specialisation is compiled."""
-    from attndyn.kernels.integrate import dopri5_sparse
+    import numpy as _np
+    from attndyn.kernels import integrate as _rk, taylor as _tay
     rng = np.random.default_rng(0)
     S = [random_psd(rng, 10), random_psd(rng, 10)]
-    d3_model.hierarchy(4).integrate(S, [0, 0.01], check=None)
-    n_sigs = len(dopri5_sparse.signatures)
+    r = d3_model.hierarchy(4).integrate(S, [0, 0.01], check=None, integrator=integrator)
+    assert r.diagnostics["integrator"] == integrator
+    kernel = (_tay.taylor_kernel if integrator == "taylor" else _rk.rk_kernel)(_np.uint8)
+    n_sigs = len(kernel.signatures)
     for M in (5, 9, 13):
-        d3_model.hierarchy(M).integrate(S, [0, 0.01], check=None)
-    assert len(dopri5_sparse.signatures) == n_sigs == 1
+        d3_model.hierarchy(M).integrate(S, [0, 0.01], check=None, integrator=integrator)
+    assert len(kernel.signatures) == n_sigs == 1

@@ -8,30 +8,37 @@ rate ``eta`` after ``n`` steps (MATH.md).
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from typing import Callable, Sequence
 
 import numpy as np
 
-from attndyn.kernels.integrate import dopri5_sparse, status_message
+from attndyn.kernels.integrate import status_message
 from attndyn.kernels.moments import word_traces
 from attndyn.symbolic.hierarchy import check_order, tied_structure
 from attndyn.symbolic.potential import tied_potential
 from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hierarchy_text,
                                        tied_equations, word_label)
-from attndyn.symbolic.words import canonical
+from attndyn.symbolic.words import canonical, canonical_words
 
-from ..core.validate import _check_nonneg_float, _check_pos_float, check_model_args, check_t_eval  # noqa: F401
+from ..core.validate import (_check_nonneg_float, _check_pos_float, check_model_args,  # noqa: F401
+                             check_max_steps, check_t_eval, real_array)
 from ..core.compile import load_generated
 from ..core.results import IntegrationError, Trajectory, TruncationNotConverged
+from .base import AttentionModel, SGDRunner, TimeScale, check_order_arg, obs_key
+from .flow import solve_flow
 
-__all__ = ["TiedModel", "TiedHierarchy", "NOT_CONVERGED"]
+__all__ = ["TiedModel", "TiedHierarchy", "NOT_CONVERGED", "tied_observable_names"]
 
 NOT_CONVERGED = 2
+#: ``TiedHierarchy.integrate(..., integrator=)`` choices
+INTEGRATORS = ("auto", "taylor", "dopri5", "dop853")
 
 
-class TiedModel:
-    """Tied attention ``S_k = W_k W_k^T`` (paper 003, section 3).
+class TiedModel(AttentionModel):
+    """Tied attention ``S_k = W_k W_k^T`` (paper 003, section 3). Final (see
+    :mod:`attndyn.numeric.attention.base`): it implements the whole model protocol.
 
     Parameters
     ----------
@@ -54,7 +61,14 @@ class TiedModel:
         ``attndyn.kernels.rhs.GRAD_SIG`` mapping ``q.ravel()`` to
         ``Gamma.ravel()``) and ``parameters()`` (its float64 parameter
         vector). Later potentials (Hermite, quadrature) plug in here.
+
+    Time: one SGD step on the factors ``W_k`` is ``4 eta / d`` of the ODE time
+    ``t = 4 eta n / d``.
     """
+
+    kind = "tied"
+    time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
+    theories = ("flow", "hierarchy")
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
@@ -71,9 +85,10 @@ class TiedModel:
             psyms = [sp.Symbol(str(k), real=True) for k in self.params]
             pot = tied_potential(loss, self.K, self.L, self.C, params=psyms,
                                  param_values=[float(v) for v in self.params.values()])
-            if callable(getattr(pot, "gradient_function", None)):
-                # no closed form: the symbolic layer handed back a numeric potential
-                self._numeric_potential = pot
+            if pot.route == "numeric":
+                # no closed form: the symbolic layer describes the quadrature, built here
+                from .potentials import build_potential
+                self._numeric_potential = build_potential(pot)
                 self.potential = None
             else:
                 self.potential = pot
@@ -104,7 +119,7 @@ class TiedModel:
 
     def gamma(self, q) -> np.ndarray:
         """``Gamma(q)`` (eq. 91) at a numeric ``K x K`` overlap matrix."""
-        q = np.asarray(q, dtype=np.float64)
+        q = real_array(q, "q")
         if q.shape != (self.K, self.K):
             raise ValueError(f"q must have shape ({self.K}, {self.K}), got {q.shape}")
         if not np.all(np.isfinite(q)):
@@ -114,12 +129,17 @@ class TiedModel:
         return out.reshape(self.K, self.K)
 
     # -- hierarchy ----------------------------------------------------------
-    def hierarchy(self, order: int) -> "TiedHierarchy":
-        """The hierarchy (eq. 11) truncated at ``order`` (eq. 13)."""
+    def hierarchy(self, order: int, *, max_terms: int | None = None) -> "TiedHierarchy":
+        """The hierarchy (eq. 11) truncated at ``order`` (eq. 13).
+
+        Its size is estimated before it is built; above ``max_terms`` (default:
+        what fits in the available memory) it raises ``ValueError``
+        (:class:`~attndyn.symbolic.words.SizeError`).
+        """
         M = check_order(order)
         h = self._hier.get(M)
         if h is None:
-            h = self._hier[M] = TiedHierarchy(self, M)
+            h = self._hier[M] = TiedHierarchy(self, M, max_terms=max_terms)
         return h
 
     def params_dict(self) -> dict:
@@ -130,10 +150,13 @@ class TiedModel:
                 "params": {k: float(v) for k, v in self.params.items()}}
 
     def check_matrices(self, matrices, name="matrices") -> list:
-        """Validate ``K`` symmetric ``d x d`` matrices ``S_k``."""
+        """Validate ``K`` real symmetric positive semi-definite ``d x d`` matrices ``S_k``
+        (``S_k = W_k W_k^T``; the PSD tolerance is relative to the spectral norm)."""
         try:
-            mats = [np.asarray(m, dtype=np.float64) for m in matrices]
-        except (TypeError, ValueError):
+            mats = [real_array(m, f"{name}[{k}]") for k, m in enumerate(matrices)]
+        except TypeError as exc:
+            if "real, got a complex" in str(exc):
+                raise
             raise TypeError(f"{name} must be a list of {self.K} square arrays") from None
         if len(mats) != self.K:
             raise ValueError(f"{name} must hold K = {self.K} matrices, got {len(mats)}")
@@ -148,16 +171,76 @@ class TiedModel:
                 raise ValueError(f"{name}[{k}] must be symmetric (tied S_k = W_k W_k^T)")
         if d < 1:
             raise ValueError(f"{name} must be non-empty")
+        for k, m in enumerate(mats):
+            lam = np.linalg.eigvalsh(0.5 * (m + m.T))
+            if lam[0] < -1e-9 * max(abs(lam[0]), abs(lam[-1])):
+                raise ValueError(f"{name}[{k}] must be positive semi-definite (tied S_k = W_k "
+                                 f"W_k^T), its smallest eigenvalue is {lam[0]:.3g}")
         return mats
+
+    # -- the model protocol (attndyn.numeric.attention.base) -----------------
+    def observable_names(self, order: int | None = None) -> list:
+        """Word traces up to ``order`` (default 2), ``p_kl = q_kl - t_k t_l``, ``loss``."""
+        return tied_observable_names(self.K, self.words(check_order_arg(order, 2)))
+
+    def check_init(self, init, name: str = "init") -> list:
+        """Validate the SGD factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
+        return _check_factor_list(self, init, name)
+
+    def _draw_init(self, rng, d, widths, scales, symmetric):
+        # W_k entries N(0, scale_k^2 / d_k), so t_k ~ scale_k^2
+        return [rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k]))
+                for k in range(self.K)]
+
+    def sgd_runner(self, init, order=None) -> SGDRunner:
+        return _TiedRunner(self, self.check_init(init), check_order_arg(order, 2))
+
+    def matrix_flow(self, matrices, t_eval, *, order: int = 4, words=None, rtol: float = 1e-11,
+                    atol: float = 1e-13, method: str = "DOP853", keep_matrices: bool = False,
+                    blowup: float = 1e100, raise_on_failure: bool = False) -> Trajectory:
+        """The finite-d tied matrix flow; see :func:`attndyn.numeric.attention.flow.matrix_flow`."""
+        return _tied_matrix_flow(self, matrices, t_eval, order=order, words=words, rtol=rtol,
+                                 atol=atol, method=method, keep_matrices=keep_matrices,
+                                 blowup=blowup, raise_on_failure=raise_on_failure)
+
+    def check_theory(self, theory, order):
+        theory = "flow" if theory is None else theory
+        if theory not in ("flow", "hierarchy"):
+            raise ValueError(f"theory for a TiedModel must be 'flow' or 'hierarchy', got {theory!r}")
+        if order is None:
+            order = 2 if theory == "flow" else 4
+        if theory == "hierarchy" and order < 2:
+            raise ValueError("order must be >= 2 for the hierarchy comparison")
+        return theory, order
+
+    def theory(self, init, t, *, theory: str, order, check, words, **kwargs) -> Trajectory:
+        """Matrix flow or truncated hierarchy from ``S_k = W_k W_k^T``, with the SGD's
+        derived rows ``p_kl`` and ``loss = Phi(q)``."""
+        S = [W @ W.T for W in self.check_init(init)]
+        if theory == "flow":
+            th = self.matrix_flow(S, t, order=order, **kwargs)
+        else:
+            th = self.hierarchy(order).integrate(S, t, check=check, **kwargs)
+        return _tied_theory_derived(self, th, words)
+
+
+def _structure_cache_dir():
+    """The private per-user folder for structure arrays (``None``: do not cache)."""
+    try:
+        from attndyn.kernels._cachedir import private_dir
+    except ImportError:  # pragma: no cover - the private-folder module is missing
+        return None
+    return private_dir("structures")
 
 
 class TiedHierarchy:
     """The truncated tied hierarchy of one model at one order."""
 
-    def __init__(self, model: TiedModel, order: int):
+    def __init__(self, model: TiedModel, order: int, *, max_terms: int | None = None):
         self.model = model
         self.order = order
-        self.structure = tied_structure(model.K, model.trainable, order)
+        self.structure = tied_structure(model.K, model.trainable, order, max_terms=max_terms,
+                                        cache_dir=_structure_cache_dir())
         self.consts = np.array([model.weight_decay / 2.0])
 
     def __repr__(self):
@@ -244,10 +327,13 @@ class TiedHierarchy:
             y = self.moments_from_matrices(mu0)
         else:
             try:
+                cplx = np.iscomplexobj(mu0)
                 y = np.asarray(mu0, dtype=np.float64)
             except (TypeError, ValueError):
                 raise TypeError("mu0 must be an array, a dict word -> value, a callable or "
                                 "a list of matrices") from None
+            if cplx:
+                raise TypeError("mu0 must be real, got a complex array")
         if y.shape != (n,):
             raise ValueError(f"mu0 must have shape ({n},) at order {self.order}, got {y.shape}")
         if not np.all(np.isfinite(y)):
@@ -258,32 +344,99 @@ class TiedHierarchy:
     def rhs(self, y) -> np.ndarray:
         """``dmu/dt`` at state ``y`` (for checks; the integrator calls the kernel)."""
         from attndyn.kernels.rhs import rhs_into
-        return rhs_into(self._system, np.asarray(y, dtype=np.float64))
+        y = real_array(y, "y")
+        # the kernel indexes y by the structure arrays: a wrong length reads out of bounds
+        if y.shape != (self.n_moments,):
+            raise ValueError(f"y must have shape ({self.n_moments},) (the moments at order "
+                             f"{self.order}), got {y.shape}")
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y must be finite (found NaN or inf)")
+        return rhs_into(self._system, np.ascontiguousarray(y))
 
     @cached_property
     def _system(self):
-        """Everything the compiled RHS needs, in kernel argument order."""
+        """Everything the compiled kernels need: the fused structure (slot table, unsigned
+        indices) of :mod:`attndyn.kernels.rhs`, validated once."""
         from types import SimpleNamespace
-        s = self.structure
-        return SimpleNamespace(
-            gfun=self.model.gradient_function, gparams=self.model.gradient_parameters,
-            gather=s.gather, consts=self.consts, indptr=s.indptr, src=s.src, ent=s.ent,
-            coef=s.coef, n_grad=self.model.K * self.model.K)
 
-    def _run(self, y0, t_eval, rtol, atol, max_steps, blowup, h_max):
-        s = self._system
-        ys = np.zeros((t_eval.size, y0.size))
-        info = np.zeros(5, dtype=np.int64)
-        tinfo = np.zeros(2)
-        dopri5_sparse(y0, 0.0, t_eval, rtol, atol, 0.0, h_max, max_steps, blowup,
-                      s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.ent, s.coef,
-                      s.n_grad, ys, info, tinfo)
+        from attndyn.kernels.rhs import check_system
+        s = self.structure
+        sysn = SimpleNamespace(
+            gfun=self.model.gradient_function,
+            gparams=np.ascontiguousarray(self.model.gradient_parameters, dtype=np.float64),
+            gather=s.gather, consts=np.ascontiguousarray(self.consts, dtype=np.float64),
+            indptr=s.indptr, src=s.src, slot=s.slot, slot_coef=s.slot_coef,
+            slot_ent=s.slot_ent, n_grad=self.model.K * self.model.K,
+            blocks=np.array([0, s.n_moments], dtype=np.int64))
+        check_system(sysn, s.n_moments)
+        return sysn
+
+    @cached_property
+    def _gamma_program(self):
+        """The Gamma polynomial as a Taylor program, or ``None`` (no polynomial potential).
+        Checked against the compiled gradient at random overlaps before it is trusted."""
+        from attndyn.kernels.taylor import check_program
+        from attndyn.symbolic.hierarchy import gamma_program
+        pot = self.model.potential
+        if pot is None or not hasattr(pot, "gamma"):
+            return None
+        import sympy as sp
+        subs = {sp.Symbol(str(k), real=True): sp.Float(float(v))
+                for k, v in self.model.params.items()}
+        prog = gamma_program(pot.gamma, pot.q, subs, self.model.K)
+        if prog is None:
+            return None
+        K = self.model.K
+        check_program(prog, K * K, K * K)
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            a = rng.uniform(-1.0, 1.0, (K, K))
+            x = np.ascontiguousarray((a + a.T).ravel())
+            ref = np.empty(K * K)
+            self.model.gradient_function(x, self._system.gparams, ref)
+            got = np.zeros(K * K)
+            ptr, var, coef, out = prog
+            for m in range(coef.size):
+                got[out[m]] += coef[m] * np.prod(x[var[ptr[m]:ptr[m + 1]]])
+            if not np.allclose(got, ref, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(ref).max())):
+                return None  # the program does not reproduce Gamma: never use it
+        return prog
+
+    def _run(self, y0, t_eval, rtol, atol, max_steps, blowup, h_max, integrator="auto"):
+        """Run one integrator on this truncation; returns ``(ys, info, tinfo)`` and sets
+        ``self._last_integrator`` to the one used (``"taylor"``, ``"dopri5"``, ``"dop853"``)."""
+        from attndyn.kernels.integrate import run_rk
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
+        name = integrator
+        if integrator in ("auto", "taylor"):
+            prog = self._gamma_program
+            if prog is None:
+                if integrator == "taylor":
+                    raise ValueError("integrator='taylor' needs a polynomial potential (Gamma "
+                                     "polynomial in q); use 'dopri5' or 'dop853'")
+                name = "dopri5"
+            else:
+                from attndyn.kernels.taylor import run_taylor
+                ys, info, tinfo, p = run_taylor(self._system, prog, y0, t_eval, rtol,
+                                                max_steps, blowup, h_max)
+                self._last_integrator = "taylor"
+                self._last_taylor_order = p
+                return ys, info, tinfo
+        ys, info, tinfo = run_rk(name, self._system, y0, t_eval, rtol, atol, max_steps, blowup,
+                                 h_max)
+        self._last_integrator = name
         return ys, info, tinfo
+
+    @cached_property
+    def _params_base(self) -> dict:
+        # printing the SymPy loss costs about a millisecond: once per hierarchy, not per call
+        return self.model.params_dict()
 
     def integrate(self, mu0, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
                   max_steps: int = 1_000_000, blowup: float = 1e100, h_max: float = np.inf,
-                  check="auto", conv_tol: float = 1e-6, raise_on_failure: bool = False
-                  ) -> Trajectory:
+                  check="auto", conv_tol: float = 1e-6, raise_on_failure: bool = False,
+                  method: str = "auto", integrator: str = "auto") -> Trajectory:
         """Integrate the truncated hierarchy from ``mu0`` and report the moments at ``t_eval``.
 
         Parameters
@@ -300,14 +453,32 @@ class TiedHierarchy:
         blowup : float
             A state entry above this in absolute value ends with status -3.
         check : None, "auto", int or sequence of int
-            Truncation diagnostics (item 8): integrate also at these higher
-            orders and compare the moments of length <= 2. ``"auto"`` means
-            ``order + 2`` when ``mu0`` can provide the longer moments. If the
+            Truncation diagnostics (item 8): integrate also at these orders
+            and compare the moments of length <= 2. ``"auto"`` means
+            ``order - 2`` from order 4 on (cheap, any ``mu0``), and
+            ``order + 2`` below when ``mu0`` can provide the longer moments. If the
             difference exceeds ``conv_tol * max(1, |mu|)``, the result has
             status 2 and says so.
         raise_on_failure : bool
             Raise :class:`IntegrationError` (or :class:`TruncationNotConverged`)
             instead of returning a failed status.
+        method : {"auto", "truncation", "flow", "limit"}
+            ``"truncation"``: this truncated hierarchy (eq. 13) only.
+            ``"flow"``: the exact solution of the infinite hierarchy from the
+            matrices ``mu0`` (trace projection of their matrix flow).
+            ``"limit"``: the ``d -> infinity`` solution from a law ``mu0``
+            (:func:`attndyn.numeric.attention.limit.limit_flow`). ``"auto"``
+            (default): the truncation where its convergence check holds, the
+            flow (matrices) or the limit (a law) beyond;
+            ``diagnostics["segments"]`` and the message say which method
+            produced which time range with what error estimate.
+        integrator : {"auto", "taylor", "dopri5", "dop853"}
+            The ODE integrator of the truncation. ``"taylor"``: adaptive Taylor
+            series of order ``ceil(-ln(rtol)/2) + 1`` (Jorba-Zou step size), for
+            potentials whose Gamma is a polynomial in ``q``; ``"dopri5"`` /
+            ``"dop853"``: Dormand-Prince 5(4) / 8(5,3) with ``rtol``, ``atol``.
+            ``"auto"`` (default) takes Taylor where Gamma is polynomial and
+            DP5(4) otherwise; ``diagnostics["integrator"]`` says which ran.
 
         Returns
         -------
@@ -319,19 +490,34 @@ class TiedHierarchy:
         rtol = _check_pos_float(rtol, "rtol")
         atol = _check_pos_float(atol, "atol")
         blowup = _check_pos_float(blowup, "blowup")
-        h_max = _check_pos_float(h_max, "h_max") if np.isfinite(h_max) else np.inf
+        # only +inf means "no cap"; nan and -inf are errors, not silent defaults
+        h_max = np.inf if _is_pos_inf(h_max) else _check_pos_float(h_max, "h_max")
         conv_tol = _check_pos_float(conv_tol, "conv_tol")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-            raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+        max_steps = check_max_steps(max_steps)
         t_eval = check_t_eval(t_eval)
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
+        from . import limit as _limit  # flow / limit / auto live there
+        if _limit.check_method(method) in ("flow", "limit"):
+            res = _limit.hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
+                                          blowup=blowup)
+            if raise_on_failure and res.status != 0:
+                raise IntegrationError(res.message)
+            return res
         y0 = self.initial_state(mu0)
-        ys, info, tinfo = self._run(y0, t_eval, rtol, atol, int(max_steps), blowup, h_max)
+        ys, info, tinfo = self._run(y0, t_eval, rtol, atol, int(max_steps), blowup, h_max,
+                                    integrator)
         status, n_out = int(info[0]), int(info[1])
         diag = {"steps": int(info[2]), "nfev": int(info[3]), "rejected": int(info[4]),
-                "t_reached": float(tinfo[0]), "order": self.order}
+                "t_reached": float(tinfo[0]), "order": self.order,
+                "integrator": self._last_integrator}
+        if self._last_integrator == "taylor":
+            diag["taylor_order"] = self._last_taylor_order
         message = status_message(status, float(tinfo[0]), int(info[2]), blowup)
-        params = self.model.params_dict()
-        params.update({"order": self.order, "rtol": rtol, "atol": atol})
+        import copy
+        params = copy.deepcopy(self._params_base)
+        params.update({"order": self.order, "rtol": rtol, "atol": atol,
+                       "integrator": self._last_integrator})
         res = Trajectory(t=t_eval[:n_out].copy(), y=ys[:n_out].T.copy(), names=list(self.names),
                          words=list(self.words), kind="hierarchy", params=params, seed=None,
                          status=status, message=message, diagnostics=diag)
@@ -343,12 +529,20 @@ class TiedHierarchy:
             elif check is None or check == "auto":
                 res.message += ("; convergence in the truncation order was not checked "
                                 "(pass check=order+2 with matrices or a moment function)")
+        if method == "auto":
+            res = _limit.auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
         if raise_on_failure and res.status != 0:
             exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
             raise exc(res.message)
         return res
 
     def _ladder(self, check, mu0) -> list:
+        """Orders to compare with. ``"auto"``: ``order - 2`` from order 4 on. Its
+        moments are a subset of ours, so any ``mu0`` serves, and it has about 4x
+        fewer moments (K = 2), so the check costs about a quarter of the run (the
+        old ``order + 2`` check cost 6-11x at order 20). Below order 4,
+        ``order + 2`` when ``mu0`` can provide the longer moments. Explicit
+        orders may lie above the order or in ``2..order-1``."""
         can_extend = callable(mu0) or (isinstance(mu0, (list, tuple)) and len(mu0) == self.model.K
                                          and all(np.ndim(m) == 2 for m in mu0))
         if check is None:
@@ -356,27 +550,46 @@ class TiedHierarchy:
         if isinstance(check, str):
             if check != "auto":
                 raise ValueError(f"check must be None, 'auto', an order or a list of orders, got {check!r}")
+            if self.order >= 4:
+                return [self.order - 2]
             return [self.order + 2] if can_extend else []
         orders = [check] if isinstance(check, (int, np.integer)) else list(check)
         orders = [check_order(o, "check") for o in orders]
         for o in orders:
-            if o <= self.order:
-                raise ValueError(f"check orders must exceed the order {self.order}, got {o}")
-        if not can_extend:
+            if o == self.order or o < 2:
+                raise ValueError(f"check orders must exceed the order {self.order} (a higher-order "
+                                 f"check) or lie in 2..{self.order - 1} (a lower-order check), "
+                                 f"got {o}")
+        if any(o > self.order for o in orders) and not can_extend:
             raise ValueError("a convergence check needs mu0 as matrices or as a callable "
                              "words -> moments, to provide the longer moments")
         return orders
 
     def _check_convergence(self, res, mu0, t_eval, ladder, rtol, atol, max_steps, blowup,
                            h_max, conv_tol):
-        low = [i for i, w in enumerate(self.words) if len(w) <= 2]
+        """Compare with the orders of ``ladder`` on the common moments; status 2 when the
+        moments of length <= 2 differ by more than ``conv_tol * max(1, |mu|)``. With a
+        lower order the difference is an error estimate of the lower order and, as the
+        truncation converges geometrically where it converges at all, a bound for ours."""
         errs = {}
         worst = 0.0
         worst_name = ""
         t_conv = float(t_eval[-1])
         for o in ladder:
             h = self.model.hierarchy(o)
-            y0 = h.initial_state(mu0)
+            if o > self.order:
+                rows = np.arange(self.n_moments)
+                cols = np.array([h.index(w) for w in self.words])
+                y0 = h.initial_state(mu0)
+            else:
+                rows = np.array([self.index(w) for w in h.words])
+                cols = np.arange(h.n_moments)
+                if isinstance(mu0, dict) or callable(mu0) or (
+                        isinstance(mu0, (list, tuple)) and len(mu0) == self.model.K
+                        and all(np.ndim(m) == 2 for m in mu0)):
+                    y0 = h.initial_state(mu0)  # fewer words: cheaper than ours
+                else:
+                    y0 = np.ascontiguousarray(self.initial_state(mu0)[rows])
             ys, info, tinfo = h._run(y0, t_eval, rtol, atol, int(max_steps), blowup, h_max)
             if info[0] != 0:
                 res.status = NOT_CONVERGED
@@ -386,18 +599,18 @@ class TiedHierarchy:
                                "trustworthy on this horizon (use the matrix flow)")
                 res.diagnostics["ladder"] = list(ladder)
                 return
-            idx = np.array([h.index(w) for w in self.words])
-            diff = np.abs(ys[:, idx].T - res.y)  # (n_obs, n_t)
-            scale = np.maximum(1.0, np.abs(res.y))
-            rel = diff / scale
-            per_obs = rel.max(axis=1)
+            diff = np.abs(ys[:, cols].T - res.y[rows])  # (n_common, n_t)
+            rel = diff / np.maximum(1.0, np.abs(res.y[rows]))
+            per_obs = np.full(self.n_moments, np.nan)
+            per_obs[rows] = rel.max(axis=1)
             errs[o] = per_obs
+            low = [i for i, r in enumerate(rows) if len(self.words[r]) <= 2]
             # last output time up to which the low moments agree within conv_tol
             bad_t = np.flatnonzero(rel[low].max(axis=0) > conv_tol)
             t_ok = float(t_eval[-1]) if bad_t.size == 0 else (
                 float(t_eval[bad_t[0] - 1]) if bad_t[0] > 0 else float(t_eval[0]))
             t_conv = min(t_conv, t_ok)
-            j = low[int(np.argmax(per_obs[low]))]
+            j = int(rows[low[int(np.argmax(rel[low].max(axis=1)))]])
             if per_obs[j] > worst:
                 worst, worst_name = float(per_obs[j]), self.names[j]
         res.diagnostics["ladder"] = list(ladder)
@@ -409,7 +622,214 @@ class TiedHierarchy:
             res.message = (f"truncation not converged: orders {self.order} and {ladder} differ by "
                            f"{worst:.3g} (relative) on {worst_name} > conv_tol {conv_tol:g}; they "
                            f"agree only up to t = {t_conv:.4g} of the output times: shorten the "
-                           "horizon or use the matrix flow (attndyn.numeric.matrix_flow)")
+                           "horizon, or integrate with method='flow' (matrices) or "
+                           "method='limit' (a law), or the default method='auto'")
         else:
             res.message = (f"success: converged in the truncation order (orders {self.order} "
                            f"and {ladder} agree to {worst:.2g} on the moments of length <= 2)")
+
+
+# ---------------------------------------------------------------------------
+# the tied parameterisation's pieces of the protocol: SGD runner, matrix flow, theory rows
+
+def _is_pos_inf(x) -> bool:
+    try:
+        return bool(x == np.inf)
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_factor_list(model, init, name="init") -> list:
+    """Tied factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
+    try:
+        mats = [real_array(w, f"{name}[{k}]") for k, w in enumerate(init)]
+    except TypeError as exc:
+        if "real, got a complex" in str(exc):
+            raise
+        raise TypeError(f"{name} must be a list of K = {model.K} arrays W_k (d x d_k)") from None
+    if len(mats) != model.K:
+        raise ValueError(f"{name} must hold K = {model.K} factors W_k, got {len(mats)}")
+    out = []
+    d = None
+    for k, w in enumerate(mats):
+        if w.ndim == 1:
+            w = w[:, None]
+        if w.ndim != 2 or w.shape[1] < 1:
+            raise ValueError(f"{name}[{k}] must be a d x d_k array (d_k >= 1), got shape {w.shape}")
+        if d is None:
+            d = w.shape[0]
+        if w.shape[0] != d:
+            raise ValueError(f"{name}[{k}] must have d = {d} rows like {name}[0], got shape "
+                             f"{w.shape}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError(f"{name}[{k}] must be finite")
+        out.append(w)
+    if d < 2:
+        raise ValueError(f"{name}: the dimension d must be >= 2, got {d}")
+    return out
+
+
+def tied_observable_names(K: int, words) -> list:
+    """Names of the tied SGD observables: the words, ``p_kl`` (``k <= l``, when the
+    words of length 2 are there) and ``loss``."""
+    names = [word_label(w, K) for w in words]
+    if any(len(w) == 2 for w in words):
+        names += [obs_key("p", k, l) for k in range(K) for l in range(k, K)]
+    return names + ["loss"]
+
+
+def _tied_derived(K, words, vals):
+    """Append ``p_kl = q_kl - t_k t_l`` (eq. 15) to a vector of word traces."""
+    idx = {tuple(w): i for i, w in enumerate(words)}
+    if not any(len(w) == 2 for w in words):
+        return vals
+    t = np.array([vals[idx[(k,)]] for k in range(K)])
+    p = [vals[idx[(k, l)]] - t[k] * t[l] for k in range(K) for l in range(k, K)]
+    return np.concatenate([vals, p])
+
+
+class _TiedRunner(SGDRunner):
+    """Factors side by side in one array ``W`` (trainable slots first) for
+    :func:`attndyn.kernels.sgd.tied_steps`."""
+
+    def __init__(self, model, Ws, order):
+        self.model = model
+        self.order = order
+        self.d = Ws[0].shape[0]
+        self.widths = [w.shape[1] for w in Ws]
+        tr = list(model.trainable)
+        self.slots = tr + [k for k in range(model.K) if k not in tr]
+        col = np.zeros(len(self.slots) + 1, dtype=np.int64)
+        for a, k in enumerate(self.slots):
+            col[a + 1] = col[a] + self.widths[k]
+        self.col = col
+        self.kidx = np.array(self.slots, dtype=np.int64)
+        self.n_tr = len(tr)
+        self.W = np.ascontiguousarray(np.hstack([Ws[k] for k in self.slots]))
+        self.words = canonical_words(order, model.alphabet)
+        self.names = tied_observable_names(model.K, self.words)
+        self.macs = self.W.shape[1] + col[self.n_tr]
+
+    def factor(self, k):
+        a = self.slots.index(k)
+        return self.W[:, self.col[a]:self.col[a + 1]]
+
+    def workspace_shape(self, B, L):
+        return (B, L, self.d, self.W.shape[1], int(self.col[self.n_tr]))
+
+    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
+        from attndyn.kernels import sgd as _k
+        _k.tied_steps(self.W, self.col, self.kidx, self.n_tr, C, F, ident, eta, gamma, B, n,
+                      lossfn, lp, state, blowup, losses, info, *ws)
+
+    def observables(self):
+        K = self.model.K
+        S = []
+        for k in range(K):
+            Wk = self.factor(k)
+            S.append(Wk @ Wk.T)
+        vals = word_traces(S, self.words)
+        return _tied_derived(K, self.words, vals)
+
+    def params(self):
+        return {"order": self.order, "widths": list(self.widths)}
+
+
+def _tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, method,
+                      keep_matrices, blowup, raise_on_failure) -> Trajectory:
+    """dS_k/dt = -sum_l Gamma_kl(q) (S_l S_k + S_k S_l) - (gamma/2) S_k, q_kl = Tr(S_k S_l)/d."""
+    mats = model.check_matrices(matrices)
+    t_eval = check_t_eval(t_eval)
+    K = model.K
+    d = mats[0].shape[0]
+    if words is None:
+        words = canonical_words(check_order(order), model.alphabet)
+    else:
+        words = [model.alphabet.check_word(w, "words") for w in words]
+    tr = list(model.trainable)
+    fixed = {k: mats[k] for k in range(K) if k not in tr}
+    half_gamma = model.weight_decay / 2.0
+    gfun = model.gradient_function
+    gp = model.gradient_parameters
+    gout = np.empty(K * K)
+
+    def unpack(y):
+        S = [None] * K
+        for j, k in enumerate(tr):
+            S[k] = y[j * d * d:(j + 1) * d * d].reshape(d, d)
+        for k, m in fixed.items():
+            S[k] = m
+        return S
+
+    def rhs(t, y):
+        S = unpack(y)
+        q = np.empty((K, K))
+        for k in range(K):
+            for l in range(k, K):
+                q[k, l] = q[l, k] = np.einsum("ij,ji->", S[k], S[l]) / d
+        gfun(np.ascontiguousarray(q.ravel()), gp, gout)
+        G = gout.reshape(K, K)
+        dy = np.empty_like(y)
+        for j, k in enumerate(tr):
+            acc = -half_gamma * S[k]
+            for l in range(K):
+                if G[k, l] != 0.0:
+                    P = S[l] @ S[k]
+                    acc = acc - G[k, l] * (P + P.T)  # S_l S_k + S_k S_l = P + P^T (symmetric S)
+            dy[j * d * d:(j + 1) * d * d] = acc.ravel()
+        return dy
+
+    if tr:
+        y0 = np.concatenate([mats[k].ravel() for k in tr])
+        sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
+                         what="tied matrix flow")
+        Ys, ts, status, message = sol.y, sol.t, sol.status, sol.message
+    else:
+        from .flow import check_solver_args
+        rtol, atol, blowup, _ = check_solver_args(rtol, atol, blowup, method)
+        Ys, ts, status, message = np.zeros((0, t_eval.size)), t_eval, 0, "nothing trainable"
+    out = np.empty((len(words), ts.size))
+    kept = []
+    for n in range(ts.size):
+        S = unpack(Ys[:, n]) if tr else mats
+        out[:, n] = word_traces(S, words)
+        if keep_matrices:
+            kept.append(np.stack(S))
+    params = model.params_dict()
+    params.update({"d": d, "rtol": rtol, "atol": atol, "method": method})
+    res = Trajectory(t=np.asarray(ts, dtype=float), y=out,
+                     names=[word_label(w, K) for w in words], words=[tuple(w) for w in words],
+                     kind="matrix_flow", params=params, status=status, message=message,
+                     diagnostics={"d": d})
+    if keep_matrices:
+        res.diagnostics["matrices"] = np.stack(kept) if kept else np.zeros((0, K, d, d))
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
+
+
+def _tied_theory_derived(model, res: Trajectory, words) -> Trajectory:
+    """Add ``p_kl`` and ``loss = Phi(q)`` rows to a tied theory trajectory."""
+    K = model.K
+    names = tied_observable_names(K, words)
+    rows = np.array([res.moment(w) for w in words]) if words else np.zeros((0, res.t.size))
+    extra = []
+    if any(len(w) == 2 for w in words):
+        t = np.array([res.moment((k,)) for k in range(K)])
+        for k in range(K):
+            for l in range(k, K):
+                extra.append(res.moment((k, l)) - t[k] * t[l])
+    loss = np.full(res.t.size, np.nan)
+    pot = model.potential
+    if pot is not None and any(len(w) == 2 for w in words):
+        import sympy as sp
+        qs = [pot.q[k, l] for k in range(K) for l in range(k, K)]
+        psyms = list(pot.params)
+        f = sp.lambdify(qs + psyms, pot.phi, "numpy")
+        qv = [res.moment((k, l)) for k in range(K) for l in range(k, K)]
+        loss = np.broadcast_to(np.asarray(f(*qv, *model.gradient_parameters), float),
+                               res.t.shape).copy()
+    y = np.vstack([rows] + ([np.array(extra)] if extra else []) + [loss[None, :]])
+    return Trajectory(t=res.t, y=y, names=names, words=[tuple(w) for w in words],
+                      kind=res.kind, params=res.params, status=res.status, message=res.message,
+                      diagnostics=res.diagnostics)

@@ -10,12 +10,29 @@ import math
 
 import numpy as np
 
-from attndyn.symbolic.hierarchy import check_trainable
+from attndyn.symbolic.hierarchy import check_K, check_trainable
 from attndyn.symbolic.potential import _call_loss, check_covariance, g_array
 from attndyn.symbolic.words import Alphabet
 
-__all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval",
+__all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval", "check_max_steps",
+           "MAX_STEPS_CAP", "real_array",
            "_check_nonneg_float", "_check_pos_float"]
+
+
+def real_array(x, name: str) -> np.ndarray:
+    """``x`` as a float64 array; complex input is refused (casting would drop the
+    imaginary part silently), as is anything that is not an array of numbers."""
+    try:
+        cplx = np.iscomplexobj(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers") from None
+    if cplx:
+        raise TypeError(f"{name} must be real, got a complex array (the imaginary part would "
+                        "be dropped)")
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers") from None
 
 
 def _check_nonneg_float(x, name):
@@ -43,6 +60,20 @@ def check_int_ge1(x, name: str) -> int:
     if x < 1:
         raise ValueError(f"{name} must be an int >= 1, got {x}")
     return int(x)
+
+
+#: Largest ``max_steps`` accepted: the step counters of the kernels are int64,
+#: and 2**62 leaves room for their arithmetic (a run this long never ends anyway).
+MAX_STEPS_CAP = 2 ** 62
+
+
+def check_max_steps(max_steps, name: str = "max_steps") -> int:
+    """A step limit: an int with ``1 <= max_steps <= MAX_STEPS_CAP`` (2**62)."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)):
+        raise TypeError(f"{name} must be an int between 1 and 2**62, got {max_steps!r}")
+    if not 1 <= max_steps <= MAX_STEPS_CAP:
+        raise ValueError(f"{name} must be an int between 1 and 2**62, got {max_steps}")
+    return int(max_steps)
 
 
 def check_t_eval(t_eval, name="t_eval") -> np.ndarray:
@@ -75,6 +106,7 @@ def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False
         K = first.K
     else:
         K = first = check_int_ge1(K, "K")
+    check_K(K)  # bounded before the K x K potential is built (issue 10, section 5)
     trainable = check_trainable(trainable, K)
     L = check_int_ge1(L, "L")
     C = check_covariance(C, L)

@@ -1,0 +1,136 @@
+"""Sizes before building (issue 10, section 5): closed-form counts, and a clear
+refusal, in well under a second, of anything that would not fit."""
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+import attndyn
+from attndyn.cli import main
+from attndyn.symbolic import words as W
+from attndyn.symbolic.hierarchy import (MAX_K, check_tied_size, estimate_tied_size,
+                                        tied_structure)
+from attndyn.symbolic.words import (Alphabet, SizeError, bracelet_count, canonical,
+                                    canonical_words, orbit_count, word_count)
+
+LINEAR = lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2  # noqa: E731
+GIB = 2 ** 30
+
+
+@pytest.fixture
+def memory_16g(monkeypatch):
+    """A fixed 16 GiB of available memory, so the refusals do not depend on the host."""
+    monkeypatch.setattr(W, "available_memory", lambda: 16 * GIB)
+
+
+def _fast(fn, *args, **kw):
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError) as info:
+        fn(*args, **kw)
+    assert time.perf_counter() - t0 < 1.0
+    return str(info.value)
+
+
+@pytest.mark.parametrize("inv", [None, (1, 0), (1, 0, 2), (0, 2, 1, 3), (1, 0, 3, 2)])
+def test_orbit_count_equals_brute_force(inv):
+    K = 2 if inv is None else len(inv)
+    A = Alphabet(K, inv)
+    for n in range(1, 7):
+        assert orbit_count(n, A) == len({canonical(w, A) for w in
+                                         itertools.product(range(K), repeat=n)}), n
+
+
+def test_orbit_count_is_bracelet_count_for_tied_alphabets():
+    for K in (1, 2, 3, 5):
+        for n in (1, 2, 7, 12, 31):
+            assert orbit_count(n, K) == bracelet_count(n, K)
+    assert orbit_count(60, 2) == bracelet_count(60, 2)  # exact big integers
+
+
+def test_word_count_matches_enumeration_and_stops_early():
+    A = Alphabet(4, (1, 0, 2, 3))  # the untied alphabet of one index
+    assert word_count(6, A) == len(canonical_words(6, A))
+    t0 = time.perf_counter()
+    assert word_count(10 ** 9, 2, cap=10 ** 6) > 10 ** 6
+    assert time.perf_counter() - t0 < 0.1
+
+
+@pytest.mark.parametrize("K,tr,M", [(1, (0,), 9), (2, (0,), 12), (2, (0, 1), 9), (2, (), 6),
+                                    (3, (0, 1), 7), (4, (2,), 5)])
+def test_estimate_is_exact_in_moments_and_bounds_terms(K, tr, M):
+    s = tied_structure(K, tr, M)
+    moments, terms = estimate_tied_size(K, len(tr), M)
+    assert moments == s.n_moments
+    assert s.n_terms <= terms <= 8 * max(s.n_terms, 1) + moments  # merging: at most a few x
+
+
+def test_hierarchy_30_and_1e9_refused(memory_16g):
+    model = attndyn.TiedModel(2, [0], LINEAR)
+    msg = _fast(model.hierarchy, 30)
+    assert "order-30" in msg and "terms" in msg and "GiB" in msg and "max_terms" in msg
+    _fast(model.hierarchy, 10 ** 9)
+    assert 30 not in model._hier
+
+
+def test_huge_order_refused_whatever_the_memory():
+    # no machine holds K**n / (2n) words for n = 10**9: no patching needed
+    model = attndyn.TiedModel(2, [0], LINEAR)
+    _fast(model.hierarchy, 10 ** 9)
+    _fast(canonical_words, 10 ** 9, 2)
+
+
+def test_max_terms_lowers_and_raises_the_limit(monkeypatch):
+    with pytest.raises(SizeError, match="max_terms = 100"):
+        tied_structure(2, [0], 10, max_terms=100)
+    monkeypatch.setattr(W, "available_memory", lambda: 2 ** 16)  # 64 KiB: order 12 too large
+    with pytest.raises(SizeError, match="available memory"):
+        tied_structure(2, [0], 12)
+    s = tied_structure(2, [0], 12, max_terms=10 ** 6)
+    assert s.n_terms == 2336
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises((TypeError, ValueError), match="max_terms"):
+            check_tied_size(2, [0], 4, bad)
+
+
+def test_model_K_bounded():
+    msg = _fast(attndyn.TiedModel, 10 ** 6, [0], LINEAR)
+    assert "K" in msg and str(MAX_K) in msg
+    _fast(tied_structure, MAX_K + 1, [0], 2)
+
+
+def test_untied_words_40_refused(memory_16g):
+    model = attndyn.UntiedModel(1, [0], lambda G: G[0, 0, 0] ** 2)
+    msg = _fast(model.words, 40)
+    assert "length 40" in msg
+    assert len(model.words(3)) == word_count(3, model.alphabet)
+
+
+def test_sgd_order_40_refused(memory_16g):
+    model = attndyn.TiedModel(2, [0], LINEAR)
+    rng = np.random.default_rng(0)
+    init = [rng.standard_normal((8, 8)) / 8, rng.standard_normal((8, 8)) / 8]
+    _fast(attndyn.sgd, model, init, eta=0.01, batch=4, t_eval=[0.0, 0.01], seed=0, order=40)
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["derive", "--order", "40"], "order-40"),
+    (["derive", "--K", "10000"], "--K"),
+    (["integrate", "--order", "40"], "order-40"),
+    (["derive", "--order", "12", "--max-terms", "100"], "max_terms = 100"),
+])
+def test_cli_refuses_sizes(argv, msg, capsys, memory_16g):
+    t0 = time.perf_counter()
+    assert main(argv) == 2
+    assert time.perf_counter() - t0 < 1.0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln]
+    assert len(err) == 1 and msg in err[0], err
+
+
+def test_cli_max_terms_raises_the_limit(capsys, monkeypatch):
+    monkeypatch.setattr(W, "available_memory", lambda: 2 ** 12)  # 4 KiB: only tiny orders
+    assert main(["derive", "--order", "6"]) == 2
+    assert "available memory" in capsys.readouterr().err
+    assert main(["derive", "--order", "6", "--max-terms", "1000"]) == 0
+    assert "order 6" in capsys.readouterr().out
