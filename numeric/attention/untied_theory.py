@@ -1,0 +1,1412 @@
+"""The untied fast-slow theory (paper 003, section 4, appendix F), compiled and checked.
+
+Notation (time scales for ``U <- U - eta (batch-mean grad) - (eta gamma/d) U``
+and the same for ``V``): fast time ``t = eta n``, slow time ``tau = eta n / d``.
+``M_k = U_k V_k^T``, ``A_k = U_k U_k^T``, ``B_k = V_k V_k^T``,
+``m_k = Tr M_k / sqrt d``, ``tA_k = Tr A_k / d``, ``tB_k = Tr B_k / d``,
+``q1_kl = Tr(M_k M_l^T)/d``, ``q2_kl = Tr(M_k M_l)/d``.
+
+- Potential ``Phi(m, q1, q2) = E loss(G)`` with ``E G_ijk = C_ij m_k`` and
+  ``Cov(G_ijk, G_i'j'l) = C_ii' C_jj' q1_kl + C_ij' C_ji' q2_kl`` (eq. 4).
+  Gradients ``a^(r)_kl = dPhi/dq^(r)_kl`` with every matrix entry an
+  independent variable (the convention of eqs. 32 and 42; for ``L = 1``
+  ``a^(1) = a^(2) = E[d^2 loss/dG_k dG_l]/2``, half of the total derivative
+  that eq. 48 quotes) and the ``m``-Hessian, from one compiled function.
+- Fast flow (28): ``dm_k/dt = -(tA_k + tB_k) dPhi/dm_k`` for trainable ``k``,
+  the moments frozen.
+- Critical mean (29): ``m*(q)`` is the root of ``dPhi/dm_K = 0`` that the fast
+  flow reaches from ``m(0)`` (integrated to equilibrium, then Newton on the
+  ``m``-Hessian); Assumption 5 asks the Hessian to be positive definite there.
+- ``psi_k = 2 sum_l sum_r a^(r)_kl [mu(M^(r)_l, B_k) + mu(A_k, M^(r)_l)]``
+  (eq. 27) and ``beta_k = -psi_k / (tA_k + tB_k)`` (eq. 30).
+- Slow hierarchy (31)-(32): :class:`UntiedHierarchy`, run by the generic sparse
+  RHS kernel and the Dormand-Prince integrator with one compiled coefficient
+  function (``m*`` by warm-started Newton, ``a^(r)``, ``beta``) of signature
+  ``GRAD_SIG``.
+- Finite-d matrix flow (:func:`untied_flow`), the gradient flow of
+  ``Phi(m(U, V), q(U, V))`` with weight decay, on the fast time::
+
+      dU/dt = -(Phi_m / sqrt d) V - (2/d) P V - (gamma/d) U
+      dV/dt = -(Phi_m / sqrt d) U - (2/d) P^T U - (gamma/d) V,
+      P_k = sum_l a^(1)_kl M_l + a^(2)_kl M_l^T;
+
+  and its slaved limit on the slow time, ``m = m*(q)``::
+
+      dU/dtau = -beta V - 2 P V - gamma U,   dV/dtau = -beta U - 2 P^T U - gamma V,
+
+  whose normalised traces solve the slow hierarchy exactly at any ``d``.
+- Weak recovery (section 4.2, F.3): eq. (42), Corollary 4, ``N_wr(c)`` (eq. 41).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import SimpleNamespace
+
+import numpy as np
+from numba import njit
+
+from attndyn.kernels.moments import word_traces
+from attndyn.symbolic import untied as su
+from attndyn.symbolic.words import canonical
+
+from ..core.results import IntegrationError, Trajectory, TruncationNotConverged
+from ..core.validate import _check_pos_float, check_t_eval
+
+__all__ = [
+    "UntiedTheory", "theory", "CriticalMean", "SlowState", "UntiedHierarchy",
+    "UntiedTrajectory", "fast_flow", "critical_mean", "psi_beta", "untied_flow",
+    "eq42_velocity", "exact_overlap_velocity", "corollary4", "weak_recovery_time",
+    "RootError", "NOT_CONVERGED", "ROOT_FAILED",
+]
+
+NOT_CONVERGED = 2
+ROOT_FAILED = -5
+
+# header of the coefficient function's parameter vector
+_H_K, _H_TOL, _H_MAXIT, _H_FAIL, _H_NONCONVEX, _H_ITERS, _H_CALLS = 0, 1, 2, 3, 4, 5, 6
+_HEAD = 8
+
+
+class RootError(ValueError):
+    """The critical mean ``m*(q)`` of eq. (29) could not be found."""
+
+
+# ---------------------------------------------------------------------------
+# compiled pieces
+
+@njit(cache=True)
+def _solve_inplace(H, g, n):
+    """Solve ``H x = g`` (n x n, partial pivoting) in place; False if singular."""
+    for c in range(n):
+        piv = c
+        big = abs(H[c, c])
+        for r in range(c + 1, n):
+            if abs(H[r, c]) > big:
+                big = abs(H[r, c])
+                piv = r
+        if not big > 0.0:
+            return False
+        if piv != c:
+            for j in range(n):
+                tmp = H[c, j]
+                H[c, j] = H[piv, j]
+                H[piv, j] = tmp
+            tmp = g[c]
+            g[c] = g[piv]
+            g[piv] = tmp
+        for r in range(c + 1, n):
+            f = H[r, c] / H[c, c]
+            for j in range(c, n):
+                H[r, j] -= f * H[c, j]
+            g[r] -= f * g[c]
+    for c in range(n - 1, -1, -1):
+        s = g[c]
+        for j in range(c + 1, n):
+            s -= H[c, j] * g[j]
+        g[c] = s / H[c, c]
+    return True
+
+
+@njit(cache=True)
+def _is_pd(H, n):
+    """Cholesky test of positive definiteness of the leading n x n block."""
+    L = np.zeros((n, n))
+    for i in range(n):
+        for j in range(i + 1):
+            s = H[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            if i == j:
+                if not s > 0.0:
+                    return False
+                L[i, i] = math.sqrt(s)
+            else:
+                L[i, j] = s / L[j, j]
+    return True
+
+
+def _make_coefficient_function(potfn):
+    """The slow hierarchy's coefficient function ``f(x, p, out)`` (``GRAD_SIG``).
+
+    ``x`` is the gathered state (``tA, tB, q1, q2`` and the eq. 27 moments);
+    ``p`` is ``[header (8), trainable mask (K), m (K), potential parameters]``
+    with ``m`` the warm start of Newton (updated in place, so the root is
+    followed continuously along the slow trajectory); ``out`` receives
+    ``(beta, a1.ravel(), a2.ravel())``. A failed Newton solve writes NaN (the
+    integrator stops) and counts in ``p[3]``; a Hessian that is not positive
+    definite at the root (Assumption 5) counts in ``p[4]``.
+    """
+    from attndyn.kernels.rhs import GRAD_SIG
+
+    @njit(GRAD_SIG)  # a closure over the potential: compiled once per process and model
+    def coefficients(x, p, out):
+        K = int(p[0])
+        KK = K * K
+        tol = p[1]
+        maxit = int(p[2])
+        p[6] += 1.0
+        mask = p[_HEAD:_HEAD + K]
+        m = p[_HEAD + K:_HEAD + 2 * K]
+        pp = p[_HEAD + 2 * K:]
+        n_in = K + 2 * KK
+        xin = np.empty(n_in)
+        for i in range(2 * KK):
+            xin[K + i] = x[2 * K + i]
+        pout = np.empty(K + 3 * KK)
+        idx = np.empty(K, dtype=np.int64)
+        nt = 0
+        for k in range(K):
+            if mask[k] > 0.5:
+                idx[nt] = k
+                nt += 1
+        H = np.empty((nt, nt))
+        g = np.empty(nt)
+        ok = False
+        it = 0
+        while True:
+            for k in range(K):
+                xin[k] = m[k]
+            potfn(xin, pp, pout)
+            res = 0.0
+            scale = 1.0
+            for a in range(nt):
+                v = pout[idx[a]]
+                if not np.isfinite(v):
+                    res = np.inf
+                res = max(res, abs(v))
+                scale = max(scale, abs(m[idx[a]]))
+            if res <= tol:
+                ok = True
+                break
+            if it >= maxit or not np.isfinite(res):
+                break
+            for a in range(nt):
+                g[a] = pout[idx[a]]
+                for b in range(nt):
+                    H[a, b] = pout[K + 2 * KK + idx[a] * K + idx[b]]
+            if not _solve_inplace(H, g, nt):
+                break
+            step = 0.0
+            for a in range(nt):
+                m[idx[a]] -= g[a]
+                step = max(step, abs(g[a]))
+            it += 1
+            if step <= 1e-15 * scale:
+                # converged in m to rounding: accept if the gradient is small relative
+                ok = res <= 1e3 * tol
+                for k in range(K):
+                    xin[k] = m[k]
+                potfn(xin, pp, pout)
+                break
+        p[5] += it
+        if not ok:
+            p[3] += 1.0
+            for i in range(out.size):
+                out[i] = np.nan
+            return
+        for a in range(nt):
+            for b in range(nt):
+                H[a, b] = pout[K + 2 * KK + idx[a] * K + idx[b]]
+        if not _is_pd(H, nt):
+            p[4] += 1.0
+        for k in range(K):
+            out[k] = 0.0
+        for i in range(2 * KK):
+            out[K + i] = pout[K + i]
+        base = 2 * K + 2 * KK
+        for a in range(nt):
+            k = idx[a]
+            psi = 0.0
+            for l in range(K):
+                for r in range(2):
+                    j = base + ((k * K + l) * 2 + r) * 2
+                    psi += pout[K + r * KK + k * K + l] * (x[j] + x[j + 1])
+            psi *= 2.0
+            den = x[k] + x[K + k]
+            if not den > 0.0:
+                p[3] += 1.0
+                for i in range(out.size):
+                    out[i] = np.nan
+                return
+            out[k] = -psi / den
+    return coefficients
+
+
+# ---------------------------------------------------------------------------
+# the kernels, called in one place each (their signatures may change)
+
+def _kernel_dtypes():
+    """The integer dtypes the generic RHS kernel is compiled for, read off its signature."""
+    from attndyn.kernels.rhs import RHS_SIG
+    args = RHS_SIG.args  # y, gfun, gparams, gather, consts, indptr, src, ent, coef, ...
+    return {name: np.dtype(str(args[i].dtype))
+            for name, i in (("gather", 3), ("indptr", 5), ("src", 6), ("ent", 7), ("coef", 8))}
+
+
+def _kernel_rhs(system, y):
+    """``F(y)`` of the sparse bilinear hierarchy through the generic RHS kernel."""
+    from attndyn.kernels.rhs import rhs_into
+    return rhs_into(system, np.ascontiguousarray(y, dtype=np.float64))
+
+
+def _kernel_integrate(system, y0, t_eval, rtol, atol, max_steps, blowup, h_max):
+    """Run the generic Dormand-Prince kernel exactly as ``TiedHierarchy._run`` does."""
+    from attndyn.kernels.integrate import dopri5_sparse
+    s = system
+    ys = np.zeros((t_eval.size, y0.size))
+    info = np.zeros(5, dtype=np.int64)
+    tinfo = np.zeros(2)
+    dopri5_sparse(y0, 0.0, t_eval, rtol, atol, 0.0, h_max, max_steps, blowup,
+                  s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.ent, s.coef,
+                  s.n_grad, ys, info, tinfo)
+    return ys, info, tinfo
+
+
+def _status_message(status, t, steps, blowup):
+    from attndyn.kernels.integrate import status_message
+    return status_message(status, t, steps, blowup)
+
+
+# ---------------------------------------------------------------------------
+# the potential of one model
+
+class UntiedTheory:
+    """Compiled potential of an :class:`~attndyn.UntiedModel` and the maps of
+    eqs. (27)-(30). One per model (:func:`theory`)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.K = model.K
+        self.trainable = tuple(model.trainable)
+        import sympy as sp
+
+        from attndyn.symbolic.potential import untied_potential
+        psyms = [sp.Symbol(str(k), real=True) for k in model.params]
+        self.potential = untied_potential(model.loss, self.K, model.L, model.C, params=psyms,
+                                          param_values=[float(v) for v in model.params.values()])
+        self._hier: dict = {}
+
+    @cached_property
+    def potential_function(self):
+        """Compiled ``f(x, p, out)``: ``x = (m, q1.ravel(), q2.ravel())``, ``out =
+        (dPhi/dm, a1.ravel(), a2.ravel(), Hess_m.ravel())``."""
+        pot = self.potential
+        if callable(getattr(pot, "gradient_function", None)):
+            return pot.gradient_function()
+        from ..core.compile import load_generated
+        return load_generated(pot.numba_source("grad"), "grad")
+
+    @cached_property
+    def potential_parameters(self) -> np.ndarray:
+        pot = self.potential
+        if callable(getattr(pot, "parameters", None)):
+            return np.ascontiguousarray(pot.parameters(), dtype=np.float64)
+        return np.array([float(v) for v in self.model.params.values()], dtype=np.float64)
+
+    @cached_property
+    def coefficient_function(self):
+        return _make_coefficient_function(self.potential_function)
+
+    def gradients(self, m, q1, q2) -> dict:
+        """``dPhi/dm``, ``a1``, ``a2`` and the ``m``-Hessian at numeric order parameters."""
+        K = self.K
+        m = np.asarray(m, dtype=np.float64).reshape(K)
+        q1 = np.asarray(q1, dtype=np.float64).reshape(K, K)
+        q2 = np.asarray(q2, dtype=np.float64).reshape(K, K)
+        x = np.ascontiguousarray(np.concatenate([m, q1.ravel(), q2.ravel()]))
+        if not np.all(np.isfinite(x)):
+            raise ValueError("m, q1, q2 must be finite")
+        out = np.empty(K + 3 * K * K)
+        self.potential_function(x, self.potential_parameters, out)
+        KK = K * K
+        return {"grad_m": out[:K].copy(), "a1": out[K:K + KK].reshape(K, K).copy(),
+                "a2": out[K + KK:K + 2 * KK].reshape(K, K).copy(),
+                "hess_m": out[K + 2 * KK:].reshape(K, K).copy()}
+
+    def phi(self, m, q1, q2) -> float:
+        """``Phi(m, q1, q2)`` (Theorem 1) at numeric order parameters."""
+        pot = self.potential
+        kw = {"m": np.asarray(m, float), "q1": np.asarray(q1, float), "q2": np.asarray(q2, float)}
+        if hasattr(pot, "phi_at"):
+            return float(pot.phi_at(**kw))
+        return float(pot.evaluate([float(v) for v in self.model.params.values()], **kw)["phi"])
+
+    def params_vector(self, m, *, tol=1e-12, maxit=50) -> np.ndarray:
+        K = self.K
+        mask = np.zeros(K)
+        mask[list(self.trainable)] = 1.0
+        head = np.zeros(_HEAD)
+        head[_H_K], head[_H_TOL], head[_H_MAXIT] = K, tol, maxit
+        return np.ascontiguousarray(np.concatenate([head, mask, np.asarray(m, float).reshape(K),
+                                                    self.potential_parameters]))
+
+
+def theory(model) -> UntiedTheory:
+    """The (cached) :class:`UntiedTheory` of an ``UntiedModel``."""
+    th = model.__dict__.get("_untied_theory")
+    if th is None:
+        th = model.__dict__["_untied_theory"] = UntiedTheory(model)
+    return th
+
+
+# ---------------------------------------------------------------------------
+# slow states
+
+@dataclass
+class SlowState:
+    """Initial slow state: the moments ``mu`` over ``words`` and the means
+    ``m0 = m_k(0)``, which select the root ``m*`` the fast phase reaches.
+    ``pairs`` (when built from matrices) lets a convergence check compute
+    longer moments."""
+
+    words: list
+    mu: np.ndarray
+    m0: np.ndarray
+    pairs: list | None = field(default=None, repr=False)
+    d: int | None = None
+
+    def moment(self, word, alphabet=None) -> float:
+        c = canonical(tuple(word), alphabet)
+        return float(self.mu[self.words.index(c)])
+
+
+def _letter_mats(pairs):
+    mats, Ms = [], []
+    for U, V in pairs:
+        Mk = U @ V.T
+        Ms.append(Mk)
+        mats += [Mk, Mk.T, U @ U.T, V @ V.T]
+    return mats, Ms
+
+
+def _order_parameters(pairs):
+    d = pairs[0][0].shape[0]
+    K = len(pairs)
+    Ms = [U @ V.T for U, V in pairs]
+    m = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
+    tA = np.array([np.sum(U * U) for U, _ in pairs]) / d
+    tB = np.array([np.sum(V * V) for _, V in pairs]) / d
+    q1 = np.array([[np.sum(Ms[k] * Ms[l]) for l in range(K)] for k in range(K)]) / d
+    q2 = np.array([[np.sum(Ms[k] * Ms[l].T) for l in range(K)] for k in range(K)]) / d
+    return m, tA, tB, q1, q2
+
+
+def _low_from_words(K, words, mu):
+    """``tA, tB, q1, q2`` read from moments (NaN where absent)."""
+    alph = su.untied_alphabet(K)
+    look = {w: i for i, w in enumerate(words)}
+
+    def get(w):
+        i = look.get(canonical(w, alph))
+        return np.nan if i is None else float(mu[i])
+    tA = np.array([get((4 * k + su.A,)) for k in range(K)])
+    tB = np.array([get((4 * k + su.B,)) for k in range(K)])
+    q1 = np.array([[get((4 * k + su.M, 4 * l + su.MT)) for l in range(K)] for k in range(K)])
+    q2 = np.array([[get((4 * k + su.M, 4 * l + su.M)) for l in range(K)] for k in range(K)])
+    return tA, tB, q1, q2
+
+
+def _as_state(model, obj, words=None):
+    """Pairs, a :class:`SlowState` or a dict ``{m, tA, tB, q1, q2}`` -> (m0, tA, tB, q1, q2, d)."""
+    if isinstance(obj, SlowState):
+        tA, tB, q1, q2 = _low_from_words(model.K, obj.words, obj.mu)
+        return np.array(obj.m0, float), tA, tB, q1, q2, obj.d
+    if isinstance(obj, dict):
+        K = model.K
+        try:
+            m = np.asarray(obj["m"], float).reshape(K)
+            tA = np.asarray(obj["tA"], float).reshape(K)
+            tB = np.asarray(obj["tB"], float).reshape(K)
+            q1 = np.asarray(obj["q1"], float).reshape(K, K)
+            q2 = np.asarray(obj["q2"], float).reshape(K, K)
+        except KeyError as exc:
+            raise ValueError(f"a state dict needs the keys m, tA, tB, q1, q2 (missing {exc})") from None
+        except ValueError:
+            raise ValueError(f"state dict: m, tA, tB must have K = {K} entries and q1, q2 "
+                             f"shape ({K}, {K})") from None
+        for nm, v in (("m", m), ("tA", tA), ("tB", tB), ("q1", q1), ("q2", q2)):
+            if not np.all(np.isfinite(v)):
+                raise ValueError(f"state {nm} must be finite")
+        return m, tA, tB, q1, q2, obj.get("d")
+    pairs = model.check_factors(obj, "pairs")
+    m, tA, tB, q1, q2 = _order_parameters(pairs)
+    return m, tA, tB, q1, q2, pairs[0][0].shape[0]
+
+
+# ---------------------------------------------------------------------------
+# fast flow (28) and the critical mean (29)
+
+class UntiedTrajectory(Trajectory):
+    """A :class:`Trajectory` of the untied theory with ``.mean(k)`` (rows ``m_k``)."""
+
+    def mean(self, k: int) -> np.ndarray:
+        """Trajectory of the pre-activation mean ``m_k`` (0-based ``k``)."""
+        K = self.params.get("K")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < (K or 10**9):
+            raise ValueError(f"k must be an index in 0..{(K or 1) - 1}, got {k!r}")
+        return self.observable("m", int(k))
+
+
+def _obs(name, *idx):
+    from .direct import obs_key
+    return obs_key(name, *idx)
+
+
+def _fast_rhs(th, tA, tB, q1, q2, m_full, tr):
+    D = tA + tB
+    K = th.K
+
+    def f(t, y):
+        m = m_full.copy()
+        m[tr] = y
+        g = th.gradients(m, q1, q2)["grad_m"]
+        return -(D[tr] * g[tr])
+    return f
+
+
+def fast_flow(model, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
+              m_max: float = 1e6, raise_on_failure: bool = False) -> UntiedTrajectory:
+    """Integrate the fast flow (28) from ``init`` (pairs ``(U_k, V_k)``, a
+    :class:`SlowState` or a dict ``{m, tA, tB, q1, q2}``).
+
+    ``dm_k/dt = -(tA_k(0) + tB_k(0)) dPhi/dm_k(m, q1(0), q2(0))`` for trainable
+    ``k`` on the fast time ``t = eta n``; the moments stay frozen and the fixed
+    means stay at ``m_k(0)``. Returns rows ``m_k`` and ``grad_m_k``; status -3
+    when ``|m|`` exceeds ``m_max`` (no root in reach: the flow runs away).
+    """
+    from scipy.integrate import solve_ivp
+    th = theory(model)
+    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    t_eval = check_t_eval(t_eval)
+    tr = list(model.trainable)
+    f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
+
+    def run_away(t, y):
+        return m_max - np.abs(y).max()
+    run_away.terminal = True
+    if t_eval[-1] > 0:
+        sol = solve_ivp(f, (0.0, float(t_eval[-1])), m0[tr], method="DOP853", t_eval=t_eval,
+                        rtol=rtol, atol=atol, events=run_away)
+        ts, Y = sol.t, sol.y
+        status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
+        message = ("success: fast flow (28) reached the last output time" if status == 0 else
+                   f"fast flow stopped at t = {ts[-1] if ts.size else 0.0:.4g}: " + (
+                       f"|m| > m_max = {m_max:g}: the m-gradient has no root in reach of m(0)"
+                       if status == -3 else sol.message))
+    else:
+        ts, Y, status, message = t_eval, np.repeat(m0[tr][:, None], t_eval.size, 1), 0, "success"
+    K = model.K
+    rows = np.empty((2 * K, ts.size))
+    for j in range(ts.size):
+        m = m0.copy()
+        m[tr] = Y[:, j]
+        rows[:K, j] = m
+        rows[K:, j] = th.gradients(m, q1, q2)["grad_m"]
+    params = model.params_dict()
+    params.update({"time": "t = eta * n (fast)", "rtol": rtol, "atol": atol, "d": d})
+    res = UntiedTrajectory(t=np.asarray(ts, float), y=rows,
+                           names=[_obs("m", k) for k in range(K)] + [_obs("grad_m", k) for k in range(K)],
+                           kind="untied_fast_flow", params=params, status=status, message=message,
+                           diagnostics={"tA": tA.tolist(), "tB": tB.tolist(), "q1": q1.tolist(),
+                                        "q2": q2.tolist()}, inv=su.untied_alphabet(K).inv)
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
+
+
+@dataclass
+class CriticalMean:
+    """Result of :func:`critical_mean`: the root ``m*`` of eq. (29) and how it was reached.
+
+    ``m``: all ``K`` means (fixed ones at ``m_k(0)``); ``label``: which root;
+    ``status``: 0 found, negative on failure (``message`` says why);
+    ``stable``: the ``m``-Hessian on the trainable block is positive definite
+    (Assumption 5); ``unstable_start``: ``m(0)`` sits on a critical point with a
+    negative curvature direction (the symmetric root), so fluctuations decide.
+    """
+
+    m: np.ndarray
+    m0: np.ndarray
+    label: str
+    status: int
+    message: str
+    stable: bool
+    unstable_start: bool
+    diagnostics: dict
+
+    @property
+    def success(self) -> bool:
+        return self.status == 0
+
+
+def _newton(th, m, q1, q2, tr, tol=1e-12, maxit=50):
+    m = np.array(m, float)
+    for it in range(maxit + 1):
+        g = th.gradients(m, q1, q2)
+        r = g["grad_m"][tr]
+        if not np.all(np.isfinite(r)):
+            return m, False, it, np.inf
+        res = float(np.abs(r).max()) if r.size else 0.0
+        if res <= tol:
+            return m, True, it, res
+        H = g["hess_m"][np.ix_(tr, tr)]
+        try:
+            step = np.linalg.solve(H, r)
+        except np.linalg.LinAlgError:
+            return m, False, it, res
+        m[tr] -= step
+        if not np.all(np.isfinite(m)):
+            return m, False, it, np.inf
+    return m, False, maxit, res
+
+
+def _label(m, tr, stable, zero_tol=1e-9):
+    parts = []
+    for k in tr:
+        v = m[k]
+        sign = "0" if abs(v) <= zero_tol * max(1.0, np.abs(m).max()) else ("+" if v > 0 else "-")
+        parts.append(f"m*_{k + 1} = {v:+.6g} ({sign})")
+    return ("stable" if stable else "NOT stable") + " root " + ", ".join(parts)
+
+
+def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
+                  newton_tol: float = 1e-12, bl_tol: float = 1e-3, m_max: float = 1e3,
+                  probe: float = 1e-3, warn: bool = True, raise_on_failure: bool = False
+                  ) -> CriticalMean:
+    """The critical mean ``m*(q)`` of eq. (29) that the fast flow (28) reaches from ``m(0)``.
+
+    The fast flow is integrated to equilibrium (``max |dm/dt| <= eq_tol``) and
+    then polished by Newton's method on the ``m``-Hessian. Reported: the root
+    (``label``), the boundary-layer time ``t_bl`` (first fast time with
+    ``|m(t) - m*|_inf <= bl_tol max(1, |m*|)``), the residual, the Hessian's
+    eigenvalues on the trainable block and Assumption 5 (all positive).
+
+    When ``m(0)`` is already a critical point with a negative curvature
+    direction (for ``h2``, the symmetric point ``m = 0``), the deterministic
+    flow stays there but the point is unstable and fluctuations decide: a
+    warning says so, ``unstable_start`` is True, and ``diagnostics
+    ["alternatives"]`` lists the roots reached from ``m(0) +- probe v`` along
+    the most negative curvature direction ``v``.
+
+    Failures (status < 0, or :class:`RootError` with ``raise_on_failure``):
+    the flow runs past ``|m| > m_max`` (-3: the m-gradient has no root near
+    ``m(0)``), does not settle by ``t_max`` (-2), or Newton does not converge (-1).
+    """
+    from scipy.integrate import solve_ivp
+    th = theory(model)
+    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    tr = list(model.trainable)
+    t_max = _check_pos_float(t_max, "t_max")
+    D = tA + tB
+    if np.any(D[tr] <= 0):
+        raise ValueError("tA_k + tB_k must be > 0 for every trainable k (Assumption 4.4)")
+    diag = {"m0": m0.tolist(), "d": d}
+
+    def fail(status, msg):
+        res = CriticalMean(m=m0.copy(), m0=m0, label="no root", status=status, message=msg,
+                           stable=False, unstable_start=False, diagnostics=diag)
+        if raise_on_failure:
+            raise RootError(msg)
+        return res
+
+    g0 = th.gradients(m0, q1, q2)
+    if not np.all(np.isfinite(g0["grad_m"])):
+        return fail(-4, "the m-gradient of the potential is not finite at m(0)")
+    H0 = g0["hess_m"][np.ix_(tr, tr)]
+    r0 = float(np.abs(g0["grad_m"][tr]).max())
+    ev0, evec0 = np.linalg.eigh(0.5 * (H0 + H0.T))
+    unstable_start = bool(r0 <= eq_tol and ev0[0] < 0)
+    t_bl = 0.0
+    if r0 <= eq_tol:
+        m_end = m0.copy()
+        diag["fast_flow"] = "m(0) is already critical: the fast flow (28) does not move"
+    else:
+        f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
+
+        def settled(t, y):
+            return float(np.abs(f(t, y)).max()) - eq_tol
+        settled.terminal = True
+
+        def run_away(t, y):
+            return m_max - float(np.abs(y).max())
+        run_away.terminal = True
+        sol = solve_ivp(f, (0.0, t_max), m0[tr], method="DOP853", rtol=1e-10, atol=1e-13,
+                        events=[settled, run_away], dense_output=True)
+        if sol.status == -1:
+            return fail(-1, f"fast flow (28) failed: {sol.message}")
+        if sol.t_events[1].size:
+            return fail(-3, f"no root of the m-gradient in reach of m(0) = {m0[tr]}: the fast "
+                            f"flow (28) runs off to |m| > {m_max:g} by t = {sol.t[-1]:.4g}")
+        if not sol.t_events[0].size:
+            return fail(-2, f"the fast flow (28) did not settle by t_max = {t_max:g} "
+                            f"(max |dm/dt| = {abs(f(0, sol.y[:, -1])).max():.3g} > eq_tol)")
+        m_end = m0.copy()
+        m_end[tr] = sol.y[:, -1]
+        diag["t_settled"] = float(sol.t[-1])
+        diag["_dense"] = sol.sol
+    m_star, ok, iters, res = _newton(th, m_end, q1, q2, tr, tol=newton_tol)
+    diag.update({"newton_iterations": iters, "residual": res})
+    if not ok:
+        return fail(-1, f"Newton's method on the m-Hessian did not converge from the fast "
+                        f"flow's end point m = {m_end[tr]} (residual {res:.3g})")
+    if np.abs(m_star - m_end).max() > 1e-3 * max(1.0, np.abs(m_end).max()):
+        return fail(-1, f"Newton jumped from the fast flow's end point {m_end[tr]} to another "
+                        f"root {m_star[tr]}; tighten eq_tol")
+    g = th.gradients(m_star, q1, q2)
+    Hs = g["hess_m"][np.ix_(tr, tr)]
+    ev = np.linalg.eigvalsh(0.5 * (Hs + Hs.T))
+    stable = bool(ev[0] > 0)
+    diag["hessian_eigenvalues"] = ev.tolist()
+    diag["assumption5"] = stable
+    dense = diag.pop("_dense", None)
+    if dense is not None:
+        ts = np.linspace(0.0, diag["t_settled"], 4001)
+        dev = np.abs(dense(ts) - m_star[tr][:, None]).max(axis=0)
+        thr = bl_tol * max(1.0, float(np.abs(m_star).max()))
+        inside = np.flatnonzero(dev <= thr)
+        t_bl = float(ts[inside[0]]) if inside.size else float(diag["t_settled"])
+    diag["t_boundary_layer"] = t_bl
+    diag["bl_tol"] = bl_tol
+    label = _label(m_star, tr, stable)
+    msg = f"success: {label}, reached by the fast flow (28) from m(0) = {np.round(m0[tr], 6)}"
+    if unstable_start:
+        alts = []
+        v = evec0[:, 0]
+        for sgn in (1.0, -1.0):
+            mp = m0.copy()
+            mp[tr] = m0[tr] + sgn * probe * v
+            st = dict(m=mp, tA=tA, tB=tB, q1=q1, q2=q2)
+            alt = critical_mean(model, st, t_max=t_max, eq_tol=eq_tol, newton_tol=newton_tol,
+                                m_max=m_max, warn=False)
+            alts.append({"m0": mp.tolist(), "m": alt.m.tolist(), "label": alt.label,
+                         "status": alt.status})
+        diag["alternatives"] = alts
+        msg = (f"m(0) = {np.round(m0[tr], 6)} sits on an unstable critical point of Phi in m "
+               f"(Hessian eigenvalue {ev0[0]:.4g} < 0): the deterministic fast flow stays on "
+               "this symmetric root, but any fluctuation leaves it; roots reached from "
+               f"m(0) +- {probe:g} v: " + "; ".join(a["label"] for a in alts))
+        if warn:
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    elif not stable and warn:
+        msg += f"; Assumption 5 fails: the m-Hessian has eigenvalue {ev[0]:.4g} <= 0 at the root"
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    return CriticalMean(m=m_star, m0=m0, label=label, status=0, message=msg, stable=stable,
+                        unstable_start=unstable_start, diagnostics=diag)
+
+
+def psi_beta(model, init, m_star=None):
+    """``psi`` (eq. 27) and ``beta = -psi/(tA + tB)`` (eq. 30) at a slow state.
+
+    ``init``: pairs ``(U_k, V_k)`` (exact finite-d moments) or a
+    :class:`SlowState` holding the length-2 words. ``m_star`` defaults to
+    :func:`critical_mean`. Entries of fixed indices are 0.
+    """
+    th = theory(model)
+    K = model.K
+    tr = list(model.trainable)
+    if isinstance(init, SlowState):
+        words, mu = init.words, init.mu
+    else:
+        pairs = model.check_factors(init, "pairs")
+        words = [w for w in su.untied_words(K, 2)]
+        mats, _ = _letter_mats(pairs)
+        mu = word_traces(mats, words)
+    st = SlowState(words=words, mu=mu, m0=_as_state(model, init)[0])
+    if m_star is None:
+        cm = critical_mean(model, st, warn=False, raise_on_failure=True)
+        m_star = cm.m
+    tA, tB, q1, q2 = _low_from_words(K, words, mu)
+    g = th.gradients(m_star, q1, q2)
+    alph = su.untied_alphabet(K)
+    look = {w: i for i, w in enumerate(words)}
+    psi = np.zeros(K)
+    for k in tr:
+        s = 0.0
+        for l in range(K):
+            for r, a in ((1, g["a1"]), (2, g["a2"])):
+                Mr = su._mr(l, r)
+                s += a[k, l] * (mu[look[canonical((Mr, 4 * k + su.B), alph)]]
+                                + mu[look[canonical((4 * k + su.A, Mr), alph)]])
+        psi[k] = 2.0 * s
+    beta = np.zeros(K)
+    beta[tr] = -psi[tr] / (tA[tr] + tB[tr])
+    return psi, beta
+
+
+# ---------------------------------------------------------------------------
+# the slow hierarchy
+
+class UntiedHierarchy:
+    """The slow hierarchy (31)-(32) of one model at one truncation order (eq. 892)."""
+
+    def __init__(self, model, order: int, letters=None):
+        self.model = model
+        self.theory = theory(model)
+        self.order = su.check_untied_order(order)
+        self.structure = su.untied_structure(model.K, model.trainable, self.order, letters)
+
+    def __repr__(self):
+        return (f"UntiedHierarchy(order={self.order}, n_moments={self.n_moments}, "
+                f"n_terms={self.n_terms})")
+
+    @property
+    def words(self) -> list:
+        return self.structure.words
+
+    @property
+    def n_moments(self) -> int:
+        return self.structure.n_moments
+
+    @property
+    def n_terms(self) -> int:
+        return self.structure.n_terms
+
+    def index(self, word) -> int:
+        """State index of any word (canonicalised)."""
+        return self.structure.index(word)
+
+    @cached_property
+    def names(self) -> list:
+        return [su.word_name(w, self.model.K) for w in self.words]
+
+    # -- printing ------------------------------------------------------------------------
+    def equations(self) -> list:
+        """SymPy equations ``d mu_alpha/d tau`` of eq. (32) with ``T^bias``, ``T^diff`` written out."""
+        return su.untied_equations(self.structure)
+
+    def text(self) -> str:
+        return su.untied_text(self.equations())
+
+    def latex(self) -> str:
+        return su.untied_latex(self.equations(), self.structure)
+
+    # -- states --------------------------------------------------------------------------
+    def moments_from_matrices(self, pairs) -> SlowState:
+        """The initial slow state of pairs ``(U_k, V_k)``: every moment of
+        ``.words`` (exact normalised traces) and the means ``m_k(0)``."""
+        pairs = self.model.check_factors(pairs, "pairs")
+        mats, Ms = _letter_mats(pairs)
+        d = pairs[0][0].shape[0]
+        mu = word_traces(mats, self.words)
+        m0 = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
+        return SlowState(words=list(self.words), mu=mu, m0=m0, pairs=pairs, d=d)
+
+    def initial_state(self, init) -> SlowState:
+        if isinstance(init, SlowState):
+            if list(init.words) == list(self.words):
+                st = init
+            elif init.pairs is not None:
+                st = self.moments_from_matrices(init.pairs)
+            else:
+                look = {tuple(w): i for i, w in enumerate(init.words)}
+                miss = [w for w in self.words if w not in look]
+                if miss:
+                    raise ValueError(f"the state lacks {len(miss)} moments of order "
+                                     f"{self.order}, e.g. {miss[:3]}")
+                st = SlowState(words=list(self.words),
+                               mu=np.array([init.mu[look[w]] for w in self.words]),
+                               m0=np.array(init.m0, float), d=init.d)
+        else:
+            st = self.moments_from_matrices(init)
+        mu = np.ascontiguousarray(st.mu, dtype=np.float64)
+        if mu.shape != (self.n_moments,) or not np.all(np.isfinite(mu)):
+            raise ValueError(f"state moments must be {self.n_moments} finite numbers")
+        m0 = np.asarray(st.m0, float)
+        if m0.shape != (self.model.K,) or not np.all(np.isfinite(m0)):
+            raise ValueError(f"state means m0 must be K = {self.model.K} finite numbers")
+        return st
+
+    # -- kernel --------------------------------------------------------------------------
+    @cached_property
+    def _arrays(self) -> SimpleNamespace:
+        s = self.structure
+        dt = _kernel_dtypes()
+        return SimpleNamespace(
+            gather=np.ascontiguousarray(s.gather.astype(dt["gather"])),
+            indptr=np.ascontiguousarray(s.indptr.astype(dt["indptr"])),
+            src=np.ascontiguousarray(s.src.astype(dt["src"])),
+            ent=np.ascontiguousarray(s.ent.astype(dt["ent"])),
+            coef=np.ascontiguousarray(s.coef.astype(dt["coef"])),
+            consts=np.array([self.model.weight_decay]))
+
+    def _system(self, m_star, tol=1e-12, maxit=50) -> SimpleNamespace:
+        a = self._arrays
+        return SimpleNamespace(
+            gfun=self.theory.coefficient_function,
+            gparams=self.theory.params_vector(m_star, tol=tol, maxit=maxit),
+            gather=a.gather, consts=a.consts, indptr=a.indptr, src=a.src, ent=a.ent,
+            coef=a.coef, n_grad=self.structure.n_grad)
+
+    def root(self, state, **kw) -> CriticalMean:
+        st = self.initial_state(state)
+        return critical_mean(self.model, st, **kw)
+
+    def rhs(self, state) -> np.ndarray:
+        """``d mu / d tau`` (eq. 32) at ``state`` over ``.words``, with the means
+        slaved to the root ``m*`` that the fast phase reaches from ``state.m0``."""
+        st = self.initial_state(state)
+        cm = critical_mean(self.model, st, warn=False)
+        if not cm.success:
+            raise RootError(cm.message)
+        sysm = self._system(cm.m)
+        dy = _kernel_rhs(sysm, st.mu)
+        if sysm.gparams[_H_FAIL] > 0 or not np.all(np.isfinite(dy)):
+            raise RootError("the compiled Newton solve for m*(q) failed at this state")
+        return dy
+
+    def integrate(self, init, tau_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
+                  max_steps: int = 1_000_000, blowup: float = 1e100, h_max: float = np.inf,
+                  check="auto", conv_tol: float = 1e-6, newton_tol: float = 1e-12,
+                  raise_on_failure: bool = False) -> UntiedTrajectory:
+        """Integrate the truncated slow hierarchy from ``init`` (pairs or a :class:`SlowState`).
+
+        The means are slaved, ``m = m*(q)`` (eq. 29), starting from the root that
+        the fast flow reaches from ``m(0)``; the compiled coefficient function
+        follows it by warm-started Newton. ``check`` as for the tied hierarchy:
+        ``"auto"`` compares with order ``M + 2`` when ``init`` can provide the
+        longer moments (pairs, or a state built from pairs); status 2 with
+        ``diagnostics["t_converged"]`` when the orders disagree beyond
+        ``conv_tol`` on the moments of length <= 2. Status ``-5``: the root
+        search failed (at the start or along the way).
+
+        Result rows: every word (``mu_M1_Mt2``...), then ``m_k``, ``tA_k``,
+        ``tB_k`` (trainable ``k``), ``q1_kl``, ``q2_kl``.
+        """
+        rtol = _check_pos_float(rtol, "rtol")
+        atol = _check_pos_float(atol, "atol")
+        blowup = _check_pos_float(blowup, "blowup")
+        conv_tol = _check_pos_float(conv_tol, "conv_tol")
+        h_max = _check_pos_float(h_max, "h_max") if np.isfinite(h_max) else np.inf
+        if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+            raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+        tau_eval = check_t_eval(tau_eval, "tau_eval")
+        st = self.initial_state(init)
+        cm = critical_mean(self.model, st, warn=True)
+        params = self.model.params_dict()
+        params.update({"order": self.order, "rtol": rtol, "atol": atol,
+                       "time": "tau = eta * n / d (slow)"})
+        diag = {"order": self.order, "root": cm.label, "root_status": cm.status,
+                "root_diagnostics": {k: v for k, v in cm.diagnostics.items()},
+                "unstable_start": cm.unstable_start, "assumption5": cm.stable,
+                "t_boundary_layer": cm.diagnostics.get("t_boundary_layer")}
+        if not cm.success:
+            res = self._result(tau_eval[:0], np.zeros((self.n_moments, 0)), None, params,
+                               ROOT_FAILED, f"root search failed: {cm.message}", diag)
+            if raise_on_failure:
+                raise RootError(res.message)
+            return res
+        ys, info, tinfo, sysm = self._run(st.mu, cm.m, tau_eval, rtol, atol, int(max_steps),
+                                          blowup, h_max, newton_tol)
+        status, n_out = int(info[0]), int(info[1])
+        diag.update({"steps": int(info[2]), "nfev": int(info[3]), "rejected": int(info[4]),
+                     "t_reached": float(tinfo[0]), "newton_failures": int(sysm.gparams[_H_FAIL]),
+                     "not_convex_evaluations": int(sysm.gparams[_H_NONCONVEX]),
+                     "newton_iterations": int(sysm.gparams[_H_ITERS])})
+        message = _status_message(status, float(tinfo[0]), int(info[2]), blowup)
+        if status != 0 and sysm.gparams[_H_FAIL] > 0:
+            status = ROOT_FAILED
+            message = (f"root search for m*(q) failed along the slow trajectory near tau = "
+                       f"{tinfo[0]:.4g} (Newton on the m-Hessian did not converge: the root "
+                       "vanished or Assumption 5 broke down); " + message)
+        Y = ys[:n_out].T.copy()
+        means = self._means(Y, cm.m, newton_tol)
+        res = self._result(tau_eval[:n_out], Y, means, params, status, message, diag)
+        if sysm.gparams[_H_NONCONVEX] > 0:
+            res.message += (f"; Assumption 5 failed at {int(sysm.gparams[_H_NONCONVEX])} "
+                            "evaluations (m-Hessian not positive definite at m*)")
+        if status == 0:
+            ladder = self._ladder(check, st)
+            if ladder:
+                self._check_convergence(res, st, tau_eval, ladder, rtol, atol, int(max_steps),
+                                        blowup, h_max, conv_tol, cm.m, newton_tol)
+            elif check == "auto":
+                res.message += ("; convergence in the truncation order was not checked "
+                                "(pass the pairs (U_k, V_k) to provide the longer moments)")
+        if raise_on_failure and res.status != 0:
+            exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
+            raise exc(res.message)
+        return res
+
+    def _run(self, mu0, m_star, t_eval, rtol, atol, max_steps, blowup, h_max, newton_tol):
+        sysm = self._system(m_star, tol=newton_tol)
+        ys, info, tinfo = _kernel_integrate(sysm, np.ascontiguousarray(mu0), t_eval, rtol, atol,
+                                            max_steps, blowup, h_max)
+        return ys, info, tinfo, sysm
+
+    def _means(self, Y, m_star, newton_tol):
+        K = self.model.K
+        tr = list(self.model.trainable)
+        out = np.empty((K, Y.shape[1]))
+        m = np.array(m_star, float)
+        for j in range(Y.shape[1]):
+            _, _, q1, q2 = _low_from_words(K, self.words, Y[:, j])
+            m, ok, _, _ = _newton(self.theory, m, q1, q2, tr, tol=newton_tol)
+            out[:, j] = m if ok else np.nan
+        return out
+
+    def _result(self, t, Y, means, params, status, message, diag):
+        K = self.model.K
+        tr = list(self.model.trainable)
+        names = list(self.names)
+        rows = [Y]
+        if means is not None and Y.shape[1]:
+            cols = []
+            for j in range(Y.shape[1]):
+                tA, tB, q1, q2 = _low_from_words(K, self.words, Y[:, j])
+                cols.append(np.concatenate([means[:, j], tA[tr], tB[tr], q1.ravel(), q2.ravel()]))
+            rows.append(np.array(cols).T)
+        else:
+            rows.append(np.zeros((K + 2 * len(tr) + 2 * K * K, Y.shape[1])))
+        names += ([_obs("m", k) for k in range(K)] + [_obs("tA", k) for k in tr]
+                  + [_obs("tB", k) for k in tr]
+                  + [_obs("q1", k, l) for k in range(K) for l in range(K)]
+                  + [_obs("q2", k, l) for k in range(K) for l in range(K)])
+        return UntiedTrajectory(t=np.asarray(t, float).copy(), y=np.vstack(rows), names=names,
+                                words=list(self.words), kind="untied_hierarchy", params=params,
+                                status=status, message=message, diagnostics=diag,
+                                inv=su.untied_alphabet(K).inv)
+
+    def _ladder(self, check, st) -> list:
+        can = st.pairs is not None
+        if check is None:
+            return []
+        if isinstance(check, str):
+            if check != "auto":
+                raise ValueError(f"check must be None, 'auto', an order or a list of orders, "
+                                 f"got {check!r}")
+            return [self.order + 2] if can else []
+        orders = [check] if isinstance(check, (int, np.integer)) else list(check)
+        orders = [su.check_untied_order(o, "check") for o in orders]
+        for o in orders:
+            if o <= self.order:
+                raise ValueError(f"check orders must exceed the order {self.order}, got {o}")
+        if not can:
+            raise ValueError("a convergence check needs the pairs (U_k, V_k) (or a state built "
+                             "from them) to provide the longer moments")
+        return orders
+
+    def _check_convergence(self, res, st, t_eval, ladder, rtol, atol, max_steps, blowup, h_max,
+                           conv_tol, m_star, newton_tol):
+        low = [i for i, w in enumerate(self.words) if len(w) <= 2]
+        worst, worst_name, errs = 0.0, "", {}
+        t_conv = float(t_eval[-1])
+        n_t = res.t.size
+        for o in ladder:
+            h = hierarchy(self.model, o, self.structure.letters)
+            y0 = h.moments_from_matrices(st.pairs).mu
+            ys, info, tinfo, _ = h._run(y0, m_star, t_eval, rtol, atol, max_steps, blowup, h_max,
+                                        newton_tol)
+            if info[0] != 0:
+                res.status = NOT_CONVERGED
+                res.message = (f"truncation not converged: order {o} failed at tau = "
+                               f"{tinfo[0]:.4g} while order {self.order} did not; the truncation "
+                               "is not trustworthy on this horizon (use untied_flow)")
+                res.diagnostics["ladder"] = list(ladder)
+                res.diagnostics["t_converged"] = float(tinfo[0])
+                return
+            idx = np.array([h.index(w) for w in self.words])
+            Ylow = res.y[:self.n_moments, :n_t]
+            rel = np.abs(ys[:n_t, idx].T - Ylow) / np.maximum(1.0, np.abs(Ylow))
+            per = rel.max(axis=1)
+            errs[o] = per
+            bad = np.flatnonzero(rel[low].max(axis=0) > conv_tol)
+            t_ok = float(t_eval[-1]) if bad.size == 0 else (
+                float(t_eval[bad[0] - 1]) if bad[0] > 0 else float(t_eval[0]))
+            t_conv = min(t_conv, t_ok)
+            j = low[int(np.argmax(per[low]))]
+            if per[j] > worst:
+                worst, worst_name = float(per[j]), self.names[j]
+        res.diagnostics["ladder"] = list(ladder)
+        res.diagnostics["truncation_error"] = {int(o): e for o, e in errs.items()}
+        res.diagnostics["truncation_error_low"] = worst
+        res.diagnostics["t_converged"] = t_conv
+        if worst > conv_tol:
+            res.status = NOT_CONVERGED
+            res.message = (f"truncation not converged: orders {self.order} and {ladder} differ by "
+                           f"{worst:.3g} (relative) on {worst_name} > conv_tol {conv_tol:g}; they "
+                           f"agree only up to tau = {t_conv:.4g}: shorten the horizon or use "
+                           "attndyn.numeric.untied_flow")
+        else:
+            res.message = (f"success: converged in the truncation order (orders {self.order} "
+                           f"and {ladder} agree to {worst:.2g} on the moments of length <= 2)")
+
+
+def hierarchy(model, order: int, letters=None) -> UntiedHierarchy:
+    """The (cached) order-``M`` slow hierarchy of ``model``."""
+    th = theory(model)
+    key = (su.check_untied_order(order), None if letters is None else tuple(letters))
+    if letters is not None and tuple(letters) == su.closed_letters(model.K, model.trainable):
+        key = (key[0], None)
+    h = th._hier.get(key)
+    if h is None:
+        h = th._hier[key] = UntiedHierarchy(model, key[0], None if key[1] is None else letters)
+    return h
+
+
+# ---------------------------------------------------------------------------
+# finite-d matrix flow
+
+def _flow_terms(th, pairs, tr, m_override=None):
+    """Per-step pieces: M_k, products M^(r)_l V_k, M^(r)_l^T U_k, order parameters."""
+    K = len(pairs)
+    d = pairs[0][0].shape[0]
+    Ms = [U @ V.T for U, V in pairs]
+    m = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
+    if m_override is not None:
+        m = m_override
+    q1 = np.array([[np.sum(Ms[k] * Ms[l]) for l in range(K)] for k in range(K)]) / d
+    q2 = np.array([[np.sum(Ms[k] * Ms[l].T) for l in range(K)] for k in range(K)]) / d
+    return Ms, m, q1, q2
+
+
+def _velocity(th, pairs, Ms, g, tr, d, coef_m, scale_p, gamma_s):
+    """``dU_k = -c_k V_k - s (P_k V_k) - gamma_s U_k``, ``dV_k = -c_k U_k - s (P_k^T U_k) - gamma_s V_k``."""
+    K = len(pairs)
+    out = []
+    for k in tr:
+        U, V = pairs[k]
+        PV = np.zeros_like(V)
+        PtU = np.zeros_like(U)
+        for l in range(K):
+            a1, a2 = g["a1"][k, l], g["a2"][k, l]
+            if a1 != 0.0:
+                PV += a1 * (Ms[l] @ V)
+                PtU += a1 * (Ms[l].T @ U)
+            if a2 != 0.0:
+                PV += a2 * (Ms[l].T @ V)
+                PtU += a2 * (Ms[l] @ U)
+        dU = -coef_m[k] * V - scale_p * PV - gamma_s * U
+        dV = -coef_m[k] * U - scale_p * PtU - gamma_s * V
+        out.append((dU, dV))
+    return out
+
+
+def _psi_finite(g, pairs, Ms, k, d):
+    """``psi_k`` (eq. 27) from finite-d matrices."""
+    U, V = pairs[k]
+    K = len(pairs)
+    s = 0.0
+    for l in range(K):
+        for a, Mr in ((g["a1"][k, l], Ms[l]), (g["a2"][k, l], Ms[l].T)):
+            if a != 0.0:
+                # Tr(M B_k)/d + Tr(A_k M)/d = (<M V, V> + <U^T M U>)/d
+                s += a * (np.sum((Mr @ V) * V) + np.sum(U * (Mr @ U))) / d
+    return 2.0 * s
+
+
+def slaved_velocity(model, pairs, m_star):
+    """``(dU_k/dtau, dV_k/dtau)`` of the slaved flow at the pairs, with ``m = m_star``."""
+    th = theory(model)
+    tr = list(model.trainable)
+    d = pairs[0][0].shape[0]
+    Ms, _, q1, q2 = _flow_terms(th, pairs, tr)
+    g = th.gradients(m_star, q1, q2)
+    beta = np.zeros(model.K)
+    for k in tr:
+        U, V = pairs[k]
+        beta[k] = -_psi_finite(g, pairs, Ms, k, d) / ((np.sum(U * U) + np.sum(V * V)) / d)
+    return _velocity(th, pairs, Ms, g, tr, d, beta, 2.0, model.weight_decay)
+
+
+def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, words=None,
+                rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853",
+                blowup: float = 1e100, newton_tol: float = 1e-12, keep_pairs: bool = False,
+                raise_on_failure: bool = False) -> UntiedTrajectory:
+    """The finite-d untied matrix flow from ``pairs = [(U_k, V_k)]``.
+
+    ``mode="full"``: the gradient flow of ``Phi(m(U, V), q(U, V))`` with weight
+    decay on the fast time ``t = eta n`` (module docstring); its traces are the
+    SGD drift (exact for linear activations, ``O(1/d)`` otherwise).
+    ``mode="slaved"``: the slow-time limit with ``m = m*(q)`` (the root the
+    fast flow reaches from ``m(0)``, followed by Newton) and the effective bias
+    ``beta`` of eq. (30) from the finite-d moments; its traces are an exact
+    solution of the slow hierarchy (31)-(32) at this ``d``, the oracle of every
+    truncation. ``t_eval`` is in the mode's own time (fast ``t`` or slow ``tau``).
+
+    Rows: every word up to ``order`` (or ``words``), then ``m_k``, ``tA_k``,
+    ``tB_k``, ``q1_kl``, ``q2_kl`` for all ``k, l`` (the SGD names). In the full
+    mode ``diagnostics["handover"]`` reports the boundary-layer time of (28)
+    and ``|m - m*(q)|`` along the run; in the slaved mode ``m`` is ``m*(q)``.
+    """
+    from scipy.integrate import solve_ivp
+    if mode not in ("full", "slaved"):
+        raise ValueError(f"mode must be 'full' or 'slaved', got {mode!r}")
+    th = theory(model)
+    pairs = model.check_factors(pairs, "pairs")
+    t_eval = check_t_eval(t_eval)
+    K = model.K
+    d = pairs[0][0].shape[0]
+    tr = list(model.trainable)
+    alph = su.untied_alphabet(K)
+    if words is None:
+        words = model.words(su.check_order(order))
+    else:
+        words = [canonical(alph.check_word(w, "words"), alph) for w in words]
+    gamma = model.weight_decay
+    shapes = [pairs[k][0].shape for k in tr]
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    def unpack(y):
+        cur = list(pairs)
+        off = 0
+        for j, k in enumerate(tr):
+            n = sizes[j]
+            cur[k] = (y[off:off + n].reshape(shapes[j]), y[off + n:off + 2 * n].reshape(shapes[j]))
+            off += 2 * n
+        return cur
+
+    def pack(vel):
+        return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
+
+    cm0 = critical_mean(model, pairs, warn=(mode == "slaved"))
+    if mode == "slaved" and not cm0.success:
+        if raise_on_failure:
+            raise RootError(cm0.message)
+        return _flow_result(model, words, t_eval[:0], [], [], d, mode, ROOT_FAILED,
+                            f"root search failed: {cm0.message}", {"root": cm0.label})
+    warm = {"m": cm0.m.copy() if cm0.success else None, "fail": False}
+
+    def rhs_full(t, y):
+        cur = unpack(y)
+        Ms, m, q1, q2 = _flow_terms(th, cur, tr)
+        g = th.gradients(m, q1, q2)
+        return pack(_velocity(th, cur, Ms, g, tr, d, g["grad_m"] / math.sqrt(d), 2.0 / d,
+                              gamma / d))
+
+    def rhs_slaved(t, y):
+        cur = unpack(y)
+        Ms, _, q1, q2 = _flow_terms(th, cur, tr)
+        m, ok, _, _ = _newton(th, warm["m"], q1, q2, tr, tol=newton_tol)
+        if not ok:
+            warm["fail"] = True
+            return np.full(y.size, np.nan)
+        warm["m"] = m
+        g = th.gradients(m, q1, q2)
+        beta = np.zeros(K)
+        for k in tr:
+            U, V = cur[k]
+            beta[k] = -_psi_finite(g, cur, Ms, k, d) / ((np.sum(U * U) + np.sum(V * V)) / d)
+        return pack(_velocity(th, cur, Ms, g, tr, d, beta, 2.0, gamma))
+
+    def blow(t, y):
+        return blowup - np.abs(y).max()
+    blow.terminal = True
+
+    y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
+    rhs = rhs_full if mode == "full" else rhs_slaved
+    if t_eval[-1] > 0:
+        with np.errstate(all="ignore"):
+            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method=method, t_eval=t_eval,
+                            rtol=rtol, atol=atol, events=blow)
+        ts, Ys = sol.t, sol.y
+        status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
+        if warm["fail"] and status != 0:
+            status = ROOT_FAILED
+        ok_cols = np.all(np.isfinite(Ys), axis=0)
+        if not ok_cols.all():
+            first = int(np.argmin(ok_cols))
+            ts, Ys = ts[:first], Ys[:, :first]
+            status = status or -3
+        message = (f"success: untied matrix flow ({mode}) reached the last output time"
+                   if status == 0 else f"untied matrix flow ({mode}) stopped at "
+                   f"{'t' if mode == 'full' else 'tau'} = {ts[-1] if ts.size else 0.0:.4g}: "
+                   + ("the root m*(q) was lost (Newton failed)" if status == ROOT_FAILED
+                      else sol.message))
+    else:
+        ts, Ys, status, message = t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
+    states = [unpack(Ys[:, j]) for j in range(ts.size)]
+    diag = {"root": cm0.label, "root_status": cm0.status, "unstable_start": cm0.unstable_start,
+            "assumption5": cm0.stable}
+    # means and the fast-to-slow hand-over
+    m_slaved = []
+    m_track = cm0.m.copy() if cm0.success else None
+    gaps = []
+    for cur in states:
+        _, m_fin, q1, q2 = _flow_terms(th, cur, tr)
+        if m_track is not None:
+            mm, ok, _, _ = _newton(th, m_track, q1, q2, tr, tol=newton_tol)
+            m_track = mm if ok else m_track
+            gaps.append(float(np.abs(m_fin[tr] - mm[tr]).max()) if ok else np.nan)
+        m_slaved.append(m_track.copy() if (mode == "slaved" and m_track is not None) else m_fin)
+    if mode == "full" and cm0.success:
+        t_bl = float(cm0.diagnostics.get("t_boundary_layer", 0.0))
+        j = int(np.searchsorted(ts, t_bl)) if ts.size else 0
+        diag["handover"] = {"t_boundary_layer": t_bl, "tau_boundary_layer": t_bl / d,
+                            "gap_at_handover": gaps[min(j, len(gaps) - 1)] if gaps else None,
+                            "gap": gaps, "root": cm0.label}
+    res = _flow_result(model, words, ts, states, m_slaved, d, mode, status, message, diag)
+    if keep_pairs:
+        res.diagnostics["pairs"] = states
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
+
+
+def _flow_result(model, words, ts, states, means, d, mode, status, message, diag):
+    K = model.K
+    rows = []
+    for cur, m in zip(states, means):
+        mats, _ = _letter_mats(cur)
+        _, tA, tB, q1, q2 = _order_parameters(cur)
+        rows.append(np.concatenate([word_traces(mats, words), m, tA, tB, q1.ravel(), q2.ravel()]))
+    names = ([su.word_name(w, K) for w in words] + [_obs("m", k) for k in range(K)]
+             + [_obs("tA", k) for k in range(K)] + [_obs("tB", k) for k in range(K)]
+             + [_obs("q1", k, l) for k in range(K) for l in range(K)]
+             + [_obs("q2", k, l) for k in range(K) for l in range(K)])
+    Y = np.array(rows).T if rows else np.zeros((len(names), 0))
+    params = model.params_dict()
+    params.update({"d": d, "mode": mode,
+                   "time": "t = eta * n (fast)" if mode == "full" else "tau = eta * n / d (slow)"})
+    diag = dict(diag)
+    diag["d"] = d
+    return UntiedTrajectory(t=np.asarray(ts, float), y=Y, names=names,
+                            words=[tuple(w) for w in words], kind=f"untied_flow_{mode}",
+                            params=params, status=status, message=message, diagnostics=diag,
+                            inv=su.untied_alphabet(K).inv)
+
+
+# ---------------------------------------------------------------------------
+# weak recovery (section 4.2, appendix F.3)
+
+def _check_st(model, student, teacher):
+    K = model.K
+    s, t = int(student), int(teacher)
+    for nm, v in (("student", s), ("teacher", t)):
+        if not 0 <= v < K:
+            raise ValueError(f"{nm} index {v} out of range: allowed 0..{K - 1}")
+    if s == t:
+        raise ValueError("student and teacher must differ")
+    if s not in model.trainable:
+        raise ValueError(f"student {s} must be trainable (trainable = {model.trainable})")
+    if t in model.trainable:
+        raise ValueError(f"teacher {t} must be fixed (trainable = {model.trainable})")
+    return s, t
+
+
+def eq42_velocity(model, init, *, student: int = 0, teacher: int = 1, m_star=None) -> np.ndarray:
+    """Eq. (42): ``d(q1_st, q2_st)/d tau (0) = -2 D_s(0) Q2 g*_st`` with
+    ``D_s = tA_s + tB_s``, ``Q2 = [[q1_tt, q2_tt], [q2_tt, q1_tt]]`` and
+    ``g* = (a1_st, a2_st)`` at ``(m*, q(0))`` (convention of eq. 32, not the
+    total derivative of eq. 48). Valid under Assumption 6 (free student and teacher)."""
+    s, t = _check_st(model, student, teacher)
+    m0, tA, tB, q1, q2, _ = _as_state(model, init)
+    if m_star is None:
+        m_star = critical_mean(model, init, warn=False, raise_on_failure=True).m
+    g = theory(model).gradients(m_star, q1, q2)
+    Q2 = np.array([[q1[t, t], q2[t, t]], [q2[t, t], q1[t, t]]])
+    gs = np.array([g["a1"][s, t], g["a2"][s, t]])
+    return -2.0 * (tA[s] + tB[s]) * Q2 @ gs
+
+
+def exact_overlap_velocity(model, pairs, *, student: int = 0, teacher: int = 1) -> np.ndarray:
+    """``d(q1_st, q2_st)/d tau`` of the slaved flow at finite-d pairs, exactly
+    (from the matrix velocities, no freeness assumption)."""
+    s, t = _check_st(model, student, teacher)
+    pairs = model.check_factors(pairs, "pairs")
+    d = pairs[0][0].shape[0]
+    cm = critical_mean(model, pairs, warn=False, raise_on_failure=True)
+    vel = slaved_velocity(model, pairs, cm.m)
+    j = list(model.trainable).index(s)
+    dU, dV = vel[j]
+    U, V = pairs[s]
+    dM = dU @ V.T + U @ dV.T
+    Mt = pairs[t][0] @ pairs[t][1].T
+    return np.array([np.sum(dM * Mt), np.sum(dM * Mt.T)]) / d
+
+
+def corollary4(model, init, *, student: int = 0, teacher: int = 1, tol: float | None = None,
+               c_d: float = 4.0) -> dict:
+    """Diagnose Corollary 4's dichotomy at ``init`` (pairs, state or dict).
+
+    Computes the fast phase's root ``m*`` at the initial state, ``g*_st =
+    (a1_st, a2_st)`` there and the eq. (42) velocity ``-2 D_s Q2 g*``. Case (i)
+    (eq. 43: weak recovery after ``Theta(d/eta)`` steps) when ``|Q2 g*|_inf >
+    tol``; case (ii) (eq. 46) when the cross-gradients ``a^(r)_st`` vanish on
+    the free manifold, probed at ``q1_st = q2_st = 0`` with the student's
+    moments rescaled by 1/2, 1 and 2; otherwise Corollary 4 is silent.
+
+    At finite ``d`` (pairs, or a state with ``d``) the tolerance is ``tol =
+    c_d / d``: a free finite-d state keeps overlaps ``q_st = O(1/d)`` and so
+    cross-gradients of that size, which must not be announced as recovery.
+    With no ``d`` (a dict state without ``"d"``) ``tol = 1e-10``.
+    """
+    s, t = _check_st(model, student, teacher)
+    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    if tol is None:
+        tol = c_d / d if d else 1e-10
+    tol = _check_pos_float(tol, "tol")
+    th = theory(model)
+    state = dict(m=m0, tA=tA, tB=tB, q1=q1, q2=q2)
+    cm = critical_mean(model, state, warn=False)
+    if not cm.success:
+        return {"case": "undetermined", "verdict": f"no critical mean: {cm.message}",
+                "root": cm.label, "tol": tol, "cond43": False, "cond46": False}
+    g = th.gradients(cm.m, q1, q2)
+    gs = np.array([g["a1"][s, t], g["a2"][s, t]])
+    Q2 = np.array([[q1[t, t], q2[t, t]], [q2[t, t], q1[t, t]]])
+    q2g = Q2 @ gs
+    v = -2.0 * (tA[s] + tB[s]) * q2g
+    cond43 = bool(np.abs(q2g).max() > tol)
+    worst = 0.0
+    for f in (0.5, 1.0, 2.0):
+        probe = dict(m=m0, tA=tA.copy(), tB=tB.copy(), q1=q1.copy(), q2=q2.copy())
+        probe["tA"][s] *= f
+        probe["tB"][s] *= f
+        for q in (probe["q1"], probe["q2"]):
+            q[s, t] = q[t, s] = 0.0
+            q[s, s] *= f * f
+        c2 = critical_mean(model, probe, warn=False)
+        if c2.success:
+            g2 = th.gradients(c2.m, probe["q1"], probe["q2"])
+            worst = max(worst, abs(g2["a1"][s, t]), abs(g2["a2"][s, t]))
+        else:
+            worst = np.inf
+    cond46 = bool(worst <= tol)
+    if cond43:
+        verdict = ("case (i), eq. (43) holds: Q2 g* != 0, weak recovery after Theta(d/eta) steps, "
+                   "Theta(d^2 log d) samples at eta ~ 1/(d log d)")
+        case = "i"
+    elif cond46:
+        verdict = ("case (ii), eq. (46) holds: the cross-gradients vanish on the free manifold; "
+                   "no weak recovery on the d^2 log d sample scale")
+        case = "ii"
+    else:
+        verdict = ("neither (43) nor (46) at this tolerance: Q2 g* is below it here but the "
+                   "cross-gradients do not vanish on the free manifold; Corollary 4 is silent")
+        case = "undetermined"
+    if cm.unstable_start:
+        verdict += ("; NOTE: m(0) sits on an unstable symmetric root, so fluctuations pick the "
+                    "root the fast phase reaches (see root_alternatives)")
+    return {"case": case, "verdict": verdict, "g_star": gs, "Q2g": q2g, "velocity": v,
+            "m_star": cm.m, "root": cm.label, "unstable_start": cm.unstable_start,
+            "root_alternatives": cm.diagnostics.get("alternatives"), "cond43": cond43,
+            "cond46": cond46, "cross_gradient_on_free": worst, "tol": tol,
+            "student": s, "teacher": t}
+
+
+def weak_recovery_time(result, c: float, *, student: int = 0, teacher: int = 1, eta=None):
+    """``N_wr(c)`` of eq. (41) read off a trajectory (hierarchy, flow or SGD).
+
+    Returns ``{"time": first output time with max(|q1_st|, |q2_st|) >= c (None
+    if never), "n": the SGD step count it means (slow time ``n = tau d / eta``,
+    fast ``n = t / eta``; needs ``eta`` and, for slow time, ``d``)}``. Resolution
+    is that of the output times.
+    """
+    c = _check_pos_float(c, "c")
+    q1 = result.observable("q1", student, teacher)
+    q2 = result.observable("q2", student, teacher)
+    hit = np.flatnonzero(np.maximum(np.abs(q1), np.abs(q2)) >= c)
+    tm = float(result.t[hit[0]]) if hit.size else None
+    n = None
+    if tm is not None and eta is not None:
+        eta = _check_pos_float(eta, "eta")
+        slow = "tau" in str(result.params.get("time", "tau"))
+        d = result.params.get("d")
+        if slow and d is None:
+            raise ValueError("slow-time results need params['d'] to convert to steps")
+        n = int(math.ceil(tm * (d if slow else 1) / eta - 1e-9))
+    return {"time": tm, "n": n, "c": c, "max_overlap": float(np.max(np.maximum(np.abs(q1), np.abs(q2))))}

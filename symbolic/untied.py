@@ -1,0 +1,521 @@
+"""The untied slow hierarchy (paper 003, eqs. 26, 31-32) as integer structure arrays.
+
+Untied attention ``S_k = U_k V_k^T`` has the alphabet (eq. 26)
+``{M_k, M_k^T, A_k, B_k}`` with ``M_k = U_k V_k^T``, ``A_k = U_k U_k^T``,
+``B_k = V_k V_k^T``. Letter ``4k + kind`` is ``M_k`` (kind 0), ``M_k^T`` (1),
+``A_k`` (2) or ``B_k`` (3); the transpose involution swaps ``M_k`` and
+``M_k^T`` and fixes ``A_k`` and ``B_k``. A word ``alpha`` stands for
+``mu_alpha = Tr(Z_1 ... Z_w) / d``, invariant under rotation and under
+reversal-with-transpose (:mod:`.words`).
+
+On the slow time ``tau = eta n / d`` the moments obey (eq. 32), for every
+position ``i`` of ``alpha`` holding a trainable letter of index ``k = k_i``,
+
+    d mu_alpha / d tau += - beta_k T_i^bias(mu)
+                          - 2 sum_l sum_{r=1,2} a^(r)_kl T^diff_{i,l,r}(mu)
+                          - 2 gamma mu_alpha,
+
+with ``M^(1)_l = M_l``, ``M^(2)_l = M_l^T`` and ``r-bar`` swapping them. The
+substitutions (eq. 31) replace the letter ``Z_i`` by
+
+=========  ====================  ==========================================
+``Z_i``    ``T^bias``            ``T^diff_{l, r}``
+=========  ====================  ==========================================
+``M_k``    ``A_k + B_k``         ``M^(r)_l B_k + A_k M^(r)_l``
+``M_k^T``  ``A_k + B_k``         ``B_k M^(rb)_l + M^(rb)_l A_k``
+``A_k``    ``M_k + M_k^T``       ``M^(r)_l M_k^T + M_k M^(rb)_l``
+``B_k``    ``M_k + M_k^T``       ``M^(rb)_l M_k + M_k^T M^(r)_l``
+=========  ====================  ==========================================
+
+They are the normalised-trace projection of the slaved matrix flow
+``dU/dtau = -beta V - 2 P V - gamma U``, ``dV/dtau = -beta U - 2 P^T U - gamma V``,
+``P_k = sum_l a^(1)_kl M_l + a^(2)_kl M_l^T``: the decay counts ``-2 gamma``
+per trainable letter because every letter is bilinear in ``(U, V)``.
+
+Storage: the sparse bilinear form ``dy_i = sum_t coef_t g[ent_t] y[src_t]`` of
+:mod:`attndyn.kernels.rhs`, in CSR order by target. The coefficient vector is
+
+    g = (beta_0..beta_{K-1}, a^(1).ravel(), a^(2).ravel(), gamma),
+
+so ``n_grad = K + 2 K^2`` state-dependent entries and one constant. The bias
+terms have ``coef = -1``, the diffusion terms ``coef = -2`` and the decay
+``coef = -2 |alpha|_K``. Truncation ``Pi_M`` (eq. 892) sets every moment
+longer than ``M`` to 0: the diffusion terms of words of length ``M`` are dropped.
+
+``gather`` lists the state indices the compiled coefficient function reads
+(``-1`` where truncated): ``tA_k, tB_k`` (``2K``), ``q1_kl = mu(M_k, M_l^T)`` and
+``q2_kl = mu(M_k, M_l)`` (``2K^2``, row-major) and, for eq. (27),
+``mu(M^(r)_l, B_k)`` and ``mu(A_k, M^(r)_l)`` (``4K^2``, index
+``((k K + l) 2 + r - 1) 2 + {0: MB, 1: AM}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Sequence
+
+import numpy as np
+import sympy as sp
+
+from .hierarchy import check_order, check_trainable
+from .words import Alphabet, canonical, canonical_codes, canonical_words, encode
+
+__all__ = [
+    "M", "MT", "A", "B", "untied_alphabet", "letter_names", "letter_latex", "untied_words",
+    "bias_substitution", "diff_substitution", "UntiedStructure", "untied_structure",
+    "gather_size", "untied_equations", "untied_text", "untied_latex", "word_name",
+    "check_untied_order", "reference_terms", "closed_letters", "coefficient_symbols",
+]
+
+M, MT, A, B = 0, 1, 2, 3  # letter kinds; letter = 4 k + kind
+
+
+def untied_alphabet(K: int) -> Alphabet:
+    """The ``4K`` letters ``M_k, M_k^T, A_k, B_k`` with the transpose involution."""
+    inv = []
+    for k in range(int(K)):
+        inv += [4 * k + MT, 4 * k + M, 4 * k + A, 4 * k + B]
+    return Alphabet(4 * int(K), inv)
+
+
+def letter_names(K: int) -> list:
+    """Plain names, 1-based: ``M1, Mt1, A1, B1, M2, ...``."""
+    out = []
+    for k in range(K):
+        out += [f"M{k + 1}", f"Mt{k + 1}", f"A{k + 1}", f"B{k + 1}"]
+    return out
+
+
+def letter_latex(K: int) -> list:
+    out = []
+    for k in range(K):
+        out += [f"M_{{{k + 1}}}", f"M_{{{k + 1}}}^\\top", f"A_{{{k + 1}}}", f"B_{{{k + 1}}}"]
+    return out
+
+
+def word_name(word: Sequence[int], K: int) -> str:
+    """``mu_M1_Mt2`` (the names the SGD observables use)."""
+    names = letter_names(K)
+    return "mu_" + "_".join(names[a] for a in word)
+
+
+def check_untied_order(order, name: str = "order") -> int:
+    M_ = check_order(order, name)
+    if M_ < 2:
+        raise ValueError(f"{name} must be an int >= 2 for the untied hierarchy (the overlaps "
+                         f"q1, q2 are words of length 2; eq. 892 truncates at M >= 2), got {M_}")
+    return M_
+
+
+def untied_words(K: int, order: int) -> list:
+    """Canonical words over ``{M_k, M_k^T, A_k, B_k}`` of length ``1..order``."""
+    return canonical_words(check_order(order), untied_alphabet(K))
+
+
+def _mr(l: int, r: int) -> int:
+    """Letter of ``M^(r)_l``: ``M_l`` for r = 1, ``M_l^T`` for r = 2."""
+    return 4 * l + (M if r == 1 else MT)
+
+
+def bias_substitution(word: Sequence[int], i: int) -> list:
+    """``T_i^bias`` of eq. (31) by its definition: the list of words it sums."""
+    w = tuple(word)
+    k, kind = divmod(w[i], 4)
+    if kind in (M, MT):
+        reps = [(4 * k + A,), (4 * k + B,)]
+    else:
+        reps = [(4 * k + M,), (4 * k + MT,)]
+    return [w[:i] + rep + w[i + 1:] for rep in reps]
+
+
+def diff_substitution(word: Sequence[int], i: int, l: int, r: int) -> list:
+    """``T^diff_{i,l,r}`` of eq. (31) by its definition: the list of words it sums."""
+    w = tuple(word)
+    k, kind = divmod(w[i], 4)
+    rb = 3 - r
+    Ak, Bk, Mk, MTk = 4 * k + A, 4 * k + B, 4 * k + M, 4 * k + MT
+    if kind == M:
+        reps = [(_mr(l, r), Bk), (Ak, _mr(l, r))]
+    elif kind == MT:
+        reps = [(Bk, _mr(l, rb)), (_mr(l, rb), Ak)]
+    elif kind == A:
+        reps = [(_mr(l, r), MTk), (Mk, _mr(l, rb))]
+    else:
+        reps = [(_mr(l, rb), Mk), (MTk, _mr(l, r))]
+    return [w[:i] + rep + w[i + 1:] for rep in reps]
+
+
+def gather_size(K: int) -> int:
+    return 2 * K + 2 * K * K + 4 * K * K
+
+
+def _gather(K: int, lookup: dict, alphabet: Alphabet) -> np.ndarray:
+    out = np.full(gather_size(K), -1, dtype=np.int64)
+
+    def idx(w):
+        return lookup.get(canonical(w, alphabet), -1)
+    for k in range(K):
+        out[k] = idx((4 * k + A,))
+        out[K + k] = idx((4 * k + B,))
+    base = 2 * K
+    for k in range(K):
+        for l in range(K):
+            out[base + k * K + l] = idx((4 * k + M, 4 * l + MT))
+            out[base + K * K + k * K + l] = idx((4 * k + M, 4 * l + M))
+    base = 2 * K + 2 * K * K
+    for k in range(K):
+        for l in range(K):
+            for r in (1, 2):
+                j = base + ((k * K + l) * 2 + r - 1) * 2
+                out[j] = idx((_mr(l, r), 4 * k + B))
+                out[j + 1] = idx((4 * k + A, _mr(l, r)))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class UntiedStructure:
+    """Integer structure of the truncated slow hierarchy (eqs. 31-32, 892).
+
+    ``indptr, src, ent, coef`` are the CSR form of ``dy[i] = sum_t coef[t] *
+    g[ent[t]] * y[src[t]]`` with ``g = (beta, a1.ravel(), a2.ravel(), gamma)``;
+    see the module docstring for ``gather``.
+    """
+
+    K: int
+    trainable: tuple
+    order: int
+    words: list
+    indptr: np.ndarray
+    src: np.ndarray
+    ent: np.ndarray
+    coef: np.ndarray
+    gather: np.ndarray
+    letters: tuple
+    _offsets: np.ndarray = field(repr=False)
+
+    @property
+    def alphabet(self) -> Alphabet:
+        return untied_alphabet(self.K)
+
+    @property
+    def n_moments(self) -> int:
+        return len(self.words)
+
+    @property
+    def n_terms(self) -> int:
+        return int(self.src.size)
+
+    @property
+    def n_grad(self) -> int:
+        """State-dependent coefficients: ``beta`` (K), ``a^(1)``, ``a^(2)`` (K^2 each)."""
+        return self.K + 2 * self.K * self.K
+
+    @property
+    def n_entries(self) -> int:
+        return self.n_grad + 1
+
+    @cached_property
+    def _lookup(self) -> dict:
+        return {w: i for i, w in enumerate(self.words)}
+
+    def index(self, word: Sequence[int]) -> int:
+        """State index of any word (canonicalised first)."""
+        w = self.alphabet.check_word(word)
+        if len(w) == 0:
+            raise ValueError("word must have length >= 1 (the empty trace is 1)")
+        if len(w) > self.order:
+            raise ValueError(f"word {w} has length {len(w)} > truncation order {self.order}; "
+                             "Pi_M sets longer moments to 0 (eq. 892)")
+        bad = sorted(set(w) - set(self.letters))
+        if bad:
+            raise ValueError(f"word {w} uses the letters {bad}, outside this hierarchy's "
+                             f"letters {self.letters} (a fixed index's A_l, B_l never enter "
+                             "eq. 32 of the others; build it with letters='all' to track them)")
+        return self._lookup[canonical(w, self.alphabet)]
+
+    def entry(self, e: int):
+        """``('beta', k)``, ``('a', r, k, l)`` or ``('decay',)`` for a ``g`` index."""
+        K = self.K
+        e = int(e)
+        if e < K:
+            return ("beta", e)
+        if e < K + 2 * K * K:
+            r, rest = divmod(e - K, K * K)
+            return ("a", r + 1, rest // K, rest % K)
+        return ("decay",)
+
+    def terms(self):
+        """Iterate ``(target, source, entry, coef)`` in CSR order."""
+        for i in range(self.n_moments):
+            for t in range(self.indptr[i], self.indptr[i + 1]):
+                yield i, int(self.src[t]), self.entry(self.ent[t]), int(self.coef[t])
+
+
+def closed_letters(K: int, trainable) -> tuple:
+    """The letters the slow hierarchy needs: all four of a trainable index, only
+    ``M_l, M_l^T`` of a fixed one.
+
+    Eq. (31) inserts ``A_k, B_k, M_k, M_k^T`` of the trainable index ``k`` and
+    ``M_l^(r)`` of any index ``l``, so the words over these letters are closed
+    under (32) and contain every input of ``m*``, ``beta`` and ``a^(r)``. Words
+    holding a fixed index's ``A_l`` or ``B_l`` never feed back into them.
+    """
+    tr = set(trainable)
+    out = []
+    for k in range(K):
+        out += [4 * k + M, 4 * k + MT] + ([4 * k + A, 4 * k + B] if k in tr else [])
+    return tuple(out)
+
+
+def _sub_alphabet(K: int, letters) -> tuple:
+    full = untied_alphabet(K)
+    letters = tuple(sorted(set(int(a) for a in letters)))
+    pos = {a: i for i, a in enumerate(letters)}
+    if any(full.inv[a] not in pos for a in letters):
+        raise ValueError("the letters must be closed under transposition")
+    sub = Alphabet(len(letters), [pos[full.inv[a]] for a in letters])
+    to_sub = np.full(full.K, -1, dtype=np.int64)
+    for a, i in pos.items():
+        to_sub[a] = i
+    return letters, sub, to_sub
+
+
+def untied_structure(K: int, trainable, order: int, letters=None) -> UntiedStructure:
+    """Build the slow hierarchy (eq. 32) truncated at ``M = order`` (eq. 892).
+
+    All words of one length are rewritten together: each substitution of
+    eq. (31) at one position is one array operation, followed by vectorised
+    canonicalisation and a sorted-code lookup, as for the tied hierarchy.
+
+    ``letters`` (default :func:`closed_letters`) restricts the words to a
+    sub-alphabet closed under (31) and under transposition; ``"all"`` keeps
+    every letter of eq. (26). The restriction is exact, not an approximation:
+    the dropped words never enter the equations of the kept ones.
+    """
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+        raise ValueError(f"K must be an int >= 1, got {K!r}")
+    K = int(K)
+    alphabet = untied_alphabet(K)
+    Mo = check_untied_order(order)
+    tr = check_trainable(trainable, K)
+    if letters is None:
+        letters = closed_letters(K, tr)
+    elif isinstance(letters, str):
+        if letters != "all":
+            raise ValueError(f"letters must be None, 'all' or a sequence of letters, got {letters!r}")
+        letters = tuple(range(4 * K))
+    else:
+        letters = alphabet.check_word(letters, "letters")
+        need = closed_letters(K, tr)
+        if not set(need) <= set(letters):
+            raise ValueError(f"letters must contain the closed set {need} (eq. 31 inserts them)")
+    letters, sub, to_sub = _sub_alphabet(K, letters)
+    NS = sub.K
+    lut = np.asarray(letters, dtype=np.int64)
+    is_tr = np.zeros(alphabet.K, dtype=bool)
+    for k in tr:
+        is_tr[4 * k:4 * k + 4] = True
+    swords = canonical_words(Mo, sub)
+    words = [tuple(letters[a] for a in w) for w in swords]
+    by_len = [None] * (Mo + 2)
+    codes = [np.zeros(0, dtype=np.int64)] * (Mo + 2)
+    offsets = np.zeros(Mo + 2, dtype=np.int64)
+    start = 0
+    lens = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
+    for n in range(1, Mo + 1):
+        cnt = int(np.sum(lens == n))
+        Ds = np.asarray(swords[start:start + cnt], dtype=np.int64).reshape(cnt, n)
+        codes[n] = encode(Ds, NS)
+        by_len[n] = lut[Ds]
+        offsets[n] = start
+        start += cnt
+    offsets[Mo + 1] = start
+    n_grad = K + 2 * K * K
+    DECAY = n_grad
+
+    parts: list = []  # (tgt, src, ent, coef)
+
+    def add(tgt, new, n_new, ent, c):
+        cs = to_sub[new]
+        if cs.size and cs.min() < 0:  # pragma: no cover - closed_letters guarantees this
+            raise AssertionError("a substitution left the sub-alphabet")
+        cc = canonical_codes(encode(cs, NS), n_new, sub)
+        pos = np.searchsorted(codes[n_new], cc)
+        parts.append((tgt, offsets[n_new] + pos, ent, np.full(tgt.size, c, dtype=np.int64)))
+
+    def splice(Dp, p, *cols):
+        return np.concatenate([Dp[:, :p]] + [c[:, None] for c in cols] + [Dp[:, p + 1:]], axis=1)
+
+    for n in range(1, Mo + 1):
+        D = by_len[n]
+        N = D.shape[0]
+        if N == 0:
+            continue
+        tgt_all = offsets[n] + np.arange(N, dtype=np.int64)
+        ntr = is_tr[D].sum(axis=1)
+        has = ntr > 0
+        parts.append((tgt_all[has], tgt_all[has], np.full(int(has.sum()), DECAY, dtype=np.int64),
+                      -2 * ntr[has]))
+        for p in range(n):
+            lett = D[:, p]
+            for kind in (M, MT, A, B):
+                rows = np.flatnonzero(is_tr[lett] & (lett % 4 == kind))
+                if rows.size == 0:
+                    continue
+                Dp = D[rows]
+                tgt = tgt_all[rows]
+                k = Dp[:, p] // 4
+                # T^bias: same length, coefficient -beta_k
+                if kind in (M, MT):
+                    reps = (4 * k + A, 4 * k + B)
+                else:
+                    reps = (4 * k + M, 4 * k + MT)
+                for rep in reps:
+                    add(tgt, splice(Dp, p, rep), n, k, -1)
+                if n + 1 > Mo:
+                    continue  # Pi_M: the diffusion terms reach length n + 1 > M
+                Ak, Bk, Mk, MTk = 4 * k + A, 4 * k + B, 4 * k + M, 4 * k + MT
+                for l in range(K):
+                    for r in (1, 2):
+                        Mr = np.full(rows.size, _mr(l, r), dtype=np.int64)
+                        Mrb = np.full(rows.size, _mr(l, 3 - r), dtype=np.int64)
+                        if kind == M:
+                            pairs = ((Mr, Bk), (Ak, Mr))
+                        elif kind == MT:
+                            pairs = ((Bk, Mrb), (Mrb, Ak))
+                        elif kind == A:
+                            pairs = ((Mr, MTk), (Mk, Mrb))
+                        else:
+                            pairs = ((Mrb, Mk), (MTk, Mr))
+                        ent = K + (r - 1) * K * K + k * K + l
+                        for a, b in pairs:
+                            add(tgt, splice(Dp, p, a, b), n + 1, ent, -2)
+
+    n_mom = len(words)
+    tgt_a = np.concatenate([q[0] for q in parts])
+    src_a = np.concatenate([q[1] for q in parts])
+    ent_a = np.concatenate([np.asarray(q[2], dtype=np.int64) for q in parts])
+    coef_a = np.concatenate([q[3] for q in parts])
+    n_ent = n_grad + 1
+    key = (tgt_a * n_ent + ent_a) * n_mom + src_a
+    uniq, inv = np.unique(key, return_inverse=True)
+    csum = np.rint(np.bincount(inv, weights=coef_a, minlength=uniq.size)).astype(np.int64)
+    keep = csum != 0
+    uniq, csum = uniq[keep], csum[keep]
+    if csum.size and np.abs(csum).max() > np.iinfo(np.int16).max:  # pragma: no cover
+        raise ValueError("a merged coefficient overflows int16")
+    src_u = uniq % n_mom
+    rest = uniq // n_mom
+    ent_u = rest % n_ent
+    tgt_u = rest // n_ent
+    indptr = np.zeros(n_mom + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tgt_u, minlength=n_mom), out=indptr[1:])
+    lookup = {w: i for i, w in enumerate(words)}
+    return UntiedStructure(K=K, trainable=tr, order=Mo, words=words, indptr=indptr,
+                           src=src_u.astype(np.int32), ent=ent_u.astype(np.int16),
+                           coef=csum.astype(np.int16), gather=_gather(K, lookup, alphabet),
+                           letters=letters, _offsets=offsets)
+
+
+def reference_terms(K: int, trainable, order: int, letters=None) -> dict:
+    """Eqs. (31)-(32) recomputed from their definition, word by word (slow; for tests).
+
+    Returns ``{(target word, entry, source word): coef}`` with the entries as
+    :meth:`UntiedStructure.entry` names them.
+    """
+    alphabet = untied_alphabet(K)
+    Mo = check_untied_order(order)
+    tr = set(check_trainable(trainable, K))
+    letters = set(closed_letters(K, tr) if letters is None else letters)
+    out: dict = {}
+
+    def put(key, c):
+        out[key] = out.get(key, 0) + c
+        if out[key] == 0:
+            del out[key]
+    for w in canonical_words(Mo, alphabet):
+        if not set(w) <= letters:
+            continue
+        ntr = sum(1 for a in w if a // 4 in tr)
+        if ntr:
+            put((w, ("decay",), w), -2 * ntr)
+        for i, a in enumerate(w):
+            k = a // 4
+            if k not in tr:
+                continue
+            for nw in bias_substitution(w, i):
+                put((w, ("beta", k), canonical(nw, alphabet)), -1)
+            if len(w) + 1 > Mo:
+                continue
+            for l in range(K):
+                for r in (1, 2):
+                    for nw in diff_substitution(w, i, l, r):
+                        put((w, ("a", r, k, l), canonical(nw, alphabet)), -2)
+    return out
+
+
+# -- printing in the paper's notation --------------------------------------------------------
+
+def _word_symbol(w, K):
+    return sp.Symbol(word_name(w, K), real=True)
+
+
+def _word_tex(w, K):
+    names = letter_latex(K)
+    return r"\bar\mu_{(" + ", ".join(names[a] for a in w) + ")}"
+
+
+def coefficient_symbols(K: int) -> tuple:
+    """``beta_k`` and ``a^(r)_kl`` symbols (1-based names ``beta_1``, ``a1_12``)."""
+    beta = [sp.Symbol(f"beta_{k + 1}", real=True) for k in range(K)]
+    a = {(r, k, l): sp.Symbol(f"a{r}_{k + 1}{l + 1}" if K < 10 else f"a{r}_{k + 1}_{l + 1}",
+                              real=True)
+         for r in (1, 2) for k in range(K) for l in range(K)}
+    return beta, a
+
+
+def untied_equations(structure: UntiedStructure, decay=sp.Symbol("gamma", real=True)) -> list:
+    """SymPy equations ``d mu_alpha / d tau = ...`` of eq. (32) truncated by eq. (892).
+
+    The substitutions ``T^bias`` and ``T^diff`` are written out as the words
+    they produce; ``beta_k`` (eq. 30) and ``a^(r)_kl = dPhi/dq^(r)_kl`` stay
+    symbols (they depend on the state through ``m*(q)``, eq. 29).
+    """
+    K = structure.K
+    syms = [_word_symbol(w, K) for w in structure.words]
+    beta, a = coefficient_symbols(K)
+    tau = sp.Symbol("tau", real=True)
+    eqs = []
+    for i in range(structure.n_moments):
+        rhs = sp.Integer(0)
+        for t in range(structure.indptr[i], structure.indptr[i + 1]):
+            e = structure.entry(structure.ent[t])
+            c = int(structure.coef[t])
+            src = syms[int(structure.src[t])]
+            if e[0] == "beta":
+                rhs += c * beta[e[1]] * src
+            elif e[0] == "a":
+                rhs += c * a[e[1:]] * src
+            else:
+                rhs += c * decay * src
+        lhs = sp.Derivative(sp.Function(syms[i].name)(tau), tau)
+        eqs.append(sp.Eq(lhs, sp.expand(rhs)))
+    return eqs
+
+
+def untied_text(eqs) -> str:
+    return "\n".join(f"d{eq.lhs.expr.func.__name__}/dtau = {sp.sstr(eq.rhs)}" for eq in eqs)
+
+
+def untied_latex(eqs, structure: UntiedStructure) -> str:
+    K = structure.K
+    ren = {_word_symbol(w, K): sp.Symbol(_word_tex(w, K)) for w in structure.words}
+    beta, a = coefficient_symbols(K)
+    ren.update({b: sp.Symbol(rf"\bar\beta_{{{k + 1}}}") for k, b in enumerate(beta)})
+    ren.update({s: sp.Symbol(rf"\partial_{{q^{{({r})}}_{{{k + 1}{l + 1}}}}}\Phi")
+                for (r, k, l), s in a.items()})
+    rows = []
+    for eq, w in zip(eqs, structure.words):
+        rows.append(rf"\frac{{d {_word_tex(w, K)}}}{{d\tau}} &= {sp.latex(eq.rhs.xreplace(ren))}")
+    return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
