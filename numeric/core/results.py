@@ -148,17 +148,95 @@ def _jsonable(obj):
     return obj
 
 
+class _BadFile(ValueError):
+    pass
+
+
+def _need(cond, reason):
+    if not cond:
+        raise _BadFile(reason)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _int_list(x, what) -> list:
+    _need(isinstance(x, list) and all(_is_int(a) for a in x), f"{what} must be a list of ints")
+    return x
+
+
+def _array(f, key, ndim):
+    _need(key in f.files, f"no array {key!r}")
+    a = f[key]
+    _need(a.ndim == ndim, f"{key!r} must be {ndim}-D, got shape {a.shape}")
+    _need(a.dtype.kind in "biuf", f"{key!r} must be a real numeric array, got dtype {a.dtype}")
+    return a.astype(np.float64, copy=False)
+
+
+def _read(f) -> Trajectory:
+    _need("header" in f.files, "no 'header' entry")
+    h = f["header"]
+    _need(h.ndim == 0 and h.dtype.kind == "U", "'header' is not a JSON string")
+    try:
+        header = json.loads(str(h))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise _BadFile(f"header is not valid JSON ({exc})") from None
+    _need(isinstance(header, dict), "header is not a JSON object")
+    _need(header.get("format") == "attndyn-trajectory-1",
+          f"unknown format {header.get('format')!r} (expected 'attndyn-trajectory-1')")
+    for k in ("names", "words", "kind", "params", "seed", "status", "message", "diagnostics",
+              "inv"):
+        _need(k in header, f"header has no {k!r}")
+    names = header["names"]
+    _need(isinstance(names, list) and all(isinstance(n, str) for n in names),
+          "'names' must be a list of strings")
+    words = header["words"]
+    if words is not None:
+        # word i labels row i: the moment rows come first, other observables after
+        _need(isinstance(words, list) and len(words) <= len(names),
+              f"'words' must be a list of at most {len(names)} words (one per row)")
+        words = [tuple(_int_list(w, "each word")) for w in words]
+    inv = header["inv"]
+    if inv is not None:
+        inv = tuple(_int_list(inv, "'inv'"))
+    _need(_is_int(header["status"]), f"'status' must be an int, got {header['status']!r}")
+    _need(isinstance(header["kind"], str), "'kind' must be a string")
+    _need(isinstance(header["message"], str), "'message' must be a string")
+    _need(isinstance(header["params"], dict), "'params' must be a JSON object")
+    _need(isinstance(header["diagnostics"], dict), "'diagnostics' must be a JSON object")
+    t = _array(f, "t", 1)
+    y = _array(f, "y", 2)
+    _need(bool(np.all(np.isfinite(t))), "the times 't' must be finite")
+    _need(y.shape == (len(names), t.size),
+          f"'y' has shape {y.shape}, but {len(names)} names and {t.size} times need "
+          f"{(len(names), t.size)}")
+    return Trajectory(t=t, y=y, names=names, words=words, kind=header["kind"],
+                      params=header["params"], seed=header["seed"], status=header["status"],
+                      message=header["message"], diagnostics=header["diagnostics"], inv=inv)
+
+
 def load_result(path) -> Trajectory:
-    """Load a :class:`Trajectory` saved by :meth:`Trajectory.save`."""
-    with np.load(path, allow_pickle=False) as f:
-        header = json.loads(str(f["header"]))
-        if header.get("format") != "attndyn-trajectory-1":
-            raise ValueError(f"{path} is not an attndyn result file")
-        return Trajectory(
-            t=f["t"], y=f["y"], names=header["names"],
-            words=None if header["words"] is None else [tuple(w) for w in header["words"]],
-            kind=header["kind"], params=header["params"], seed=header["seed"],
-            status=header["status"], message=header["message"],
-            diagnostics=header["diagnostics"],
-            inv=None if header["inv"] is None else tuple(header["inv"]),
-        )
+    """Load a :class:`Trajectory` saved by :meth:`Trajectory.save`.
+
+    Nothing is unpickled (``allow_pickle=False``). A file that is not a
+    complete result (not an ``.npz``, a broken archive or header, arrays of
+    the wrong shape or dtype, non-finite times, a non-integer status) raises
+    ``ValueError("not a valid attndyn result file: <path>: <reason>")``; a
+    missing or unreadable file raises the usual :class:`OSError`.
+    """
+    import zipfile
+
+    try:
+        f = np.load(path, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):  # a plain .npy array
+            raise _BadFile("not an .npz archive (a single array)")
+        with f:
+            return _read(f)
+    except _BadFile as exc:
+        reason = str(exc)
+    except (ValueError, EOFError, zipfile.BadZipFile, KeyError, TypeError, OverflowError,
+            UnicodeDecodeError) as exc:
+        # np.load's own errors: truncated or foreign archives, pickled or object arrays
+        reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    raise ValueError(f"not a valid attndyn result file: {path}: {reason}") from None
