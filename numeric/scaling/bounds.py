@@ -48,6 +48,12 @@ and both factors 6; it is :func:`paper_critical_data_size`.
 
 All public functions broadcast like numpy, return float64, and raise
 :class:`ValueError` naming the argument for inputs outside their range.
+For every input in range, however extreme (any finite float, and inf where an
+argument allows it), they return a number and never NaN: intermediate
+products are formed with an extended exponent, so a result is inf (or 0) only
+when its true value lies beyond the float range (above 1.8e308, or below the
+smallest subnormal); inside the range they agree bit for bit with the plain
+formulas. Infinite ``C``, ``N``, ``M`` or ``T`` give the limits.
 The kernels are numba ufuncs (``*_ufunc``), callable from other jitted code.
 """
 
@@ -224,6 +230,149 @@ def _call(ufunc, *args):
 # ---------------------------------------------------------------------------
 # compiled kernels
 # ---------------------------------------------------------------------------
+#
+# Extended-exponent arithmetic. Every bound is a product of powers of its
+# inputs (times a logarithm or an exponential), and for finite inputs its
+# intermediate products can leave the float range although the result does
+# not, or the result is out of range and a plain formula gives inf * 0 = NaN.
+# So the kernels hold a non-negative finite number as a pair (m, e) meaning
+# m * 2**e. The mantissa m is kept inside (1e-150, 1e150), renormalised with
+# math.frexp only when it leaves that band: a product or quotient of two such
+# mantissas never overflows or turns subnormal, and it rounds exactly as the
+# same plain float operation does (scaling by a power of 2 is exact). So
+# inside the float range the results are bit for bit those of the direct
+# formulas (same operations, same order) at almost the same speed; outside it
+# nothing overflows or underflows until the final ldexp, which gives inf or 0
+# only when the true value is beyond the float range.
+# Infinite inputs (C, N, M, T = inf) are handled first, by their limits.
+
+_LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of log 2: k * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_LN2 = 0.6931471805599453
+_EBIG = 1 << 50  # exponent of a number that is certainly beyond the float range
+
+
+@njit(cache=True)
+def _xn(m, e):
+    """Renormalise ``(m, e)`` if ``m`` left the band (1e-150, 1e150)."""
+    if m > 1e-150 and m < 1e150:
+        return m, e
+    if m == 0.0:
+        return 0.0, np.int64(0)
+    mm, k = math.frexp(m)
+    return mm, e + np.int64(k)
+
+
+@njit(cache=True)
+def _xf(v):
+    """Finite float ``v >= 0`` as ``(m, e)``."""
+    return _xn(v, np.int64(0))
+
+
+@njit(cache=True)
+def _xmul(am, ae, bm, be):
+    return _xn(am * bm, ae + be)
+
+
+@njit(cache=True)
+def _xdiv(am, ae, bm, be):
+    return _xn(am / bm, ae - be)
+
+
+@njit(cache=True)
+def _xval(m, e):
+    """``m * 2**e`` as a float (inf or 0 beyond the float range)."""
+    if e == 0 or m == 0.0:
+        return m
+    if e > 2600:
+        return _INF
+    if e < -2800:
+        return 0.0
+    return math.ldexp(m, int(e))
+
+
+@njit(cache=True)
+def _xlog(m, e):
+    """``log(m * 2**e)`` for ``m > 0``, accurate near the float range's ends too."""
+    v = _xval(m, e)
+    if v > 1e-300 and v < 1e300:
+        return math.log(v)
+    return e * _LN2_HI + (math.log(m) + e * _LN2_LO)
+
+
+@njit(cache=True)
+def _xexp(x):
+    """``exp(x)`` as ``(m, e)`` for any ``x``; beyond ``|x| = 1e7`` a number
+    ``2**(+-2**50)`` stands for "certainly beyond the float range"."""
+    if x > -700.0 and x < 700.0:
+        return _xf(math.exp(x))
+    if x != x:
+        return np.nan, np.int64(0)
+    if x < -1e7:  # far below the float range, but kept positive (no 0 * inf later)
+        return 0.5, np.int64(-_EBIG)
+    if x > 1e7:
+        return 0.5, np.int64(_EBIG)
+    k = math.floor(x / _LN2 + 0.5)
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    m, e = _xf(math.exp(r))
+    return m, e + np.int64(k)
+
+
+@njit(cache=True)
+def _xpow(m, e, p):
+    """``(m 2**e)**p`` for ``m > 0`` and a finite real ``p``."""
+    if p == 0.0:
+        return 0.5, np.int64(1)
+    v = _xval(m, e)
+    if v > 1e-300 and v < 1e300:
+        r = v ** p
+        if r > 1e-300 and r < 1e300:
+            return _xf(r)
+    return _xexp(p * _xlog(m, e))
+
+
+@njit(cache=True)
+def _xle(am, ae, bm, be):
+    """``a <= b`` for two non-negative extended numbers (exact)."""
+    if am == 0.0:
+        return True
+    if bm == 0.0:
+        return False
+    if ae == be:
+        return am <= bm
+    am, k = math.frexp(am)
+    bm, j = math.frexp(bm)
+    ae = ae + np.int64(k)
+    be = be + np.int64(j)
+    if ae != be:
+        return ae < be
+    return am <= bm
+
+
+@njit(cache=True)
+def _log_u(Nm, Ne, xm, xe, ldm, lde):
+    """``log(u)``, ``u = N L d / xi^2`` (eq. 3), without overflow."""
+    am, ae = _xmul(Nm, Ne, ldm, lde)
+    bm, be = _xmul(xm, xe, xm, xe)
+    um, ue = _xdiv(am, ae, bm, be)
+    return _xlog(um, ue)
+
+
+@njit(cache=True)
+def _threshold_x(Nm, Ne, xm, xe, ldm, lde):
+    """``C*(N) = N^6 log(u) / xi^2`` (a float; may be negative) from extended
+    ``N``, ``xi`` and ``L d``."""
+    lu = _log_u(Nm, Ne, xm, xe, ldm, lde)
+    if lu == 0.0:
+        return 0.0
+    am, ae = _xmul(Nm, Ne, Nm, Ne)
+    am, ae = _xmul(am, ae, Nm, Ne)
+    n3m, n3e = _xdiv(am, ae, xm, xe)  # N^3 / xi
+    rm, re = _xmul(n3m, n3e, n3m, n3e)
+    lm, le = _xf(abs(lu))
+    rm, re = _xmul(rm, re, lm, le)
+    v = _xval(rm, re)
+    return v if lu > 0.0 else -v
 
 
 @njit(cache=True)
@@ -231,103 +380,219 @@ def threshold_compute_kernel(N, xi, L, d):
     """Right side of eq. (3): ``N^6 log(N L d / xi^2) / xi^2``."""
     if N == _INF:
         return _INF
-    ld = L * d
-    u = N * ld / (xi * xi)
-    if u > 0.0 and u < _INF and u > 1e-300:
-        lu = math.log(u)
-    else:
-        lu = math.log(N) + math.log(ld) - 2.0 * math.log(xi)
-    n3 = N * N * N / xi
-    res = n3 * n3 * lu
-    if not (abs(res) < _INF) or n3 == 0.0:
-        if lu == 0.0:
-            return 0.0
-        res = math.exp(6.0 * math.log(N) - 2.0 * math.log(xi)) * lu
-    return res
+    Lm, Le = _xf(L)
+    dm, de = _xf(d)
+    ldm, lde = _xmul(Lm, Le, dm, de)
+    Nm, Ne = _xf(N)
+    xm, xe = _xf(xi)
+    return _threshold_x(Nm, Ne, xm, xe, ldm, lde)
 
 
 @njit(cache=True)
-def _w_of_threshold(C, xi, ld):
+def _w_of_threshold(Cm, Ce, xm, xe, ldm, lde):
     """W0(6 (L d)^6 C / xi^10), without overflow."""
-    l2 = ld * ld
-    x2 = xi * xi
-    x4 = x2 * x2
-    a = 6.0 * C * (l2 * l2 * l2) / (x4 * x4 * x2)
+    l2m, l2e = _xmul(ldm, lde, ldm, lde)
+    l6m, l6e = _xmul(l2m, l2e, l2m, l2e)
+    l6m, l6e = _xmul(l6m, l6e, l2m, l2e)
+    x2m, x2e = _xmul(xm, xe, xm, xe)
+    x4m, x4e = _xmul(x2m, x2e, x2m, x2e)
+    x10m, x10e = _xmul(x4m, x4e, x4m, x4e)
+    x10m, x10e = _xmul(x10m, x10e, x2m, x2e)
+    sm, se = _xf(6.0)
+    am, ae = _xmul(sm, se, Cm, Ce)
+    am, ae = _xmul(am, ae, l6m, l6e)
+    am, ae = _xdiv(am, ae, x10m, x10e)
+    a = _xval(am, ae)
     if a < 1e300 and a > 1e-300:
         return lambertw0_scalar(a)
-    la = _LOG6 + math.log(C) + 6.0 * math.log(ld) - 10.0 * math.log(xi)
-    return lambertw_log0_scalar(la)
+    return lambertw_log0_scalar(_xlog(am, ae))
 
 
 @njit(cache=True)
-def _sixth_root_of_ratio(n, p, q):
+def _sixth_root_of_ratio(nm, ne, pm, pe, qm, qe):
     """Refine ``n ~ (p q)^(1/6)`` by one Newton step, without forming ``p q``."""
-    n3 = n * n * n
-    rho = (p / n3) * (q / n3)
-    return n * (1.0 + (rho - 1.0) / 6.0)
+    n3m, n3e = _xmul(nm, ne, nm, ne)
+    n3m, n3e = _xmul(n3m, n3e, nm, ne)
+    am, ae = _xdiv(pm, pe, n3m, n3e)
+    bm, be = _xdiv(qm, qe, n3m, n3e)
+    rm, re = _xmul(am, ae, bm, be)
+    rho = _xval(rm, re)
+    fm, fe = _xf(1.0 + (rho - 1.0) / 6.0)
+    return _xmul(nm, ne, fm, fe)
+
+
+@njit(cache=True)
+def _critical_x(C, xm, xe, ldm, lde):
+    """``N*(C)`` extended, for a finite ``C >= 0`` (see module docstring)."""
+    am, ae = _xdiv(xm, xe, ldm, lde)
+    n0m, n0e = _xmul(xm, xe, am, ae)  # xi^2 / (L d) = N*(0)
+    if C == 0.0:
+        return n0m, n0e
+    Cm, Ce = _xf(C)
+    w = _w_of_threshold(Cm, Ce, xm, xe, ldm, lde)
+    em, ee = _xexp(w / 6.0)
+    nm, ne = _xmul(n0m, n0e, em, ee)
+    if w < 1.0:  # exp form: the absolute error of w is tiny
+        return nm, ne
+    # N^6 = 6 C xi^2 / w: one Newton step removes the w/6 rounding of exp
+    wm, we = _xf(w)
+    pm, pe = _xdiv(Cm, Ce, wm, we)
+    sm, se = _xf(6.0)
+    qm, qe = _xmul(sm, se, xm, xe)
+    qm, qe = _xmul(qm, qe, xm, xe)
+    return _sixth_root_of_ratio(nm, ne, pm, pe, qm, qe)
+
+
+@njit(cache=True)
+def _ld(L, d):
+    Lm, Le = _xf(L)
+    dm, de = _xf(d)
+    return _xmul(Lm, Le, dm, de)
 
 
 @njit(cache=True)
 def critical_data_size_kernel(C, xi, L, d):
     """Exact inverse of eq. (3): ``N*(C)`` (see module docstring)."""
-    ld = L * d
-    if C == 0.0:
-        return xi * (xi / ld)
     if C == _INF:
         return _INF
-    w = _w_of_threshold(C, xi, ld)
-    n = xi * (xi / ld) * math.exp(w / 6.0)
-    if w < 1.0:  # exp form: the absolute error of w is tiny
-        return n
-    # N^6 = 6 C xi^2 / w: one Newton step removes the w/6 rounding of exp
-    return _sixth_root_of_ratio(n, C / w, 6.0 * xi * xi)
+    ldm, lde = _ld(L, d)
+    xm, xe = _xf(xi)
+    nm, ne = _critical_x(C, xm, xe, ldm, lde)
+    return _xval(nm, ne)
+
+
+@njit(cache=True)
+def _paper_x(C, xm, xe):
+    """The paper's ``(C xi^2 / W0(C / xi^10))^(1/6)`` extended, finite ``C >= 0``."""
+    x2m, x2e = _xmul(xm, xe, xm, xe)
+    if C == 0.0:
+        return x2m, x2e  # limit C -> 0: W(x) ~ x
+    x4m, x4e = _xmul(x2m, x2e, x2m, x2e)
+    x10m, x10e = _xmul(x4m, x4e, x4m, x4e)
+    x10m, x10e = _xmul(x10m, x10e, x2m, x2e)
+    Cm, Ce = _xf(C)
+    am, ae = _xdiv(Cm, Ce, x10m, x10e)
+    a = _xval(am, ae)
+    if a < 1e300 and a > 1e-300:
+        w = lambertw0_scalar(a)
+    else:
+        w = lambertw_log0_scalar(_xlog(am, ae))
+    em, ee = _xexp(w / 6.0)
+    nm, ne = _xmul(x2m, x2e, em, ee)  # (C x2 / w)^(1/6) with C/xi^10 = w e^w
+    if w < 1.0:
+        return nm, ne
+    wm, we = _xf(w)
+    pm, pe = _xdiv(Cm, Ce, wm, we)
+    return _sixth_root_of_ratio(nm, ne, pm, pe, x2m, x2e)
 
 
 @njit(cache=True)
 def paper_critical_data_size_kernel(C, xi):
     """The paper's ``(C xi^2 / W0(C / xi^10))^(1/6)`` (proof of Thm F.7)."""
-    if C == 0.0:
-        return xi * xi  # limit C -> 0: W(x) ~ x
     if C == _INF:
         return _INF
-    x2 = xi * xi
-    x4 = x2 * x2
-    a = C / (x4 * x4 * x2)
-    if a < 1e300 and a > 1e-300:
-        w = lambertw0_scalar(a)
-    else:
-        w = lambertw_log0_scalar(math.log(C) - 10.0 * math.log(xi))
-    n = x2 * math.exp(w / 6.0)  # (C x2 / w)^(1/6) with C/xi^10 = w e^w
-    if w < 1.0:
-        return n
-    return _sixth_root_of_ratio(n, C / w, x2)
+    xm, xe = _xf(xi)
+    nm, ne = _paper_x(C, xm, xe)
+    return _xval(nm, ne)
+
+
+@njit(cache=True)
+def paper_form_ratio_kernel(C, xi, L, d):
+    """``N_paper(C) / N*(C)``; at ``C = inf`` its limit ``6^(-1/6)``."""
+    if C == _INF:
+        return 6.0 ** (-1.0 / 6.0)
+    xm, xe = _xf(xi)
+    ldm, lde = _ld(L, d)
+    am, ae = _paper_x(C, xm, xe)
+    bm, be = _critical_x(C, xm, xe, ldm, lde)
+    rm, re = _xdiv(am, ae, bm, be)
+    return _xval(rm, re)
+
+
+@njit(cache=True)
+def _decay(pm, pe, x):
+    """``p exp(-x)`` for an extended ``p`` and ``x >= 0`` (or inf)."""
+    if x == _INF:
+        return 0.0
+    em, ee = _xexp(-x)
+    rm, re = _xmul(pm, pe, em, ee)
+    return _xval(rm, re)
 
 
 @njit(cache=True)
 def stage_one_kernel(C, N, xi, alpha, prefactor, loss0):
     """Stage I of Theorem 7.1: ``prefactor exp(-alpha xi^2 C / N^6) loss0``."""
+    pm, pe = _xf(prefactor)
+    lm, le = _xf(loss0)
+    pm, pe = _xmul(pm, pe, lm, le)
     if C == _INF:
         return 0.0
-    n3 = N * N * N
-    x = alpha * xi * xi * (C / n3) / n3
-    if x != x:  # inf/inf when N = inf as well: no decay resolved
-        x = 0.0
-    return prefactor * loss0 * math.exp(-x)
+    if N == _INF:  # no decay resolved
+        return _xval(pm, pe)
+    Nm, Ne = _xf(N)
+    n3m, n3e = _xmul(Nm, Ne, Nm, Ne)
+    n3m, n3e = _xmul(n3m, n3e, Nm, Ne)
+    am, ae = _xf(alpha)
+    xm, xe = _xf(xi)
+    am, ae = _xmul(am, ae, xm, xe)
+    am, ae = _xmul(am, ae, xm, xe)
+    Cm, Ce = _xf(C)
+    bm, be = _xdiv(Cm, Ce, n3m, n3e)
+    am, ae = _xmul(am, ae, bm, be)
+    am, ae = _xdiv(am, ae, n3m, n3e)
+    return _decay(pm, pe, _xval(am, ae))
+
+
+@njit(cache=True)
+def _floor(c_stat, xm, xe, nm, ne):
+    """``c_stat xi^2 / n`` (extended ``xi``, ``n``) as a float."""
+    cm, ce = _xf(c_stat)
+    am, ae = _xmul(cm, ce, xm, xe)
+    bm, be = _xdiv(xm, xe, nm, ne)
+    rm, re = _xmul(am, ae, bm, be)
+    return _xval(rm, re)
+
+
+@njit(cache=True)
+def _stage_two_x(C, xm, xe, ldm, lde, c_stat):
+    if C == _INF:
+        return 0.0
+    nm, ne = _critical_x(C, xm, xe, ldm, lde)
+    return _floor(c_stat, xm, xe, nm, ne)
 
 
 @njit(cache=True)
 def stage_two_kernel(C, xi, L, d, c_stat):
     """Stage II (exact form): ``c_stat xi^2 / N*(C)``."""
-    n = critical_data_size_kernel(C, xi, L, d)
-    return c_stat * xi * (xi / n)
+    xm, xe = _xf(xi)
+    ldm, lde = _ld(L, d)
+    return _stage_two_x(C, xm, xe, ldm, lde, c_stat)
+
+
+@njit(cache=True)
+def _stage_two_paper_x(C, xm, xe, c_stat):
+    if C == _INF:
+        return 0.0
+    nm, ne = _paper_x(C, xm, xe)
+    # xi^(5/3) (C/W)^(-1/6) = xi^2 / (C xi^2 / W)^(1/6)
+    return _floor(c_stat, xm, xe, nm, ne)
 
 
 @njit(cache=True)
 def stage_two_paper_kernel(C, xi, c_stat):
     """Stage II as printed: ``c_stat xi^(5/3) (C / W0(C/xi^10))^(-1/6)``."""
-    n = paper_critical_data_size_kernel(C, xi)
-    # xi^(5/3) (C/W)^(-1/6) = xi^2 / (C xi^2 / W)^(1/6)
-    return c_stat * xi * (xi / n)
+    xm, xe = _xf(xi)
+    return _stage_two_paper_x(C, xm, xe, c_stat)
+
+
+@njit(cache=True)
+def _data_floor(N, xi, c_stat):
+    """``c_stat xi^2 / N`` (0 at ``N = inf``)."""
+    if N == _INF:
+        return 0.0
+    xm, xe = _xf(xi)
+    Nm, Ne = _xf(N)
+    return _floor(c_stat, xm, xe, Nm, Ne)
 
 
 @njit(cache=True)
@@ -336,7 +601,7 @@ def two_stage_kernel(C, N, xi, L, d, alpha, prefactor, loss0, c_stat):
     cstar = threshold_compute_kernel(N, xi, L, d)
     if C <= cstar:
         return stage_one_kernel(C, N, xi, alpha, prefactor, loss0)
-    return c_stat * xi * (xi / N)
+    return _data_floor(N, xi, c_stat)
 
 
 @njit(cache=True)
@@ -348,82 +613,385 @@ def stage_kernel(C, N, xi, L, d):
 @njit(cache=True)
 def compute_for_target_frontier_kernel(target, xi, L, d, c_stat):
     """Least C with ``c_stat xi^2 / N*(C) <= target`` (stage II frontier)."""
-    ld = L * d
-    n = c_stat * xi * (xi / target)
-    if n <= xi * (xi / ld):  # reached at C = 0 already
+    ldm, lde = _ld(L, d)
+    xm, xe = _xf(xi)
+    cm, ce = _xf(c_stat)
+    tm, te = _xf(target)
+    am, ae = _xmul(cm, ce, xm, xe)
+    bm, be = _xdiv(xm, xe, tm, te)
+    nm, ne = _xmul(am, ae, bm, be)  # N_t = c_stat xi^2 / target
+    am, ae = _xdiv(xm, xe, ldm, lde)
+    n0m, n0e = _xmul(xm, xe, am, ae)
+    if _xle(nm, ne, n0m, n0e):  # reached at C = 0 already
         return 0.0
-    return threshold_compute_kernel(n, xi, L, d)
+    return _threshold_x(nm, ne, xm, xe, ldm, lde)
 
 
 @njit(cache=True)
 def compute_for_target_fixed_n_kernel(target, N, xi, L, d, alpha, prefactor, loss0, c_stat):
     """Least C with ``two_stage_bound(C, N) <= target`` (inf if never)."""
-    floor = c_stat * xi * (xi / N)
+    tm, te = _xf(target)
+    if N == _INF:
+        fm, fe = 0.0, np.int64(0)
+    else:
+        xm, xe = _xf(xi)
+        Nm, Ne = _xf(N)
+        cm, ce = _xf(c_stat)
+        am, ae = _xmul(cm, ce, xm, xe)
+        bm, be = _xdiv(xm, xe, Nm, Ne)
+        fm, fe = _xmul(am, ae, bm, be)  # the stage-II floor c_stat xi^2 / N
+    reach = _xle(fm, fe, tm, te)
     cstar = threshold_compute_kernel(N, xi, L, d)
     if cstar < 0.0:  # every C >= 0 is past the threshold: stage II only
-        return 0.0 if floor <= target else _INF
-    b0 = prefactor * loss0
-    if b0 <= target:
+        return 0.0 if reach else _INF
+    pm, pe = _xf(prefactor)
+    lm, le = _xf(loss0)
+    b0m, b0e = _xmul(pm, pe, lm, le)
+    if _xle(b0m, b0e, tm, te):
         c1 = 0.0
+    elif N == _INF:
+        c1 = _INF
     else:
-        c1 = (N * N * N) * ((N * N * N) * math.log(b0 / target) / (alpha * xi * xi))
+        rm, re = _xdiv(b0m, b0e, tm, te)
+        lr = _xlog(rm, re)
+        Nm, Ne = _xf(N)
+        n3m, n3e = _xmul(Nm, Ne, Nm, Ne)
+        n3m, n3e = _xmul(n3m, n3e, Nm, Ne)
+        lm, le = _xf(lr)
+        am, ae = _xmul(n3m, n3e, lm, le)
+        bm, be = _xf(alpha)
+        xm, xe = _xf(xi)
+        bm, be = _xmul(bm, be, xm, xe)
+        bm, be = _xmul(bm, be, xm, xe)
+        am, ae = _xdiv(am, ae, bm, be)
+        am, ae = _xmul(n3m, n3e, am, ae)
+        c1 = _xval(am, ae)
     if c1 <= cstar:
         return c1
-    if floor <= target:
+    if reach:
         return cstar  # the infimum: any C > C*(N) reaches the floor
     return _INF
 
 
-@vectorize(["float64(float64, float64, float64, float64)"], cache=True)
+@njit(cache=True)
+def threshold_time_kernel(N, xi, L, d):
+    """``T*(N) = N^2 log(N L d / xi^2) / xi^2``."""
+    if N == _INF:
+        return _INF
+    ldm, lde = _ld(L, d)
+    Nm, Ne = _xf(N)
+    xm, xe = _xf(xi)
+    lu = _log_u(Nm, Ne, xm, xe, ldm, lde)
+    if lu == 0.0:
+        return 0.0
+    qm, qe = _xdiv(Nm, Ne, xm, xe)
+    qm, qe = _xmul(qm, qe, qm, qe)
+    lm, le = _xf(abs(lu))
+    rm, re = _xmul(qm, qe, lm, le)
+    v = _xval(rm, re)
+    return v if lu > 0.0 else -v
+
+
+@njit(cache=True)
+def _prod3(a, b, c):
+    """``a b c`` (a float) without intermediate overflow."""
+    am, ae = _xf(a)
+    bm, be = _xf(b)
+    cm, ce = _xf(c)
+    am, ae = _xmul(am, ae, bm, be)
+    return _xmul(am, ae, cm, ce)
+
+
+@njit(cache=True)
+def training_loss_kernel(T, eps, alpha, loss0):
+    """``loss0 exp(-alpha eps^2 T)`` (Theorem 5.5)."""
+    if T == _INF:
+        return 0.0
+    am, ae = _prod3(alpha, eps, eps)
+    tm, te = _xf(T)
+    am, ae = _xmul(am, ae, tm, te)
+    lm, le = _xf(loss0)
+    return _decay(lm, le, _xval(am, ae))
+
+
+@njit(cache=True)
+def generalisation_kernel(M, N, xi, L, d):
+    """``(4/M + xi)/M + L d xi / N`` (Theorem 6.2)."""
+    first = (4.0 / M + xi) / M
+    if N == _INF:
+        return first
+    am, ae = _prod3(L, d, xi)
+    Nm, Ne = _xf(N)
+    am, ae = _xdiv(am, ae, Nm, Ne)
+    return first + _xval(am, ae)
+
+
+@njit(cache=True)
+def threshold_jump_kernel(N, xi, L, d, alpha, prefactor, loss0, c_stat):
+    """``prefactor loss0 / (c_stat L d) (N L d / xi^2)^(1 - alpha)``."""
+    pm, pe = _xf(prefactor)
+    lm, le = _xf(loss0)
+    pm, pe = _xmul(pm, pe, lm, le)
+    qm, qe = _prod3(c_stat, L, d)
+    pm, pe = _xdiv(pm, pe, qm, qe)
+    if alpha == 1.0:
+        return _xval(pm, pe)
+    if N == _INF:
+        return _INF if alpha < 1.0 else 0.0
+    Nm, Ne = _xf(N)
+    um, ue = _prod3(N, L, d)
+    xm, xe = _xf(xi)
+    bm, be = _xmul(xm, xe, xm, xe)
+    um, ue = _xdiv(um, ue, bm, be)
+    wm, we = _xpow(um, ue, 1.0 - alpha)
+    rm, re = _xmul(pm, pe, wm, we)
+    return _xval(rm, re)
+
+
+@njit(cache=True)
+def continuity_kernel(L, d, prefactor, loss0):
+    """``prefactor loss0 / (L d)``."""
+    pm, pe = _xf(prefactor)
+    lm, le = _xf(loss0)
+    pm, pe = _xmul(pm, pe, lm, le)
+    ldm, lde = _ld(L, d)
+    rm, re = _xdiv(pm, pe, ldm, lde)
+    return _xval(rm, re)
+
+
+@njit(cache=True)
+def time_law_kernel(T, N, xi, c_stat, alpha, prefactor, loss0, literal):
+    """``prefactor loss0 exp(-x) + c_stat xi^2 / N`` with ``x = alpha eps^2 T``
+    (``literal``: ``alpha eps^4 T``), ``eps = xi / N``."""
+    floor = _data_floor(N, xi, c_stat)
+    pm, pe = _xf(prefactor)
+    lm, le = _xf(loss0)
+    pm, pe = _xmul(pm, pe, lm, le)
+    if N == _INF:  # eps = 0: no decay resolved
+        x = 0.0
+    elif T == _INF:
+        x = _INF
+    else:
+        xm, xe = _xf(xi)
+        Nm, Ne = _xf(N)
+        qm, qe = _xdiv(xm, xe, Nm, Ne)
+        em, ee = _xmul(qm, qe, qm, qe)  # eps^2
+        am, ae = _xf(alpha)
+        am, ae = _xmul(am, ae, em, ee)
+        tm, te = _xf(T)
+        am, ae = _xmul(am, ae, tm, te)
+        if literal != 0.0:
+            am, ae = _xmul(am, ae, em, ee)
+        x = _xval(am, ae)
+    return _decay(pm, pe, x) + floor
+
+
+@njit(cache=True)
+def data_law_kernel(N, xi, c_stat):
+    """``c_stat xi^2 / N``."""
+    return _data_floor(N, xi, c_stat)
+
+
+@njit(cache=True)
+def model_law_kernel(M, xi, zeta, scale):
+    """``scale xi^2 M^(-zeta)``; ``M^(-zeta)`` is always a normal float for
+    ``0 < zeta < 1/3``."""
+    if M == _INF:
+        return 0.0
+    am, ae = _prod3(scale, xi, xi)
+    pm, pe = _xf(M ** (-zeta))
+    rm, re = _xmul(am, ae, pm, pe)
+    return _xval(rm, re)
+
+
+@njit(cache=True)
+def _ge_const_power(X, k, N, p, div):
+    """``X >= k N^p / div`` (``p`` = 2 or 3, exact comparison of extended numbers)."""
+    if X == _INF:
+        return True
+    if N == _INF:
+        return False
+    Nm, Ne = _xf(N)
+    am, ae = _xmul(Nm, Ne, Nm, Ne)
+    if p == 3:
+        am, ae = _xmul(am, ae, Nm, Ne)
+    km, ke = _xf(k)
+    am, ae = _xmul(km, ke, am, ae)
+    dm, de = _xf(div)
+    am, ae = _xdiv(am, ae, dm, de)
+    Xm, Xe = _xf(X)
+    return _xle(am, ae, Xm, Xe)
+
+
+@njit(cache=True)
+def time_law_valid_kernel(M, N, m_const):
+    """``M >= m_const N^3``."""
+    return 1.0 if _ge_const_power(M, m_const, N, 3, 1.0) else 0.0
+
+
+@njit(cache=True)
+def data_law_valid_kernel(M, N, T, xi, m_const, t_const):
+    """``M >= m_const N^3`` and ``T >= t_const N^2 / xi``."""
+    ok = _ge_const_power(M, m_const, N, 3, 1.0) and _ge_const_power(T, t_const, N, 2, xi)
+    return 1.0 if ok else 0.0
+
+
+@njit(cache=True)
+def noise_drag_data_kernel(N, xi0, power, c_stat):
+    """``c_stat xi(N)^2 / N`` with ``xi(N) = xi0 N^power``."""
+    if N == _INF:  # c_stat xi0^2 N^(2 power - 1)
+        if 2.0 * power > 1.0:
+            return _INF
+        if 2.0 * power < 1.0:
+            return 0.0
+        am, ae = _prod3(c_stat, xi0, xi0)
+        return _xval(am, ae)
+    Nm, Ne = _xf(N)
+    pm, pe = _xpow(Nm, Ne, power)
+    xm, xe = _xf(xi0)
+    xm, xe = _xmul(xm, xe, pm, pe)
+    return _floor(c_stat, xm, xe, Nm, Ne)
+
+
+@njit(cache=True)
+def noise_drag_compute_kernel(C, xi0, L, d, power, c_stat, paper):
+    """Stage-II bound at ``xi(C) = xi0 C^power`` (``paper``: the printed form)."""
+    if C == _INF:  # ~ C^(5 power / 3 - 1/6): constant along the path at power = 1/10
+        if 10.0 * power > 1.0:
+            return _INF
+        if 10.0 * power < 1.0:
+            return 0.0
+        C = 1.0
+    Cm, Ce = _xf(C)
+    pm, pe = _xpow(Cm, Ce, power)
+    xm, xe = _xf(xi0)
+    xm, xe = _xmul(xm, xe, pm, pe)
+    if paper != 0.0:
+        return _stage_two_paper_x(C, xm, xe, c_stat)
+    ldm, lde = _ld(L, d)
+    return _stage_two_x(C, xm, xe, ldm, lde, c_stat)
+
+
+_F = "float64"
+
+
+def _sig(n):
+    return [f"{_F}({', '.join([_F] * n)})"]
+
+
+@vectorize(_sig(4), cache=True)
 def threshold_compute_ufunc(N, xi, L, d):
     return threshold_compute_kernel(N, xi, L, d)
 
 
-@vectorize(["float64(float64, float64, float64, float64)"], cache=True)
+@vectorize(_sig(4), cache=True)
 def critical_data_size_ufunc(C, xi, L, d):
     return critical_data_size_kernel(C, xi, L, d)
 
 
-@vectorize(["float64(float64, float64)"], cache=True)
+@vectorize(_sig(2), cache=True)
 def paper_critical_data_size_ufunc(C, xi):
     return paper_critical_data_size_kernel(C, xi)
 
 
-@vectorize(["float64(float64, float64, float64, float64, float64, float64)"], cache=True)
+@vectorize(_sig(4), cache=True)
+def paper_form_ratio_ufunc(C, xi, L, d):
+    return paper_form_ratio_kernel(C, xi, L, d)
+
+
+@vectorize(_sig(6), cache=True)
 def stage_one_ufunc(C, N, xi, alpha, prefactor, loss0):
     return stage_one_kernel(C, N, xi, alpha, prefactor, loss0)
 
 
-@vectorize(["float64(float64, float64, float64, float64, float64)"], cache=True)
+@vectorize(_sig(5), cache=True)
 def stage_two_ufunc(C, xi, L, d, c_stat):
     return stage_two_kernel(C, xi, L, d, c_stat)
 
 
-@vectorize(["float64(float64, float64, float64)"], cache=True)
+@vectorize(_sig(3), cache=True)
 def stage_two_paper_ufunc(C, xi, c_stat):
     return stage_two_paper_kernel(C, xi, c_stat)
 
 
-@vectorize(["float64(float64, float64, float64, float64, float64, float64, float64, float64, "
-            "float64)"], cache=True)
+@vectorize(_sig(9), cache=True)
 def two_stage_ufunc(C, N, xi, L, d, alpha, prefactor, loss0, c_stat):
     return two_stage_kernel(C, N, xi, L, d, alpha, prefactor, loss0, c_stat)
 
 
-@vectorize(["float64(float64, float64, float64, float64, float64)"], cache=True)
+@vectorize(_sig(5), cache=True)
 def stage_ufunc(C, N, xi, L, d):
     return stage_kernel(C, N, xi, L, d)
 
 
-@vectorize(["float64(float64, float64, float64, float64, float64)"], cache=True)
+@vectorize(_sig(5), cache=True)
 def compute_for_target_frontier_ufunc(target, xi, L, d, c_stat):
     return compute_for_target_frontier_kernel(target, xi, L, d, c_stat)
 
 
-@vectorize(["float64(float64, float64, float64, float64, float64, float64, float64, float64, "
-            "float64)"], cache=True)
+@vectorize(_sig(9), cache=True)
 def compute_for_target_fixed_n_ufunc(target, N, xi, L, d, alpha, prefactor, loss0, c_stat):
     return compute_for_target_fixed_n_kernel(target, N, xi, L, d, alpha, prefactor, loss0, c_stat)
+
+
+@vectorize(_sig(4), cache=True)
+def threshold_time_ufunc(N, xi, L, d):
+    return threshold_time_kernel(N, xi, L, d)
+
+
+@vectorize(_sig(4), cache=True)
+def training_loss_ufunc(T, eps, alpha, loss0):
+    return training_loss_kernel(T, eps, alpha, loss0)
+
+
+@vectorize(_sig(5), cache=True)
+def generalisation_ufunc(M, N, xi, L, d):
+    return generalisation_kernel(M, N, xi, L, d)
+
+
+@vectorize(_sig(8), cache=True)
+def threshold_jump_ufunc(N, xi, L, d, alpha, prefactor, loss0, c_stat):
+    return threshold_jump_kernel(N, xi, L, d, alpha, prefactor, loss0, c_stat)
+
+
+@vectorize(_sig(4), cache=True)
+def continuity_ufunc(L, d, prefactor, loss0):
+    return continuity_kernel(L, d, prefactor, loss0)
+
+
+@vectorize(_sig(8), cache=True)
+def time_law_ufunc(T, N, xi, c_stat, alpha, prefactor, loss0, literal):
+    return time_law_kernel(T, N, xi, c_stat, alpha, prefactor, loss0, literal)
+
+
+@vectorize(_sig(3), cache=True)
+def data_law_ufunc(N, xi, c_stat):
+    return data_law_kernel(N, xi, c_stat)
+
+
+@vectorize(_sig(4), cache=True)
+def model_law_ufunc(M, xi, zeta, scale):
+    return model_law_kernel(M, xi, zeta, scale)
+
+
+@vectorize(_sig(3), cache=True)
+def time_law_valid_ufunc(M, N, m_const):
+    return time_law_valid_kernel(M, N, m_const)
+
+
+@vectorize(_sig(6), cache=True)
+def data_law_valid_ufunc(M, N, T, xi, m_const, t_const):
+    return data_law_valid_kernel(M, N, T, xi, m_const, t_const)
+
+
+@vectorize(_sig(4), cache=True)
+def noise_drag_data_ufunc(N, xi0, power, c_stat):
+    return noise_drag_data_kernel(N, xi0, power, c_stat)
+
+
+@vectorize(_sig(7), cache=True)
+def noise_drag_compute_ufunc(C, xi0, L, d, power, c_stat, paper):
+    return noise_drag_compute_kernel(C, xi0, L, d, power, c_stat, paper)
 
 
 # ---------------------------------------------------------------------------
@@ -466,9 +1034,10 @@ def critical_data_size(C, xi, L, d):
 
     ``N*(C)`` is the largest data size for which compute ``C`` is past the
     threshold (stage II), hence the compute-optimal data size of
-    Theorem 7.1 (:func:`optimal_data_size`). Evaluated without overflow for
-    any finite ``C`` (the W argument goes through its logarithm when it leaves
-    [1e-300, 1e300]); accurate to a few ulp.
+    Theorem 7.1 (:func:`optimal_data_size`). Evaluated without overflow or
+    NaN for any finite inputs (extended exponents; the W argument goes through
+    its logarithm when it leaves [1e-300, 1e300]); accurate to a few ulp. A
+    result beyond the float range is inf or 0.
 
     Parameters
     ----------
@@ -511,11 +1080,10 @@ def paper_form_ratio(C, xi, L, d):
     """``paper_critical_data_size(C, xi) / critical_data_size(C, xi, L, d)``.
 
     Tends to ``6^(-1/6) = 0.7418`` as ``C -> inf`` (both ``W``'s grow like
-    ``log C``), and to ``L d`` as ``C -> 0``.
+    ``log C``; ``C = inf`` returns this limit), and to ``L d`` as ``C -> 0``.
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
-    num = _call(paper_critical_data_size_ufunc, C, xi)
-    return _out(num / _call(critical_data_size_ufunc, C, xi, L, d))
+    return _call(paper_form_ratio_ufunc, C, xi, L, d)
 
 
 def threshold_time(N, xi, L, d):
@@ -528,12 +1096,7 @@ def threshold_time(N, xi, L, d):
     ``C*(N) = M N T*(N)`` with ``M = N^3``.
     """
     N, xi, L, d = _N(N), _xi(xi), _L(L), _d(d)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        u = N * (L * d) / (xi * xi)
-        ok = np.isfinite(u) & (u > 1e-300)
-        lu = np.where(ok, np.log(np.where(ok, u, 1.0)),
-                      np.log(N) + np.log(L * d) - 2.0 * np.log(xi))
-        return _out((N / xi) ** 2 * lu)
+    return _call(threshold_time_ufunc, N, xi, L, d)
 
 
 def stage(C, N, xi, L, d):
@@ -569,9 +1132,7 @@ def training_loss_bound(T, eps, *, alpha, loss0):
     eps = _pos("eps", eps, "output scaling coefficient")
     alpha = _pos("alpha", alpha, "convergence-rate constant Theta(lambda)")
     loss0 = _nonneg("loss0", loss0, "initial loss L(0, D)")
-    with np.errstate(invalid="ignore"):
-        x = alpha * eps * eps * T
-    return _out(loss0 * np.exp(-x))
+    return _call(training_loss_ufunc, T, eps, alpha, loss0)
 
 
 def approximation_bound(M):
@@ -582,7 +1143,8 @@ def approximation_bound(M):
     The paper writes this bound without a constant.
     """
     M = _M(M)
-    return _out(1.0 / (M * M))
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):  # inf / 0 beyond the range
+        return _out(1.0 / (M * M))
 
 
 def generalisation_bound(M, N, xi, L, d):
@@ -597,7 +1159,7 @@ def generalisation_bound(M, N, xi, L, d):
     ``N``, increasing in ``xi``.
     """
     M, N, xi, L, d = _M(M), _N(N), _xi(xi), _L(L), _d(d)
-    return _out((4.0 / M + xi) / M + L * d * xi / N)
+    return _call(generalisation_ufunc, M, N, xi, L, d)
 
 
 def stage_one_bound(C, N, xi, *, alpha, prefactor, loss0):
@@ -700,8 +1262,7 @@ def threshold_jump(N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
     prefactor = _pos("prefactor", prefactor, "stage-I constant")
     loss0 = _pos("loss0", loss0, "initial loss L(0, D)")
     c_stat = _pos("c_stat", c_stat, "constant of O(xi^2/N)")
-    u = N * L * d / (xi * xi)
-    return _out(prefactor * loss0 / (c_stat * L * d) * u ** (1.0 - alpha))
+    return _call(threshold_jump_ufunc, N, xi, L, d, alpha, prefactor, loss0, c_stat)
 
 
 def continuity_constant(L, d, *, prefactor, loss0):
@@ -710,7 +1271,7 @@ def continuity_constant(L, d, *, prefactor, loss0):
     L, d = _L(L), _d(d)
     prefactor = _pos("prefactor", prefactor, "stage-I constant")
     loss0 = _pos("loss0", loss0, "initial loss L(0, D)")
-    return _out(prefactor * loss0 / (L * d))
+    return _call(continuity_ufunc, L, d, prefactor, loss0)
 
 
 # ---------------------------------------------------------------------------
@@ -740,11 +1301,8 @@ def time_law(T, N, xi, *, c_stat, alpha=1.0, prefactor=1.0, loss0=1.0, literal=F
     alpha = _pos("alpha", alpha, "convergence-rate constant")
     prefactor = _pos("prefactor", prefactor, "stage-I constant")
     loss0 = _nonneg("loss0", loss0, "initial loss L(0, D)")
-    eps2 = (xi / N) ** 2
-    with np.errstate(invalid="ignore", over="ignore"):
-        x = alpha * eps2 * T * (eps2 if literal else 1.0)
-        x = np.where(np.isnan(x), 0.0, x)
-    return _out(prefactor * loss0 * np.exp(-x) + c_stat * xi * xi / N)
+    return _call(time_law_ufunc, T, N, xi, c_stat, alpha, prefactor, loss0,
+                 1.0 if literal else 0.0)
 
 
 def data_law(N, xi, *, c_stat):
@@ -755,7 +1313,7 @@ def data_law(N, xi, *, c_stat):
     """
     N, xi = _N(N), _xi(xi)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
-    return _out(c_stat * xi * xi / N)
+    return _call(data_law_ufunc, N, xi, c_stat)
 
 
 def model_law(M, xi, zeta, *, scale=1.0):
@@ -768,7 +1326,7 @@ def model_law(M, xi, zeta, *, scale=1.0):
     """
     M, xi, zeta = _M(M), _xi(xi), _zeta(zeta)
     scale = _pos("scale", scale, "multiplier of the model law")
-    return _out(scale * xi * xi * M ** (-zeta))
+    return _call(model_law_ufunc, M, xi, zeta, scale)
 
 
 def time_law_valid(M, N, *, m_const):
@@ -777,7 +1335,7 @@ def time_law_valid(M, N, *, m_const):
     constant ``m_const`` (> 0) explicit."""
     M, N = _M(M), _N(N)
     m_const = _pos("m_const", m_const, "constant of M = Omega(N^3)")
-    return _out(np.asarray(M >= m_const * N ** 3))
+    return _out(np.asarray(_call(time_law_valid_ufunc, M, N, m_const)) != 0.0)
 
 
 def data_law_valid(M, N, T, xi, *, m_const, t_const):
@@ -786,13 +1344,14 @@ def data_law_valid(M, N, T, xi, *, m_const, t_const):
     M, N, T, xi = _M(M), _N(N), _T(T), _xi(xi)
     m_const = _pos("m_const", m_const, "constant of M = Omega(N^3)")
     t_const = _pos("t_const", t_const, "constant of T = Omega~(N^2/xi)")
-    return _out(np.asarray((M >= m_const * N ** 3) & (T >= t_const * N ** 2 / xi)))
+    return _out(np.asarray(_call(data_law_valid_ufunc, M, N, T, xi, m_const, t_const)) != 0.0)
 
 
 def model_law_boundary(N, zeta):
     """The paper's limit of the model law: ``N^(3/(2 zeta))``."""
     N, zeta = _N(N), _zeta(zeta)
-    return _out(N ** (1.5 / zeta))
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):  # inf / 0 beyond the range
+        return _out(N ** (1.5 / zeta))
 
 
 def model_law_crossover(N, zeta):
@@ -801,7 +1360,8 @@ def model_law_crossover(N, zeta):
     (``xi^2/N <= xi eps`` with ``eps = xi/M^zeta``); the theorem states
     ``N^(3/(2 zeta))`` instead (see docs/scaling.md)."""
     N, zeta = _N(N), _zeta(zeta)
-    return _out(N ** (1.0 / zeta))
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):  # inf / 0 beyond the range
+        return _out(N ** (1.0 / zeta))
 
 
 def model_law_valid(M, N, zeta):
@@ -828,8 +1388,7 @@ def noise_drag_data(N, xi0, power=0.5, *, c_stat):
     xi0 = _xi(xi0, "xi0")
     power = _nonneg("power", power, "growth exponent of xi(N)")
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
-    xi = xi0 * N ** power
-    return _out(c_stat * xi * (xi / N))
+    return _call(noise_drag_data_ufunc, N, xi0, power, c_stat)
 
 
 def noise_drag_compute(C, xi0, L, d, power=0.1, *, c_stat, form="exact"):
@@ -839,19 +1398,19 @@ def noise_drag_compute(C, xi0, L, d, power=0.1, *, c_stat, form="exact"):
     xi0^10`` is constant and the bound is the constant
     ``c_stat 6^(-1/6) xi0^(5/3) W0(6 (L d)^6 / xi0^10)^(1/6)`` (``O(1)``),
     as section 7.2 states. ``form`` is ``"exact"`` (:func:`stage_two_bound`)
-    or ``"paper"`` (:func:`stage_two_bound_paper`). ``C`` must be > 0.
+    or ``"paper"`` (:func:`stage_two_bound_paper`). ``C`` must be > 0;
+    ``C = inf`` gives the limit along the path (``inf`` for ``power > 1/10``,
+    0 below, the constant at ``1/10``).
     """
     C = _check("C", C, lo=0.0, meaning="total compute, > 0 on a drag path")
     xi0 = _xi(xi0, "xi0")
     L, d = _L(L), _d(d)
     power = _nonneg("power", power, "growth exponent of xi(C)")
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(.)"), "constant of O(.)")
-    xi = xi0 * C ** power
-    if form == "exact":
-        return _call(stage_two_ufunc, C, xi, L, d, c_stat)
-    if form == "paper":
-        return _call(stage_two_paper_ufunc, C, xi, c_stat)
-    raise ValueError(f"form must be 'exact' or 'paper', got {form!r}")
+    if form not in ("exact", "paper"):
+        raise ValueError(f"form must be 'exact' or 'paper', got {form!r}")
+    return _call(noise_drag_compute_ufunc, C, xi0, L, d, power, c_stat,
+                 1.0 if form == "paper" else 0.0)
 
 
 def noise_drag_exponent(power, law="data"):
