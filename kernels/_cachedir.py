@@ -83,7 +83,7 @@ def folder_problem(path, *, allow_sticky: bool = False) -> str | None:
         if st.st_mode & 0o022 and not (allow_sticky and st.st_mode & stat.S_ISVTX):
             who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002))
                                if st.st_mode & bit)
-            return (f"is writable by {who} (mode {stat.S_IMODE(st.st_mode):o}; "
+            return (f"is writable by {who} (mode 0{stat.S_IMODE(st.st_mode):o}; "
                     f"`chmod go-w` it to use it)")
     if not _can_write(path):
         return "is not writable"
@@ -92,6 +92,8 @@ def folder_problem(path, *, allow_sticky: bool = False) -> str | None:
 
 def ensure_private_dir(path) -> str | None:
     """Create ``path`` (mode ``0o700``) if missing; return :func:`folder_problem`."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        return "is not a directory"
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
