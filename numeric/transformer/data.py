@@ -1,0 +1,107 @@
+"""Synthetic sequence-to-sequence data for paper 000's setting (section 3.2).
+
+Inputs ``X_i`` (L x d) have i.i.d. standard Gaussian tokens, RMS-normalised
+per token (``x <- x / sqrt(mean_k x_k^2)``, so ``||X_{i,l}||_2 = sqrt(d)``; with
+``token_norm="unit"``, ``||X_{i,l}||_2 = 1``). Targets are
+``Y_i = F*(X_i) + Xi_i`` with ``Xi`` i.i.d. ``N(0, xi^2)`` entries (so
+``max Var[Xi_{l,k}] = xi^2``). The teacher ``F*`` is a
+:class:`~attndyn.numeric.transformer.model.Transformer` (e.g. a random one of
+the student's class) or any callable mapping (n, L, d) to (n, L, d).
+
+Because the noise is centred and independent of ``X``, the excess risk of a
+model ``F`` is ``R(F) - R(F*) = E ||F(X) - F*(X)||_F^2``; it is estimated on a
+held-out test set of noiseless teacher outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .model import _as_rng, _int_ge1, _seed_label
+
+__all__ = ["SeqData", "make_data", "rms_normalise"]
+
+
+def rms_normalise(X, token_norm="rms"):
+    """Per-token RMS normalisation of an (n, L, d) array."""
+    X = np.asarray(X, dtype=np.float64)
+    r = np.sqrt(np.mean(X * X, axis=-1, keepdims=True))
+    if np.any(r == 0):
+        raise ValueError("X has an all-zero token, which cannot be RMS-normalised")
+    X = X / r
+    if token_norm == "unit":
+        X = X / math.sqrt(X.shape[-1])
+    elif token_norm != "rms":
+        raise ValueError(f"token_norm must be 'rms' or 'unit', got {token_norm!r}")
+    return X
+
+
+@dataclass
+class SeqData:
+    """A training set ``(X, Y)`` with a noiseless test set ``(X_test, F_test)``."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    X_test: np.ndarray | None = None
+    F_test: np.ndarray | None = None
+    xi: float = 0.0
+    params: dict = field(default_factory=dict)
+
+    @property
+    def n(self):
+        return self.X.shape[0]
+
+    def subset(self, n):
+        """The first ``n`` training sequences (same test set)."""
+        n = _int_ge1(n, "n")
+        if n > self.n:
+            raise ValueError(f"n must be <= {self.n}, got {n}")
+        return SeqData(self.X[:n], self.Y[:n], self.X_test, self.F_test, self.xi,
+                       dict(self.params, n=n))
+
+
+def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="rms"):
+    """Draw ``n`` training and ``n_test`` test sequences from the teacher.
+
+    Parameters
+    ----------
+    teacher : Transformer or callable
+        ``F*``; a callable needs ``L`` and ``d``.
+    n, n_test : int >= 1
+    xi : float >= 0
+        Noise standard deviation (variance ``xi^2``).
+    seed : int, SeedSequence or Generator
+        Draws inputs, then noise, then test inputs.
+    """
+    n = _int_ge1(n, "n")
+    n_test = _int_ge1(n_test, "n_test")
+    if isinstance(xi, bool) or not isinstance(xi, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(xi)) or float(xi) < 0:
+        raise ValueError(f"xi must be a finite real number >= 0, got {xi!r}")
+    xi = float(xi)
+    if hasattr(teacher, "forward") and hasattr(teacher, "L"):
+        L, d = teacher.L, teacher.d
+        f = teacher.forward
+        tinfo = teacher.config()
+    elif callable(teacher):
+        if L is None or d is None:
+            raise ValueError("a callable teacher needs L and d")
+        L, d = _int_ge1(L, "L"), _int_ge1(d, "d")
+        f = teacher
+        tinfo = {"callable": getattr(teacher, "__name__", "callable")}
+    else:
+        raise TypeError("teacher must be a Transformer or a callable (n, L, d) -> (n, L, d)")
+    rng = _as_rng(seed)
+    X = rms_normalise(rng.standard_normal((n, L, d)), token_norm)
+    Fx = np.asarray(f(X), dtype=np.float64)
+    if Fx.shape != X.shape or not np.all(np.isfinite(Fx)):
+        raise ValueError(f"teacher must return finite values of shape {X.shape}")
+    Y = Fx + xi * rng.standard_normal(X.shape)
+    Xt = rms_normalise(rng.standard_normal((n_test, L, d)), token_norm)
+    Ft = np.asarray(f(Xt), dtype=np.float64)
+    return SeqData(X, Y, Xt, Ft, xi, {"n": n, "n_test": n_test, "xi": xi, "L": L, "d": d,
+                                      "token_norm": token_norm, "seed": _seed_label(seed),
+                                      "teacher": tinfo})

@@ -1,0 +1,271 @@
+r"""Paper 000's lemmas and theorems, measured on the transformer.
+
+- :func:`lemma41_sweep`: Lemma 4.1 / B.6's expression for ``dL/dt`` against
+  the exact ``-|grad L|^2`` as a function of the width ``m`` (with a fitted
+  power-law trend of the relative gap, total and per W / U part).
+- :func:`assumption_sweep`: ``lambda = lambda_min(H'(0)/omega)`` of Assumption 5.1
+  over ``m``, ``n``, ``L`` or ``d``.
+- :func:`lemma53`: along gradient-flow runs, ``min_t lambda_min(H_nu(t))``
+  against ``lambda/2`` (Lemma 5.3), and the fraction of seeds that violate it.
+- :func:`theorem55`: the measured decay of the training loss against
+  ``exp(-alpha eps^2 T)`` with ``alpha = lambda/omega`` from the measured
+  ``lambda`` and ``omega`` (Theorem 5.5); ratio of rates.
+- :func:`required_width`, :func:`definition52`: the width Definition 5.2
+  requires, beside the width used.
+
+Experiments are described by a *setup* dict with keys ``N, L, d, m, n, eps,
+omega, kappa, xi`` (``kappa="1/sqrt(m)"`` selects Definition 5.2's choice) and
+optional ``teacher_m`` (width of the random teacher, default ``m``),
+``token_norm`` ("rms" or "unit"), ``E_scale``, ``n_test``. A seed spawns three
+``SeedSequence`` children: teacher, student, data.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .data import make_data
+from .kernel import kernel_eigenvalues, lemma41
+from .model import Transformer, _int_ge1, _pos_float
+from .results import Sweep, fit_power_law
+from .training import train
+
+__all__ = ["build", "check_setup", "lemma41_sweep", "assumption_sweep", "lemma53",
+           "theorem55", "required_width", "log10_required_width", "definition52"]
+
+_REQUIRED = ("N", "L", "d", "m", "n", "eps", "omega", "kappa", "xi")
+
+
+def check_setup(setup) -> dict:
+    """Validate a setup dict (see module docstring); returns a normalised copy."""
+    if not isinstance(setup, dict):
+        raise TypeError("setup must be a dict with keys " + ", ".join(_REQUIRED))
+    missing = [k for k in _REQUIRED if k not in setup]
+    if missing:
+        raise ValueError(f"setup is missing {missing} (no defaults for the paper's scalings)")
+    s = dict(setup)
+    for k in ("N", "L", "d", "m", "n"):
+        s[k] = _int_ge1(s[k], k)
+    s["eps"] = _pos_float(s["eps"], "eps")
+    s["omega"] = _pos_float(s["omega"], "omega")
+    if s["kappa"] != "1/sqrt(m)":
+        s["kappa"] = _pos_float(s["kappa"], "kappa")
+    xi = s["xi"]
+    if isinstance(xi, bool) or not isinstance(xi, (int, float)) or not math.isfinite(xi) or xi < 0:
+        raise ValueError(f"xi must be a finite real number >= 0, got {xi!r}")
+    s["xi"] = float(xi)
+    s["teacher_m"] = _int_ge1(s.get("teacher_m", s["m"]), "teacher_m")
+    s.setdefault("token_norm", "rms")
+    s.setdefault("E_scale", 1.0)
+    s["n_test"] = _int_ge1(s.get("n_test", 256), "n_test")
+    return s
+
+
+def _kappa(s, m):
+    return 1.0 / math.sqrt(m) if s["kappa"] == "1/sqrt(m)" else s["kappa"]
+
+
+def build(setup, seed):
+    """``(student, data)`` for a setup and a seed (int or SeedSequence): a
+    random teacher of the same class (width ``teacher_m``), the student, and
+    teacher data with noise ``xi``."""
+    s = check_setup(setup)
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    st, ss_s, sd = ss.spawn(3)
+    common = dict(eps=s["eps"], omega=s["omega"], E_scale=s["E_scale"])
+    teacher = Transformer(s["N"], s["L"], s["d"], s["teacher_m"],
+                          kappa=_kappa(s, s["teacher_m"]), seed=st, **common)
+    student = Transformer(s["N"], s["L"], s["d"], s["m"], kappa=_kappa(s, s["m"]), seed=ss_s,
+                          **common)
+    data = make_data(teacher, s["n"], xi=s["xi"], seed=sd, n_test=s["n_test"],
+                     token_norm=s["token_norm"])
+    return student, data
+
+
+def _seed_list(seeds):
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        return list(range(int(seeds)))
+    return [int(x) for x in seeds]
+
+
+def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4):
+    """Relative gap between Lemma 4.1's expression and ``dL/dt = -|grad L|^2``
+    at initialisation, for every width in ``widths`` (mean and spread over
+    ``seeds``), with power-law fits ``gap ~ a m^b`` for the total, the W part
+    (``<beta, beta>`` vs ``|dL/dW|^2``) and the U part.
+    """
+    s = check_setup(setup)
+    seeds = _seed_list(seeds)
+    widths = [_int_ge1(int(m), "widths") for m in widths]
+    rows = []
+    for m in widths:
+        g, gW, gU, rU = [], [], [], []
+        for sd in seeds:
+            student, data = build(dict(s, m=m, teacher_m=s["teacher_m"]), sd)
+            r = lemma41(student, data.X, data.Y)
+            g.append(r["rel_gap"])
+            gW.append(r["rel_gap_W"])
+            gU.append(r["rel_gap_U"])
+            rU.append(sum(r["exact_U"]) / max(sum(r["exact_W"]) + sum(r["exact_U"]), 1e-300))
+        rows.append([np.mean(g), np.std(g), np.mean(gW), np.std(gW), np.mean(gU), np.std(gU),
+                     np.mean(rU)])
+    y = np.asarray(rows).T
+    names = ["gap", "gap_std", "gap_W", "gap_W_std", "gap_U", "gap_U_std", "U_share_exact"]
+    x = np.asarray(widths, dtype=np.float64)
+    fits = {k: fit_power_law(x, y[names.index(k)]) for k in ("gap", "gap_W", "gap_U")}
+    return Sweep("m", x, names, y, kind="lemma41_width", params=s, seeds=seeds, fits=fits)
+
+
+def assumption_sweep(setup, variable, values, *, seeds=4):
+    """``lambda = min_nu lambda_min(H'_nu(0)/omega)`` (Assumption 5.1) over one
+    of ``"m"``, ``"n"``, ``"L"``, ``"d"``: mean, min and the fraction of seeds
+    with ``lambda > 0`` (numerically: ``lambda_min > 1e-10 lambda_max`` in
+    every layer; ``H'`` has rank <= m d, so it is singular when n L > m d)."""
+    if variable not in ("m", "n", "L", "d"):
+        raise ValueError(f"variable must be 'm', 'n', 'L' or 'd', got {variable!r}")
+    s = check_setup(setup)
+    seeds = _seed_list(seeds)
+    rows = []
+    for v in values:
+        v = _int_ge1(int(v), "values")
+        lam, pd = [], []
+        for sd in seeds:
+            st = dict(s, **{variable: v})
+            if variable == "m":
+                st["teacher_m"] = s["teacher_m"]
+            student, data = build(st, sd)
+            ev = kernel_eigenvalues(student, data.X)
+            lam.append(min(e["lambda"] for e in ev))
+            pd.append(all(e["pd"] for e in ev))
+        lam = np.asarray(lam)
+        rows.append([lam.mean(), lam.min(), lam.max(), float(np.mean(pd))])
+    x = np.asarray([float(v) for v in values])
+    names = ["lambda_mean", "lambda_min", "lambda_max", "fraction_pd"]
+    return Sweep(variable, x, names, np.asarray(rows).T, kind="assumption51", params=s,
+                 seeds=seeds, fits={"lambda_mean": fit_power_law(x, np.asarray(rows)[:, 0])})
+
+
+def lemma53(setup, *, T, seeds=4, n_eval=20, **train_kw):
+    """Lemma 5.3 along gradient-flow runs, one per seed.
+
+    For each seed: ``lambda`` at initialisation (Assumption 5.1), per layer
+    ``min_t lambda_min(H_nu(t))`` and ``min_t lambda_min(H'_nu(t))``, and two
+    readings of the claim ``lambda_min(H_nu(t)) >= lambda/2``: as printed
+    (``H`` against ``lambda``, which was computed from ``H'/omega``) and in
+    consistent units (``lambda_min(H_nu(t)/omega) >= lambda/2``). Returns a
+    :class:`Sweep` over seeds (``x`` = seed) with the fractions of violating
+    seeds in ``fits``.
+    """
+    s = check_setup(setup)
+    seeds = _seed_list(seeds)
+    rows, status, msgs = [], 0, []
+    for sd in seeds:
+        student, data = build(s, sd)
+        lam = min(e["lambda"] for e in kernel_eigenvalues(student, data.X))
+        res = train(student, data, T=T, method="flow", n_eval=n_eval, observe=("kernel",),
+                    **train_kw)
+        if res.status != 0:
+            status = res.status
+            msgs.append(f"seed {sd}: {res.message}")
+        minH = min(res.observable(f"lambda_min_H_{k + 1}").min() for k in range(s["N"]))
+        minHp = min(res.observable(f"lambda_min_Hprime_{k + 1}").min() for k in range(s["N"]))
+        rows.append([lam, minH, minHp, minH / s["omega"],
+                     float(minH < lam / 2), float(minH / s["omega"] < lam / 2)])
+    y = np.asarray(rows).T
+    names = ["lambda", "min_lambda_H", "min_lambda_Hprime", "min_lambda_H_over_omega",
+             "violated_printed", "violated_units"]
+    fits = {"fraction_violated_printed": float(y[4].mean()),
+            "fraction_violated_units": float(y[5].mean())}
+    return Sweep("seed", np.asarray(seeds, dtype=np.float64), names, y, kind="lemma53",
+                 params=dict(s, T=float(T)), seeds=seeds, fits=fits, status=status,
+                 message="; ".join(msgs) or "ok")
+
+
+def theorem55(result, *, lam, omega, eps):
+    r"""Theorem 5.5 on a training result: ``L(T) <= exp(-alpha eps^2 T) L(0)``
+    with ``alpha = lam / omega`` (the constant of ``O(lambda/omega)`` set to 1).
+
+    Returns a dict: ``predicted_rate = alpha eps^2``; ``effective_rate(t) =
+    -log(L(t)/L(0))/t`` at every output time; ``ratio = min_t effective /
+    predicted`` (>= 1: the bound holds at every recorded time with these
+    constants); ``fitted_rate`` (least-squares slope of ``-log L`` over the
+    run) and ``fitted_ratio``; ``holds`` (``L(t) <= bound(t)`` everywhere).
+    """
+    lam = float(lam)
+    omega = _pos_float(omega, "omega")
+    eps = _pos_float(eps, "eps")
+    t = np.asarray(result.t, dtype=np.float64)
+    Ls = np.asarray(result.observable("loss"), dtype=np.float64)
+    alpha = lam / omega
+    pred = alpha * eps * eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = -np.log(Ls[1:] / Ls[0]) / t[1:]
+    A = np.vstack([np.ones(t.size), t]).T
+    slope = float(-np.linalg.lstsq(A, np.log(Ls), rcond=None)[0][1])
+    bound = np.exp(-pred * t) * Ls[0]
+    return {"alpha": alpha, "predicted_rate": pred, "effective_rate": eff.tolist(),
+            "ratio": float(np.min(eff) / pred) if pred > 0 else float("inf"),
+            "final_ratio": float(eff[-1] / pred) if pred > 0 else float("inf"),
+            "fitted_rate": slope, "fitted_ratio": slope / pred if pred > 0 else float("inf"),
+            "holds": bool(np.all(Ls <= bound * (1 + 1e-12))),
+            "max_excess": float(np.max(Ls / bound))}
+
+
+def log10_required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0):
+    r"""``log10`` of Definition 5.2's width,
+    ``m >= prefactor n^3 L^5 exp(c_exp d) / (omega^6 lambda^6 delta^3 N^2)``.
+
+    ``c_exp`` is the "considerably small constant" ``C`` and ``prefactor`` the
+    constant of ``Omega(.)``; the paper gives neither, so ``c_exp`` is required.
+    Computed in logarithms (the value overflows a double for modest ``d``).
+    """
+    n, L, d, N = (_int_ge1(n, "n"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(N, "N"))
+    omega = _pos_float(omega, "omega")
+    lam = _pos_float(lam, "lam", " (lambda of Assumption 5.1 must be > 0)")
+    delta = _pos_float(delta, "delta")
+    if delta >= 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    c_exp = float(c_exp)
+    if not math.isfinite(c_exp) or c_exp < 0:
+        raise ValueError(f"c_exp must be a finite real number >= 0, got {c_exp}")
+    prefactor = _pos_float(prefactor, "prefactor")
+    ln = (math.log(prefactor) + 3 * math.log(n) + 5 * math.log(L) + c_exp * d
+          - 6 * math.log(omega) - 6 * math.log(lam) - 3 * math.log(delta) - 2 * math.log(N))
+    return ln / math.log(10)
+
+
+def required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0):
+    """Definition 5.2's width as a float (``inf`` above the double range); see
+    :func:`log10_required_width`."""
+    lg = log10_required_width(n, L, d, N, omega, lam, delta, c_exp=c_exp, prefactor=prefactor)
+    return 10.0 ** lg if lg < 308 else float("inf")
+
+
+def definition52(model, X, *, delta, c_exp, prefactor=1.0, omega_const=None, B=None):
+    """Definition 5.2 for a model and its training inputs: the measured
+    ``lambda``, the width the definition requires (``log10``) beside the width
+    used, ``kappa`` against ``1/sqrt(m)`` and, when ``omega_const`` and ``B``
+    are given, ``omega`` against ``omega_const / (N L^2 d^2.5 B^3)``.
+    ``premise_met`` is True only if every checked item holds."""
+    X = model.check_X(X)
+    lam = min(e["lambda"] for e in kernel_eigenvalues(model, X))
+    out = {"lambda": lam, "m_used": model.m, "log10_m_used": math.log10(model.m),
+           "kappa": model.kappa, "kappa_def52": 1 / math.sqrt(model.m)}
+    if lam <= 0:
+        out.update(log10_m_required=float("inf"), width_ok=False,
+                   note="lambda <= 0: Assumption 5.1 fails, the theorem does not apply")
+    else:
+        lg = log10_required_width(X.shape[0], model.L, model.d, model.N, model.omega, lam, delta,
+                                  c_exp=c_exp, prefactor=prefactor)
+        out.update(log10_m_required=lg, width_ok=math.log10(model.m) >= lg)
+    ok = out["width_ok"] and math.isclose(model.kappa, out["kappa_def52"], rel_tol=1e-12)
+    if omega_const is not None and B is not None:
+        from .model import good_scalings
+        w = good_scalings(model.N, model.L, model.d, model.m, omega_const=omega_const,
+                          B=B)["omega"]
+        out["omega_def52"] = w
+        ok = ok and math.isclose(model.omega, w, rel_tol=1e-12)
+    out["premise_met"] = bool(ok)
+    return out

@@ -1,0 +1,511 @@
+r"""The multi-layer transformer of paper 000, eq. (1), batched over a data set.
+
+Model (section 3.2, eq. 1). For an input ``X`` of shape ``(L, d)``
+
+.. math::
+
+    F(X, \theta) = \varepsilon\, F_{(N)}(\cdots F_{(1)}(X + E)\cdots), \qquad
+    F_{(\nu)}(\Lambda) = \frac{\omega}{\sqrt m}\,
+        \mathrm{ReLU}\big(\mathrm{Softmax}(\kappa \Lambda U_\nu \Lambda^\top + M)
+        \Lambda W_\nu\big) A_\nu + \Lambda,
+
+with the causal mask ``M[l1, l2] = 0`` for ``l1 >= l2`` and ``-inf`` otherwise,
+``U_nu`` (d x d) and ``W_nu`` (d x m) trainable with ``N(0, 1)`` entries at
+initialisation, ``A_nu`` (m x d) frozen with ``Uniform{-1, +1}`` entries, and
+``E`` (L x d) a fixed positional embedding (it is not among the
+``M = N (m d + d^2)`` trainable parameters of section 3.2).
+
+Section 4.1 quantities (rows ``p = i L + l``, 0-based, of ``nL``-row matrices):
+
+- hidden states ``Lambda_0 = X + E``, ``Lambda_nu = F_nu(Lambda_{nu-1})``;
+- attention scores ``sigma_{nu,p} = Softmax_l(kappa Lambda_{nu-1} U_nu Lambda_{nu-1}^T + M)``
+  (the paper prints ``Lambda_nu`` inside the softmax; the block acts on its
+  input ``Lambda_{nu-1}``);
+- attention outputs ``o_{nu,p} = Lambda_{nu-1,i}^T sigma_{nu,p}``;
+- block outputs ``mu_{nu,p} = (omega/sqrt m) sum_r a_r phi(<o_{nu,p}, w_r>)``,
+  ``mu_0 = X + E``;
+- compacted output ``F_p = eps sum_{nu=0}^N mu_{nu,p}``.
+
+Because of the residual ``+ Lambda`` in each block, ``Lambda_nu = Lambda_{nu-1} + mu_nu``,
+so ``eps Lambda_N = eps sum_{nu=0}^N mu_nu``: the compacted form equals eq. (1)
+exactly (checked to rounding in the tests). Definition A.4 prints ``F_nu``
+without the residual; with that reading the compacted form would not hold, so
+the residual form of eq. (1) is the one implemented.
+
+Loss (Lemma B.3): ``L = (1/n) sum_i ||F(X_i) - Y_i||_F^2 = (1/n) ||F - Y||_F^2``.
+
+All products over the data set are single BLAS GEMMs on ``(nL, d)`` blocks or
+batched ``(n, L, L)`` products.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Transformer", "ForwardCache", "good_scalings", "positional_embedding",
+           "MAX_CACHE_BYTES"]
+
+#: Refuse a forward pass whose cached intermediates would exceed this many bytes.
+MAX_CACHE_BYTES = 4 * 2 ** 30
+
+
+# ---------------------------------------------------------------------------
+# validation helpers
+# ---------------------------------------------------------------------------
+
+def _int_ge1(x, name):
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name} must be an int >= 1, got {x!r}")
+    if x < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {x}")
+    return int(x)
+
+
+def _pos_float(x, name, meaning=""):
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number > 0{meaning}, got {x!r}")
+    x = float(x)
+    if not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{name} must be a finite real number > 0{meaning}, got {x}")
+    return x
+
+
+def _as_rng(seed):
+    """An ``np.random.Generator`` from an int, a SeedSequence, a Generator or None."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, (int, np.integer, np.random.SeedSequence)):
+        if isinstance(seed, bool):
+            raise TypeError(f"seed must be an int, SeedSequence or Generator, got {seed!r}")
+        return np.random.default_rng(seed)
+    raise TypeError(f"seed must be an int, SeedSequence or Generator, got {seed!r}")
+
+
+def _seed_label(seed):
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return int(seed)
+    if isinstance(seed, np.random.SeedSequence):
+        return {"entropy": int(seed.entropy) if isinstance(seed.entropy, (int, np.integer))
+                else str(seed.entropy), "spawn_key": list(seed.spawn_key)}
+    return None
+
+
+def positional_embedding(L, d, kind="sinusoidal"):
+    """Fixed positional embedding ``E`` (L x d).
+
+    ``"sinusoidal"``: ``E[l, 2k] = sin(l / 10000^(2k/d))``, ``E[l, 2k+1] = cos(...)``
+    (the embedding of the transformer paper the model is taken from);
+    ``"zeros"``: ``E = 0``.
+    """
+    L, d = _int_ge1(L, "L"), _int_ge1(d, "d")
+    if kind == "zeros":
+        return np.zeros((L, d))
+    if kind != "sinusoidal":
+        raise ValueError(f"E must be 'sinusoidal', 'zeros' or an (L, d) array, got {kind!r}")
+    pos = np.arange(L)[:, None]
+    k = np.arange(d)[None, :]
+    ang = pos / np.power(10000.0, (2 * (k // 2)) / d)
+    return np.where(k % 2 == 0, np.sin(ang), np.cos(ang))
+
+
+def good_scalings(N, L, d, m, *, omega_const, B=None, delta=None, b_const=None):
+    r"""The scalings of Definition 5.2 ("Good Properties"), with the hidden
+    constants explicit.
+
+    - ``omega = omega_const / (N L^2 d^2.5 B^3)`` (item 1, ``Theta(.)``);
+    - ``kappa = 1 / sqrt(m)`` (item 2, exact);
+
+    with ``B = max(b_const sqrt(log(L m d / delta)), 1)`` (Lemma C.1); pass
+    ``B`` directly or both ``delta`` and ``b_const``. ``eps`` is not fixed by
+    Definition 5.2 (Corollary 6.1 wants ``eps <~ 1/M``, Theorem 7.1
+    ``eps = Theta(xi/N)``), so it is not returned. Returns a dict with
+    ``omega``, ``kappa`` and ``B``.
+    """
+    N, L, d, m = (_int_ge1(N, "N"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(m, "m"))
+    omega_const = _pos_float(omega_const, "omega_const", " (constant of omega = Theta(.))")
+    if B is None:
+        if delta is None or b_const is None:
+            raise ValueError("good_scalings needs B, or both delta and b_const "
+                             "(B = max(b_const sqrt(log(L m d / delta)), 1), Lemma C.1)")
+        delta = _pos_float(delta, "delta", " (failure probability)")
+        if delta >= 1:
+            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        b_const = _pos_float(b_const, "b_const")
+        B = max(b_const * math.sqrt(math.log(L * m * d / delta)), 1.0)
+    else:
+        B = _pos_float(B, "B")
+    omega = omega_const / (N * L ** 2 * d ** 2.5 * B ** 3)
+    return {"omega": omega, "kappa": 1.0 / math.sqrt(m), "B": B}
+
+
+# ---------------------------------------------------------------------------
+# forward cache
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ForwardCache:
+    """Intermediates of one forward pass over ``n`` sequences (section 4.1).
+
+    Lists are over layers ``nu = 1..N`` (0-based index ``nu - 1``) except
+    ``Lam``, which has ``N + 1`` entries ``Lambda_0 .. Lambda_N``.
+
+    ``Lam[k]`` (n, L, d); ``P[k]`` (n, L, L) the attention scores (row ``l`` is
+    ``sigma_{nu, iL+l}``); ``O[k]`` (nL, d) attention outputs ``o``;
+    ``Z[k]`` (nL, m) pre-activations ``o^T w_r``; ``mu[k]`` (nL, d) block outputs;
+    ``F`` (n, L, d) the model output.
+    """
+
+    Lam: list
+    P: list
+    O: list
+    Z: list
+    mu: list
+    F: np.ndarray
+
+    @property
+    def n(self):
+        return self.F.shape[0]
+
+
+class Transformer:
+    r"""The N-layer transformer of eq. (1) (paper 000, section 3.2).
+
+    Parameters
+    ----------
+    N, L, d, m : int >= 1
+        Depth, sequence length, embedding width, feed-forward width.
+    eps : float > 0
+        Output scaling ``varepsilon`` of eq. (1).
+    omega : float > 0
+        Output scaling of each block.
+    kappa : float > 0
+        Attention scaling. Definition 5.2's choices: :func:`good_scalings`.
+    seed : int, SeedSequence or Generator
+        Draws ``U_nu, W_nu ~ N(0, 1)`` and ``A_nu ~ Uniform{-1, +1}`` layer by
+        layer (U, W, A for layer 1, then layer 2, ...).
+    E : "sinusoidal", "zeros" or (L, d) array
+        Fixed positional embedding (:func:`positional_embedding`).
+    E_scale : float >= 0
+        Multiplies a named embedding (the sinusoidal one has ``||E_l||^2 = d/2``).
+    mask : "causal"
+        The only mask of the paper (Definition A.4); anything else is refused.
+
+    There are no defaults for ``eps``, ``omega``, ``kappa``: the paper's
+    "good" values depend on hidden constants (:func:`good_scalings`).
+    """
+
+    def __init__(self, N, L, d, m, eps, omega, kappa, *, seed=None, E="sinusoidal",
+                 E_scale=1.0, mask="causal"):
+        self.N = _int_ge1(N, "N")
+        self.L = _int_ge1(L, "L")
+        self.d = _int_ge1(d, "d")
+        self.m = _int_ge1(m, "m")
+        self.eps = _pos_float(eps, "eps", " (output scaling of eq. 1)")
+        self.omega = _pos_float(omega, "omega", " (block output scaling)")
+        self.kappa = _pos_float(kappa, "kappa", " (attention scaling)")
+        if not (isinstance(mask, str) and mask == "causal"):
+            raise ValueError(f"mask must be 'causal' (the causal mask M of Definition A.4); "
+                             f"got {mask!r}")
+        self.mask = "causal"
+        n_params = self.N * (self.m * self.d + 2 * self.d * self.d + self.m * self.d)
+        if n_params * 8 > MAX_CACHE_BYTES:
+            raise ValueError(f"N (m d + d^2) parameters need {n_params * 8 / 2**30:.1f} GiB, "
+                             f"above the limit of {MAX_CACHE_BYTES / 2**30:.0f} GiB; "
+                             f"reduce N, d or m")
+        E_scale = float(E_scale)
+        if not math.isfinite(E_scale) or E_scale < 0:
+            raise ValueError(f"E_scale must be a finite real number >= 0, got {E_scale}")
+        if isinstance(E, str):
+            self.E = E_scale * positional_embedding(self.L, self.d, E)
+            self._E_kind = E if E_scale == 1.0 else f"{E}*{E_scale:g}"
+        else:
+            E = np.asarray(E, dtype=np.float64)
+            if E.shape != (self.L, self.d):
+                raise ValueError(f"E must have shape (L, d) = ({self.L}, {self.d}), "
+                                 f"got {E.shape}")
+            if not np.all(np.isfinite(E)):
+                raise ValueError("E must be finite")
+            self.E = E_scale * E
+            self._E_kind = "array"
+        self.seed = _seed_label(seed)
+        rng = _as_rng(seed)
+        self.U, self.W, self.A = [], [], []
+        for _ in range(self.N):
+            self.U.append(rng.standard_normal((self.d, self.d)))
+            self.W.append(rng.standard_normal((self.d, self.m)))
+            self.A.append(rng.choice(np.array([-1.0, 1.0]), size=(self.m, self.d)))
+        self._c = self.omega / math.sqrt(self.m)
+        tril = np.tri(self.L, dtype=bool)
+        self._neg = np.where(tril, 0.0, -np.inf)
+
+    # -- description ------------------------------------------------------
+    @property
+    def n_params(self) -> int:
+        """Number of trainable parameters ``M = N (m d + d^2)`` (section 3.2)."""
+        return self.N * (self.m * self.d + self.d * self.d)
+
+    def config(self) -> dict:
+        """JSON-serialisable constructor arguments (without the seeded weights)."""
+        return {"N": self.N, "L": self.L, "d": self.d, "m": self.m, "eps": self.eps,
+                "omega": self.omega, "kappa": self.kappa, "seed": self.seed,
+                "E": self._E_kind, "mask": self.mask}
+
+    def __repr__(self):
+        return (f"Transformer(N={self.N}, L={self.L}, d={self.d}, m={self.m}, eps={self.eps:g}, "
+                f"omega={self.omega:g}, kappa={self.kappa:g}, seed={self.seed!r})")
+
+    # -- parameters -------------------------------------------------------
+    def parameters(self):
+        """A list over layers (0-based) of dicts with keys ``"U"``, ``"W"``, ``"A"``
+        (copies). The positional embedding is :attr:`E`."""
+        return [{"U": u.copy(), "W": w.copy(), "A": a.copy()}
+                for u, w, a in zip(self.U, self.W, self.A)]
+
+    def set_parameters(self, params):
+        """Set the parameters from a list over layers of dicts with keys ``"U"``
+        and ``"W"`` (and optionally ``"A"``), as returned by :meth:`parameters`."""
+        if not isinstance(params, (list, tuple)) or len(params) != self.N:
+            raise ValueError(f"params must be a list of N = {self.N} dicts with keys 'U', 'W'")
+        new = []
+        for k, p in enumerate(params):
+            if not isinstance(p, dict) or "U" not in p or "W" not in p:
+                raise ValueError(f"params[{k}] must be a dict with keys 'U' and 'W'")
+            u = np.array(p["U"], dtype=np.float64)
+            w = np.array(p["W"], dtype=np.float64)
+            a = np.array(p["A"], dtype=np.float64) if "A" in p else self.A[k].copy()
+            for name, x, shape in (("U", u, (self.d, self.d)), ("W", w, (self.d, self.m)),
+                                   ("A", a, (self.m, self.d))):
+                if x.shape != shape:
+                    raise ValueError(f"params[{k}]['{name}'] must have shape {shape}, "
+                                     f"got {x.shape}")
+                if not np.all(np.isfinite(x)):
+                    raise ValueError(f"params[{k}]['{name}'] must be finite")
+            new.append((u, w, a))
+        self.U = [x[0] for x in new]
+        self.W = [x[1] for x in new]
+        self.A = [x[2] for x in new]
+
+    def theta(self) -> np.ndarray:
+        """The flat trainable vector ``theta`` in R^M: for each layer
+        ``vec(U_nu)`` then ``vec(W_nu)``, row-major (the paper's ``vec``)."""
+        return np.concatenate([np.concatenate([u.ravel(), w.ravel()])
+                               for u, w in zip(self.U, self.W)])
+
+    def set_theta(self, theta):
+        """Inverse of :meth:`theta`."""
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (self.n_params,):
+            raise ValueError(f"theta must have shape ({self.n_params},), got {theta.shape}")
+        dd, dm = self.d * self.d, self.d * self.m
+        off = 0
+        for k in range(self.N):
+            self.U[k] = theta[off:off + dd].reshape(self.d, self.d).copy()
+            off += dd
+            self.W[k] = theta[off:off + dm].reshape(self.d, self.m).copy()
+            off += dm
+
+    def copy(self):
+        """An independent copy (same weights)."""
+        new = object.__new__(Transformer)
+        new.__dict__.update(self.__dict__)
+        new.U = [u.copy() for u in self.U]
+        new.W = [w.copy() for w in self.W]
+        new.A = [a.copy() for a in self.A]
+        new.E = self.E.copy()
+        return new
+
+    def save(self, path) -> str:
+        """Save configuration and weights to ``path`` (``.npz``)."""
+        import json
+        path = str(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
+        arrays = {"E": self.E}
+        for k in range(self.N):
+            arrays[f"U{k}"], arrays[f"W{k}"], arrays[f"A{k}"] = self.U[k], self.W[k], self.A[k]
+        header = dict(self.config(), format="attndyn-transformer-1")
+        np.savez_compressed(path, header=np.array(json.dumps(header)), **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path):
+        """Load a model saved by :meth:`save`."""
+        import json
+        with np.load(path, allow_pickle=False) as f:
+            h = json.loads(str(f["header"]))
+            if h.get("format") != "attndyn-transformer-1":
+                raise ValueError(f"{path} is not an attndyn transformer file")
+            model = cls(h["N"], h["L"], h["d"], h["m"], h["eps"], h["omega"], h["kappa"],
+                        seed=0, E=f["E"])
+            model.set_parameters([{"U": f[f"U{k}"], "W": f[f"W{k}"], "A": f[f"A{k}"]}
+                                  for k in range(h["N"])])
+            model.seed = h["seed"]
+            model._E_kind = h["E"]
+        return model
+
+    # -- input checks -----------------------------------------------------
+    def check_X(self, X, name="X"):
+        """``X`` as a float64 array of shape (n, L, d) (a single (L, d) input is
+        promoted to n = 1); errors name the argument."""
+        try:
+            X = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be a real array of shape (n, L, d)") from None
+        if X.ndim == 2:
+            X = X[None]
+        if X.ndim != 3 or X.shape[1:] != (self.L, self.d) or X.shape[0] < 1:
+            raise ValueError(f"{name} must have shape (n, L, d) = (n, {self.L}, {self.d}) "
+                             f"with n >= 1, got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"{name} must be finite (found NaN or inf)")
+        return X
+
+    def check_XY(self, X, Y):
+        X = self.check_X(X, "X")
+        Y = self.check_X(Y, "Y")
+        if Y.shape != X.shape:
+            raise ValueError(f"Y must have the shape of X, {X.shape}, got {Y.shape}")
+        return X, Y
+
+    def _check_size(self, n):
+        per = 8 * (self.N + 1) * n * self.L * (2 * self.d + self.L + self.m) + 8 * n * self.L * self.m
+        if per > MAX_CACHE_BYTES:
+            raise ValueError(f"a forward pass over n = {n} sequences would cache "
+                             f"{per / 2**30:.1f} GiB (limit {MAX_CACHE_BYTES / 2**30:.0f} GiB); "
+                             f"pass fewer sequences at a time")
+
+    # -- forward ------------------------------------------------------------
+    def _forward(self, X) -> ForwardCache:
+        n, L, d = X.shape
+        self._check_size(n)
+        Lam = X + self.E
+        Lams, Ps, Os, Zs, mus = [Lam], [], [], [], []
+        for U, W, A in zip(self.U, self.W, self.A):
+            S = np.matmul(np.matmul(Lam, U), Lam.transpose(0, 2, 1))
+            S *= self.kappa
+            S += self._neg
+            S -= S.max(axis=2, keepdims=True)  # the diagonal is never masked
+            np.exp(S, out=S)
+            S /= S.sum(axis=2, keepdims=True)
+            O = np.matmul(S, Lam).reshape(n * L, d)
+            Z = O @ W
+            mu = np.maximum(Z, 0.0) @ A
+            mu *= self._c
+            Lam = Lam + mu.reshape(n, L, d)
+            Ps.append(S)
+            Os.append(O)
+            Zs.append(Z)
+            mus.append(mu)
+            Lams.append(Lam)
+        return ForwardCache(Lam=Lams, P=Ps, O=Os, Z=Zs, mu=mus, F=self.eps * Lam)
+
+    def forward(self, X) -> np.ndarray:
+        """``F(X, theta)`` of eq. (1); X of shape (n, L, d) -> (n, L, d)."""
+        return self._forward(self.check_X(X)).F
+
+    __call__ = forward
+
+    def hidden(self, X) -> ForwardCache:
+        """All section 4.1 quantities for the inputs X (a :class:`ForwardCache`)."""
+        return self._forward(self.check_X(X))
+
+    def compact_output(self, X) -> np.ndarray:
+        """The compacted output ``F = eps sum_{nu=0}^N mu_nu`` (section 4.1), shape (nL, d)."""
+        X = self.check_X(X)
+        c = self._forward(X)
+        tot = (X + self.E).reshape(-1, self.d).copy()
+        for mu in c.mu:
+            tot += mu
+        return self.eps * tot
+
+    def loss(self, X, Y) -> float:
+        """Training objective of Lemma B.3: ``(1/n) ||F - Y||_F^2``."""
+        X, Y = self.check_XY(X, Y)
+        R = self._forward(X).F - Y
+        return float(np.vdot(R, R) / X.shape[0])
+
+    # -- gradients ----------------------------------------------------------
+    def _backward(self, c: ForwardCache, Y, *, keep_delta=False):
+        """Reverse-mode chain rule through eq. (1), op by op (the fast path).
+
+        Returns ``(grads, deltas)`` with ``grads`` a list of (dU, dW) and
+        ``deltas[k] = dL/dmu_{k+1}`` (n, L, d), the adjoint of the block output,
+        which equals ``dL/dLambda_{k+1}`` because ``Lambda_nu = Lambda_{nu-1} + mu_nu``.
+        """
+        n, L, d = c.F.shape
+        nl = n * L
+        G = (2.0 * self.eps / n) * (c.F - Y)  # dL/dLambda_N
+        grads = [None] * self.N
+        deltas = [None] * self.N
+        for k in range(self.N - 1, -1, -1):
+            U, W, A = self.U[k], self.W[k], self.A[k]
+            Lam, P, O, Z = c.Lam[k], c.P[k], c.O[k], c.Z[k]
+            if keep_delta:
+                deltas[k] = G.copy()
+            dZ = G.reshape(nl, d) @ A.T
+            dZ *= self._c
+            dZ *= Z > 0
+            dW = O.T @ dZ
+            dO = (dZ @ W.T).reshape(n, L, d)
+            dP = np.matmul(dO, Lam.transpose(0, 2, 1))  # (n, L, L)
+            dS = dP
+            dS -= (dP * P).sum(axis=2, keepdims=True)
+            dS *= P
+            dS *= self.kappa
+            T1 = np.matmul(dS, Lam)  # (n, L, d)
+            dU = Lam.reshape(nl, d).T @ T1.reshape(nl, d)
+            T2 = np.matmul(dS.transpose(0, 2, 1), Lam)
+            Gp = np.matmul(P.transpose(0, 2, 1), dO)
+            Gp += (T1.reshape(nl, d) @ U.T).reshape(n, L, d)
+            Gp += (T2.reshape(nl, d) @ U).reshape(n, L, d)
+            G = G + Gp  # residual path
+            grads[k] = (dU, dW)
+        return grads, deltas
+
+    def gradients(self, X, Y, *, form="exact"):
+        """``dL/dU_nu`` and ``dL/dW_nu`` for every layer: a list over layers
+        (0-based) of dicts with keys ``"U"`` (d x d) and ``"W"`` (d x m).
+
+        ``form="exact"``: the chain rule (reverse mode; equals Lemma B.4 parts
+        1-2 with the exact adjoint ``dL/dmu_nu``). ``form="lemma"``: parts 1-3
+        of Lemma B.4 as printed (part 3 read as a d x d recursion, see
+        :func:`attndyn.numeric.transformer.gradients.lemma_gradients` and
+        docs/transformer.md), which keeps only the same-token Jacobian and
+        differs from the exact gradient when ``N >= 2`` and ``L >= 2``.
+        """
+        X, Y = self.check_XY(X, Y)
+        if form == "exact":
+            grads, _ = self._backward(self._forward(X), Y)
+            return [{"U": u, "W": w} for u, w in grads]
+        if form == "lemma":
+            from .gradients import lemma_gradients
+            return lemma_gradients(self, X, Y, form="lemma")
+        raise ValueError(f"form must be 'exact' or 'lemma', got {form!r}")
+
+    def loss_and_grad(self, X, Y):
+        """``(L, grad_theta L)`` with the gradient flattened like :meth:`theta`
+        (inputs already checked: used by the training loops)."""
+        c = self._forward(X)
+        R = c.F - Y
+        loss = float(np.vdot(R, R) / X.shape[0])
+        grads, _ = self._backward(c, Y)
+        g = np.concatenate([np.concatenate([u.ravel(), w.ravel()]) for u, w in grads])
+        return loss, g
+
+    def adjoints(self, X, Y):
+        """The exact ``dL/dmu_nu`` for every layer, a list of (nL, d) arrays."""
+        X, Y = self.check_XY(X, Y)
+        _, deltas = self._backward(self._forward(X), Y, keep_delta=True)
+        return [g.reshape(-1, self.d) for g in deltas]
+
+    # -- kernels ------------------------------------------------------------
+    def kernel(self, X, layer, *, part="full"):
+        """The layer kernel ``H_nu`` of Definition B.5 (nL x nL, rows
+        ``p = i L + l``; ``layer`` 0-based). ``part="W"`` gives the
+        ``<beta, beta>`` part ``H'_nu`` of Assumption 5.1, ``part="U"`` the
+        ``<gamma, gamma>`` part. See :mod:`attndyn.numeric.transformer.kernel`."""
+        from .kernel import layer_kernel
+        return layer_kernel(self, X, layer, part=part)

@@ -1,0 +1,113 @@
+"""A labelled sweep result (one observable table over a swept parameter) that saves and loads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Sweep", "load_sweep", "fit_power_law"]
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return repr(obj)
+    return obj
+
+
+def fit_power_law(x, y):
+    """Least-squares fit of ``log y = log a + b log x`` over the finite positive
+    points. Returns ``{"exponent": b, "prefactor": a, "n_points": k,
+    "exponent_stderr": s}`` (NaN where fewer than 2 points)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    k = int(ok.sum())
+    if k < 2:
+        return {"exponent": float("nan"), "prefactor": float("nan"), "n_points": k,
+                "exponent_stderr": float("nan")}
+    lx, ly = np.log(x[ok]), np.log(y[ok])
+    A = np.vstack([np.ones(k), lx]).T
+    coef, res, *_ = np.linalg.lstsq(A, ly, rcond=None)
+    se = float("nan")
+    if k > 2:
+        r = ly - A @ coef
+        s2 = float(r @ r) / (k - 2)
+        cov = s2 * np.linalg.inv(A.T @ A)
+        se = float(np.sqrt(cov[1, 1]))
+    return {"exponent": float(coef[1]), "prefactor": float(np.exp(coef[0])), "n_points": k,
+            "exponent_stderr": se}
+
+
+@dataclass
+class Sweep:
+    """Observables ``y`` (n_obs, n_x) over the values ``x`` of ``x_name``.
+
+    ``fits`` holds fitted trends (e.g. power-law exponents), ``params`` the
+    configuration, ``seeds`` the seeds used, ``status`` 0 when every run
+    succeeded.
+    """
+
+    x_name: str
+    x: np.ndarray
+    names: list
+    y: np.ndarray
+    kind: str = ""
+    params: dict = field(default_factory=dict)
+    seeds: list = field(default_factory=list)
+    fits: dict = field(default_factory=dict)
+    status: int = 0
+    message: str = "ok"
+
+    def __getitem__(self, name):
+        try:
+            return self.y[self.names.index(name)]
+        except ValueError:
+            raise KeyError(f"no observable {name!r}; have {self.names}") from None
+
+    def __repr__(self):
+        return (f"Sweep(kind={self.kind!r}, x_name={self.x_name!r}, n_x={self.x.size}, "
+                f"names={self.names}, status={self.status})")
+
+    def table(self) -> str:
+        """A plain-text table of the sweep."""
+        head = [self.x_name] + list(self.names)
+        rows = [" ".join(f"{h:>14s}" for h in head)]
+        for j in range(self.x.size):
+            rows.append(" ".join(f"{v:14.6g}" for v in [self.x[j]] + list(self.y[:, j])))
+        return "\n".join(rows)
+
+    def save(self, path) -> str:
+        path = str(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
+        header = {"x_name": self.x_name, "names": list(self.names), "kind": self.kind,
+                  "params": _jsonable(self.params), "seeds": _jsonable(self.seeds),
+                  "fits": _jsonable(self.fits), "status": int(self.status),
+                  "message": self.message, "format": "attndyn-sweep-1"}
+        np.savez_compressed(path, x=self.x, y=self.y, header=np.array(json.dumps(header)))
+        return path
+
+
+def load_sweep(path) -> Sweep:
+    """Load a :class:`Sweep` saved by :meth:`Sweep.save`."""
+    with np.load(path, allow_pickle=False) as f:
+        h = json.loads(str(f["header"]))
+        if h.get("format") != "attndyn-sweep-1":
+            raise ValueError(f"{path} is not an attndyn sweep file")
+        return Sweep(x_name=h["x_name"], x=f["x"], names=h["names"], y=f["y"], kind=h["kind"],
+                     params=h["params"], seeds=h["seeds"], fits=h["fits"], status=h["status"],
+                     message=h["message"])

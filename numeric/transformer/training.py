@@ -1,0 +1,245 @@
+r"""Training of paper 000's transformer, eq. (2): gradient flow and mini-batch SGD.
+
+Eq. (2): ``d theta/dt = -grad_theta L(t, B(t))`` with ``L(t, B) = (1/|B|)
+sum_{(X,Y) in B} ||F(X, theta) - Y||_F^2`` and ``|B| = alpha_agr n``.
+
+- ``method="flow"``: full-batch gradient flow (``alpha_agr = 1``), integrated
+  by :func:`scipy.integrate.solve_ivp` (``solver``, ``rtol``, ``atol``) from one
+  output time to the next; ``dL/dt = -|grad L|^2`` holds exactly along it.
+- ``method="sgd"``: ``theta <- theta - lr grad L(theta, B_k)`` with a fresh
+  uniformly drawn batch of ``round(batch_fraction n)`` sequences per step (an
+  unbiased estimate of the full loss); step ``k`` sits at time ``t = k lr``, so
+  SGD is the Euler discretisation of eq. (2) and tends to the flow as
+  ``lr -> 0`` with ``batch_fraction = 1``.
+
+Recorded at each output time (rows of the returned
+:class:`~attndyn.numeric.core.results.Trajectory`): ``loss`` (full training
+loss), ``excess_risk`` (``mean ||F(X) - F*(X)||_F^2`` on the data's test set,
+when it has one), ``grad_norm2`` (``|grad L|^2`` on the full training set) and,
+on request, ``lemma41`` (Lemma 4.1's expression for ``dL/dt``),
+``lambda_min_H_k`` and ``lambda_min_Hprime_k`` (per layer, 1-based names).
+
+Blow-up: a non-finite loss or one above ``blowup`` ends the run with status
+-1 and a message (``raise_on_failure=True`` raises
+:class:`~attndyn.numeric.core.results.IntegrationError`); an integrator
+failure gives status -2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attndyn.numeric.core.results import IntegrationError, Trajectory
+
+from .data import SeqData
+from .model import Transformer, _int_ge1, _pos_float, _seed_label
+
+__all__ = ["train", "excess_risk"]
+
+_OBSERVE = ("kernel", "lemma41", "theta")
+
+
+class _BlowUp(Exception):
+    def __init__(self, t, loss):
+        self.t, self.loss = t, loss
+
+
+def excess_risk(model, X_test, F_test) -> float:
+    """``mean_i ||F(X_i) - F*(X_i)||_F^2`` over a noiseless test set."""
+    R = model._forward(X_test).F - F_test
+    return float(np.vdot(R, R) / X_test.shape[0])
+
+
+def _data(model, data):
+    if isinstance(data, SeqData):
+        X, Y = model.check_XY(data.X, data.Y)
+        Xt = Ft = None
+        if data.X_test is not None:
+            Xt = model.check_X(data.X_test, "data.X_test")
+            Ft = model.check_X(data.F_test, "data.F_test")
+        return X, Y, Xt, Ft, dict(data.params)
+    if isinstance(data, (tuple, list)) and len(data) in (2, 4):
+        X, Y = model.check_XY(data[0], data[1])
+        Xt = Ft = None
+        if len(data) == 4:
+            Xt = model.check_X(data[2], "X_test")
+            Ft = model.check_X(data[3], "F_test")
+        return X, Y, Xt, Ft, {"n": X.shape[0]}
+    raise TypeError("data must be a SeqData or a tuple (X, Y) or (X, Y, X_test, F_test)")
+
+
+def _times(T, t_eval, n_eval):
+    T = float(T)
+    if not math.isfinite(T) or T <= 0:
+        raise ValueError(f"T must be a finite real number > 0, got {T}")
+    if t_eval is None:
+        n_eval = _int_ge1(n_eval, "n_eval")
+        return np.linspace(0.0, T, n_eval + 1)
+    t = np.asarray(t_eval, dtype=np.float64).ravel()
+    if t.size == 0 or not np.all(np.isfinite(t)) or t[0] < 0 or np.any(np.diff(t) < 0) \
+            or t[-1] > T * (1 + 1e-12):
+        raise ValueError("t_eval must be finite, non-decreasing, in [0, T] and non-empty")
+    return t
+
+
+def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50, lr=None,
+          batch_fraction=1.0, seed=None, solver="RK45", rtol=1e-8, atol=1e-10,
+          observe=(), blowup=1e8, raise_on_failure=False, inplace=False):
+    """Train ``model`` on ``data`` for time ``T`` by eq. (2).
+
+    Parameters
+    ----------
+    model : Transformer
+        Trained on a copy unless ``inplace=True``.
+    data : SeqData or (X, Y) or (X, Y, X_test, F_test)
+    T : float > 0
+        Training time (the ODE time of eq. 2).
+    method : "flow" or "sgd"
+    t_eval, n_eval
+        Output times (default ``n_eval + 1`` equispaced points in [0, T]).
+    lr : float > 0
+        SGD step (time per step); required for ``method="sgd"``.
+    batch_fraction : float in (0, 1]
+        ``alpha_agr`` of section 3.2 (SGD only; the flow is full batch).
+    seed : int or SeedSequence
+        SGD batch draws (through ``SeedSequence``).
+    observe : iterable of "kernel", "lemma41", "theta"
+        Extra observables; ``"theta"`` keeps the parameter vector at every
+        output time in ``result.diagnostics["matrices"]["theta"]`` (not saved).
+    blowup : float > 0
+        Loss above which the run stops with status -1.
+
+    Returns a :class:`Trajectory` of kind ``"transformer_flow"`` or
+    ``"transformer_sgd"``; the trained model is ``result.diagnostics["matrices"]["model"]``.
+    """
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    if method not in ("flow", "sgd"):
+        raise ValueError(f"method must be 'flow' or 'sgd', got {method!r}")
+    observe = tuple(observe)
+    for o in observe:
+        if o not in _OBSERVE:
+            raise ValueError(f"observe entries must be among {_OBSERVE}, got {o!r}")
+    blowup = _pos_float(blowup, "blowup")
+    X, Y, Xt, Ft, dparams = _data(model, data)
+    n = X.shape[0]
+    ts = _times(T, t_eval, n_eval)
+    mdl = model if inplace else model.copy()
+    from .kernel import _parts_from_cache, min_eigenvalue
+
+    names = ["loss", "grad_norm2"] + (["excess_risk"] if Xt is not None else [])
+    if "lemma41" in observe:
+        names.append("lemma41")
+    if "kernel" in observe:
+        names += [f"lambda_min_H_{k + 1}" for k in range(mdl.N)]
+        names += [f"lambda_min_Hprime_{k + 1}" for k in range(mdl.N)]
+    thetas = []
+
+    def record(th):
+        mdl.set_theta(th)
+        c = mdl._forward(X)
+        R = c.F - Y
+        row = {"loss": float(np.vdot(R, R) / n)}
+        grads, deltas = mdl._backward(c, Y, keep_delta="lemma41" in observe)
+        row["grad_norm2"] = float(sum(np.vdot(u, u) + np.vdot(w, w) for u, w in grads))
+        if Xt is not None:
+            row["excess_risk"] = excess_risk(mdl, Xt, Ft)
+        if "lemma41" in observe or "kernel" in observe:
+            lem = 0.0
+            for k in range(mdl.N):
+                Hb, Hg = _parts_from_cache(mdl, c, k)
+                if "lemma41" in observe:
+                    dl = deltas[k].reshape(-1, mdl.d)
+                    lem -= float(np.vdot(Hb + Hg, dl @ dl.T))
+                if "kernel" in observe:
+                    row[f"lambda_min_H_{k + 1}"] = min_eigenvalue(Hb + Hg)
+                    row[f"lambda_min_Hprime_{k + 1}"] = min_eigenvalue(Hb)
+            if "lemma41" in observe:
+                row["lemma41"] = lem
+        if "theta" in observe:
+            thetas.append(th.copy())
+        return [row[k] for k in names]
+
+    rows, times = [], []
+    status, message = 0, ""
+    th = mdl.theta()
+    diag = {"n_grad": 0}
+    params = {"method": method, "T": float(T), "model": mdl.config(), "data": dparams,
+              "blowup": blowup}
+    if method == "flow":
+        from scipy.integrate import solve_ivp
+        params.update(solver=solver, rtol=float(rtol), atol=float(atol))
+
+        def rhs(t, y):
+            mdl.set_theta(y)
+            loss, g = mdl.loss_and_grad(X, Y)
+            diag["n_grad"] += 1
+            if not math.isfinite(loss) or loss > blowup or not np.all(np.isfinite(g)):
+                raise _BlowUp(t, loss)
+            return -g
+
+        t_prev = 0.0
+        for t in ts:
+            if t > t_prev:
+                try:
+                    sol = solve_ivp(rhs, (t_prev, t), th, method=solver, rtol=rtol, atol=atol)
+                except _BlowUp as b:
+                    status, message = -1, (f"blow-up: loss {b.loss:.3g} (limit {blowup:.3g}) "
+                                           f"at t = {b.t:.6g}")
+                    break
+                if sol.status < 0:
+                    status, message = -2, f"integrator failed at t = {sol.t[-1]:.6g}: {sol.message}"
+                    break
+                th = sol.y[:, -1]
+                t_prev = t
+            rows.append(record(th))
+            times.append(t)
+    else:
+        if lr is None:
+            raise ValueError("lr (the SGD step, time per step) is required for method='sgd'")
+        lr = _pos_float(lr, "lr", " (SGD step)")
+        if lr > float(T):
+            raise ValueError(f"lr must be <= T (one SGD step advances time by lr), got "
+                             f"lr = {lr}, T = {float(T)}")
+        bf = _pos_float(batch_fraction, "batch_fraction")
+        if bf > 1:
+            raise ValueError(f"batch_fraction must be in (0, 1], got {bf}")
+        B = max(1, int(round(bf * n)))
+        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        rng = np.random.default_rng(ss)
+        steps = np.rint(ts / lr).astype(np.int64)
+        params.update(lr=lr, batch_fraction=bf, batch_size=B,
+                      sgd_seed=_seed_label(seed) if seed is not None else int(ss.entropy))
+        k = 0
+        for target in steps:
+            while k < target:
+                idx = np.arange(n) if B == n else rng.choice(n, size=B, replace=False)
+                loss, g = mdl.loss_and_grad(X[idx], Y[idx])
+                diag["n_grad"] += 1
+                if not math.isfinite(loss) or loss > blowup or not np.all(np.isfinite(g)):
+                    status, message = -1, (f"blow-up: batch loss {loss:.3g} (limit {blowup:.3g}) "
+                                           f"at step {k}, t = {k * lr:.6g}")
+                    break
+                th = th - lr * g
+                mdl.set_theta(th)
+                k += 1
+            if status:
+                break
+            rows.append(record(th))
+            times.append(k * lr)
+        ts = np.asarray(times)
+    mdl.set_theta(th)
+    if status == 0:
+        message = "ok"
+    elif raise_on_failure:
+        raise IntegrationError(message)
+    y = np.asarray(rows, dtype=np.float64).T if rows else np.zeros((len(names), 0))
+    diag["matrices"] = {"model": mdl}
+    if "theta" in observe:
+        diag["matrices"]["theta"] = np.asarray(thetas)
+    return Trajectory(t=np.asarray(times, dtype=np.float64), y=y.reshape(len(names), -1),
+                      names=names, kind=f"transformer_{method}", params=params,
+                      seed=params.get("sgd_seed", mdl.seed), status=status, message=message,
+                      diagnostics=diag)
