@@ -1,0 +1,923 @@
+"""The d -> infinity trajectory of the tied hierarchy from an initial law.
+
+The infinite hierarchy (paper 003, eq. 11) is the normalised-trace projection
+of the tied matrix flow
+
+    dS_k/dt = - sum_l Gamma_kl(q) (S_l S_k + S_k S_l) - (gamma/2) S_k,   q_kl = Tr(S_k S_l)/d,
+
+at any finite ``d``. For an initial condition given as a *law* (a
+:class:`~attndyn.symbolic.initial.FreeInit`: independent Wishart and scalar
+initialisations, asymptotically free), :func:`limit_flow` computes the
+``d -> infinity`` trajectory in one of two ways.
+
+Commuting case (exact). When at most one letter is non-scalar (for example a
+Wishart student and a scalar teacher ``S_2 = c I``), every ``S_k(t)`` stays a
+function of that one matrix ``S``: in its eigenbasis ``S_k(t) = f_k(t, S)``,
+and the flow acts eigenvalue by eigenvalue,
+
+    d lambda_k(x)/dt = -2 sum_l Gamma_kl(q) lambda_l(x) lambda_k(x) - (gamma/2) lambda_k(x),
+    q_kl(t) = int lambda_k(x) lambda_l(x) drho(x),
+
+with ``lambda_k(0, x) = x`` for the Wishart letter and ``c_k`` for a scalar
+one, ``rho`` the Marchenko-Pastur law. The eigenvalues couple only through
+the scalars ``q``: the solver integrates this self-consistent ODE on the nodes
+of a quadrature rule for ``rho`` and reports every moment as
+``mu_w = int prod_i lambda_{w_i}(x) drho(x)``. There is no ``1/d`` error; the
+quadrature error is estimated by a second rule with half the nodes per
+panel. For the loss ``(G_1 - G_2)^2`` and ``S_2 = c I`` this is
+``d lambda/dt = 4 c lambda - 4 lambda^2`` (paper 003, eq. 347-348).
+
+The quadrature: with ``x = lambda_- + (lambda_+ - lambda_-) sin^2(theta/2)`` the
+Marchenko-Pastur density times ``dx`` becomes a smooth weight in
+``theta in [0, pi]`` (the square-root edges and, for aspect 1, the
+``x^{-1/2}`` singularity at 0 disappear); Gauss-Legendre panels graded
+geometrically towards ``theta = 0`` resolve the small eigenvalues, whose
+logistic growth ``x e^{4ct}`` makes the integrand steep near 0 at long times.
+
+Non-commuting case (deterministic equivalents). Matrices of size ``d`` whose
+spectra are the bin means of the limiting law over ``d`` equal-mass quantile
+bins, rotated by independent Haar-random orthogonal matrices (so that they are
+asymptotically free), are integrated by the fast matrix flow
+(:mod:`attndyn.numeric.attention.fastflow`) at two or more sizes, averaged over
+``rotations`` independent rotations at each size, and extrapolated in
+``1/d`` (Richardson): with sizes ``d_1 < ... < d_m`` the means are fitted by
+``Y(d) = Y_inf + sum_{j < m} c_j d^{-j}``. The error estimate per observable
+and time is
+
+    error = t_975 * max_t (standard error of Y_inf over the rotations)
+            + |Y_inf - Y_inf'|,
+
+where the standard error is propagated through the Richardson weights, taken
+uniform in time (a few rotations estimate it poorly at any one time), ``t_975``
+is the Student quantile for the pooled degrees of freedom, and ``Y_inf'`` is the
+extrapolation from the sizes without the smallest (for two sizes: the largest
+size alone). The Haar rotations make each flow's traces fluctuate by ``O(1/d)``
+around the free values; Richardson removes the ``O(1/d)`` bias, and only
+averaging removes the fluctuation, which dominates the error in practice.
+
+One trainable student, one random teacher (exact). When one trainable
+Wishart letter meets one fixed Wishart teacher (other letters scalar), the
+flow is a matrix Riccati equation whose inverse is linear; free subordination
+then gives ``t_k`` and ``q_kl`` exactly (:func:`free_limit`, no ``1/d`` error).
+This is Figure 4's setting (paper 003, appendix D.3, with a random teacher).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from attndyn.symbolic.hierarchy import check_order
+from attndyn.symbolic.initial import FreeInit, _Spec
+from attndyn.symbolic.printing import word_label
+from attndyn.symbolic.words import canonical_words
+
+from ..core.results import IntegrationError, Trajectory
+from ..core.validate import _check_pos_float, check_t_eval
+
+__all__ = ["limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
+           "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "deterministic_equivalents", "richardson", "is_commuting",
+           "haar_orthogonal"]
+
+
+# ---------------------------------------------------------------------------
+# result type
+
+class LimitTrajectory(Trajectory):
+    """A :class:`Trajectory` with a per-observable error estimate.
+
+    ``error`` maps each observable name to an array over the output times
+    (the same shape as ``moment(word)``); ``diagnostics["error"]`` holds the
+    same numbers as an ``(n_obs, n_t)`` array, so they survive save/load.
+    """
+
+    @property
+    def error(self) -> dict:
+        e = np.asarray(self.diagnostics.get("error", np.full(self.y.shape, np.nan)), float)
+        return {n: e[i] for i, n in enumerate(self.names)}
+
+    def moment_error(self, word) -> np.ndarray:
+        e = np.asarray(self.diagnostics.get("error", np.full(self.y.shape, np.nan)), float)
+        return e[self._word_index(word)]
+
+
+# ---------------------------------------------------------------------------
+# the Marchenko-Pastur law
+
+def _spec_params(spec: _Spec):
+    if spec.kind != "wishart":
+        raise ValueError("not a Wishart spec")
+    sigma, a = float(spec.a), float(spec.b)
+    if not (math.isfinite(sigma) and math.isfinite(a)) or a <= 0 or sigma < 0:
+        raise ValueError(f"Wishart spec needs sigma >= 0 and aspect > 0, got {sigma}, {a}")
+    return sigma, a
+
+
+def mp_edges(sigma: float, aspect: float):
+    """``(lambda_-, lambda_+) = sigma^2 (1 -+ sqrt(aspect))^2`` and the atom ``(1 - aspect)_+`` at 0."""
+    s2 = sigma * sigma
+    ra = math.sqrt(aspect)
+    return s2 * (1 - ra) ** 2, s2 * (1 + ra) ** 2, max(0.0, 1.0 - aspect)
+
+
+def _mp_theta_weight(theta, sigma, aspect):
+    """Marchenko-Pastur density times dx/dtheta, ``x = lm + D sin^2(theta/2)``."""
+    lm, lp, _ = mp_edges(sigma, aspect)
+    D = lp - lm
+    s = np.sin(theta / 2)
+    c = np.cos(theta / 2)
+    return D * D * 4 * s * s * c * c / (8 * math.pi * sigma * sigma * (lm + D * s * s))
+
+
+def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int = 20):
+    """Nodes and weights for ``int f(x) drho_MP(x)`` (continuous part plus the atom).
+
+    Composite Gauss-Legendre in ``theta`` on ``[pi 2^-(j+1), pi 2^-j]``,
+    ``j = 0..panels-2``, and one panel on ``[0, pi 2^-(panels-1)]``.
+    Exact for the first moments to rounding; see the module docstring.
+    """
+    if sigma == 0:
+        return np.zeros(1), np.ones(1)
+    lm, lp, atom = mp_edges(sigma, aspect)
+    D = lp - lm
+    g, gw = np.polynomial.legendre.leggauss(per_panel)
+    edges = [math.pi * 2.0 ** -j for j in range(panels)] + [0.0]
+    th, w = [], []
+    for hi, lo in zip(edges[:-1], edges[1:]):
+        half = (hi - lo) / 2
+        t = lo + half * (g + 1)
+        th.append(t)
+        w.append(gw * half * _mp_theta_weight(t, sigma, aspect))
+    th = np.concatenate(th)
+    w = np.concatenate(w)
+    x = lm + D * np.sin(th / 2) ** 2
+    if atom > 0:
+        x = np.concatenate([[0.0], x])
+        w = np.concatenate([[atom], w])
+    return x, w
+
+
+def _mp_cdf_theta(theta, sigma, aspect):
+    """Mass of the continuous part on ``[lambda_-, x(theta)]`` (closed form)."""
+    lm, lp, _ = mp_edges(sigma, aspect)
+    s2 = sigma * sigma
+    A = s2 * (1 + aspect)
+    B = 2 * s2 * math.sqrt(aspect)
+    out = B * np.sin(theta) + A * theta
+    if aspect != 1.0:
+        out = out - 2 * s2 * abs(1 - aspect) * np.arctan(
+            math.sqrt(lp / lm) * np.tan(np.minimum(theta, math.pi * (1 - 1e-16)) / 2))
+    out = out / (2 * math.pi * s2)
+    return np.where(theta >= math.pi, min(1.0, aspect), out)
+
+
+def _mp_first_theta(theta, sigma, aspect):
+    """``int_{lambda_-}^{x(theta)} x drho`` (closed form): ``D^2/(8 pi s^2) (theta/2 - sin(2 theta)/4)``."""
+    lm, lp, _ = mp_edges(sigma, aspect)
+    D = lp - lm
+    return D * D / (8 * math.pi * sigma * sigma) * (theta / 2 - np.sin(2 * theta) / 4)
+
+
+def mp_bin_means(sigma: float, aspect: float, d: int) -> np.ndarray:
+    """The ``d`` eigenvalues of a deterministic equivalent: the mean of ``x`` over
+    each of ``d`` equal-mass quantile bins of the Marchenko-Pastur law (so
+    ``Tr S / d`` is exact)."""
+    if sigma == 0:
+        return np.zeros(d)
+    lm, lp, atom = mp_edges(sigma, aspect)
+    p = np.arange(d + 1) / d
+    pc = np.clip(p - atom, 0.0, None)  # mass inside the continuous part
+    mass = min(1.0, aspect)
+    pc = np.minimum(pc, mass)
+    lo = np.zeros_like(pc)
+    hi = np.full_like(pc, math.pi)
+    for _ in range(64):  # bisection on the closed-form CDF (monotone in theta)
+        mid = (lo + hi) / 2
+        below = _mp_cdf_theta(mid, sigma, aspect) < pc
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    th = (lo + hi) / 2
+    th[pc <= 0] = 0.0
+    th[pc >= mass] = math.pi
+    first = _mp_first_theta(th, sigma, aspect)
+    return np.diff(first) * d
+
+
+# ---------------------------------------------------------------------------
+# laws
+
+def _check_law(model, law) -> FreeInit:
+    if not isinstance(law, FreeInit):
+        raise TypeError("law must be an attndyn.symbolic.initial.FreeInit (wishart/scalar specs)")
+    if len(law.specs) != model.K:
+        raise ValueError(f"law must have K = {model.K} specs, got {len(law.specs)}")
+    for k, s in enumerate(law.specs):
+        if s.kind == "wishart":
+            _spec_params(s)
+        else:
+            c = float(s.a)
+            if not math.isfinite(c):
+                raise ValueError(f"law.specs[{k}]: scalar must be finite, got {c}")
+    return law
+
+
+def _random_letters(law) -> list:
+    return [k for k, s in enumerate(law.specs) if s.kind == "wishart" and float(s.a) != 0.0]
+
+
+def is_commuting(law) -> bool:
+    """True when at most one letter is non-scalar: the flow then stays in the
+    commutative algebra of that matrix (solved exactly by :func:`commuting_limit`)."""
+    return len(_random_letters(law)) <= 1
+
+
+# ---------------------------------------------------------------------------
+# commuting case: self-consistent per-eigenvalue ODE
+
+def _node_values(law, panels, per_panel):
+    K = len(law.specs)
+    rl = _random_letters(law)
+    if rl:
+        s = law.specs[rl[0]]
+        x, w = mp_quadrature(float(s.a), float(s.b), panels, per_panel)
+    else:
+        x, w = np.zeros(1), np.ones(1)
+    lam = np.empty((K, x.size))
+    for k, s in enumerate(law.specs):
+        if k in rl:
+            lam[k] = x
+        elif s.kind == "wishart":  # sigma = 0
+            lam[k] = 0.0
+        else:
+            lam[k] = float(s.a)
+    return lam, w
+
+
+def _commuting_run(model, law, t_eval, words, rtol, atol, panels, per_panel, blowup):
+    lam0, w = _node_values(law, panels, per_panel)
+    return per_node_flow(model, lam0, w, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
+
+
+def per_node_flow(model, lam0, w, t_eval, words, *, rtol=1e-12, atol=1e-14, blowup=1e100):
+    """The per-eigenvalue ODE on nodes ``lam0`` (``K x n``: the value of letter ``k`` on
+    the eigenvector of node ``j``) with weights ``w``: returns ``(t, traces, status,
+    message)``. With equal weights ``1/n`` it is the tied matrix flow of the diagonal
+    matrices ``diag(lam0[k])``."""
+    lam0 = np.asarray(lam0, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    t_eval = np.asarray(t_eval, dtype=np.float64)
+    K = model.K
+    tr = list(model.trainable)
+    gfun, gp = model.gradient_function, model.gradient_parameters
+    gout = np.empty(K * K)
+    hg = model.weight_decay / 2.0
+    n = w.size
+
+    def full(y):
+        lam = lam0.copy()
+        lam[tr] = y.reshape(len(tr), n)
+        return lam
+
+    def rhs(t, y):
+        lam = full(y)
+        q = (lam * w) @ lam.T
+        gfun(np.ascontiguousarray(q.ravel()), gp, gout)
+        G = gout.reshape(K, K)
+        drive = G[tr] @ lam  # sum_l Gamma_kl lambda_l, for trainable k
+        return (-(2.0 * drive + hg) * lam[tr]).ravel()
+
+    def blow(t, y):
+        return blowup - np.abs(y).max()
+    blow.terminal = True
+
+    if tr and t_eval[-1] > 0:
+        sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), lam0[tr].ravel(), method="DOP853",
+                        t_eval=t_eval, rtol=rtol, atol=atol, events=blow)
+        Y, ts, st, msg = sol.y, sol.t, sol.status, sol.message
+        good = np.all(np.isfinite(Y), axis=0)
+        n_ok = int(np.argmin(good)) if not good.all() else good.size
+        Y, ts = Y[:, :n_ok], ts[:n_ok]
+        status = 0 if (st == 0 and n_ok == t_eval.size) else (-3 if st == 1 or n_ok < ts.size else -1)
+        message = "success" if status == 0 else f"stopped at t = {ts[-1] if ts.size else 0:.4g}: {msg}"
+    else:
+        Y = np.repeat(lam0[tr].ravel()[:, None], t_eval.size, axis=1)
+        ts, status, message = t_eval.copy(), 0, "success"
+    out = np.empty((len(words), ts.size))
+    for j in range(ts.size):
+        lam = full(Y[:, j])
+        for i, wd in enumerate(words):
+            prod = np.ones(n)
+            for a in wd:
+                prod = prod * lam[a]
+            out[i, j] = prod @ w
+    return ts, out, status, message
+
+
+def commuting_limit(model, law, t_eval, *, order: int = 2, words=None, rtol: float = 1e-12,
+                    atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
+                    blowup: float = 1e100) -> LimitTrajectory:
+    """Exact ``d -> infinity`` solution when at most one letter of ``law`` is
+    non-scalar (see the module docstring): the self-consistent per-eigenvalue
+    ODE on a Marchenko-Pastur quadrature. The error estimate is the difference
+    from a rule with half the nodes per panel, plus the integrator tolerance."""
+    t_eval = check_t_eval(t_eval)
+    law = _check_law(model, law)
+    if not is_commuting(law):
+        raise ValueError("commuting_limit needs at most one non-scalar letter in the law")
+    words = _words(model, order, words)
+    ts, out, status, msg = _commuting_run(model, law, t_eval, words, rtol, atol, panels,
+                                          per_panel, blowup)
+    err = np.full(out.shape, np.nan)
+    if status == 0:
+        ts2, out2, st2, _ = _commuting_run(model, law, t_eval, words, rtol, atol, panels,
+                                           max(2, per_panel // 2), blowup)
+        if st2 == 0:
+            err = np.abs(out - out2) + 10 * rtol * np.maximum(1.0, np.abs(out))
+    message = (f"success: exact commuting-case limit (per-eigenvalue ODE on "
+               f"{panels}x{per_panel} Marchenko-Pastur nodes), max error estimate "
+               f"{np.nanmax(err) if err.size else 0.0:.2g}") if status == 0 else \
+        f"commuting limit failed: {msg}"
+    params = model.params_dict()
+    params.update({"method": "commuting", "law": _law_record(law), "rtol": rtol, "atol": atol,
+                   "panels": panels, "per_panel": per_panel})
+    return LimitTrajectory(t=ts, y=out, names=[word_label(w, model.K) for w in words],
+                           words=[tuple(w) for w in words], kind="limit", params=params,
+                           status=status, message=message,
+                           diagnostics={"error": err, "method": "commuting",
+                                        "order_in_1_over_d": None})
+
+
+# ---------------------------------------------------------------------------
+# one trainable student and one random teacher: exact, by free subordination
+
+def _free_structure(model, law):
+    """``(student, teacher)`` when the free solver applies: exactly one trainable letter
+    (Wishart), exactly one other non-scalar letter (a fixed Wishart teacher), the rest
+    scalar; else ``None``."""
+    rl = _random_letters(law)
+    tr = list(model.trainable)
+    if len(tr) != 1 or len(rl) != 2 or tr[0] not in rl:
+        return None
+    teacher = [k for k in rl if k != tr[0]][0]
+    return tr[0], teacher
+
+
+def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup):
+    """Self-consistent ODE of the free solver (module docstring of :func:`free_limit`)."""
+    from scipy.optimize import brentq
+
+    K = model.K
+    s0, te = _free_structure(model, law)
+    x, wx = mp_quadrature(*_spec_params(law.specs[s0]), panels, per_panel)
+    mu, wm = mp_quadrature(*_spec_params(law.specs[te]), panels, per_panel)
+    scal = {k: float(s.a) if s.kind == "scalar" else 0.0 for k, s in enumerate(law.specs)
+            if k not in (s0, te)}
+    tT, qTT = float(wm @ mu), float(wm @ mu ** 2)
+    gfun, gp = model.gradient_function, model.gradient_parameters
+    gout = np.empty(K * K)
+    quarter_gamma = model.weight_decay / 4.0
+    state = {"omega": -1.0 / max(float(wx @ x), 1e-300)}
+
+    def GX(w):
+        den = w * x - 1.0
+        return float(wx @ (x / den)), float(-(wx @ (x * x / (den * den))))
+
+    def solve(phi, g):
+        """Subordination at z = 0: omega with G_Y(omega) = G_X(1/G_Y(omega) - omega)."""
+        pmin = float(phi.min())
+
+        def parts(om):
+            inv = 1.0 / (om - phi)
+            return float(wm @ inv), inv
+
+        def r(om):
+            G, _ = parts(om)
+            return GX(1.0 / G - om)[0] - G
+
+        hi = pmin - 1e-14 * max(1.0, abs(pmin))
+        om0 = min(state["omega"], hi - 1e-12)
+        lo = om0 - 1e-3 * max(1.0, abs(om0))
+        step = max(1.0, abs(om0))
+        n = 0
+        while r(lo) > 0:
+            lo -= step
+            step *= 2
+            n += 1
+            if n > 200:
+                raise FloatingPointError("no bracket for the subordination root")
+        a_hi = min(om0 + 1e-3 * max(1.0, abs(om0)), hi)
+        while r(a_hi) < 0 and a_hi < hi:
+            a_hi = hi if a_hi + (hi - a_hi) / 2 >= hi else a_hi + (hi - a_hi) / 2
+            if hi - a_hi < 1e-15 * max(1.0, abs(hi)):
+                a_hi = hi
+        if r(a_hi) < 0:
+            raise FloatingPointError("no bracket for the subordination root")
+        om = brentq(r, lo, a_hi, xtol=1e-15, rtol=1e-15, maxiter=200)
+        state["omega"] = om
+        G, inv = parts(om)
+        wX = 1.0 / G - om
+        gx1 = GX(wX)[1]
+        inv2 = inv * inv
+        Gy_w = -float(wm @ inv2)
+        Gy_e = float(wm @ (g * inv2))
+        # d/d eps of (i) G_Y(omega; phi + eps g) = G, (ii) G_X(1/G - omega) = G
+        A = np.array([[Gy_w, -1.0], [-gx1, -gx1 / (G * G) - 1.0]])
+        dom, _ = np.linalg.solve(A, np.array([-Gy_e, 0.0]))
+        pinv = -inv  # 1 / (phi - omega)
+        t0 = float(wm @ (g * pinv))
+        q01 = float(wm @ (mu * g * pinv))
+        q00 = float(wm @ (g * (g - dom) * pinv * pinv))
+        return t0, q00, q01
+
+    def qmat(y):
+        B, N, phi = y[0], y[1], y[2:]
+        g = np.exp(-2.0 * (B * mu + N))
+        t0, q00, q01 = solve(phi, g)
+        q = np.zeros((K, K))
+        tv = np.zeros(K)
+        tv[s0], tv[te] = t0, tT
+        q[s0, s0], q[te, te], q[s0, te] = q00, qTT, q01
+        q[te, s0] = q01
+        for k, c in scal.items():
+            tv[k] = c
+        for k, c in scal.items():  # Tr(c I S_l)/d = c t_l
+            for l in range(K):
+                q[k, l] = q[l, k] = c * tv[l]
+        return q, tv, g
+
+    def rhs(t, y):
+        q, tv, g = qmat(y)
+        gfun(np.ascontiguousarray(q.ravel()), gp, gout)
+        G = gout.reshape(K, K)
+        a = 2.0 * G[s0, s0]
+        b = G[s0, te]
+        n = quarter_gamma + sum(G[s0, k] * c for k, c in scal.items())
+        out = np.empty_like(y)
+        out[0], out[1] = b, n
+        out[2:] = a * g
+        return out
+
+    def blow(t, y):
+        return blowup - np.abs(y).max()
+    blow.terminal = True
+
+    words = [w for w in canonical_words(2, model.alphabet)]
+    y0 = np.concatenate([[0.0, 0.0], np.zeros(mu.size)])
+    ts = t_eval.copy()
+    status, message = 0, "success"
+    try:
+        if t_eval[-1] > 0:
+            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method="DOP853", t_eval=t_eval,
+                            rtol=rtol, atol=atol, events=blow)
+            Y, ts = sol.y, sol.t
+            if sol.status != 0 or ts.size < t_eval.size:
+                status, message = -3 if sol.status == 1 else -1, sol.message
+        else:
+            Y = np.repeat(y0[:, None], t_eval.size, axis=1)
+        state["omega"] = -1.0 / max(float(wx @ x), 1e-300)
+        out = np.empty((len(words), ts.size))
+        for j in range(ts.size):
+            q, tv, _ = qmat(Y[:, j])
+            for i, wd in enumerate(words):
+                out[i, j] = tv[wd[0]] if len(wd) == 1 else q[wd[0], wd[1]]
+    except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
+        return t_eval[:0], np.zeros((len(words), 0)), -1, f"free solver failed: {exc}", words
+    return ts, out, status, message, words
+
+
+def free_limit(model, law, t_eval, *, rtol: float = 1e-11, atol: float = 1e-13,
+               panels: int = 48, per_panel: int = 20, blowup: float = 1e100) -> LimitTrajectory:
+    """Exact ``d -> infinity`` solution for one trainable Wishart student ``S`` and one
+    fixed Wishart teacher ``T`` (free from it), other letters scalar, any loss.
+
+    With ``a = 2 Gamma_00``, ``b = Gamma_0T`` and ``n = gamma/4 + sum_scalar Gamma_0l c_l``
+    the flow is ``S' = -a S^2 - b (T S + S T) - 2 n S``, and ``X = S^{-1}`` solves the
+    *linear* equation ``X' = a + (bT + n) X + X (bT + n)`` (the Riccati structure of
+    paper 003, eq. 343). So ``S(t) = U^{-1} (X_0 + phi(T))^{-1} U^{-1}`` with
+    ``U = exp(B T + N)``, ``B = int b``, ``N = int n`` and
+    ``phi(t, mu) = int_0^t a(s) exp(-2 (B(s) mu + N(s))) ds``: functions of ``T``
+    and the initial ``X_0 = S(0)^{-1}``, free from ``T``. The traces follow from
+    free subordination at ``z = 0``: ``E_T[(X_0 + Phi)^{-1}] = (Phi - omega)^{-1}``
+    with ``omega`` the root of ``G_Y(omega) = G_X(1/G_Y(omega) - omega)``
+    (``G_Y(w) = int dnu(mu)/(w - phi(mu))``, ``G_X(w) = int x drho(x)/(w x - 1)``), so
+    with ``g = exp(-2(B mu + N))``
+
+        t_S = int g/(phi - omega) dnu,   q_ST = int mu g/(phi - omega) dnu,
+        q_SS = int g (g - omega')/(phi - omega)^2 dnu,
+
+    ``omega'`` the derivative of ``omega`` when ``phi`` moves along ``g`` (from
+    ``Tr(R g R g) = -d/de Tr(g (X_0 + Phi + e g)^{-1})``). The ODE for ``(B, N, phi)``
+    on the teacher's quadrature nodes closes through ``q``. Words up to length 2;
+    the error estimate is the difference from a rule with half the nodes per panel.
+    """
+    t_eval = check_t_eval(t_eval)
+    law = _check_law(model, law)
+    if _free_structure(model, law) is None:
+        raise ValueError("free_limit needs one trainable Wishart letter, one fixed Wishart "
+                         "teacher and scalar letters otherwise")
+    ts, out, status, msg, words = _free_run(model, law, t_eval, rtol, atol, panels, per_panel,
+                                            blowup)
+    err = np.full(out.shape, np.nan)
+    if status == 0:
+        _, out2, st2, _, _ = _free_run(model, law, t_eval, rtol, atol, panels,
+                                       max(2, per_panel // 2), blowup)
+        if st2 == 0:
+            err = np.abs(out - out2) + 10 * rtol * np.maximum(1.0, np.abs(out))
+    message = (f"success: exact free limit (Riccati inversion and subordination on "
+               f"{panels}x{per_panel} Marchenko-Pastur nodes), max error estimate "
+               f"{np.nanmax(err) if err.size else 0.0:.2g}") if status == 0 else \
+        f"free limit failed: {msg}"
+    params = model.params_dict()
+    params.update({"method": "free", "law": _law_record(law), "rtol": rtol, "atol": atol,
+                   "panels": panels, "per_panel": per_panel})
+    return LimitTrajectory(t=ts, y=out, names=[word_label(w, model.K) for w in words],
+                           words=[tuple(w) for w in words], kind="limit", params=params,
+                           status=status, message=message,
+                           diagnostics={"error": err, "method": "free",
+                                        "order_in_1_over_d": None})
+
+
+# ---------------------------------------------------------------------------
+# non-commuting case: deterministic equivalents, rotations, Richardson
+
+def haar_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A Haar-distributed ``d x d`` orthogonal matrix (QR of a Gaussian, signs fixed)."""
+    Z = rng.standard_normal((d, d))
+    Q, R = np.linalg.qr(Z)
+    return Q * np.sign(np.diag(R))
+
+
+def deterministic_equivalents(model, law, d: int, rng) -> list:
+    """``K`` symmetric ``d x d`` matrices with the limiting spectra (bin means of
+    the law) and independent Haar rotations between the random letters. A
+    fixed (teacher) random letter, when there is one, is left diagonal (the
+    fast flow then needs no rotation of its own)."""
+    law = _check_law(model, law)
+    rng = np.random.default_rng(rng)
+    rl = _random_letters(law)
+    fixed_rl = [k for k in rl if k not in model.trainable]
+    base = fixed_rl[0] if fixed_rl else (rl[0] if rl else None)
+    mats = []
+    for k, s in enumerate(law.specs):
+        if s.kind == "scalar":
+            mats.append(float(s.a) * np.eye(d))
+            continue
+        sigma, a = _spec_params(s)
+        lam = mp_bin_means(sigma, a, d)
+        if k == base:
+            mats.append(np.diag(lam))
+        else:
+            lam = lam[rng.permutation(d)]
+            Q = haar_orthogonal(d, rng)
+            S = (Q * lam) @ Q.T
+            mats.append((S + S.T) / 2)
+    return mats
+
+
+def richardson(values, sizes):
+    """Extrapolate ``values[i] ~ Y(sizes[i])`` to ``d = inf`` with
+    ``Y(d) = Y_inf + sum_{j=1}^{m-1} c_j d^{-j}``; returns ``Y_inf`` and the
+    weights ``w`` with ``Y_inf = sum_i w_i values[i]``."""
+    h = 1.0 / np.asarray(sizes, float)
+    m = h.size
+    V = np.vander(h, m, increasing=True)  # columns h^0, h^1, ...
+    e0 = np.zeros(m)
+    e0[0] = 1.0
+    wts = np.linalg.solve(V.T, e0)  # w^T V = e0^T: exact for polynomials of degree m-1 in h
+    vals = np.asarray(values, float)
+    return np.tensordot(wts, vals, axes=(0, 0)), wts
+
+
+def extrapolate(means, ses, sizes, rotations):
+    """Richardson limit of per-size means and its error estimate (module docstring):
+    ``t * stat + sys`` with ``stat`` the standard error propagated through the Richardson
+    weights and taken uniform in time per observable (its maximum over the output
+    times: a few rotations estimate it poorly at any one time), ``t`` the 97.5% Student
+    quantile for the pooled ``sum (rotations - 1)`` degrees of freedom, and ``sys`` the
+    change of the extrapolation without the smallest size (two sizes: the whole
+    correction ``|Y_inf - Y(d_2)|``), plus rounding. Returns ``(Y, err, stat, sys, w)``."""
+    from scipy.stats import t as student_t
+    means = np.asarray(means, float)
+    ses = np.asarray(ses, float)
+    Y, wts = richardson(means, sizes)
+    stat = np.sqrt(np.tensordot(wts ** 2, ses ** 2, axes=(0, 0)))
+    if stat.ndim == 2 and stat.shape[1]:
+        stat = np.repeat(stat.max(axis=1, keepdims=True), stat.shape[1], axis=1)
+    dof = len(sizes) * (rotations - 1)
+    factor = float(student_t.ppf(0.975, dof)) if dof >= 1 else 0.0
+    if len(sizes) >= 3:
+        Y2, _ = richardson(means[1:], sizes[1:])
+        sys = np.abs(Y - Y2)
+    else:
+        sys = np.abs(Y - means[-1])
+    sys = sys + 1e-12 * np.maximum(1.0, np.abs(Y))  # rounding of the traces
+    return Y, factor * stat + sys, factor * stat, sys, wts
+
+
+def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, atol, blowup,
+                     max_dim):
+    from .fastflow import tied_fast_flow
+    for d in sizes:
+        if d > max_dim:
+            raise ValueError(f"sizes: d = {d} exceeds max_dim = {max_dim} "
+                             f"(a {d} x {d} flow needs about {16 * d * d * 14 / 2**30:.1f} GiB)")
+    ss = np.random.SeedSequence(seed)
+    kids = ss.spawn(len(sizes))
+    means, ses, per_size = [], [], []
+    nfev = 0
+    for d, kid in zip(sizes, kids):
+        runs = []
+        for r_ss in kid.spawn(rotations):
+            mats = deterministic_equivalents(model, law, d, np.random.default_rng(r_ss))
+            fo = tied_fast_flow(model, mats, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
+            nfev += fo.nfev
+            if fo.status != 0:
+                return None, f"flow at d = {d} failed: {fo.message}", nfev
+            runs.append(fo.traces)
+        runs = np.array(runs)
+        means.append(runs.mean(axis=0))
+        ses.append(runs.std(axis=0, ddof=1) / math.sqrt(rotations) if rotations > 1
+                   else np.zeros_like(runs[0]))
+        per_size.append(runs)
+    return (np.array(means), np.array(ses), per_size), "", nfev
+
+
+def _words(model, order, words):
+    if words is None:
+        return canonical_words(check_order(order), model.alphabet)
+    return [model.alphabet.check_word(w, "words") for w in words]
+
+
+def _law_record(law):
+    return [{"kind": s.kind, "a": float(s.a), "b": None if s.b is None else float(s.b)}
+            for s in law.specs]
+
+
+def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
+               order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
+               panels: int = 48, per_panel: int = 20, blowup: float = 1e100,
+               max_dim: int = 4096, raise_on_failure: bool = False) -> LimitTrajectory:
+    """The ``d -> infinity`` trajectory of the tied hierarchy (eq. 11) from a law.
+
+    Parameters
+    ----------
+    model : TiedModel
+    law : FreeInit
+        Independent Wishart (``wishart(sigma, aspect)``) and scalar
+        (``scalar(c)``) initialisations, one per index.
+    t_eval : array
+        Output times (ODE time ``t = 4 eta n / d``).
+    sizes : sequence of int, optional
+        Sizes of the deterministic equivalents (non-commuting case), default
+        ``(200, 400)``; ignored in the commuting case.
+    rtol, atol : float
+        DOP853 tolerances of each flow (the commuting solver uses at most
+        ``1e-12``).
+    order, words :
+        Report every canonical word up to ``order`` (default 2: ``t_k``,
+        ``q_kl``), or the given ``words``.
+    rotations : int
+        Independent Haar rotations averaged at each size (``>= 2`` gives the
+        statistical part of the error estimate).
+    seed :
+        Seed of the rotations (``SeedSequence``): same seed, same numbers.
+    method : {"auto", "commuting", "free", "equivalents"}
+        ``"auto"`` picks ``"commuting"`` when at most one letter is non-scalar
+        (exact), else ``"free"`` for one trainable Wishart letter and one fixed
+        Wishart teacher when only words of length <= 2 are asked for (exact),
+        else the deterministic equivalents.
+
+    Returns
+    -------
+    LimitTrajectory
+        ``kind="limit"``, ``.moment(word)``, ``.error`` (name -> array over
+        time), ``.status``, ``.message``; ``diagnostics`` holds the method, the
+        per-size means, the measured order of the ``1/d`` error
+        (``order_in_1_over_d``, from three or more sizes).
+    """
+    t_eval = check_t_eval(t_eval)
+    law = _check_law(model, law)
+    if method not in ("auto", "commuting", "free", "equivalents"):
+        raise ValueError(f"method must be 'auto', 'commuting', 'free' or 'equivalents', "
+                         f"got {method!r}")
+    rtol = _check_pos_float(rtol, "rtol")
+    atol = _check_pos_float(atol, "atol")
+    if isinstance(rotations, bool) or not isinstance(rotations, (int, np.integer)) or rotations < 1:
+        raise ValueError(f"rotations must be an int >= 1, got {rotations!r}")
+    if method == "auto":
+        short = all(len(w) <= 2 for w in _words(model, order, words))
+        method = ("commuting" if is_commuting(law) else
+                  "free" if short and _free_structure(model, law) is not None else "equivalents")
+    if method == "free":
+        wl = _words(model, order, words)
+        if any(len(w) > 2 for w in wl):
+            raise ValueError("method='free' reports words up to length 2 (t_k, q_kl); use "
+                             "method='equivalents' for longer words")
+        res = free_limit(model, law, t_eval, rtol=min(rtol, 1e-11), atol=min(atol, 1e-13),
+                         panels=panels, per_panel=per_panel, blowup=blowup)
+        if res.status == 0 and words is not None:  # the rows asked for, in their order
+            idx = [res._word_index(w) for w in wl]
+            res.y, res.words = res.y[idx], [tuple(w) for w in wl]
+            res.names = [word_label(w, model.K) for w in wl]
+            res.diagnostics["error"] = res.diagnostics["error"][idx]
+            res._wmap = {tuple(x): i for i, x in enumerate(res.words)}
+        if raise_on_failure and res.status != 0:
+            raise IntegrationError(res.message)
+        return res
+    if method == "commuting":
+        res = commuting_limit(model, law, t_eval, order=order, words=words, rtol=min(rtol, 1e-12),
+                              atol=min(atol, 1e-14), panels=panels, per_panel=per_panel,
+                              blowup=blowup)
+        if raise_on_failure and res.status != 0:
+            raise IntegrationError(res.message)
+        return res
+    words = _words(model, order, words)
+    if sizes is None:
+        sizes = (200, 400)
+    try:
+        sizes = sorted(int(s) for s in sizes)
+    except (TypeError, ValueError):
+        raise TypeError("sizes must be a sequence of ints >= 2") from None
+    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
+        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
+    out, msg, nfev = _equivalents_run(model, law, t_eval, words, sizes, int(rotations), seed,
+                                      rtol, atol, blowup, max_dim)
+    names = [word_label(w, model.K) for w in words]
+    params = model.params_dict()
+    params.update({"method": "equivalents", "law": _law_record(law), "sizes": sizes,
+                   "rotations": int(rotations), "rtol": rtol, "atol": atol})
+    if out is None:
+        res = LimitTrajectory(t=t_eval[:0].copy(), y=np.zeros((len(words), 0)), names=names,
+                              words=[tuple(w) for w in words], kind="limit", params=params,
+                              seed=_seed_rec(seed), status=-3, message=f"limit flow failed: {msg}",
+                              diagnostics={"error": np.zeros((len(words), 0)),
+                                           "method": "equivalents"})
+        if raise_on_failure:
+            raise IntegrationError(res.message)
+        return res
+    means, ses, per_size = out
+    Y, err, stat, sys, wts = extrapolate(means, ses, sizes, int(rotations))
+    # measured order of the finite-size error: slope of log|Y(d) - Y_inf| in log d
+    p_meas = None
+    if len(sizes) >= 3:
+        dev = np.abs(means - Y[None]).max(axis=(1, 2))
+        if np.all(dev[:-1] > 0):
+            p_meas = float(-np.polyfit(np.log(sizes[:-1]), np.log(dev[:-1]), 1)[0])
+    diag = {"error": err, "error_statistical": stat, "error_extrapolation": sys,
+            "method": "equivalents", "sizes": list(sizes), "means": means, "runs": per_size,
+            "richardson_weights": wts, "nfev": nfev, "order_in_1_over_d": p_meas}
+    message = (f"success: d -> infinity by Richardson over sizes {sizes} "
+               f"({rotations} Haar rotation(s) each), max error estimate {err.max():.2g}"
+               + ("" if rotations > 1 else "; one rotation per size: the error estimate "
+                  "has no statistical part (use rotations >= 2)"))
+    res = LimitTrajectory(t=t_eval.copy(), y=Y, names=names, words=[tuple(w) for w in words],
+                          kind="limit", params=params, seed=_seed_rec(seed), status=0,
+                          message=message, diagnostics=diag)
+    return res
+
+
+def _seed_rec(seed):
+    try:
+        return int(seed)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------
+# TiedHierarchy.integrate(method=...): flow, limit and auto
+
+METHODS = ("truncation", "flow", "limit", "auto")
+
+
+def check_method(method) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return method
+
+
+def _is_matrices(h, mu0) -> bool:
+    return (isinstance(mu0, (list, tuple)) and len(mu0) == h.model.K
+            and all(np.ndim(m) == 2 for m in mu0))
+
+
+def _flow_result(h, mats, t_eval, rtol, atol, blowup):
+    from .fastflow import tied_fast_flow
+    mats = h.model.check_matrices(mats)
+    fo = tied_fast_flow(h.model, mats, t_eval, h.words, rtol=rtol, atol=atol, blowup=blowup)
+    params = h.model.params_dict()
+    params.update({"order": h.order, "rtol": rtol, "atol": atol, "method": "flow",
+                   "d": int(mats[0].shape[0])})
+    err = 100 * rtol * np.maximum(1.0, np.abs(fo.traces))  # integrator tolerance, global
+    d = int(mats[0].shape[0])
+    seg = [{"method": "flow", "t_start": 0.0, "t_end": float(fo.t[-1]) if fo.t.size else 0.0,
+            "error": float(err.max()) if err.size else 0.0,
+            "note": f"finite-d matrix flow, d = {d} (exact trace projection)"}]
+    msg = (f"success: method 'flow' (matrix flow, d = {d}, {fo.form} form) on "
+           f"[0, {t_eval[-1]:.4g}]" if fo.status == 0 else fo.message)
+    return LimitTrajectory(t=fo.t, y=fo.traces, names=list(h.names), words=list(h.words),
+                           kind="hierarchy", params=params, status=fo.status, message=msg,
+                           diagnostics={"error": err, "method": "flow", "segments": seg,
+                                        "nfev": fo.nfev, "d": d})
+
+
+def _limit_result(h, law, t_eval, rtol, atol, blowup, **kw):
+    r = limit_flow(h.model, law, t_eval, rtol=rtol, atol=atol, words=h.words, blowup=blowup, **kw)
+    r.kind = "hierarchy"
+    r.names = list(h.names)
+    r.params["order"] = h.order
+    sub = r.diagnostics["method"]
+    err = np.asarray(r.diagnostics["error"], float)
+    r.diagnostics["segments"] = [{"method": "limit", "t_start": 0.0,
+                                  "t_end": float(r.t[-1]) if r.t.size else 0.0,
+                                  "error": float(np.nanmax(err)) if err.size else 0.0,
+                                  "note": f"d -> infinity ({sub})"}]
+    if r.status == 0:
+        r.message = f"success: method 'limit' ({sub}) on [0, {t_eval[-1]:.4g}]; " + r.message
+    return r
+
+
+def hierarchy_method(h, method, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
+    """``method="flow"`` or ``"limit"`` for a :class:`TiedHierarchy` (no truncation)."""
+    if method == "flow":
+        if not _is_matrices(h, mu0):
+            raise ValueError("method='flow' needs mu0 as the K matrices S_k (a list of d x d arrays)")
+        return _flow_result(h, mu0, t_eval, rtol, atol, blowup)
+    if not isinstance(mu0, FreeInit):
+        raise ValueError("method='limit' needs mu0 as a law (attndyn.symbolic.initial.FreeInit)")
+    return _limit_result(h, mu0, t_eval, rtol, atol, blowup, **(limit_kwargs or {}))
+
+
+def auto_extend(h, res, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
+    """``method="auto"``: keep the truncation where its convergence check holds,
+    and take the matrix flow (matrices) or the limit solver (a law) beyond.
+    The result says which method produced which time range, with what error."""
+    trunc_err = res.diagnostics.get("truncation_error_low")
+    checked = trunc_err is not None or "ladder" in res.diagnostics
+    T = float(t_eval[-1])
+    if res.status == 0:
+        if checked:
+            res.diagnostics["segments"] = [{"method": "truncation", "t_start": 0.0, "t_end": T,
+                                            "error": float(trunc_err),
+                                            "note": f"order {h.order}, converged"}]
+            res.message += f"; method 'auto': truncation on [0, {T:.4g}]"
+        else:
+            res.diagnostics["segments"] = [{"method": "truncation", "t_start": 0.0, "t_end": T,
+                                            "error": None, "note": "convergence not checked"}]
+            res.message += "; method 'auto': truncation only (its convergence was not checked)"
+        return res
+    alt = None
+    if _is_matrices(h, mu0):
+        alt = _flow_result(h, mu0, t_eval, rtol, atol, blowup)
+    elif isinstance(mu0, FreeInit):
+        alt = _limit_result(h, mu0, t_eval, rtol, atol, blowup, **(limit_kwargs or {}))
+    if alt is None:
+        res.message += ("; method 'auto' has no flow or limit to fall back on for this mu0 "
+                        "(give the matrices S_k or a FreeInit law)")
+        return res
+    if alt.status != 0:
+        res.message += f"; method 'auto': the fallback failed too ({alt.message})"
+        return res
+    # truncation range: output times up to t_converged (only if the check ran and passed there)
+    t_conv = res.diagnostics.get("t_converged") if res.status == 2 else None
+    n_tr = 0
+    if t_conv is not None and res.t.size:
+        n_tr = int(np.searchsorted(t_eval, t_conv, side="right"))
+        n_tr = min(n_tr, res.t.size)
+        if n_tr == 1 and t_eval[0] == 0.0:
+            n_tr = 0  # agreement at t = 0 alone says nothing
+    y = alt.y.copy()
+    err = np.asarray(alt.diagnostics["error"], float).copy()
+    segs = []
+    if n_tr:
+        te = res.diagnostics.get("truncation_error", {})
+        lo = [np.asarray(v, float) for v in te.values()]
+        lo = np.array(lo) if lo else np.full((1, len(h.words)), np.nan)
+        per_obs = np.where(np.all(np.isnan(lo), axis=0), np.nan,
+                           np.max(np.where(np.isnan(lo), -np.inf, lo), axis=0))
+        y[:, :n_tr] = res.y[:, :n_tr]
+        # relative check difference times the scale (NaN: a word the check did not cover)
+        err[:, :n_tr] = per_obs[:, None] * np.maximum(1.0, np.abs(res.y[:, :n_tr]))
+        segs.append({"method": "truncation", "t_start": 0.0, "t_end": float(t_eval[n_tr - 1]),
+                     "error": float(np.nanmax(err[:, :n_tr])),
+                     "note": f"order {h.order}, converged in the order up to here"})
+    a = alt.diagnostics["segments"][0]
+    t_start = float(t_eval[n_tr]) if n_tr < t_eval.size else T
+    segs.append({"method": a["method"], "t_start": t_start, "t_end": T,
+                 "error": float(np.nanmax(err[:, n_tr:])) if n_tr < t_eval.size else 0.0,
+                 "note": a["note"]})
+    params = dict(res.params)
+    params.update({"method": "auto"})
+    parts = ", ".join(f"{s['method']} on {'[' if s['t_start'] == 0 else '('}{s['t_start']:.4g}, "
+                      f"{s['t_end']:.4g}] (error <= {s['error']:.2g}; {s['note']})" for s in segs)
+    message = (f"success: method 'auto': {parts}; the truncation alone had status "
+               f"{res.status}: {res.message}")
+    diag = dict(res.diagnostics)
+    diag.update({"error": err, "segments": segs, "method": "auto",
+                 "method_index": np.array([0] * n_tr + [1] * (t_eval.size - n_tr)),
+                 "fallback": alt.diagnostics.get("method")})
+    return LimitTrajectory(t=t_eval.copy(), y=y, names=list(h.names), words=list(h.words),
+                           kind="hierarchy", params=params, seed=alt.seed, status=0,
+                           message=message, diagnostics=diag)
