@@ -50,9 +50,15 @@ from attndyn.symbolic.hermite import normalise_nonsmooth
 from attndyn.symbolic.potential import RouteError, safe_powers
 
 from ..core.compile import load_generated
-from .quadrature import METHODS, QuadratureRule, choose_rule
+from .quadrature import (METHODS, QuadratureRule, _merge, choose_rule, rqmc_rules, smolyak_rule,
+                         tensor_rule, trapezoid_rule)
 
-__all__ = ["NumericPotential", "numeric_potential", "check_continuity"]
+_TENSOR_LADDER = (3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112,
+                  128, 160, 192, 256, 320)
+
+__all__ = ["NumericPotential", "numeric_potential", "check_continuity", "build_potential",
+           "tied_potential", "untied_potential", "direct_potential", "general_potential",
+           "potential"]
 
 _PROJ = {"tied": 1, "untied": 2, "direct": 3, "general": 0}
 
@@ -383,14 +389,103 @@ class NumericPotential:
         self._call(x, p, both)
         return both[:nm]
 
-    def _error_at(self, x, main):
-        rule = self.rule
+    def _error_at(self, x, main, rule=None):
+        rule = self.rule if rule is None else rule
         if rule.parts:
             vals = np.array([self._run(x, self._pack(pr)) for pr in rule.parts])
             return 3 * vals.std(axis=0, ddof=1) / math.sqrt(len(rule.parts))
         if rule.coarse is not None:
             return np.abs(main - self._run(x, self._pack(rule.coarse)))
         return np.full_like(main, np.nan)
+
+    # -- per-call adaptive rule (issue 12, item 3) -----------------------------------------
+    def _finer(self, rule: QuadratureRule, prune: float) -> QuadratureRule:
+        """The next rule of ``rule``'s ladder (more nodes, same method)."""
+        if rule.method == "tensor":
+            n = next((m for m in _TENSOR_LADDER if m > rule.level), None)
+            if n is None or (self.dim <= 2 and n > 96):
+                # beyond ~100 Gauss-Hermite nodes per axis: trapezoid in 1-2 dimensions
+                # (spectral for integrands analytic in a strip, see trapezoid_rule)
+                return trapezoid_rule(self.dim, 0, prune=prune) if self.dim <= 2 else None
+            return tensor_rule(self.dim, n, prune=prune)
+        if rule.method == "trapezoid":
+            if rule.level >= 4:
+                return None
+            return trapezoid_rule(self.dim, rule.level + 1, prune=prune)
+        if rule.method == "sparse":
+            return smolyak_rule(self.dim, rule.level + 1)
+        parts = rqmc_rules(self.dim, rule.level + 1, max(len(rule.parts), 2), self.seed)
+        return _merge(parts, self.dim, rule.level + 1, self.seed)
+
+    def adaptive(self, x, rtol: float = 0.0, atol: float | None = None,
+                 max_points: int = 2_000_000, start: QuadratureRule | None = None):
+        """Outputs at the flat inputs ``x`` with a rule refined *at this point*
+        until every entry's error estimate is at most ``atol + rtol |value|``.
+
+        The estimate is the difference to the previous rule of the ladder
+        (tensor, sparse) or three standard errors over the scramblings (rqmc),
+        as in :func:`choose_rule`; it starts from the calibrated rule, so a point
+        where that rule suffices costs two evaluations. Default ``atol``: the
+        construction ``tol`` times ``max(1, |value|)``. Returns
+        ``(out, error, rule)``; when ``max_points`` stops the refinement first,
+        ``error`` says by how much the request is missed (and a warning is issued).
+        ``start``: a rule of the ladder to start from instead of the calibrated one
+        (the ``rule`` returned by an earlier call, for a run of nearby points).
+        """
+        x = np.ascontiguousarray(np.asarray(x, dtype=float).ravel())
+        if x.size != self.n_in:
+            raise ValueError(f"x must have {self.n_in} entries, got {x.size}")
+        rtol = float(rtol)
+        if not (math.isfinite(rtol) and rtol >= 0):
+            raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
+        if atol is not None and not (math.isfinite(atol) and atol >= 0):
+            raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+        cache = self.__dict__.setdefault("_ladder_cache", {})
+        rule = self.rule if start is None else start
+        if rule is self.rule:
+            main = self._run(x, self._p)
+        else:
+            main = self._run(x, cache[(rule.coarse.method, rule.coarse.level)][1])
+        err = self._error_at(x, main, rule)
+        while True:
+            lim = (self.tol * max(1.0, float(np.max(np.abs(main)))) if atol is None else atol)
+            lim = lim + rtol * np.abs(main)
+            if np.all(err <= lim):
+                return main, err, rule
+            key = (rule.method, rule.level)
+            if key not in cache:
+                prune = 1e-3 * float(np.min(lim)) if rule.method in ("tensor", "trapezoid") else 0.0
+                nxt = self._finer(rule, prune)
+                if nxt is not None:
+                    nxt.coarse = rule
+                if nxt is None or nxt.size > max_points:
+                    cache[key] = None
+                else:
+                    cache[key] = (nxt, self._pack(nxt))
+            step = cache[key]
+            if step is None:
+                import warnings
+                warnings.warn(f"adaptive quadrature stopped at {rule.describe()}: estimated "
+                              f"error {float(np.max(err)):.3g} above the request",
+                              RuntimeWarning, stacklevel=2)
+                return main, err, rule
+            nxt, p = step
+            new = self._run(x, p)
+            if nxt.parts:
+                vals = np.array([self._run(x, self._pack(pr)) for pr in nxt.parts])
+                err = 3 * vals.std(axis=0, ddof=1) / math.sqrt(len(nxt.parts))
+            else:
+                err = np.abs(new - main)
+            main, rule = new, nxt
+
+    def gamma_adaptive(self, q, rtol: float = 0.0, atol: float | None = None):
+        """``(Gamma(q), error estimate)`` (tied) with the rule refined at ``q``
+        (see :meth:`adaptive`): the requested accuracy holds at every ``q``, not
+        only where the rule was calibrated."""
+        self._need("tied")
+        x = self._x({"q": q})
+        out, err, _ = self.adaptive(x, rtol=rtol, atol=atol)
+        return out.reshape(self.K, self.K), err.reshape(self.K, self.K)
 
     def _unflatten(self, out):
         res = {}
@@ -452,3 +547,48 @@ class NumericPotential:
 def numeric_potential(kind: str, loss, K: int, L: int = 1, C=None, params=(), **kw):
     """Build a :class:`NumericPotential` for the ``kind`` law."""
     return NumericPotential(make_law(kind, L, K, C), loss, params, **kw)
+
+
+# -- the numeric route of the symbolic potential functions ----------------------------------
+def build_potential(pot):
+    """The potential a symbolic potential function returned, built if it was the numeric
+    route: a :class:`~attndyn.symbolic.potential.NumericRoute` becomes the
+    :class:`NumericPotential` it describes (with its notes); an exact potential
+    (:class:`~attndyn.symbolic.potential.TiedPotential`,
+    :class:`~attndyn.symbolic.potential.SymbolicPotential`) is returned as is."""
+    from attndyn.symbolic.potential import NumericRoute
+    if not isinstance(pot, NumericRoute):
+        return pot
+    num = NumericPotential(pot.law, pot.expr, params=pot.params, **pot.options)
+    num.notes.extend(pot.notes)
+    return num
+
+
+def tied_potential(loss, K: int, L: int = 1, C=None, params=(), **kw):
+    """:func:`attndyn.symbolic.potential.tied_potential` with the numeric route built."""
+    from attndyn.symbolic import potential as _sym
+    return build_potential(_sym.tied_potential(loss, K, L, C, params, **kw))
+
+
+def untied_potential(loss, K: int, L: int = 1, C=None, params=(), **kw):
+    """:func:`attndyn.symbolic.potential.untied_potential` with the numeric route built."""
+    from attndyn.symbolic import potential as _sym
+    return build_potential(_sym.untied_potential(loss, K, L, C, params, **kw))
+
+
+def direct_potential(loss, K: int, L: int = 1, C=None, params=(), **kw):
+    """:func:`attndyn.symbolic.potential.direct_potential` with the numeric route built."""
+    from attndyn.symbolic import potential as _sym
+    return build_potential(_sym.direct_potential(loss, K, L, C, params, **kw))
+
+
+def general_potential(loss, K: int, L: int = 1, C=None, params=(), **kw):
+    """:func:`attndyn.symbolic.potential.general_potential` with the numeric route built."""
+    from attndyn.symbolic import potential as _sym
+    return build_potential(_sym.general_potential(loss, K, L, C, params, **kw))
+
+
+def potential(kind: str, loss, K: int, L: int = 1, C=None, params=(), **kw):
+    """:func:`attndyn.symbolic.potential.potential` with the numeric route built."""
+    from attndyn.symbolic import potential as _sym
+    return build_potential(_sym.potential(kind, loss, K, L, C, params, **kw))
