@@ -246,6 +246,23 @@ class TiedStructure:
         c = encode(np.asarray([canonical(w)], dtype=np.int64), self.K)
         return int(self.indices_of_codes(c, len(w))[0])
 
+    def labels(self) -> list:
+        """Plain-text names in state order, as :func:`attndyn.symbolic.printing.word_label`
+        writes them (``mu_1``, ``q_12``, ``mu_112``), made from the codes without tuples."""
+        if self.K > 9:
+            from .printing import word_label
+            return [word_label(w, self.K) for w in self.words]
+        out: list = []
+        for n in range(1, self.order + 1):
+            c = self.codes[n]
+            if c.size == 0:
+                continue
+            digits = (decode(c, n, self.K) + ord("1")).astype(np.uint8)
+            body = np.ascontiguousarray(digits).view(f"S{n}").ravel()
+            head = "q_" if n == 2 else "mu_"
+            out.extend(head + b.decode("ascii") for b in body.tolist())
+        return out
+
     def lengths(self) -> np.ndarray:
         return np.repeat(np.arange(1, self.order + 1, dtype=np.int64),
                          np.diff(self.offsets[1:self.order + 2]))

@@ -265,7 +265,7 @@ class TiedHierarchy:
 
     @cached_property
     def names(self) -> list:
-        return [word_label(w, self.model.K) for w in self.words]
+        return self.structure.labels()  # vectorised from the codes (word_label's format)
 
     # -- printing -------------------------------------------------------------
     def equations(self, closed_form: bool = False) -> list:
@@ -359,10 +359,10 @@ class TiedHierarchy:
         indices) of :mod:`attndyn.kernels.rhs`, validated once."""
         from types import SimpleNamespace
 
-        from attndyn.kernels.rhs import check_system
+        from attndyn.kernels.rhs import check_system, function_pointer
         s = self.structure
         sysn = SimpleNamespace(
-            gfun=self.model.gradient_function,
+            gfun=function_pointer(self.model.gradient_function),
             gparams=np.ascontiguousarray(self.model.gradient_parameters, dtype=np.float64),
             gather=s.gather, consts=np.ascontiguousarray(self.consts, dtype=np.float64),
             indptr=s.indptr, src=s.src, slot=s.slot, slot_coef=s.slot_coef,

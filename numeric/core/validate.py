@@ -101,12 +101,13 @@ def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False
     models) the first entry is the :class:`~attndyn.symbolic.words.Alphabet`
     of ``K`` letters, which validates ``K`` with its own messages.
     """
+    if isinstance(K, (int, np.integer)) and not isinstance(K, bool) and K > 1:
+        check_K(K)  # bounded before any K-sized object or the K x K potential is built
     if alphabet:
         first = Alphabet(K)
         K = first.K
     else:
         K = first = check_int_ge1(K, "K")
-    check_K(K)  # bounded before the K x K potential is built (issue 10, section 5)
     trainable = check_trainable(trainable, K)
     L = check_int_ge1(L, "L")
     C = check_covariance(C, L)
