@@ -1,0 +1,204 @@
+"""``attndyn transformer train|kernel|lemmas``: paper 000's transformer.
+
+Examples::
+
+    attndyn transformer train --N 2 --L 4 --d 4 --m 64 --n 8 --eps 1 --omega 1 \\
+        --kappa 1/sqrt(m) --xi 0.1 --seed 0 --T 1 -o run.npz
+    attndyn transformer kernel --N 2 --L 4 --d 4 --m 64 --n 8 --eps 1 --omega 1 \\
+        --kappa 0.125 --xi 0.1 --seed 0 --layer 1 -o H.npz
+    attndyn transformer lemmas lemma41 --N 2 --L 4 --d 4 --m 64 --n 8 --eps 1 \\
+        --omega 1 --kappa 1/sqrt(m) --xi 0.1 --widths 16,64,256,1024 -o gap.npz
+
+The scalings eps, omega, kappa have no defaults (Definition 5.2 fixes them only
+up to hidden constants). Results are labelled .npz files that
+``attndyn.load_result`` (train) or ``attndyn.numeric.transformer.load_sweep``
+(lemmas) read back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+LEMMAS = ("lemma41", "assumption", "lemma53", "theorem55", "definition52")
+
+
+def _kappa(text):
+    if text.strip() == "1/sqrt(m)":
+        return "1/sqrt(m)"
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"--kappa must be a number or '1/sqrt(m)', got {text!r}") from None
+
+
+def _ints(text, name):
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--{name} must be a comma-separated list of ints, got {text!r}") from None
+
+
+def _setup_args(p):
+    g = p.add_argument_group("model and data (no defaults for the scalings)")
+    for name, typ, meaning in (("N", int, "depth"), ("L", int, "sequence length"),
+                               ("d", int, "embedding width"), ("m", int, "feed-forward width"),
+                               ("n", int, "training sequences"),
+                               ("eps", float, "output scaling of eq. (1)"),
+                               ("omega", float, "block output scaling"),
+                               ("xi", float, "label-noise standard deviation")):
+        g.add_argument(f"--{name}", type=typ, required=True, help=meaning)
+    g.add_argument("--kappa", type=_kappa, required=True,
+                   help="attention scaling: a number or '1/sqrt(m)' (Definition 5.2)")
+    g.add_argument("--seed", type=int, default=0, help="seed (teacher, student, data)")
+    g.add_argument("--teacher-m", type=int, default=None, help="teacher width (default m)")
+    g.add_argument("--token-norm", choices=("rms", "unit"), default="rms",
+                   help="per-token RMS normalisation: ||x|| = sqrt(d) (rms) or 1 (unit)")
+    g.add_argument("--E-scale", type=float, default=1.0, dest="E_scale",
+                   help="multiplier of the sinusoidal positional embedding")
+    g.add_argument("--n-test", type=int, default=256, help="test sequences (excess risk)")
+    p.add_argument("-o", "--output", default=None, help="write the labelled result here (.npz)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+
+
+def _train_args(p):
+    p.add_argument("--T", type=float, required=True, help="training time")
+    p.add_argument("--method", choices=("flow", "sgd"), default="flow")
+    p.add_argument("--lr", type=float, default=None, help="SGD step (time per step)")
+    p.add_argument("--batch-fraction", type=float, default=1.0, help="alpha_agr (SGD)")
+    p.add_argument("--sgd-seed", type=int, default=0)
+    p.add_argument("--n-eval", type=int, default=20)
+    p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--atol", type=float, default=1e-8)
+
+
+def add_arguments(command_name, parser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="action")
+    sub.required = True
+    p = sub.add_parser("train", help="train a student on teacher data (eq. 2)")
+    _setup_args(p)
+    _train_args(p)
+    p.add_argument("--observe", default="", help="comma list of: kernel, lemma41")
+    p = sub.add_parser("kernel", help="layer kernel H_nu of Definition B.5 and lambda")
+    _setup_args(p)
+    p.add_argument("--layer", type=int, required=True, help="layer, 0-based")
+    p = sub.add_parser("lemmas", help="measure Lemma 4.1, Assumption 5.1, Lemma 5.3, "
+                                      "Theorem 5.5, Definition 5.2")
+    p.add_argument("which", choices=LEMMAS)
+    _setup_args(p)
+    _train_args_optional(p)
+    p.add_argument("--widths", default="16,32,64,128,256,512,1024", help="widths (lemma41)")
+    p.add_argument("--variable", choices=("m", "n", "L", "d"), default="m",
+                   help="swept variable (assumption)")
+    p.add_argument("--values", default=None, help="values of --variable (assumption)")
+    p.add_argument("--seeds", type=int, default=4, help="number of seeds")
+    p.add_argument("--delta", type=float, default=0.05, help="failure probability")
+    p.add_argument("--c-exp", type=float, default=None,
+                   help="constant C of exp(C d) in Definition 5.2 (required for definition52)")
+
+
+def _train_args_optional(p):
+    p.add_argument("--T", type=float, default=None, help="training time (lemma53, theorem55)")
+    p.add_argument("--n-eval", type=int, default=20)
+    p.add_argument("--rtol", type=float, default=1e-5)
+    p.add_argument("--atol", type=float, default=1e-8)
+
+
+def _fits_json(fits):
+    from attndyn.numeric.transformer.results import _jsonable
+    return _jsonable(fits)
+
+
+def _setup(args):
+    s = {k: getattr(args, k) for k in ("N", "L", "d", "m", "n", "eps", "omega", "kappa", "xi",
+                                       "token_norm", "E_scale", "n_test")}
+    if args.teacher_m is not None:
+        s["teacher_m"] = args.teacher_m
+    return s
+
+
+def _print(args, summary, text):
+    if args.json:
+        from attndyn.numeric.transformer.results import _jsonable
+        print(json.dumps(_jsonable(summary)))
+    else:
+        print(text)
+
+
+def run(command_name, args) -> int:
+    from attndyn.numeric import transformer as tr
+
+    s = tr.check_setup(_setup(args))
+    if args.action == "train":
+        observe = [o for o in args.observe.split(",") if o]
+        student, data = tr.build(s, args.seed)
+        res = tr.train(student, data, T=args.T, method=args.method, lr=args.lr,
+                       batch_fraction=args.batch_fraction, seed=args.sgd_seed,
+                       n_eval=args.n_eval, rtol=args.rtol, atol=args.atol, observe=observe)
+        res.params["setup"] = {k: v for k, v in s.items()}
+        res.params["seed_setup"] = args.seed
+        path = res.save(args.output) if args.output else None
+        fin = res.final()
+        _print(args, {"status": res.status, "message": res.message, "final": fin, "path": path},
+               f"status {res.status} ({res.message}); t = {res.t[-1]:g}: "
+               + ", ".join(f"{k} = {v:.6g}" for k, v in fin.items())
+               + (f"\nwrote {path}" if path else ""))
+        return 0 if res.status == 0 else 1
+    if args.action == "kernel":
+        import numpy as np
+        student, data = tr.build(s, args.seed)
+        Hb, Hg = tr.kernel_parts(student, data.X, args.layer)
+        lam_H = tr.min_eigenvalue(Hb + Hg)
+        lam = tr.min_eigenvalue(Hb) / student.omega
+        summary = {"layer": args.layer, "nL": int(Hb.shape[0]), "lambda_min_H": lam_H,
+                   "lambda": lam, "setup": s, "seed": args.seed}
+        path = None
+        if args.output:
+            path = args.output if args.output.endswith(".npz") else args.output + ".npz"
+            np.savez_compressed(path, H=Hb + Hg, Hprime=Hb, Hgamma=Hg,
+                                header=np.array(json.dumps(dict(summary,
+                                                format="attndyn-transformer-kernel-1"))))
+        _print(args, dict(summary, path=path),
+               f"layer {args.layer} (0-based), nL = {Hb.shape[0]}: lambda_min(H) = {lam_H:.6g}, "
+               f"lambda = lambda_min(H'/omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""))
+        return 0
+    # lemmas
+    w = args.which
+    if w == "lemma41":
+        out = tr.lemma41_sweep(s, _ints(args.widths, "widths"), seeds=args.seeds)
+    elif w == "assumption":
+        vals = _ints(args.values, "values") if args.values else [8, 16, 32, 64, 128]
+        out = tr.assumption_sweep(s, args.variable, vals, seeds=args.seeds)
+    elif w == "lemma53":
+        if args.T is None:
+            raise ValueError("--T is required for lemma53")
+        out = tr.lemma53(s, T=args.T, seeds=args.seeds, n_eval=args.n_eval, rtol=args.rtol,
+                         atol=args.atol)
+    elif w == "theorem55":
+        if args.T is None:
+            raise ValueError("--T is required for theorem55")
+        student, data = tr.build(s, args.seed)
+        lam = tr.assumption_lambda(student, data.X)
+        res = tr.train(student, data, T=args.T, n_eval=args.n_eval, rtol=args.rtol,
+                       atol=args.atol)
+        rep = tr.theorem55(res, lam=lam, omega=student.omega, eps=student.eps)
+        rep["lambda"] = lam
+        path = res.save(args.output) if args.output else None
+        _print(args, dict(rep, path=path),
+               f"lambda = {lam:.6g}; predicted rate alpha eps^2 = {rep['predicted_rate']:.6g}; "
+               f"min_t effective rate / predicted = {rep['ratio']:.6g}; fitted rate ratio = "
+               f"{rep['fitted_ratio']:.6g}; bound holds: {rep['holds']}"
+               + (f"\nwrote {path}" if path else ""))
+        return 0
+    else:
+        if args.c_exp is None:
+            raise ValueError("--c-exp is required for definition52 (the paper gives no value)")
+        student, data = tr.build(s, args.seed)
+        rep = tr.definition52(student, data.X, delta=args.delta, c_exp=args.c_exp)
+        _print(args, rep, ", ".join(f"{k} = {v}" for k, v in rep.items()))
+        return 0
+    path = out.save(args.output) if args.output else None
+    _print(args, {"kind": out.kind, "fits": out.fits, "status": out.status, "path": path},
+           out.table() + "\nfits: " + json.dumps(_fits_json(out.fits))
+           + (f"\nwrote {path}" if path else ""))
+    return 0 if out.status == 0 else 1
