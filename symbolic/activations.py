@@ -44,7 +44,8 @@ class Activation:
     smooth: bool = True
 
     def __call__(self, g):
-        return self.expr.xreplace({X: sp.sympify(g)})
+        from .parse import as_sympy
+        return self.expr.xreplace({X: as_sympy(g, f"argument of activation {self.name}")})
 
     @property
     def is_polynomial(self) -> bool:
@@ -64,7 +65,8 @@ def relu(g):
 
 
 def is_polynomial_activation(expr) -> bool:
-    expr = sp.sympify(expr)
+    from .parse import as_sympy
+    expr = as_sympy(expr, "activation expression")
     if X not in expr.free_symbols:
         return True
     try:
@@ -76,8 +78,8 @@ def is_polynomial_activation(expr) -> bool:
 
 def hermite_activation(k: int, normalised: bool = True) -> Activation:
     """``h_k = He_k/sqrt(k!)`` (paper 003, Figure 2), or ``He_k`` with ``normalised=False``."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"hermite order k must be an int >= 0, got {k!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
+        raise ValueError(f"hermite order k must be an int in [0, 64], got {k!r}")
     he = sp.expand(sp.hermite_prob(k, X))
     if normalised:
         return Activation(f"h{k}", sp.expand(he / sp.sqrt(sp.factorial(k))))
@@ -112,7 +114,7 @@ def activation(spec, argument: str = "activation") -> Activation:
     if isinstance(spec, Activation):
         return spec
     if isinstance(spec, sp.Basic):
-        expr = sp.sympify(spec)
+        expr = spec
         extra = expr.free_symbols - {X}
         if extra:
             raise ValueError(f"{argument}: an activation expression may only use the symbol x "
@@ -127,16 +129,30 @@ def activation(spec, argument: str = "activation") -> Activation:
         return table[name.lower()]
     m = re.fullmatch(r"(h|He)(\d+)", name)
     if m:
+        from .parse import MAX_HERMITE
+        if len(m.group(2)) > 3 or int(m.group(2)) > MAX_HERMITE:
+            raise ValueError(f"activation {_short(spec)} for argument {argument!r}: Hermite "
+                             f"order too large (k <= {MAX_HERMITE})")
         return hermite_activation(int(m.group(2)), normalised=(m.group(1) == "h"))
+    known = f"known: {', '.join(known_activations())}"
     if "x" in name:
+        # never sympify: the safe parser (attndyn.symbolic.parse) builds the expression
+        from .parse import parse_expression
         try:
-            expr = sp.sympify(name, locals={"x": X})
-        except (sp.SympifyError, SyntaxError, TypeError):
-            expr = None
-        if expr is not None and expr.free_symbols <= {X} and is_polynomial_activation(expr):
+            expr = parse_expression(name, what=argument, symbols={"x": X})
+        except ValueError as exc:
+            raise ValueError(f"unknown activation {_short(spec)} for argument {argument!r} "
+                             f"({known}); as a polynomial in x: {exc}") from None
+        if expr.free_symbols <= {X} and is_polynomial_activation(expr):
             return Activation(name, sp.expand(expr))
-    raise ValueError(f"unknown activation {spec!r} for argument {argument!r}; known: "
-                     f"{', '.join(known_activations())}")
+        raise ValueError(f"activation {_short(spec)} for argument {argument!r} is not a "
+                         f"polynomial in x ({known})")
+    raise ValueError(f"unknown activation {_short(spec)} for argument {argument!r}; {known}")
+
+
+def _short(text, n: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= n else text[:n - 3] + "...")
 
 
 def _is_smooth(expr) -> bool:

@@ -23,6 +23,8 @@ from typing import Sequence
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
+from .parse import as_sympy as _as_sympy
+
 __all__ = ["njit_source", "source_hash", "GRAD_SIGNATURE_SRC", "VALGRAD_SIGNATURE_SRC"]
 
 GRAD_SIGNATURE_SRC = "types.void(types.float64[::1], types.float64[::1], types.float64[::1])"
@@ -52,6 +54,11 @@ class _NumbaPrinter(PythonCodePrinter):
         return super()._print_Pow(expr, rational=rational)
 
 
+def _comment(s) -> str:
+    """A symbol name as a one-line comment (a name with a newline must not become code)."""
+    return repr(str(s))[1:-1]
+
+
 def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -73,9 +80,9 @@ def njit_source(
     """
     inputs = list(inputs)
     params = list(params)
-    outputs = [sp.sympify(o) for o in outputs]
+    outputs = [_as_sympy(o, "outputs") for o in outputs]
     allowed = set(inputs) | set(params)
-    exprs = outputs + ([sp.sympify(value)] if value is not None else [])
+    exprs = outputs + ([_as_sympy(value, "value")] if value is not None else [])
     for e in exprs:
         extra = e.free_symbols - allowed
         if extra:
@@ -86,10 +93,10 @@ def njit_source(
     lines = []
     for i, s in enumerate(inputs):
         names[s] = f"x_{i}"
-        lines.append(f"    x_{i} = x[{i}]  # {s}")
+        lines.append(f"    x_{i} = x[{i}]  # {_comment(s)}")
     for i, s in enumerate(params):
         names[s] = f"p_{i}"
-        lines.append(f"    p_{i} = p[{i}]  # {s}")
+        lines.append(f"    p_{i} = p[{i}]  # {_comment(s)}")
 
     def pr(e):
         e = e.xreplace(names_sym)

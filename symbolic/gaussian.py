@@ -81,6 +81,8 @@ def check_covariance(C, L: int, name: str = "C") -> sp.ImmutableMatrix:
     """Validate a token covariance: ``L x L``, symmetric, positive semi-definite."""
     if C is None:
         return sp.ImmutableMatrix(sp.eye(L))
+    from .parse import reject_strings
+    reject_strings(C, name)  # ImmutableMatrix would evaluate a string entry as Python
     try:
         M = sp.ImmutableMatrix(C)
     except Exception:
@@ -177,7 +179,9 @@ class GaussianLaw:
 
     def reduce_loss(self, expr):
         """Rewrite a loss expression in the representative variables."""
-        return sp.sympify(expr).xreplace(self.substitution) if self.substitution else expr
+        from .parse import as_sympy
+        expr = as_sympy(expr, "loss")
+        return expr.xreplace(self.substitution) if self.substitution else expr
 
     # numeric helpers ------------------------------------------------------
     def linear_maps(self):

@@ -46,6 +46,8 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
+from .parse import as_sympy as _as_sympy
+
 __all__ = [
     "NoClosedForm", "he", "normalised_he", "normalise_nonsmooth", "is_polynomial_in",
     "gauss_moment", "expect_1d", "hermite_coefficients", "pair_closed", "pair_mehler",
@@ -93,7 +95,7 @@ def _relu_piece(pw):
 def normalise_nonsmooth(expr) -> sp.Expr:
     """Rewrite ``Max(0, e)``, ``Min(0, e)``, ``Abs``, ``sign`` and ReLU-shaped
     ``Piecewise`` in terms of ``Heaviside`` (equal almost everywhere)."""
-    expr = sp.sympify(expr)
+    expr = _as_sympy(expr, "expression")
 
     def mx(e):
         a, b = e.args if len(e.args) == 2 else (None, None)
@@ -150,7 +152,7 @@ def _collapse_heaviside(expr) -> sp.Expr:
 
 
 def is_polynomial_in(expr, x) -> bool:
-    expr = sp.sympify(expr)
+    expr = _as_sympy(expr, "expression")
     if not expr.has(x):
         return True
     return bool(expr.is_polynomial(x))
@@ -294,7 +296,7 @@ def hermite_coefficients(f, n_max: int, x, v, m=0) -> list:
     ``f`` is an expression in ``x``; exact (no quadrature). For a polynomial of
     degree ``d`` the coefficients vanish beyond ``d``.
     """
-    f = normalise_nonsmooth(sp.sympify(f))
+    f = normalise_nonsmooth(_as_sympy(f, "f"))
     out = []
     d = f
     for n in range(n_max + 1):
@@ -415,8 +417,8 @@ def pair_mehler(f, g, x, y, mx, my, vx, vy, c, order: int):
     otherwise ``bound`` is the Parseval bound ``|rho|^(N+1) sqrt(T_f T_g)``
     (a SymPy expression), or None if ``E[f^2]`` or ``E[g^2]`` has no closed form.
     """
-    f = normalise_nonsmooth(sp.sympify(f))
-    g = normalise_nonsmooth(sp.sympify(g))
+    f = normalise_nonsmooth(_as_sympy(f, "f"))
+    g = normalise_nonsmooth(_as_sympy(g, "g"))
     deg = []
     for e, v_ in ((f, x), (g, y)):
         deg.append(sp.Poly(e, v_).degree() if is_polynomial_in(e, v_) and e.has(v_) else

@@ -32,8 +32,9 @@ from typing import Callable
 import numpy as np
 import sympy as sp
 
-from .activations import activation, hermite_activation, relu
-from .gaussian import g_array
+from .activations import activation, hermite_activation
+from .parse import (_check_numbers, as_sympy, parse_expression, parse_float,
+                    parse_int, parse_loss)
 
 __all__ = ["Loss", "mse_teacher_student", "softmax_teacher_student", "matrix_denoising",
            "denoising_order_parameters", "two_layer_attention", "TwoLayerAttention",
@@ -88,7 +89,7 @@ def mse_teacher_student(student="h2", teacher=None, *, student_index: int = 0,
     kt = _check_index(teacher_index, "teacher_index")
     if ks == kt:
         raise ValueError("student_index and teacher_index must differ")
-    scale = sp.sympify(scale)
+    scale = _coefficient(scale, "scale")
 
     def fn(G):
         L = G.shape[0]
@@ -123,7 +124,7 @@ def softmax_teacher_student(L: int = 2, *, student_index: int = 0, teacher_index
         raise ValueError(f"L must be an int >= 1, got {L!r}")
     ks = _check_index(student_index, "student_index")
     kt = _check_index(teacher_index, "teacher_index")
-    beta = sp.sympify(beta)
+    beta = _coefficient(beta, "beta")
 
     def fn(G):
         Ls = G.shape[0]
@@ -150,15 +151,18 @@ def matrix_denoising(ell="-a") -> Loss:
     the least-squares objective ``||Y - S||_F^2 / (2d)``.
     """
     if isinstance(ell, str):
-        try:
-            e = sp.sympify(ell, locals={"a": _A})
-        except (sp.SympifyError, SyntaxError, TypeError) as exc:
-            raise ValueError(f"ell: cannot parse {ell!r} as an expression in a: {exc}") from None
+        # the safe parser of attndyn.symbolic.parse: never evaluated as Python
+        e = parse_expression(ell, what="ell", symbols={"a": _A})
     else:
-        e = sp.sympify(ell)
+        e = as_sympy(ell, "ell")
+        if not isinstance(e, sp.Expr):
+            raise TypeError(f"ell must be a SymPy expression in a, got {type(ell).__name__}")
+        _check_numbers(e, "ell")
     extra = e.free_symbols - {_A}
     if extra:
         raise ValueError(f"ell may only use the symbol a, found {sorted(map(str, extra))}")
+    if _A not in e.free_symbols:
+        raise ValueError(f"ell must depend on a, got {e}")
 
     def fn(G):
         return e.xreplace({_A: G[0, 0, 0]})
@@ -209,8 +213,9 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
     :meth:`effective_matrices` and :meth:`forward` compute the matrices and the
     network itself from weights, to check the expansion at finite ``d``.
     """
-    if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1:
-        raise ValueError(f"heads must be an int >= 1, got {heads!r}")
+    if (isinstance(heads, bool) or not isinstance(heads, (int, np.integer))
+            or not 1 <= heads <= MAX_HEADS):
+        raise ValueError(f"heads must be an int in [1, {MAX_HEADS}], got {heads!r}")
     if output not in ("linear", "softmax"):
         raise ValueError(f"output must be 'linear' or 'softmax', got {output!r}")
     H = int(heads)
@@ -281,76 +286,131 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
 
 
 # -- CLI specs -----------------------------------------------------------------------------
+#: Largest ``heads`` of :func:`two_layer_attention` (``2 (1 + 3H + H^2)`` forms).
+MAX_HEADS = 8
+#: Range of the softmax inverse temperature in a spec: ``0 < |beta| <= MAX_BETA``.
+MAX_BETA = 100.0
+#: Most tokens of a ``softmax:L=..`` spec.
+MAX_SPEC_L = 16
+
+
+def _coefficient(value, name):
+    """A real, finite SymPy coefficient from a number, a SymPy expression or a plain
+    decimal string (never an expression string)."""
+    if isinstance(value, str):
+        v = parse_float(value, name)
+        return sp.Integer(int(v)) if v == int(v) and abs(v) < 2 ** 53 else sp.Float(v)
+    v = as_sympy(value, name)
+    if not isinstance(v, sp.Expr):
+        raise TypeError(f"{name} must be a number or a SymPy expression, got {type(value).__name__}")
+    _check_numbers(v, name)
+    return v
+
+
+def _split_top(text: str) -> list:
+    """Split on commas outside parentheses and brackets."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
 def _kv(text: str, spec: str) -> dict:
     out = {}
-    for part in [p for p in text.split(",") if p.strip()]:
+    for part in _split_top(text):
         if "=" not in part:
-            raise ValueError(f"loss spec {spec!r}: expected key=value, got {part!r}")
+            raise ValueError(f"loss spec {_short(spec)}: expected key=value, got {_short(part)}")
         k, v = part.split("=", 1)
+        if k.strip() in out:
+            raise ValueError(f"loss spec {_short(spec)}: option {k.strip()!r} given twice")
         out[k.strip()] = v.strip()
     return out
 
 
-def _namespace(G):
-    ns = {"G": G, "relu": relu, "Max": sp.Max, "exp": sp.exp, "log": sp.log, "erf": sp.erf,
-          "tanh": sp.tanh, "sqrt": sp.sqrt, "Abs": sp.Abs, "abs": sp.Abs,
-          "sigmoid": lambda g: 1 / (1 + sp.exp(-g)), "pi": sp.pi}
-    for k in range(10):
-        ns[f"h{k}"] = hermite_activation(k)
-        ns[f"He{k}"] = hermite_activation(k, normalised=False)
-    return ns
+def _short(text, n: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= n else text[:n - 3] + "...")
 
 
-def loss_from_spec(spec: str, K: int, L: int):
+def loss_from_spec(spec: str, K: int, L: int, params=None):
     """Parse a CLI loss spec into ``(loss, params)``.
 
     ``params`` is a tuple of the free SymPy symbols of the loss other than ``G``
     (runtime parameters of the compiled gradient; empty for the named losses).
+    The argument ``params`` declares the parameter names a raw expression may
+    use; ``None`` (default) accepts any plain identifier (letters, digits,
+    ``_``, not a Python builtin or SymPy constant) as a parameter, ``()``
+    accepts none (the CLI).
 
     ========================== ====================================================
     ``mse:<act>[,<act>]``       :func:`mse_teacher_student`, student 0, teacher 1
-    ``softmax[:L=..,beta=..]``  :func:`softmax_teacher_student`
+    ``softmax[:L=..,beta=..]``  :func:`softmax_teacher_student` (``beta`` a plain
+                                number, ``0 < |beta| <= 100``)
     ``denoising[:ell=<expr>]``  :func:`matrix_denoising` (``ell`` in ``a``)
-    ``attention2[:heads=..,output=..]`` :func:`two_layer_attention`
-    anything else               an expression in ``G[i,j,k]`` (0-based), with
-                                ``relu, erf, tanh, sigmoid, exp, h0..h9, He0..He9``
+    ``attention2[:heads=..,output=..]`` :func:`two_layer_attention` (``heads <= 8``)
+    anything else               an expression in ``G[i,j,k]`` (0-based; ``G1..GK`` for
+                                ``L = 1``) with ``exp, log, sqrt, tanh, erf, abs, max,
+                                min, relu, sigmoid, softplus, gelu, h<k>, He<k>``
     ========================== ====================================================
+
+    Text is never evaluated as Python: expressions (raw losses, ``ell``,
+    polynomial activations in ``x``) go through the whitelist parser of
+    :mod:`attndyn.symbolic.parse` with its size limits; options are plain
+    numbers. Anything else raises a one-line ``ValueError``.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError("loss spec must be a non-empty string")
     for name, val in (("K", K), ("L", L)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
             raise ValueError(f"{name} must be an int >= 1, got {val!r}")
+    from .parse import MAX_CHARS
+    if len(spec) > MAX_CHARS:
+        raise ValueError(f"loss spec too long ({len(spec)} characters, limit {MAX_CHARS})")
     spec = spec.strip()
     head, _, rest = spec.partition(":")
     head = head.strip().lower()
     loss = None
     if head == "mse" and rest:
-        acts = [a.strip() for a in rest.split(",") if a.strip()]
+        acts = _split_top(rest)
         if not 1 <= len(acts) <= 2:
-            raise ValueError(f"loss spec {spec!r}: use mse:<student>[,<teacher>]")
+            raise ValueError(f"loss spec {_short(spec)}: use mse:<student>[,<teacher>]")
         loss = mse_teacher_student(acts[0], acts[1] if len(acts) == 2 else None)
     elif head == "softmax":
         kv = _kv(rest, spec)
-        Ls = int(kv.pop("L", L))
-        beta = sp.sympify(kv.pop("beta", "1"))
+        Ls = parse_int(kv.pop("L", str(L)), "softmax option L", 1, MAX_SPEC_L)
+        beta = parse_float(kv.pop("beta", "1"), "softmax option beta", -MAX_BETA, MAX_BETA,
+                           nonzero=True)
         if kv:
-            raise ValueError(f"loss spec {spec!r}: unknown options {sorted(kv)}")
+            raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
+                             "(softmax takes L, beta)")
         if Ls != L:
-            raise ValueError(f"loss spec {spec!r} is for L = {Ls} tokens but L = {L}")
-        loss = softmax_teacher_student(Ls, beta=beta)
+            raise ValueError(f"loss spec {_short(spec)} is for L = {Ls} tokens but L = {L}")
+        loss = softmax_teacher_student(Ls, beta=sp.Integer(int(beta)) if beta == int(beta)
+                                       else sp.Float(beta))
     elif head == "denoising":
         kv = _kv(rest, spec)
         ell = kv.pop("ell", "-a")
         if kv:
-            raise ValueError(f"loss spec {spec!r}: unknown options {sorted(kv)}")
+            raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
+                             "(denoising takes ell)")
         loss = matrix_denoising(ell)
     elif head == "attention2":
         kv = _kv(rest, spec)
-        H = int(kv.pop("heads", "1"))
+        H = parse_int(kv.pop("heads", "1"), "attention2 option heads", 1, MAX_HEADS)
         out = kv.pop("output", "linear")
+        if out not in ("linear", "softmax"):
+            raise ValueError(f"attention2 option output must be 'linear' or 'softmax', "
+                             f"got {_short(out)}")
         if kv:
-            raise ValueError(f"loss spec {spec!r}: unknown options {sorted(kv)}")
+            raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
+                             "(attention2 takes heads, output)")
         loss = two_layer_attention(H, out)
     if loss is not None:
         if loss.L is not None and loss.L != L:
@@ -361,22 +421,9 @@ def loss_from_spec(spec: str, K: int, L: int):
             raise ValueError(f"loss {loss.name} uses exactly K = {loss.min_K} forms, got K = {K}")
         return loss, ()
     # raw expression in G
-    G = g_array(L, K)
-    if not re.search(r"\bG\s*\[", spec):
-        raise ValueError(f"unknown loss spec {spec!r}: use mse:<act>[,<act>], softmax, denoising, "
-                         "attention2, or an expression in G[i,j,k]")
-    try:
-        expr = sp.sympify(spec, locals=_namespace(G))
-    except (IndexError, ValueError) as exc:
-        if not isinstance(exc, IndexError) and "out of border" not in str(exc):
-            raise ValueError(f"loss {spec!r} could not be parsed: {exc}") from None
-        raise ValueError(f"loss {spec!r}: an index of G is out of range for L = {L}, K = {K} "
-                         "(indices are 0-based)") from None
-    except (sp.SympifyError, SyntaxError, TypeError, AttributeError) as exc:
-        raise ValueError(f"loss {spec!r} could not be parsed as an expression in G: {exc}") from None
-    if not isinstance(expr, sp.Expr):
-        raise ValueError(f"loss {spec!r} is not a scalar expression")
-    gsyms = set(G[i, j, k] for i in range(L) for j in range(L) for k in range(K))
-    params = tuple(sorted(expr.free_symbols - gsyms, key=str))
-    raw = Loss(f"expr:{spec}", lambda _G, e=expr: e, spec, min_K=1, L=L, params=params)
-    return raw, params
+    if not re.search(r"\bG\s*\[", spec) and not (L == 1 and re.search(r"\bG\d+\b", spec)):
+        raise ValueError(f"unknown loss spec {_short(spec)}: use mse:<act>[,<act>], softmax, "
+                         "denoising, attention2, or an expression in G[i,j,k]")
+    expr, found = parse_loss(spec, K, L, params=params, what="loss")
+    raw = Loss(f"expr:{spec}", lambda _G, e=expr: e, spec, min_K=1, L=L, params=found)
+    return raw, found

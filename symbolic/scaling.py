@@ -20,6 +20,8 @@ from __future__ import annotations
 import sympy as sp
 from sympy.functions.combinatorial.numbers import stirling
 
+from .parse import as_sympy as _as_sympy
+
 __all__ = [
     "symbols",
     "threshold_compute",
@@ -119,7 +121,7 @@ def verify_inverse(candidate=None) -> bool:
     ``log W(a) = log a - W(a)``, with ``a = 6 (L d)^6 C / xi^10``. The
     paper's form (:func:`paper_critical_data_size`) fails this check.
     """
-    cand = critical_data_size() if candidate is None else sp.sympify(candidate)
+    cand = critical_data_size() if candidate is None else _as_sympy(candidate, "candidate")
     a = _w_arg()
     w = sp.Symbol("w", positive=True)
     rule = {sp.LambertW(a): w}

@@ -1,0 +1,676 @@
+"""Safe parsing of user text into SymPy expressions (loss strings, activations, ``ell``).
+
+Nothing here evaluates user text as Python. :func:`parse_expression` parses
+with :func:`ast.parse` (``mode="eval"``), walks the tree against a whitelist
+and builds the SymPy expression node by node (never ``sympify`` of a string).
+
+Grammar (everything else is a one-line ``ValueError`` naming the offending
+token and its column)::
+
+    expr    := number | name | G[i, j, k] | G<k> | func(expr, ...)
+             | expr (+ - * /) expr | (+ -) expr | expr ** exponent | ( expr )
+    number  := int or decimal literal (finite; no complex ``1j``, no ``nan``/``inf``)
+    name    := a declared symbol (``x`` in activations, ``a`` in ``ell``),
+               a declared parameter, or the constant ``pi``
+    G[i,j,k]:= integer literals with 0 <= i, j < L and 0 <= k < K
+    G<k>    := shorthand for G[0,0,k-1] when L = 1 (1-based, 1 <= k <= K)
+    func    := exp log sqrt tanh erf abs/Abs max/Max min/Min (>= 2 arguments)
+               relu sigmoid softplus gelu linear identity square
+               h<k> He<k> (normalised / plain Hermite, k <= MAX_HERMITE)
+    exponent:= a constant: integer, fraction p/q (q <= MAX_EXPONENT) or decimal
+               with |exponent| <= MAX_EXPONENT
+
+Limits, checked on the text and the tree *before* any expansion:
+``MAX_CHARS`` characters, ``MAX_NODES`` syntax-tree nodes, nesting depth
+``MAX_DEPTH``, ``|exponent| <= MAX_EXPONENT``, exact constants of at most
+``MAX_DIGITS`` digits (``9**9**9`` is refused, not computed), polynomial
+degree at most ``MAX_DEGREE`` and at most ``MAX_TERMS`` monomials in an
+expansion (estimated from the tree: the multinomial count of every power
+and product, and ``C(n + D, D)`` for degree ``D`` in ``n`` variables).
+
+:func:`check_loss_expression` validates a loss built in Python (complex,
+``nan``, ``oo``, ``zoo`` and out-of-range coefficients; free symbols; no
+dependence on ``G``). :class:`LossArray` is the ``G`` array handed to loss
+callables: an index out of range names the index, ``K`` and ``L``.
+:func:`as_sympy` converts API values to SymPy without ever parsing a string.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import keyword
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import sympy as sp
+from sympy.tensor.array import ImmutableDenseNDimArray
+
+__all__ = [
+    "MAX_CHARS", "MAX_NODES", "MAX_DEPTH", "MAX_EXPONENT", "MAX_DIGITS", "MAX_DEGREE",
+    "MAX_TERMS", "MAX_HERMITE", "MAX_PARAMS", "parse_expression", "parse_loss", "parse_float",
+    "parse_int", "check_loss_expression", "as_sympy", "LossArray", "loss_array",
+    "allowed_functions", "reject_strings",
+]
+
+MAX_CHARS = 2000        #: longest accepted text
+MAX_NODES = 1000        #: most syntax-tree nodes
+MAX_DEPTH = 40          #: deepest nesting of the syntax tree
+MAX_EXPONENT = 16       #: largest |exponent| (and denominator of a fractional one)
+MAX_DIGITS = 300        #: largest exact constant: 10**MAX_DIGITS (float64 stops at 1.8e308)
+MAX_DEGREE = 64         #: largest polynomial degree (functions count as degree-1 atoms)
+MAX_TERMS = 20_000      #: most monomials an expansion may produce (estimate)
+MAX_HERMITE = 16        #: largest Hermite order in h<k>, He<k>
+MAX_PARAMS = 16         #: most parameters of one expression
+
+_FLOAT_MAX = 1e300      # coefficients beyond this overflow float64 in the kernels
+_PARAM_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}\Z")
+# names never taken as parameters: SymPy's special constants, Python builtins and keywords
+_RESERVED = ({"I", "E", "S", "N", "O", "Q", "oo", "zoo", "nan", "inf", "infinity", "pi",
+              "G", "x", "lambda"} | set(dir(builtins)) | set(keyword.kwlist))
+
+
+def _sigmoid(g):
+    return 1 / (1 + sp.exp(-g))
+
+
+def _function_table() -> dict:
+    """name -> (min args, max args, builder, kind); kind: 'poly' (degree-preserving,
+    piecewise linear), 'atom' (opaque), or ('hermite', k)."""
+    t = {
+        "exp": (1, 1, sp.exp, "atom"),
+        "log": (1, 1, sp.log, "atom"),
+        "sqrt": (1, 1, sp.sqrt, "atom"),
+        "tanh": (1, 1, sp.tanh, "atom"),
+        "erf": (1, 1, sp.erf, "atom"),
+        "abs": (1, 1, sp.Abs, "poly"),
+        "Abs": (1, 1, sp.Abs, "poly"),
+        "max": (2, 8, sp.Max, "poly"),
+        "Max": (2, 8, sp.Max, "poly"),
+        "min": (2, 8, sp.Min, "poly"),
+        "Min": (2, 8, sp.Min, "poly"),
+        "relu": (1, 1, lambda g: sp.Max(0, g), "poly"),
+        "sigmoid": (1, 1, _sigmoid, "atom"),
+        "softplus": (1, 1, lambda g: sp.log(1 + sp.exp(g)), "atom"),
+        "gelu": (1, 1, lambda g: g * (1 + sp.erf(g / sp.sqrt(2))) / 2, "atom"),
+        "linear": (1, 1, lambda g: g, "poly"),
+        "identity": (1, 1, lambda g: g, "poly"),
+        "square": (1, 1, lambda g: g ** 2, ("hermite", 2)),
+    }
+    return t
+
+
+_FUNCTIONS = _function_table()
+_HERMITE_RE = re.compile(r"(h|He)(\d+)\Z")
+
+
+def allowed_functions() -> list:
+    """Names of the functions a loss string may call."""
+    return sorted(_FUNCTIONS, key=str.lower) + [f"h<k>, He<k> (k <= {MAX_HERMITE})"]
+
+
+def _hermite(name: str):
+    m = _HERMITE_RE.match(name)
+    if not m:
+        return None
+    k = int(m.group(2))
+    if k > MAX_HERMITE:
+        return k
+    from .activations import X, hermite_activation
+    act = hermite_activation(k, normalised=(m.group(1) == "h"))
+    return (1, 1, lambda g, e=act.expr: e.xreplace({X: g}), ("hermite", k))
+
+
+# -- the value carried up the tree ----------------------------------------------------------
+@dataclass(frozen=True)
+class _Val:
+    expr: sp.Expr
+    const: bool          # no symbols (G, parameters, variables) below
+    deg: int             # polynomial degree bound (functions are atoms of degree 1)
+    terms: int           # bound on the number of terms after expansion
+    gsyms: frozenset     # symbols below (for the C(n + D, D) bound)
+
+
+def _multinomial(t: int, n: int) -> int:
+    """Number of monomials of ``(a_1 + ... + a_t)**n``: C(t + n - 1, n) (capped)."""
+    if n <= 0 or t <= 1:
+        return 1
+    return min(math.comb(t + n - 1, n), 10 ** 12)
+
+
+def _digits(v: sp.Number) -> float:
+    """log10 of the size of an exact number (numerator or denominator, whichever is larger)."""
+    if isinstance(v, sp.Rational):
+        b = max(abs(int(v.p)).bit_length(), abs(int(v.q)).bit_length())
+        return b * 0.30103
+    if isinstance(v, sp.Float):
+        f = abs(float(v)) if v.is_finite else math.inf
+        return math.log10(f) if f > 0 else 0.0
+    return 0.0
+
+
+class _Parser:
+    def __init__(self, text, what, symbols, params, auto_params, G, K, L, shorthand):
+        self.text = text
+        self.what = what
+        self.symbols = dict(symbols or {})
+        self.params = {str(p): (p if isinstance(p, sp.Symbol) else sp.Symbol(str(p), real=True))
+                       for p in params}
+        self.auto_params = auto_params
+        self.found_params = {}
+        self.G = G
+        self.K = K
+        self.L = L
+        self.shorthand = shorthand
+        self.nodes = 0
+
+    # -- errors ------------------------------------------------------------------------
+    def fail(self, node, msg):
+        col = getattr(node, "col_offset", None)
+        where = f" at column {col + 1}" if col is not None else ""
+        raise ValueError(f"{self.what}: {msg}{where} in {_short(self.text)}")
+
+    def token(self, node) -> str:
+        seg = ast.get_source_segment(self.text, node) or type(node).__name__
+        seg = " ".join(seg.split())
+        return seg if len(seg) <= 40 else seg[:37] + "..."
+
+    def allowed(self) -> str:
+        names = []
+        if self.G is not None:
+            names.append("G[i,j,k]" + (", G1..G%d" % self.K if self.shorthand else ""))
+        names += sorted(self.symbols) + sorted(self.params)
+        if self.auto_params:
+            names.append("parameter names")
+        names.append("pi")
+        return ", ".join(names + allowed_functions())
+
+    # -- walk ----------------------------------------------------------------------------
+    def build(self, node, depth=0) -> _Val:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.fail(node, f"expression too large (more than {MAX_NODES} syntax nodes)")
+        if depth > MAX_DEPTH:
+            self.fail(node, f"expression nested too deeply (more than {MAX_DEPTH} levels)")
+        meth = getattr(self, "_" + type(node).__name__, None)
+        if meth is None:
+            self.fail(node, f"{_describe(node)} {self.token(node)!r} is not allowed "
+                            f"(allowed: numbers, + - * / **, {self.allowed()})")
+        return meth(node, depth + 1)
+
+    def _Constant(self, node, depth):
+        v = node.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            kind = "complex number" if isinstance(v, complex) else f"literal {type(v).__name__}"
+            self.fail(node, f"{kind} {self.token(node)!r} is not allowed (real numbers only)")
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                self.fail(node, f"number {self.token(node)!r} is not finite")
+            if abs(v) > _FLOAT_MAX:
+                self.fail(node, f"number {self.token(node)!r} is too large (|x| <= {_FLOAT_MAX:g})")
+            e = sp.Float(v)
+        else:
+            if v.bit_length() * 0.30103 > MAX_DIGITS:
+                self.fail(node, f"integer {self.token(node)!r} has more than {MAX_DIGITS} digits")
+            e = sp.Integer(v)
+        return _Val(e, True, 0, 1, frozenset())
+
+    def _Name(self, node, depth):
+        name = node.id
+        if name in self.symbols:
+            s = self.symbols[name]
+            return _Val(s, False, 1, 1, frozenset([s]))
+        if name in self.params:
+            return _Val(self.params[name], False, 0, 1, frozenset())
+        if name == "pi":
+            return _Val(sp.pi, True, 0, 1, frozenset())
+        if self.G is not None:
+            m = re.fullmatch(r"G(\d{1,6})", name)
+            if m and self.shorthand:
+                k = int(m.group(1))
+                if not 1 <= k <= self.K:
+                    self.fail(node, f"index {name} out of range: G1..G{self.K} are 1-based "
+                                    f"(K = {self.K}, L = {self.L})")
+                s = self.G[0, 0, k - 1]
+                return _Val(s, False, 1, 1, frozenset([s]))
+            if name == "G":
+                self.fail(node, "G must be indexed as G[i,j,k] (0-based integers)")
+        if name in _FUNCTIONS or _HERMITE_RE.match(name):
+            self.fail(node, f"function {name!r} must be called, as {name}(...)")
+        if (self.auto_params and _PARAM_RE.match(name) and name not in _RESERVED
+                and not re.fullmatch(r"G\d*", name)):
+            if name not in self.found_params:
+                if len(self.found_params) + len(self.params) >= MAX_PARAMS:
+                    self.fail(node, f"too many parameters (at most {MAX_PARAMS})")
+                self.found_params[name] = sp.Symbol(name, real=True)
+            return _Val(self.found_params[name], False, 0, 1, frozenset())
+        self.fail(node, f"name {_short(name, 40)} is not allowed (allowed: {self.allowed()})")
+
+    def _Subscript(self, node, depth):
+        if not (isinstance(node.value, ast.Name) and node.value.id == "G") or self.G is None:
+            self.fail(node, f"subscript {self.token(node)!r} is not allowed (only G[i,j,k])")
+        sl = node.slice
+        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        idx = []
+        for e in elts:
+            if (isinstance(e, ast.Constant) and isinstance(e.value, int)
+                    and not isinstance(e.value, bool)):
+                idx.append(e.value)
+            else:
+                self.fail(e, f"index {self.token(e)!r} of G must be a non-negative integer literal")
+        if len(idx) != 3:
+            self.fail(node, f"{self.token(node)!r}: G takes three indices G[i,j,k]")
+        i, j, k = idx
+        if not (0 <= i < self.L and 0 <= j < self.L and 0 <= k < self.K):
+            self.fail(node, f"index G[{i},{j},{k}] out of range: K = {self.K}, L = {self.L} "
+                            "(0 <= i, j < L, 0 <= k < K; indices are 0-based)")
+        s = self.G[i, j, k]
+        return _Val(s, False, 1, 1, frozenset([s]))
+
+    def _Expression(self, node, depth):
+        return self.build(node.body, depth)
+
+    def _UnaryOp(self, node, depth):
+        if not isinstance(node.op, (ast.UAdd, ast.USub)):
+            self.fail(node, f"operator {self.token(node)!r} is not allowed (unary + and - only)")
+        v = self.build(node.operand, depth)
+        e = -v.expr if isinstance(node.op, ast.USub) else v.expr
+        return _Val(e, v.const, v.deg, v.terms, v.gsyms)
+
+    def _BinOp(self, node, depth):
+        ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+        op = ops.get(type(node.op))
+        if op is None:
+            self.fail(node, f"operator in {self.token(node)!r} is not allowed (+ - * / ** only)")
+        if op != "**":
+            return self._chain(node, op, depth)
+        a = self.build(node.left, depth)
+        return self._power(node, a, depth)
+
+    def _chain(self, node, op, depth):
+        """``a + b - c + ...`` (or ``a * b / c ...``) left to right, iteratively: a
+        long sum is one level of nesting, not one per term."""
+        group = (ast.Add, ast.Sub) if op in "+-" else (ast.Mult, ast.Div)
+        spine = []
+        cur = node
+        while isinstance(cur, ast.BinOp) and isinstance(cur.op, group):
+            spine.append(cur)
+            cur = cur.left
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                self.fail(cur, f"expression too large (more than {MAX_NODES} syntax nodes)")
+        acc = self.build(cur, depth)
+        for n in reversed(spine):
+            acc = self._binary(n, acc, self.build(n.right, depth))
+        return acc
+
+    def _binary(self, node, a, b):
+        op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}[type(node.op)]
+        const = a.const and b.const
+        gs = a.gsyms | b.gsyms
+        if op in "+-":
+            deg, terms = max(a.deg, b.deg), a.terms + b.terms
+        elif op == "*":
+            deg, terms = a.deg + b.deg, a.terms * b.terms
+        else:  # the denominator is an atom of its own; expand still expands it
+            deg, terms = a.deg + b.deg, max(a.terms, b.terms)
+        if const:
+            self._check_constant(node, a.expr, b.expr, op)
+        e = {"+": lambda: a.expr + b.expr, "-": lambda: a.expr - b.expr,
+             "*": lambda: a.expr * b.expr, "/": lambda: a.expr / b.expr}[op]()
+        return self._checked(node, _Val(e, const, deg, terms, gs))
+
+    def _check_constant(self, node, x, y, op):
+        if isinstance(x, sp.Number) and isinstance(y, sp.Number):
+            est = _digits(x) + _digits(y) if op in "*/" else max(_digits(x), _digits(y)) + 1
+            if est > MAX_DIGITS:
+                self.fail(node, f"constant {self.token(node)!r} is too large "
+                                f"(more than {MAX_DIGITS} digits)")
+
+    def _power(self, node, base, depth):
+        ex = self.build(node.right, depth)
+        if not ex.const:
+            self.fail(node.right, f"exponent {self.token(node.right)!r} must be a number "
+                                  f"(|exponent| <= {MAX_EXPONENT}; use exp(...) otherwise)")
+        p = ex.expr
+        ok = False
+        if isinstance(p, sp.Integer):
+            ok = abs(int(p)) <= MAX_EXPONENT
+        elif isinstance(p, sp.Rational):
+            ok = abs(p) <= MAX_EXPONENT and int(p.q) <= MAX_EXPONENT
+        elif isinstance(p, sp.Float):
+            ok = p.is_finite and abs(float(p)) <= MAX_EXPONENT
+        if not ok:
+            self.fail(node.right, f"exponent {self.token(node.right)!r} is not allowed: exponents "
+                                  f"are integers, fractions p/q or decimals with |exponent| <= "
+                                  f"{MAX_EXPONENT}")
+        n = int(math.ceil(abs(float(p))))
+        if base.const and isinstance(base.expr, sp.Number):
+            if _digits(base.expr) * abs(float(p)) > MAX_DIGITS:
+                self.fail(node, f"constant {self.token(node)!r} is too large "
+                                f"(more than {MAX_DIGITS} digits)")
+        if isinstance(p, sp.Integer):
+            deg, terms = base.deg * n, _multinomial(base.terms, n)
+        else:  # a non-integer power is an atom (sqrt(...)); its base expands on its own
+            deg, terms = max(base.deg, 1 if base.gsyms else 0), base.terms
+        e = base.expr ** p
+        return self._checked(node, _Val(e, base.const, deg, terms, base.gsyms))
+
+    def _Attribute(self, node, depth):
+        # report the innermost offending token first: __import__('os').system -> __import__
+        self.build(node.value, depth)
+        self.fail(node, f"attribute access '.{_short(node.attr, 40)[1:-1]}' is not allowed")
+
+    def _Call(self, node, depth):
+        if not isinstance(node.func, ast.Name):
+            self.build(node.func, depth)  # raises for attributes, lambdas, subscripts...
+            self.fail(node, f"call {self.token(node)!r} is not allowed (only the functions "
+                            f"{', '.join(allowed_functions())})")
+        name = node.func.id
+        spec = _FUNCTIONS.get(name) or _hermite(name)
+        if isinstance(spec, int):
+            self.fail(node, f"Hermite order in {name!r} is too large (k <= {MAX_HERMITE})")
+        if spec is None:
+            self.fail(node, f"function {_short(name, 40)} is not allowed (allowed: "
+                            f"{', '.join(allowed_functions())})")
+        if node.keywords:
+            kw = node.keywords[0]
+            self.fail(kw, f"keyword argument {self.token(kw)!r} is not allowed")
+        lo, hi, fn, kind = spec
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                self.fail(a, f"starred argument {self.token(a)!r} is not allowed")
+        if not lo <= len(node.args) <= hi:
+            n = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            self.fail(node, f"{name}() takes {n} argument(s), got {len(node.args)}")
+        args = [self.build(a, depth) for a in node.args]
+        const = all(a.const for a in args)
+        gs = frozenset().union(*(a.gsyms for a in args))
+        if kind == "poly":
+            deg, terms = max(a.deg for a in args), max(a.terms for a in args)
+        elif kind == "atom":
+            deg, terms = (1 if gs else 0), max(a.terms for a in args)
+        else:  # ("hermite", k): a polynomial of degree k in its argument
+            k = kind[1]
+            deg, terms = args[0].deg * k, sum(_multinomial(args[0].terms, j) for j in range(k + 1))
+        e = fn(*[a.expr for a in args])
+        return self._checked(node, _Val(e, const, deg, terms, gs))
+
+    def _checked(self, node, v: _Val) -> _Val:
+        if v.deg > MAX_DEGREE:
+            self.fail(node, f"{self.token(node)!r} has polynomial degree {v.deg} "
+                            f"(limit {MAX_DEGREE})")
+        mono = v.terms
+        if v.gsyms and v.deg:
+            mono = min(mono, math.comb(len(v.gsyms) + v.deg, v.deg))
+        if mono > MAX_TERMS:
+            self.fail(node, f"{self.token(node)!r} would expand to about {mono} terms "
+                            f"(limit {MAX_TERMS})")
+        if v.const and isinstance(v.expr, sp.Number) and _digits(v.expr) > MAX_DIGITS:
+            self.fail(node, f"constant {self.token(node)!r} is too large "
+                            f"(more than {MAX_DIGITS} digits)")
+        return v
+
+
+def _describe(node) -> str:
+    names = {
+        ast.Attribute: "attribute access", ast.Lambda: "lambda", ast.ListComp: "comprehension",
+        ast.SetComp: "comprehension", ast.DictComp: "comprehension",
+        ast.GeneratorExp: "generator expression", ast.JoinedStr: "f-string",
+        ast.FormattedValue: "f-string", ast.Starred: "starred expression",
+        ast.Compare: "comparison", ast.BoolOp: "boolean operator", ast.IfExp: "conditional",
+        ast.List: "list", ast.Tuple: "tuple", ast.Dict: "dict", ast.Set: "set",
+        ast.NamedExpr: "assignment expression", ast.Await: "await", ast.Yield: "yield",
+        ast.YieldFrom: "yield", ast.Slice: "slice",
+    }
+    return names.get(type(node), f"syntax {type(node).__name__}")
+
+
+def _short(text: str, n: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= n else text[:n - 3] + "...")
+
+
+def parse_expression(text: str, *, what: str = "expression", symbols: dict | None = None,
+                     params: Sequence = (), auto_params: bool = False, G=None,
+                     shorthand: bool = False) -> sp.Expr:
+    """Parse ``text`` into a SymPy expression without executing anything.
+
+    Parameters
+    ----------
+    text : str
+        The expression (grammar and limits: module docstring).
+    what : str
+        Name used in error messages (``"loss"``, ``"ell"``, ``"--loss"``).
+    symbols : dict name -> sympy.Symbol
+        Variables the text may use (``{"x": X}`` for an activation).
+    params : names or symbols
+        Declared parameters.
+    auto_params : bool
+        Also accept other plain identifiers (letters, digits, ``_``; not a
+        builtin, keyword or SymPy constant name) as real parameters.
+    G : L x L x K array or None
+        The pre-activation symbols, enabling ``G[i,j,k]`` (and ``G<k>`` with
+        ``shorthand`` when ``L = 1``).
+
+    Returns the expression; raises ``ValueError`` (one line) on anything else.
+    """
+    expr, _ = _parse(text, what, symbols, params, auto_params, G, shorthand)
+    return expr
+
+
+def _parse(text, what, symbols, params, auto_params, G, shorthand):
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a string, got {type(text).__name__}")
+    if len(text) > MAX_CHARS:
+        raise ValueError(f"{what}: text too long ({len(text)} characters, limit {MAX_CHARS})")
+    if not text.strip():
+        raise ValueError(f"{what}: empty expression")
+    K = L = None
+    if G is not None:
+        L, _, K = G.shape
+    try:
+        with warnings.catch_warnings():  # "invalid decimal literal" & co. would print a second line
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        col = f" at column {exc.offset}" if exc.offset else ""
+        raise ValueError(f"{what}: syntax error{col} ({exc.msg}) in {_short(text)}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, parser limits
+        raise ValueError(f"{what}: cannot parse {_short(text)} ({type(exc).__name__})") from None
+    p = _Parser(text.strip(), what, symbols, params, auto_params, G, K, L, shorthand)
+    try:
+        v = p.build(tree)
+    except RecursionError:
+        raise ValueError(f"{what}: expression nested too deeply") from None
+    expr = v.expr
+    if not isinstance(expr, sp.Expr):
+        raise ValueError(f"{what}: {_short(text)} is not a scalar expression")
+    _check_numbers(expr, what)
+    return expr, tuple(p.found_params.values())
+
+
+def parse_loss(text: str, K: int, L: int, params: Sequence | None = (), *, what: str = "loss",
+               shorthand: bool | None = None):
+    """Parse a loss string in ``G[i,j,k]`` (0-based) into ``(expr, params)``.
+
+    ``params``: declared parameter names (``None``: any plain identifier is
+    a parameter, the convention of :func:`attndyn.symbolic.losses.loss_from_spec`).
+    ``shorthand`` (default: ``L == 1``) also accepts ``G1..GK`` for ``G[0,0,k-1]``.
+    The result is checked with :func:`check_loss_expression`.
+    """
+    K = _int_ge1(K, "K")
+    L = _int_ge1(L, "L")
+    G = loss_array(L, K)
+    auto = params is None
+    declared = tuple(params or ())
+    for q in declared:
+        n = str(q)
+        if not _PARAM_RE.match(n) or n in _RESERVED:
+            raise ValueError(f"{what}: parameter name {n!r} is not allowed (letters, digits "
+                             "and _, starting with a letter; not a builtin or constant name)")
+    expr, found = _parse(text, what, {}, declared, auto, G, L == 1 if shorthand is None else shorthand)
+    decl_syms = tuple(q if isinstance(q, sp.Symbol) else sp.Symbol(str(q), real=True)
+                      for q in declared)
+    used = tuple(s for s in decl_syms if s in expr.free_symbols) + found
+    check_loss_expression(expr, K, L, params=used, what=what)
+    return expr, tuple(sorted(set(used), key=str))
+
+
+def _int_ge1(v, name):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    return int(v)
+
+
+# -- plain numbers ---------------------------------------------------------------------------
+_FLOAT_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?\Z")
+
+
+def parse_float(text, name: str, lo: float | None = None, hi: float | None = None,
+                nonzero: bool = False) -> float:
+    """A plain decimal number (no expression) in ``[lo, hi]``; ``ValueError`` naming ``name``."""
+    s = str(text).strip()
+    rng = (f" in [{lo:g}, {hi:g}]" if lo is not None and hi is not None else
+           f" >= {lo:g}" if lo is not None else f" <= {hi:g}" if hi is not None else "")
+    if len(s) > 40 or not _FLOAT_RE.match(s):
+        raise ValueError(f"{name} must be a plain number{rng}, got {_short(s, 40)}")
+    v = float(s)
+    if (not math.isfinite(v) or (lo is not None and v < lo) or (hi is not None and v > hi)
+            or (nonzero and v == 0)):
+        raise ValueError(f"{name} must be a finite number{rng}{' other than 0' if nonzero else ''}"
+                         f", got {s}")
+    return v
+
+
+def parse_int(text, name: str, lo: int, hi: int) -> int:
+    """A plain integer literal in ``[lo, hi]``; ``ValueError`` naming ``name``."""
+    s = str(text).strip()
+    if len(s) > 12 or not re.fullmatch(r"[+-]?\d+", s):
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {_short(s, 40)}")
+    v = int(s)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {v}")
+    return v
+
+
+# -- checks on expressions built in Python ----------------------------------------------------
+def _check_numbers(expr, what):
+    bad = {sp.I: "the imaginary unit I (complex coefficients are not allowed)",
+           sp.nan: "nan", sp.zoo: "zoo (complex infinity, e.g. a division by zero)",
+           sp.oo: "oo (infinity)", -sp.oo: "-oo (infinity)"}
+    for atom, desc in bad.items():
+        if expr.has(atom):
+            raise ValueError(f"{what}: the expression contains {desc}: {_short(sp.sstr(expr))}")
+    for n in expr.atoms(sp.Number):
+        if not n.is_finite:  # pragma: no cover - caught above
+            raise ValueError(f"{what}: the expression contains a non-finite number {n}")
+        if isinstance(n, sp.Float) and abs(float(n)) > _FLOAT_MAX:
+            raise ValueError(f"{what}: coefficient {n} is too large for float64 "
+                             f"(|c| <= {_FLOAT_MAX:g})")
+        if isinstance(n, sp.Rational) and _digits(n) > MAX_DIGITS:
+            raise ValueError(f"{what}: coefficient with more than {MAX_DIGITS} digits")
+    if expr.atoms(sp.AccumBounds):
+        raise ValueError(f"{what}: the expression contains an interval (AccumBounds)")
+
+
+def check_loss_expression(expr, K: int, L: int, params: Sequence | None = None,
+                          what: str = "loss") -> sp.Expr:
+    """Validate a loss expression in the ``G`` symbols of :func:`g_array`.
+
+    Raises ``TypeError`` if ``expr`` is not a SymPy scalar expression and
+    ``ValueError`` (naming ``what``) for complex (``I``), ``nan``, ``oo``,
+    ``zoo`` or float64-overflowing coefficients, for an expression that does
+    not depend on any ``G[i,j,k]``, and (when ``params`` is given) for free
+    symbols that are neither ``G`` nor declared parameters.
+    """
+    if not isinstance(expr, sp.Expr):
+        raise TypeError(f"{what} must be a SymPy scalar expression, got {type(expr).__name__}")
+    _check_numbers(expr, what)
+    gsyms = set(loss_array(L, K).flat_symbols())
+    free = expr.free_symbols
+    if not free & gsyms:
+        raise ValueError(f"{what}: the expression {_short(sp.sstr(expr), 50)} does not depend on "
+                         f"any G[i,j,k] (K = {K}, L = {L})")
+    if params is not None:
+        extra = free - gsyms - set(params)
+        if extra:
+            raise ValueError(f"{what} has free symbols {sorted(map(str, extra))} that are neither "
+                             "pre-activations G nor declared parameters")
+    return expr
+
+
+class LossIndexError(IndexError, ValueError):
+    """An index of ``G`` out of range (both an IndexError and a ValueError)."""
+
+
+class LossArray(ImmutableDenseNDimArray):
+    """The ``L x L x K`` array ``G`` given to loss callables: SymPy's immutable
+    array whose out-of-range index error names the index, ``K`` and ``L``."""
+
+    def __getitem__(self, index):
+        idx = index if isinstance(index, tuple) else (index,)
+        shape = self.shape
+        if len(shape) == 3 and len(idx) <= 3:
+            for n, i in zip(shape, idx):
+                if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and not -n <= i < n:
+                    L, _, K = shape
+                    txt = ",".join(str(int(v)) if isinstance(v, (int, np.integer)) else ":"
+                                   for v in idx)
+                    raise LossIndexError(f"loss: index G[{txt}] out of range: K = {K}, L = {L} "
+                                         "(0 <= i, j < L, 0 <= k < K; indices are 0-based)")
+        return super().__getitem__(index)
+
+    def flat_symbols(self) -> list:
+        return list(self._array)
+
+
+def loss_array(L_or_G, K: int | None = None) -> LossArray:
+    """:class:`LossArray` of the :func:`~attndyn.symbolic.gaussian.g_array` symbols,
+    from ``(L, K)`` or from an existing array."""
+    if K is None:
+        G = L_or_G
+        if isinstance(G, LossArray):
+            return G
+        return LossArray(list(G._array) if hasattr(G, "_array") else G, G.shape)
+    from .gaussian import g_array
+    G = g_array(L_or_G, K)
+    return LossArray(list(G._array), G.shape)
+
+
+# -- API values --------------------------------------------------------------------------------
+def reject_strings(value, name: str, _depth: int = 0):
+    """Raise ``TypeError`` if ``value`` (a number, nested list/tuple or array) holds a
+    string: SymPy's ``Matrix``/``sympify`` would evaluate it as Python."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must hold numbers, not strings (text is never evaluated), "
+                        f"got {_short(value, 40)}")
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "USO":
+            for v in value.ravel()[:100_000]:
+                reject_strings(v, name, _depth + 1)
+        return value
+    if isinstance(value, (list, tuple)) and _depth < 8:
+        for v in value:
+            reject_strings(v, name, _depth + 1)
+    return value
+
+
+def as_sympy(value, name: str = "expression"):
+    """Convert an API value (SymPy object, Python or numpy number, Fraction, tuple)
+    to SymPy without evaluating text: a string raises ``TypeError`` (parse it
+    with :func:`parse_expression`)."""
+    if isinstance(value, str):
+        raise TypeError(f"{name}: strings are not evaluated; pass a SymPy expression or a number "
+                        "(or parse the text with attndyn.symbolic.parse.parse_expression)")
+    if isinstance(value, sp.Basic):
+        return value
+    try:
+        return sp.sympify(value, strict=True)
+    except (sp.SympifyError, TypeError, ValueError):
+        raise TypeError(f"{name} must be a SymPy expression or a number, "
+                        f"got {type(value).__name__}") from None
