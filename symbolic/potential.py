@@ -64,6 +64,7 @@ import sympy as sp
 
 from .codegen import njit_source
 from .gaussian import GaussianLaw, check_covariance, g_array, make_law, q_matrix
+from .parse import as_sympy as _as_sympy
 from .hermite import (NoClosedForm, _collapse_heaviside, expect_1d, is_polynomial_in,
                       normalise_nonsmooth, pair_closed, pair_mehler)
 
@@ -108,7 +109,7 @@ def gaussian_expectation(f: sp.Expr, syms: Sequence[sp.Symbol], Sigma, mean=None
     degree. Raises ``ValueError`` if ``f`` is not polynomial in ``syms``.
     """
     syms = list(syms)
-    f = sp.expand(sp.sympify(f))
+    f = sp.expand(_as_sympy(f, "f"))
     if not f.free_symbols & set(syms):
         return f
     try:
@@ -148,7 +149,7 @@ def safe_powers(e: sp.Expr) -> sp.Expr:
     as ``y/b*b``; ``b**2.0`` prints with the right precedence (LLVM turns a
     power 2.0 back into a product).
     """
-    return sp.sympify(e).replace(
+    return _as_sympy(e, "expression").replace(
         lambda a: a.is_Pow and a.exp.is_Integer and 2 <= abs(int(a.exp)) <= 4,
         lambda a: sp.Pow(a.base, sp.Float(int(a.exp)), evaluate=False))
 
@@ -157,7 +158,7 @@ def guard_for_numba(e: sp.Expr) -> sp.Expr:
     """Prepare an expression for numba: clamp arguments that rounding can push
     out of the domain on the PSD boundary (``acos/asin`` arguments to [-1, 1],
     square roots of sums to >= 0) and apply :func:`safe_powers`."""
-    e = sp.sympify(e)
+    e = _as_sympy(e, "expression")
     e = e.replace(lambda a: isinstance(a, (sp.acos, sp.asin)),
                   lambda a: a.func(sp.Min(1, sp.Max(-1, a.args[0]))))
     e = e.replace(lambda a: a.is_Pow and a.exp == sp.S.Half and a.base.is_Add,
@@ -389,16 +390,21 @@ def potential_text(pot, latex: bool = False) -> str:
 
 # -- loss handling -----------------------------------------------------------------------
 def _call_loss(loss: Callable, G) -> sp.Expr:
+    """``loss(G)``, checked (:func:`attndyn.symbolic.parse.check_loss_expression`):
+    no complex/nan/oo/zoo coefficients, depends on ``G``; the callable gets a
+    :class:`~attndyn.symbolic.parse.LossArray` (index errors name K and L)."""
+    from .parse import as_sympy, check_loss_expression, loss_array
+    L, _, K = G.shape
     if isinstance(loss, sp.Expr):
-        return loss
+        return check_loss_expression(loss, K, L)
     if not callable(loss):
         raise TypeError("loss must be a callable G -> sympy expression")
-    val = loss(G)
+    val = loss(loss_array(G))
     if isinstance(val, (int, float)) and not isinstance(val, bool):
-        val = sp.sympify(val)
+        val = as_sympy(val, "loss")
     if not isinstance(val, sp.Expr):
         raise TypeError(f"loss must return a SymPy expression, got {type(val).__name__}")
-    return val
+    return check_loss_expression(val, K, L)
 
 
 def _is_polynomial(expr, syms) -> bool:
