@@ -52,8 +52,10 @@ For every input in range, however extreme (any finite float, and inf where an
 argument allows it), they return a number and never NaN: intermediate
 products are formed with an extended exponent, so a result is inf (or 0) only
 when its true value lies beyond the float range (above 1.8e308, or below the
-smallest subnormal); inside the range they agree bit for bit with the plain
-formulas. Infinite ``C``, ``N``, ``M`` or ``T`` give the limits.
+smallest subnormal). Where no intermediate of the plain formula leaves the
+float range they agree bit for bit with it (elsewhere the plain formula had
+lost accuracy or overflowed). Infinite ``C``, ``N``, ``M`` or ``T`` give the
+limits.
 The kernels are numba ufuncs (``*_ufunc``), callable from other jitted code.
 """
 
@@ -350,6 +352,20 @@ def _xle(am, ae, bm, be):
 
 
 @njit(cache=True)
+def _ok(x):
+    """A plain intermediate that certainly neither overflowed nor went subnormal."""
+    return x > 1e-300 and x < 1e300
+
+
+# Fast paths. A plain float operation whose result is normal rounds exactly as the
+# same operation on extended numbers does (renormalising by a power of 2 changes no
+# rounding). So each kernel first runs the plain formula, in the same order as its
+# extended version, and checks every intermediate with _ok; if all pass, the result is
+# bit for bit the extended one, without the exponent bookkeeping. Otherwise (NaN
+# returned as the signal) the extended version runs.
+
+
+@njit(cache=True)
 def _log_u(Nm, Ne, xm, xe, ldm, lde):
     """``log(u)``, ``u = N L d / xi^2`` (eq. 3), without overflow."""
     am, ae = _xmul(Nm, Ne, ldm, lde)
@@ -376,10 +392,31 @@ def _threshold_x(Nm, Ne, xm, xe, ldm, lde):
 
 
 @njit(cache=True)
+def _threshold_fast(N, xi, L, d):
+    ld = L * d
+    a = N * ld
+    b = xi * xi
+    u = a / b
+    n2 = N * N
+    n3 = n2 * N / xi
+    if not (_ok(ld) and _ok(a) and _ok(b) and _ok(u) and _ok(n2) and _ok(n2 * N) and _ok(n3)):
+        return np.nan
+    lu = math.log(u)
+    if lu == 0.0:
+        return 0.0
+    s = n3 * n3
+    r = s * lu
+    return r if _ok(s) and _ok(abs(r)) else np.nan
+
+
+@njit(cache=True)
 def threshold_compute_kernel(N, xi, L, d):
     """Right side of eq. (3): ``N^6 log(N L d / xi^2) / xi^2``."""
     if N == _INF:
         return _INF
+    r = _threshold_fast(N, xi, L, d)
+    if r == r:
+        return r
     Lm, Le = _xf(L)
     dm, de = _xf(d)
     ldm, lde = _xmul(Lm, Le, dm, de)
@@ -455,10 +492,63 @@ def critical_data_size_kernel(C, xi, L, d):
     """Exact inverse of eq. (3): ``N*(C)`` (see module docstring)."""
     if C == _INF:
         return _INF
+    r = _critical_fast(C, xi, L * d)
+    if r == r:
+        return r
     ldm, lde = _ld(L, d)
     xm, xe = _xf(xi)
     nm, ne = _critical_x(C, xm, xe, ldm, lde)
     return _xval(nm, ne)
+
+
+@njit(cache=True)
+def _critical_fast(C, xi, ld):
+    """:func:`_critical_x` with plain floats (NaN: an intermediate left the range)."""
+    if not (_ok(ld) and _ok(xi)):
+        return np.nan
+    t = xi / ld
+    n0 = xi * t
+    if not (_ok(t) and _ok(n0)):
+        return np.nan
+    if C == 0.0:
+        return n0
+    l2 = ld * ld
+    l4 = l2 * l2
+    l6 = l4 * l2
+    x2 = xi * xi
+    x4 = x2 * x2
+    x8 = x4 * x4
+    x10 = x8 * x2
+    c6 = 6.0 * C
+    num = c6 * l6
+    if not (_ok(l2) and _ok(l4) and _ok(l6) and _ok(x2) and _ok(x4) and _ok(x8) and _ok(x10)
+            and _ok(c6) and _ok(num)):
+        return np.nan
+    a = num / x10
+    if a < 1e300 and a > 1e-300:
+        w = lambertw0_scalar(a)
+    else:
+        xm, xe = _xf(xi)
+        ldm, lde = _xf(ld)
+        Cm, Ce = _xf(C)
+        w = _w_of_threshold(Cm, Ce, xm, xe, ldm, lde)
+    if not w < 4200.0:  # exp(w / 6) would leave the range
+        return np.nan
+    n = n0 * math.exp(w / 6.0)
+    if not _ok(n):
+        return np.nan
+    if w < 1.0:
+        return n
+    p = C / w
+    q = 6.0 * xi * xi
+    n3 = n * n * n
+    pa = p / n3
+    qa = q / n3
+    if not (_ok(p) and _ok(6.0 * xi) and _ok(q) and _ok(n * n) and _ok(n3) and _ok(pa)
+            and _ok(qa)):
+        return np.nan
+    rho = pa * qa
+    return n * (1.0 + (rho - 1.0) / 6.0)
 
 
 @njit(cache=True)
@@ -529,6 +619,22 @@ def stage_one_kernel(C, N, xi, alpha, prefactor, loss0):
         return 0.0
     if N == _INF:  # no decay resolved
         return _xval(pm, pe)
+    n2 = N * N
+    n3 = n2 * N
+    a1 = alpha * xi
+    a2 = a1 * xi
+    b = C / n3
+    a3 = a2 * b
+    x = a3 / n3
+    pl = prefactor * loss0
+    if (_ok(n2) and _ok(n3) and _ok(a1) and _ok(a2) and (C == 0.0 or (_ok(b) and _ok(a3)
+            and _ok(x))) and (loss0 == 0.0 or _ok(pl))):
+        if x > 1500.0:  # pl e^-x < 1e300 e^-1500 = 1e-351: rounds to 0
+            return 0.0
+        if x < 690.0:
+            r = pl * math.exp(-x)
+            if loss0 == 0.0 or _ok(r):
+                return r
     Nm, Ne = _xf(N)
     n3m, n3e = _xmul(Nm, Ne, Nm, Ne)
     n3m, n3e = _xmul(n3m, n3e, Nm, Ne)
@@ -564,6 +670,13 @@ def _stage_two_x(C, xm, xe, ldm, lde, c_stat):
 @njit(cache=True)
 def stage_two_kernel(C, xi, L, d, c_stat):
     """Stage II (exact form): ``c_stat xi^2 / N*(C)``."""
+    if C != _INF:
+        n = _critical_fast(C, xi, L * d)
+        a = c_stat * xi
+        b = xi / n
+        r = a * b
+        if n == n and _ok(n) and _ok(a) and _ok(b) and _ok(r):
+            return r
     xm, xe = _xf(xi)
     ldm, lde = _ld(L, d)
     return _stage_two_x(C, xm, xe, ldm, lde, c_stat)
@@ -590,6 +703,11 @@ def _data_floor(N, xi, c_stat):
     """``c_stat xi^2 / N`` (0 at ``N = inf``)."""
     if N == _INF:
         return 0.0
+    a = c_stat * xi
+    b = xi / N
+    r = a * b
+    if _ok(a) and _ok(b) and _ok(r):
+        return r
     xm, xe = _xf(xi)
     Nm, Ne = _xf(N)
     return _floor(c_stat, xm, xe, Nm, Ne)
