@@ -354,6 +354,20 @@ def _bad_files(d):
     npz("words.npz", t=np.zeros(3), y=np.zeros((2, 3)), header=_header(words=[[0], [1], [2]]))
     npz("deep_json.npz", t=np.zeros(3), y=np.zeros((2, 3)),
         header=np.array("[" * 100000 + "]" * 100000))
+    # a few bytes that declare a 16 TB array: refused from the .npy header, nothing allocated
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(d / "bomb.npz", "w") as z:
+        for key, arr in (("t", np.zeros(3)), ("header", _header())):
+            buf = io.BytesIO()
+            np.save(buf, arr)
+            z.writestr(key + ".npy", buf.getvalue())
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            buf, {"descr": "<f8", "fortran_order": False, "shape": (2, 10 ** 12)})
+        z.writestr("y.npy", buf.getvalue() + bytes(64))
+    files["bomb.npz"] = d / "bomb.npz"
     return files
 
 

@@ -166,8 +166,32 @@ def _int_list(x, what) -> list:
     return x
 
 
+def _member_shape(f, key):
+    """Shape and dtype of a member from its .npy header, before reading its data
+    (a few hundred bytes declaring a 100 GB array must not be loaded)."""
+    try:
+        with f.zip.open(f"{key}.npy") as fp:
+            version = np.lib.format.read_magic(fp)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
+    except (KeyError, AttributeError):  # not stored as key.npy: let np.load judge
+        return None, None
+    return shape, dtype
+
+
 def _array(f, key, ndim):
+    from attndyn.symbolic.words import available_memory
+
     _need(key in f.files, f"no array {key!r}")
+    shape, dtype = _member_shape(f, key)
+    if shape is not None:
+        _need(len(shape) == ndim, f"{key!r} must be {ndim}-D, got shape {shape}")
+        nbytes = int(np.prod(shape, dtype=object)) * max(dtype.itemsize, 8)
+        _need(nbytes <= available_memory() // 2,
+              f"{key!r} declares shape {shape}: {nbytes / 2 ** 30:.3g} GiB, more than half "
+              "the available memory")
     a = f[key]
     _need(a.ndim == ndim, f"{key!r} must be {ndim}-D, got shape {a.shape}")
     _need(a.dtype.kind in "biuf", f"{key!r} must be a real numeric array, got dtype {a.dtype}")
