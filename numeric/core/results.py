@@ -200,6 +200,13 @@ def _array(f, key, ndim):
 
 def _read(f) -> Trajectory:
     _need("header" in f.files, "no 'header' entry")
+    shape, dtype = _member_shape(f, "header")
+    if shape is not None:
+        from attndyn.symbolic.words import available_memory
+
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        _need(nbytes <= available_memory() // 2,
+              f"'header' declares {nbytes / 2 ** 30:.3g} GiB, more than half the available memory")
     h = f["header"]
     _need(h.ndim == 0 and h.dtype.kind == "U", "'header' is not a JSON string")
     try:
