@@ -119,7 +119,7 @@ def _numpy_numeric(pot, q):
 def main(quick: bool = False) -> None:
     from attndyn.numeric.core.compile import load_generated
     from attndyn.symbolic.losses import mse_teacher_student, softmax_teacher_student
-    from attndyn.symbolic.potential import tied_potential
+    from attndyn.numeric.attention.potentials import tied_potential  # builds the numeric route
 
     q = np.array([[0.9, 0.3], [0.3, 0.7]])
     x = np.ascontiguousarray(q.ravel())

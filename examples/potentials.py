@@ -24,7 +24,8 @@ from attndyn.symbolic.hermite import mehler_numeric
 from attndyn.symbolic.losses import (denoising_order_parameters, matrix_denoising,
                                      mse_teacher_student, softmax_teacher_student,
                                      two_layer_attention)
-from attndyn.symbolic.potential import tied_potential, untied_potential
+# the numeric layer's functions build the numeric (quadrature) route as well
+from attndyn.numeric.attention.potentials import tied_potential, untied_potential
 
 
 def section(title):

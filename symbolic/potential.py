@@ -40,9 +40,12 @@ Routes (``route=``), recorded on the returned object as ``.route``:
     ``sigma(sqrt(v) z)``: exact for polynomial activations, otherwise truncated
     at ``order`` with the Parseval error bound on ``.error_bound``.
 ``"numeric"``
-    Compiled Gaussian quadrature (:mod:`attndyn.numeric.attention.potentials`), for
-    losses with no closed form (softmax attention, multi-layer examples,
-    tanh, GELU); imported only when this route is taken.
+    Compiled Gaussian quadrature, for losses with no closed form (softmax
+    attention, multi-layer examples, tanh, GELU). This layer never loads numba:
+    on this route the functions here return a :class:`NumericRoute`, the
+    description of the quadrature potential to build, and the numeric layer
+    builds it (:func:`attndyn.numeric.attention.potentials.build_potential`;
+    the functions of the same names there return the built potential).
 ``"auto"``
     ``wick`` for polynomials, else ``closed``, else ``numeric``.
 ``"exact"``
@@ -72,7 +75,7 @@ __all__ = [
     "g_array", "q_matrix", "check_covariance", "tied_covariance", "gaussian_expectation",
     "ROUTES", "RouteError", "TiedPotential", "SymbolicPotential", "tied_potential",
     "untied_potential", "direct_potential", "general_potential", "potential",
-    "potential_text", "guard_for_numba", "safe_powers",
+    "potential_text", "guard_for_numba", "safe_powers", "NumericRoute",
 ]
 
 ROUTES = ("auto", "exact", "wick", "closed", "hermite", "numeric")
@@ -80,6 +83,36 @@ ROUTES = ("auto", "exact", "wick", "closed", "hermite", "numeric")
 
 class RouteError(ValueError):
     """A route cannot treat this loss (the message says why and what to use)."""
+
+
+@dataclass
+class NumericRoute:
+    """The numeric route's answer: what to build, not a potential.
+
+    The symbolic layer stops here (it never loads numba);
+    :func:`attndyn.numeric.attention.potentials.build_potential` turns this into
+    a compiled quadrature potential of the ``law`` for the reduced loss ``expr``
+    with the parameter symbols ``params`` and the quadrature ``options``
+    (``param_values, tol, method, seed, reference, mode, max_points``).
+    """
+
+    kind: str
+    law: GaussianLaw
+    expr: sp.Expr
+    params: tuple
+    options: dict
+    notes: list = field(default_factory=list)
+    route: str = "numeric"
+
+    def __getattr__(self, name):
+        # only reached for missing attributes: say what this object is
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"NumericRoute has no attribute {name!r}: it describes the numeric (quadrature) "
+            "route of a potential; build the potential with "
+            "attndyn.numeric.attention.potentials.build_potential(route), or call the "
+            "potential functions of attndyn.numeric.attention.potentials")
 
 
 def tied_covariance(L: int, K: int, C=None, q=None):
@@ -778,12 +811,10 @@ def _build(kind, loss, K, L, C, params, route, order, hessian, numeric_kw):
             if route != "auto":
                 raise
             tried.append(str(exc))
-    # numeric route (lazy import: the symbolic layer never loads numba otherwise)
-    from attndyn.numeric.attention.potentials import NumericPotential
-    pot = NumericPotential(law, expr, params=params, **numeric_kw)
-    if tried:
-        pot.notes.append("closed route not available: " + "; ".join(tried))
-    return pot
+    # numeric route: described here, built by the numeric layer (this layer never loads numba)
+    notes = ["closed route not available: " + "; ".join(tried)] if tried else []
+    return NumericRoute(kind=kind, law=law, expr=expr, params=params, options=dict(numeric_kw),
+                        notes=notes)
 
 
 def _wrap(kind, K, L, C, law, phi, grads, hess, params, route, bound, order):
@@ -827,7 +858,8 @@ def tied_potential(loss: Callable, K: int, L: int = 1, C=None, params: Sequence[
 
     Returns
     -------
-    TiedPotential (exact routes) or NumericPotential (numeric route), with ``.route``.
+    TiedPotential (exact routes) or :class:`NumericRoute` (numeric route, built by
+    :func:`attndyn.numeric.attention.potentials.build_potential`), with ``.route``.
     """
     return _build("tied", loss, K, L, C, params, route, order, False,
                   _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))

@@ -228,7 +228,7 @@ def test_eq23_L2():
 
     # row-softmax F: truncated series (order 8, rho^9 ~ 2e-5 of a small tail) vs the
     # numeric potential of the softmax teacher-student loss
-    from attndyn.symbolic.potential import tied_potential
+    from attndyn.numeric.attention.potentials import tied_potential  # builds the numeric route
     from attndyn.symbolic.losses import softmax_teacher_student
     pot = tied_potential(softmax_teacher_student(2), 2, L, tol=1e-9)
     assert pot.route == "numeric"

@@ -15,8 +15,10 @@ from attndyn.symbolic.activations import X, activation
 from attndyn.symbolic.gaussian import general_law, merge_duplicates, tied_law
 from attndyn.symbolic.hermite import gauss_hermite
 from attndyn.symbolic.losses import mse_teacher_student, softmax_teacher_student
-from attndyn.symbolic.potential import (RouteError, SymbolicPotential, direct_potential,
-                                        general_potential, tied_potential, untied_potential)
+from attndyn.symbolic.potential import RouteError, SymbolicPotential
+# the numeric layer's potential functions: the symbolic ones describe the numeric route only
+from attndyn.numeric.attention.potentials import (direct_potential, general_potential,
+                                                  tied_potential, untied_potential)
 
 ACTS = ["h1", "h2", "h3", "relu", "tanh", "erf"]
 

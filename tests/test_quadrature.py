@@ -12,8 +12,9 @@ from attndyn.numeric.attention.quadrature import (choose_rule, gh_rule, rqmc_rul
 from attndyn.symbolic.gaussian import g_array
 from attndyn.symbolic.losses import (mse_teacher_student, softmax_teacher_student,
                                      two_layer_attention)
-from attndyn.symbolic.potential import (direct_potential, general_potential, tied_potential,
-                                        untied_potential)
+# the numeric layer's potential functions: the symbolic ones describe the numeric route only
+from attndyn.numeric.attention.potentials import (direct_potential, general_potential,
+                                                  tied_potential, untied_potential)
 
 
 def _dfact(n):

@@ -12,7 +12,8 @@ from attndyn.numeric import matrix_flow
 from attndyn.numeric.core.results import IntegrationError
 from attndyn.numeric.attention.training import gaussian_init, sgd
 from attndyn.symbolic.losses import mse_teacher_student
-from attndyn.symbolic.potential import RouteError, direct_potential
+from attndyn.symbolic.potential import RouteError
+from attndyn.numeric.attention.potentials import direct_potential  # builds the numeric route
 
 H = {"linear": lambda x: x,
      "h2": lambda x: (x ** 2 - 1) / sp.sqrt(2),

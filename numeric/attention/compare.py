@@ -15,6 +15,11 @@ Theories:
 
 The tied theory gets the same derived observables as SGD: ``p_kl = q_kl -
 t_k t_l`` and ``loss = Phi(q)`` (when the potential is symbolic).
+
+The model supplies its theories through the protocol
+(:meth:`~attndyn.numeric.attention.base.AttentionModel.check_theory` and
+:meth:`~attndyn.numeric.attention.base.AttentionModel.theory`, on the SGD's
+time scale); this module never asks which parameterisation it holds.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tied import TiedModel
 from ..core.results import IntegrationError, Trajectory
-from .training import _model_kind, gaussian_init, sgd, sgd_runs, tied_observable_names
+from .base import check_model
+from .training import gaussian_init, sgd, sgd_runs
 
 __all__ = ["compare", "Comparison", "error_metrics"]
 
@@ -139,33 +144,6 @@ def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
                       inv=traj.inv)
 
 
-def _tied_theory_derived(model: TiedModel, res: Trajectory, words) -> Trajectory:
-    """Add ``p_kl`` and ``loss = Phi(q)`` rows to a tied theory trajectory."""
-    K = model.K
-    names = tied_observable_names(K, words)
-    rows = np.array([res.moment(w) for w in words]) if words else np.zeros((0, res.t.size))
-    extra = []
-    if any(len(w) == 2 for w in words):
-        t = np.array([res.moment((k,)) for k in range(K)])
-        for k in range(K):
-            for l in range(k, K):
-                extra.append(res.moment((k, l)) - t[k] * t[l])
-    loss = np.full(res.t.size, np.nan)
-    pot = model.potential
-    if pot is not None and any(len(w) == 2 for w in words):
-        import sympy as sp
-        qs = [pot.q[k, l] for k in range(K) for l in range(k, K)]
-        psyms = list(pot.params)
-        f = sp.lambdify(qs + psyms, pot.phi, "numpy")
-        qv = [res.moment((k, l)) for k in range(K) for l in range(k, K)]
-        loss = np.broadcast_to(np.asarray(f(*qv, *model.gradient_parameters), float),
-                               res.t.shape).copy()
-    y = np.vstack([rows] + ([np.array(extra)] if extra else []) + [loss[None, :]])
-    return Trajectory(t=res.t, y=y, names=names, words=[tuple(w) for w in words],
-                      kind=res.kind, params=res.params, status=res.status, message=res.message,
-                      diagnostics=res.diagnostics)
-
-
 def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order: int | None = None,
             seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
             theory_kwargs: dict | None = None, threads: int | None = 1,
@@ -205,30 +183,15 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     -------
     Comparison
     """
-    kind = _model_kind(model)
-    if kind == "untied":
-        raise ValueError("compare: the untied theory is not implemented yet; run attndyn.sgd "
-                         "alone for UntiedModel")
+    model = check_model(model)
+    # a model without a theory refuses here (CapabilityError, a ValueError)
+    theory, order = model.check_theory(theory, order)
     if isinstance(init, dict):
         kw = dict(init)
         if "d" not in kw:
             raise ValueError("init dict needs 'd' (and optionally scale, width, seed, symmetric)")
         d = kw.pop("d")
         init = gaussian_init(model, d, **kw)
-    if kind == "tied":
-        theory = "flow" if theory is None else theory
-        if theory not in ("flow", "hierarchy"):
-            raise ValueError(f"theory for a TiedModel must be 'flow' or 'hierarchy', got {theory!r}")
-        if order is None:
-            order = 2 if theory == "flow" else 4
-        if theory == "hierarchy" and order < 2:
-            raise ValueError("order must be >= 2 for the hierarchy comparison")
-    else:
-        theory = "ode" if theory is None else theory
-        if theory not in ("ode", "flow"):
-            raise ValueError(f"theory for an SModel must be 'ode' or 'flow', got {theory!r}")
-        if order is not None:
-            raise ValueError("order does not apply to an SModel")
     kw = dict(eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order,
               threads=threads)
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
@@ -244,18 +207,13 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
 
     # theory at the SGD times
     tk = dict(theory_kwargs or {})
-    if kind == "tied":
-        S = [np.asarray(w, float) @ np.asarray(w, float).T for w in init]
-        from .flow import matrix_flow
-        if theory == "flow":
-            th = matrix_flow(model, S, t, order=order, **tk)
-        else:
-            th = model.hierarchy(order).integrate(S, t, check=check, **tk)
-        words = runs[0].words
-        th = _tied_theory_derived(model, th, words)
-    else:
-        th = (model.integrate(init, t, **tk) if theory == "ode"
-              else model.matrix_flow(init, t, **tk))
+    if t.size:
+        th = model.theory(init, t, theory=theory, order=order, check=check,
+                          words=runs[0].words, **tk)
+    else:  # SGD failed before its first checkpoint: nothing to compare at
+        th = Trajectory(t=np.zeros(0), y=np.zeros((len(runs[0].names), 0)),
+                        names=list(runs[0].names), kind="theory", params={}, status=0,
+                        message="theory not run: SGD recorded no checkpoint")
     if th.status not in (0,):
         msgs.append(f"theory: {th.message}")
         status = status if status != 0 else int(th.status)

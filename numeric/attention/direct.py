@@ -46,20 +46,13 @@ from scipy.integrate import solve_ivp
 from attndyn.symbolic.codegen import njit_source
 from attndyn.symbolic.potential import _call_loss, direct_potential, g_array, guard_for_numba
 
-from ..core.validate import check_loss, check_model_args, check_t_eval
+from ..core.validate import check_loss, check_model_args, check_t_eval, real_array
 from ..core.compile import load_generated
 from ..core.results import IntegrationError, Trajectory
+from .base import AttentionModel, SGDRunner, TimeScale, obs_key
+from .flow import check_solver_args, solve_flow
 
 __all__ = ["SModel", "s_observable_names", "s_observables", "obs_key"]
-
-
-def obs_key(name: str, *indices) -> str:
-    """Observable name as :meth:`Trajectory.observable` builds it (0-based indices)."""
-    if not indices:
-        return name
-    if all(i < 9 for i in indices):
-        return f"{name}_" + "".join(str(i + 1) for i in indices)
-    return f"{name}_" + "_".join(str(i + 1) for i in indices)
 
 
 def s_observable_names(K: int) -> list:
@@ -82,8 +75,9 @@ def s_observables(t, Psi, Omega, loss) -> np.ndarray:
                            ((pO + pP) / 2).ravel(), ((pO - pP) / 2).ravel(), [loss]])
 
 
-class SModel:
-    """Direct-S attention (paper 003, appendix E).
+class SModel(AttentionModel):
+    """Direct-S attention (paper 003, appendix E). Final (see
+    :mod:`attndyn.numeric.attention.base`).
 
     Same constructor as :class:`attndyn.TiedModel`: ``K`` indices, the
     ``trainable`` ones (the others are fixed teachers), ``loss(G)`` with ``G``
@@ -94,6 +88,9 @@ class SModel:
     """
 
     kind = "s"
+    time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),)
+    theories = ("ode", "flow")
+    alphabet = None  # no words: the theory closes in t, Psi, Omega (Theorem 4)
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, params: dict | None = None):
@@ -111,6 +108,45 @@ class SModel:
     @property
     def names(self) -> list:
         return s_observable_names(self.K)
+
+    # -- the model protocol (attndyn.numeric.attention.base) ---------------------
+    def observable_names(self, order=None) -> list:
+        if order is not None:
+            raise ValueError("order does not apply to an SModel (its theory closes in t, Psi, Omega)")
+        return self.names
+
+    def check_init(self, init, name: str = "init") -> list:
+        """SGD weights: the matrices ``S_k`` themselves (:meth:`check_matrices`)."""
+        return self.check_matrices(init, name)
+
+    def _draw_init(self, rng, d, widths, scales, symmetric):
+        # entries N(0, scale_k^2 / d): Omega_kk ~ scale_k^2, t_k and Psi_kk O(1/d)
+        out = []
+        for k in range(self.K):
+            S = rng.standard_normal((d, d)) * (scales[k] / math.sqrt(d))
+            if symmetric:
+                S = (S + S.T) / math.sqrt(2.0)
+            out.append(S)
+        return out
+
+    def sgd_runner(self, init, order=None) -> SGDRunner:
+        if order is not None:
+            raise ValueError("order does not apply to an SModel (its theory closes in t, Psi, Omega)")
+        return _SRunner(self, self.check_init(init))
+
+    def check_theory(self, theory, order):
+        theory = "ode" if theory is None else theory
+        if theory not in ("ode", "flow"):
+            raise ValueError(f"theory for an SModel must be 'ode' or 'flow', got {theory!r}")
+        if order is not None:
+            raise ValueError("order does not apply to an SModel")
+        return theory, None
+
+    def theory(self, init, t, *, theory: str, order, check, words, **kwargs) -> Trajectory:
+        """The closed ODE (402)-(404) (``"ode"``) or the S matrix flow (``"flow"``)."""
+        if theory == "ode":
+            return self.integrate(init, t, **kwargs)
+        return self.matrix_flow(init, t, **kwargs)
 
     def params_dict(self) -> dict:
         import sympy as sp
@@ -131,8 +167,12 @@ class SModel:
         (a discontinuous loss)."""
         import sympy as sp
         psyms = [sp.Symbol(str(k), real=True) for k in self.params]
-        return direct_potential(self.loss, self.K, self.L, self.C, params=psyms,
-                                param_values=[float(v) for v in self.params.values()])
+        pot = direct_potential(self.loss, self.K, self.L, self.C, params=psyms,
+                               param_values=[float(v) for v in self.params.values()])
+        if pot.route == "numeric":  # the symbolic layer describes the quadrature; built here
+            from .potentials import build_potential
+            pot = build_potential(pot)
+        return pot
 
     @property
     def _numeric(self) -> bool:
@@ -164,8 +204,8 @@ class SModel:
         """``(A, B, Phi)`` at numeric ``Psi``, ``Omega`` (``A = grad_Omega Phi``,
         ``B = grad_Psi Phi``, symmetric convention)."""
         K = self.K
-        Psi = np.asarray(Psi, dtype=np.float64)
-        Omega = np.asarray(Omega, dtype=np.float64)
+        Psi = real_array(Psi, "Psi")
+        Omega = real_array(Omega, "Omega")
         for nm, X in (("Psi", Psi), ("Omega", Omega)):
             if X.shape != (K, K):
                 raise ValueError(f"{nm} must have shape ({K}, {K}), got {X.shape}")
@@ -188,10 +228,12 @@ class SModel:
 
     # -- states ----------------------------------------------------------------
     def check_matrices(self, matrices, name: str = "init") -> list:
-        """Validate ``K`` square ``d x d`` arrays ``S_k`` (same ``d >= 2``, finite)."""
+        """Validate ``K`` real square ``d x d`` arrays ``S_k`` (same ``d >= 2``, finite)."""
         try:
-            mats = [np.asarray(m, dtype=np.float64) for m in matrices]
-        except (TypeError, ValueError):
+            mats = [real_array(m, f"{name}[{k}]") for k, m in enumerate(matrices)]
+        except TypeError as exc:
+            if "real, got a complex" in str(exc):
+                raise
             raise TypeError(f"{name} must be a list of K = {self.K} square arrays") from None
         if len(mats) != self.K:
             raise ValueError(f"{name} must hold K = {self.K} matrices S_k, got {len(mats)}")
@@ -224,9 +266,9 @@ class SModel:
             t, Psi, Om = init
         else:
             return self.order_parameters(init)
-        t = np.asarray(t, dtype=float).ravel()
-        Psi = np.asarray(Psi, dtype=float)
-        Om = np.asarray(Om, dtype=float)
+        t = real_array(t, "init t").ravel()
+        Psi = real_array(Psi, "init Psi")
+        Om = real_array(Om, "init Omega")
         if t.shape != (K,) or Psi.shape != (K, K) or Om.shape != (K, K):
             raise ValueError(f"init: t must have shape ({K},), Psi and Omega ({K}, {K})")
         if not (np.all(np.isfinite(t)) and np.all(np.isfinite(Psi)) and np.all(np.isfinite(Om))):
@@ -281,32 +323,17 @@ class SModel:
         """
         t0, Psi0, Om0 = self.initial_state(init)
         t_eval = check_t_eval(t_eval)
+        rtol, atol, blowup, _ = check_solver_args(rtol, atol, blowup, method)
         self.gradient_function  # noqa: B018  (raise early for a loss no route can treat)
         y0 = self._pack(t0, Psi0, Om0)
 
-        def blow(tau, y):
-            return blowup - np.abs(y).max()
-        blow.terminal = True
-
-        def bad(tau, y):
-            return 1.0 if np.all(np.isfinite(y)) else -1.0
-        bad.terminal = True
-
         T = float(t_eval[-1])
         if T > 0:
-            sol = solve_ivp(self._ode, (0.0, T), y0, method=method, t_eval=t_eval, rtol=rtol,
-                            atol=atol, events=[blow, bad])
-            ys, ts = sol.y, sol.t
-            if sol.status == 0:
-                status, message = 0, "success: the closed S ODE (402)-(404) reached the last time"
-            elif sol.status == 1:
-                status = -3
-                message = (f"the order parameters exceeded {blowup:.3g} or became non-finite at "
-                           f"tau = {sol.t_events[0][0] if sol.t_events[0].size else T:.4g}: "
-                           "the flow blows up; add weight decay or shorten the horizon")
-            else:
-                status = -1
-                message = f"solver failed: {sol.message}"
+            sol = solve_flow(self._ode, y0, t_eval, rtol=rtol, atol=atol, method=method,
+                             blowup=blowup, what="closed S ODE (402)-(404)")
+            ys, ts, status = sol.y, sol.t, sol.status
+            message = ("success: the closed S ODE (402)-(404) reached the last time"
+                       if status == 0 else sol.message)
         else:
             ts = t_eval.copy()
             ys = np.repeat(y0[:, None], ts.size, axis=1)
@@ -330,12 +357,19 @@ class SModel:
 
     # -- the finite-d matrix flow (checks closure) -------------------------------
     def matrix_flow(self, matrices, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
-                    method: str = "DOP853", raise_on_failure: bool = False) -> Trajectory:
+                    method: str = "DOP853", blowup: float = 1e100, keep_matrices: bool = False,
+                    raise_on_failure: bool = False, order=None, words=None) -> Trajectory:
         """Integrate ``dS_k/dtau = -2 sum_l (A_kl S_l + B_kl S_l^T) - gamma S_k`` for
         finite-d matrices and report the same observables (kind ``"smodel_flow"``).
-        Its traces solve (402)-(404) exactly, which the tests check."""
+        Its traces solve (402)-(404) exactly, which the tests check. A state entry
+        above ``blowup`` or a non-finite right-hand side ends with status -3;
+        ``keep_matrices`` keeps ``S_k(tau)`` in ``diagnostics["matrices"]``."""
+        if order is not None or words is not None:
+            raise ValueError("order and words do not apply to an SModel (its flow reports "
+                             "t, Psi, Omega)")
         mats = self.check_matrices(matrices, "matrices")
         t_eval = check_t_eval(t_eval)
+        rtol, atol, blowup, _ = check_solver_args(rtol, atol, blowup, method)
         K = self.K
         d = mats[0].shape[0]
         tr = list(self.trainable)
@@ -361,26 +395,32 @@ class SModel:
 
         y0 = np.concatenate([mats[k].ravel() for k in tr]) if tr else np.zeros(0)
         if tr and t_eval[-1] > 0:
-            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method=method, t_eval=t_eval,
-                            rtol=rtol, atol=atol)
-            ys, ts, ok = sol.y, sol.t, sol.status == 0
-            message = ("success: S matrix flow reached the last time" if ok
-                       else f"S matrix flow failed: {sol.message}")
+            sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
+                             what="S matrix flow")
+            ys, ts, status = sol.y, sol.t, sol.status
+            message = ("success: S matrix flow reached the last time" if status == 0
+                       else sol.message)
         else:
             ts = t_eval
             ys = np.repeat(y0[:, None], ts.size, axis=1)
-            ok, message = True, "success"
+            status, message = 0, "success"
         out = np.empty((len(self.names), ts.size))
+        kept = []
         for n in range(ts.size):
-            t, Psi, Om = _order_parameters(unpack(ys[:, n]))
+            S = unpack(ys[:, n])
+            t, Psi, Om = _order_parameters(S)
             _, _, phi = self.gradients(Psi, Om)
             out[:, n] = s_observables(t, Psi, Om, phi)
+            if keep_matrices:
+                kept.append(np.stack(S))
         params = self.params_dict()
         params.update({"d": d, "rtol": rtol, "atol": atol, "method": method})
         res = Trajectory(t=np.asarray(ts, float), y=out, names=self.names, kind="smodel_flow",
-                         params=params, status=0 if ok else -1, message=message,
+                         params=params, status=status, message=message,
                          diagnostics={"d": d})
-        if raise_on_failure and not ok:
+        if keep_matrices:
+            res.diagnostics["matrices"] = np.stack(kept) if kept else np.zeros((0, K, d, d))
+        if raise_on_failure and status != 0:
             raise IntegrationError(message)
         return res
 
@@ -536,3 +576,36 @@ def _order_parameters(mats):
             Psi[k, l] = Psi[l, k] = np.sum(mats[k] * mats[l].T) / d
             Om[k, l] = Om[l, k] = np.sum(mats[k] * mats[l]) / d
     return t, Psi, Om
+
+
+class _SRunner(SGDRunner):
+    """Matrices side by side in one array (trainable slots first) for
+    :func:`attndyn.kernels.sgd.s_steps`."""
+
+    def __init__(self, model, mats):
+        self.model = model
+        self.d = mats[0].shape[0]
+        tr = list(model.trainable)
+        self.slots = tr + [k for k in range(model.K) if k not in tr]
+        self.kidx = np.array(self.slots, dtype=np.int64)
+        self.n_tr = len(tr)
+        self.W = np.ascontiguousarray(np.hstack([mats[k] for k in self.slots]))
+        self.names = s_observable_names(model.K)
+        self.words = None
+        self.macs = self.d * (len(self.slots) + self.n_tr)
+
+    def matrix(self, k):
+        a = self.slots.index(k)
+        return self.W[:, a * self.d:(a + 1) * self.d]
+
+    def workspace_shape(self, B, L):
+        return (B, L, self.d, self.W.shape[1], self.n_tr * self.d)
+
+    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
+        from attndyn.kernels import sgd as _k
+        _k.s_steps(self.W, self.kidx, self.n_tr, C, F, ident, eta, gamma, B, n, lossfn, lp,
+                   state, blowup, losses, info, *ws)
+
+    def observables(self):
+        t, Psi, Om = _order_parameters([self.matrix(k) for k in range(self.model.K)])
+        return s_observables(t, Psi, Om, np.nan)[:-1]

@@ -1,127 +1,191 @@
 """The deterministic finite-d matrix flow: the oracle of every truncation.
 
-For tied attention (MATH.md, paper 003 eq. 11 before projection)
+For tied attention (paper 003, eq. 11 before projection)
 
     dS_k/dt = - sum_l Gamma_kl(q) (S_l S_k + S_k S_l) - (gamma/2) S_k   (k trainable),
     q_kl = Tr(S_k S_l) / d.
 
 Normalised traces of its solution solve the infinite hierarchy (eq. 11)
 exactly, at any finite ``d``, with the initial condition given by the
-matrices' own moments. It is integrated with scipy's DOP853 at tight
-tolerances.
+matrices' own moments. Each parameterisation writes its flow as a method
+(:meth:`attndyn.numeric.attention.base.AttentionModel.matrix_flow`);
+:func:`matrix_flow` is the one entry point, and :func:`solve_flow` the one
+integration driver every flow and closed ODE uses: scipy's explicit or
+implicit solvers (DOP853 by default) stepped here, with
+
+- blow-up detection: a state entry above ``blowup`` (or non-finite) stops the
+  run with status -3, keeping the outputs before it;
+- a non-finite right-hand side at a finite state (a non-finite ``Gamma``, for
+  a loss whose expectation is undefined) stops at once with status -3 instead of
+  letting the solver shrink its step forever;
+- a solver failure before the first output gives status -1 and an empty
+  trajectory, never an exception;
+- repeated output times (two SGD checkpoints on one step) are evaluated once
+  and repeated.
+
+On a successful run the outputs are those of ``scipy.integrate.solve_ivp`` with
+the same method, tolerances and ``t_eval`` (same steps, same dense output).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
-from scipy.integrate import solve_ivp
+from scipy import integrate as _ivp
 
-from attndyn.kernels.moments import word_traces
-from attndyn.symbolic.hierarchy import check_order
-from attndyn.symbolic.printing import word_label
-from attndyn.symbolic.words import canonical_words
+from ..core.validate import _check_pos_float
 
-from ..core.results import IntegrationError, Trajectory
+__all__ = ["matrix_flow", "solve_flow", "check_solver_args", "FlowSolution"]
 
-__all__ = ["matrix_flow"]
+_METHODS = {"RK23": _ivp.RK23, "RK45": _ivp.RK45, "DOP853": _ivp.DOP853, "Radau": _ivp.Radau,
+            "BDF": _ivp.BDF, "LSODA": _ivp.LSODA}
 
 
-def matrix_flow(model, matrices, t_eval, *, order: int = 4, words=None, rtol: float = 1e-11,
-                atol: float = 1e-13, method: str = "DOP853", keep_matrices: bool = False,
-                blowup: float = 1e100, raise_on_failure: bool = False) -> Trajectory:
-    """Integrate the matrix flow of a :class:`~attndyn.TiedModel` from ``matrices``.
+class FlowSolution(NamedTuple):
+    t: np.ndarray        # output times reached (a prefix of t_eval)
+    y: np.ndarray        # (n_state, n_out)
+    status: int          # 0 success, -1 solver failure, -3 blow-up / non-finite
+    message: str
+    t_reached: float
+
+
+class _NonFiniteRHS(Exception):
+    def __init__(self, t, ymax):
+        super().__init__(t)
+        self.t, self.ymax = float(t), float(ymax)
+
+
+def check_solver_args(rtol, atol, blowup, method):
+    """Validated ``(rtol, atol, blowup, solver class)``: tolerances finite and
+    ``> 0``, ``blowup`` finite and ``> 0``, ``method`` a scipy solver name."""
+    rtol = _check_pos_float(rtol, "rtol")
+    atol = _check_pos_float(atol, "atol")
+    blowup = _check_pos_float(blowup, "blowup")
+    if isinstance(method, str):
+        if method not in _METHODS:
+            raise ValueError(f"method must be one of {sorted(_METHODS)}, got {method!r}")
+        cls = _METHODS[method]
+    elif isinstance(method, type) and issubclass(method, _ivp.OdeSolver):
+        cls = method
+    else:
+        raise TypeError(f"method must be a scipy solver name or OdeSolver class, got {method!r}")
+    return rtol, atol, blowup, cls
+
+
+def solve_flow(fun, y0, t_eval, *, rtol: float, atol: float, method="DOP853",
+               blowup: float = 1e100, what: str = "matrix flow") -> FlowSolution:
+    """Integrate ``dy/dt = fun(t, y)`` from ``y(0) = y0`` and report ``y`` at ``t_eval``.
+
+    ``t_eval`` must be validated (non-decreasing, ``>= 0``; see
+    :func:`attndyn.numeric.core.validate.check_t_eval`). Returns a
+    :class:`FlowSolution`; never raises on a failed integration.
+    """
+    rtol, atol, blowup, cls = check_solver_args(rtol, atol, blowup, method)
+    y0 = np.asarray(y0, dtype=np.float64)
+    t_eval = np.asarray(t_eval, dtype=np.float64)
+    # repeated times: integrate to the distinct ones, repeat the outputs afterwards
+    te, inverse = np.unique(t_eval, return_inverse=True)
+
+    def f(t, y):
+        dy = fun(t, y)
+        # a non-finite slope at a finite, in-range state cannot be cured by smaller steps
+        # (the solver would shrink them forever): a non-finite Gamma there
+        if not np.all(np.isfinite(dy)) and np.all(np.isfinite(y)):
+            ymax = np.max(np.abs(y), initial=0.0)
+            if ymax <= blowup:
+                raise _NonFiniteRHS(t, ymax)
+        return dy
+
+    ts, ys = [], []
+    status, message, t_reached = None, "", 0.0
+    i = 0
+    try:
+        solver = cls(f, 0.0, y0, float(te[-1]), rtol=rtol, atol=atol)
+        while status is None:
+            msg = solver.step()
+            if solver.status == "failed":
+                status, t_reached = -1, float(solver.t)
+                message = (f"{what}: the solver failed at t = {solver.t:.4g} ({msg}) before the "
+                           "last output time")
+                break
+            t, y = solver.t, solver.y
+            j = int(np.searchsorted(te, t, side="right"))
+            if j > i:
+                m = j - i
+                vals = solver.dense_output()(te[i:j]).reshape(y0.size, m)
+                ok = np.all(np.isfinite(vals), axis=0) & (np.abs(vals).max(axis=0, initial=0.0)
+                                                          <= blowup)
+                n_ok = m if ok.all() else int(np.argmin(ok))
+                ts.append(te[i:i + n_ok])
+                ys.append(vals[:, :n_ok])
+                i += n_ok
+                if n_ok < m:
+                    status = -3
+            if status is None and (not np.all(np.isfinite(y))
+                                   or (y.size and np.max(np.abs(y)) > blowup)):
+                status = -3
+            if status == -3:
+                t_reached = float(te[i - 1]) if i else 0.0
+                message = (f"{what}: the state exceeded blowup = {blowup:.3g} (or became "
+                           f"non-finite) between t = {solver.t_old:.4g} and {t:.4g}: the flow "
+                           "blows up; shorten the horizon or add weight decay")
+            elif solver.status == "finished":
+                status, t_reached = 0, float(t)
+                message = f"success: the {what} reached the last output time"
+    except _NonFiniteRHS as exc:
+        status, t_reached = -3, exc.t
+        message = (f"{what}: the right-hand side became non-finite at t = {exc.t:.4g} at a finite "
+                   f"state (max |y| = {exc.ymax:.3g}): the potential's gradient (Gamma) is not "
+                   "finite there, e.g. a loss whose expectation is undefined, or it overflows")
+    t_out = np.concatenate(ts) if ts else np.zeros(0)
+    y_out = np.concatenate(ys, axis=1) if ys else np.zeros((y0.size, 0))
+    n = t_out.size
+    sel = inverse[inverse < n] if n < te.size else inverse
+    return FlowSolution(t=t_eval[:sel.size].copy(), y=y_out[:, sel], status=int(status),
+                        message=message, t_reached=t_reached)
+
+
+def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, atol=None,
+                method=None, keep_matrices: bool = False, blowup=None,
+                raise_on_failure: bool = False):
+    """Integrate the finite-d matrix flow of ``model`` from ``matrices``.
+
+    Every model that has a flow implements it as ``model.matrix_flow(...)``
+    (paper 003: tied eq. 11 before projection, ``dS_k/dt = -sum_l Gamma_kl
+    (S_l S_k + S_k S_l) - (gamma/2) S_k`` in ``t = 4 eta n / d``; direct S,
+    appendix E, ``dS_k/dtau = -2 sum_l (A_kl S_l + B_kl S_l^T) - gamma S_k`` in
+    ``tau = eta n / d``); a model without one raises
+    :class:`~attndyn.numeric.attention.base.CapabilityError`.
 
     Parameters
     ----------
-    model : TiedModel
-    matrices : list of K symmetric (d, d) arrays
-        The ``S_k`` at ``t = 0``; non-trainable ones stay fixed (teachers).
+    model : AttentionModel
+    matrices : list of K (d, d) arrays
+        The ``S_k`` at ``t = 0`` (tied: symmetric PSD); non-trainable ones stay
+        fixed (teachers).
     t_eval : array
-        Output times (ODE time ``t = 4 eta n / d``).
-    order : int
-        Report every canonical word up to this length (ignored with ``words``).
-    words : list of words, optional
-        The words to report instead.
+        Output times on the model's time scale (tied ``t = 4 eta n / d``).
+    order, words : int, list of words
+        Tied: report every canonical word up to ``order`` (default 4), or these
+        ``words``.
+    rtol, atol, method, blowup :
+        Solver tolerances (tied default ``1e-11``, ``1e-13``), scipy method
+        (``"DOP853"``) and the blow-up threshold (``1e100``; status -3).
+        ``None`` means the model's default.
     keep_matrices : bool
         Also keep ``S_k(t)`` in ``result.diagnostics["matrices"]`` (n_t, K, d, d).
 
     Returns
     -------
-    Trajectory with ``kind="matrix_flow"`` and ``.moment(word)``.
+    Trajectory (tied: ``kind="matrix_flow"`` with ``.moment(word)``), with
+    ``status`` 0, -1 (solver failure) or -3 (blow-up or non-finite right-hand side).
     """
-    from .tied import check_t_eval
-
-    mats = model.check_matrices(matrices)
-    t_eval = check_t_eval(t_eval)
-    K = model.K
-    d = mats[0].shape[0]
-    if words is None:
-        words = canonical_words(check_order(order), model.alphabet)
-    else:
-        words = [model.alphabet.check_word(w, "words") for w in words]
-    tr = list(model.trainable)
-    fixed = {k: mats[k] for k in range(K) if k not in tr}
-    half_gamma = model.weight_decay / 2.0
-    gfun = model.gradient_function
-    gp = model.gradient_parameters
-    gout = np.empty(K * K)
-
-    def unpack(y):
-        S = [None] * K
-        for j, k in enumerate(tr):
-            S[k] = y[j * d * d:(j + 1) * d * d].reshape(d, d)
-        for k, m in fixed.items():
-            S[k] = m
-        return S
-
-    def rhs(t, y):
-        S = unpack(y)
-        q = np.empty((K, K))
-        for k in range(K):
-            for l in range(k, K):
-                q[k, l] = q[l, k] = np.einsum("ij,ji->", S[k], S[l]) / d
-        gfun(np.ascontiguousarray(q.ravel()), gp, gout)
-        G = gout.reshape(K, K)
-        dy = np.empty_like(y)
-        for j, k in enumerate(tr):
-            acc = -half_gamma * S[k]
-            for l in range(K):
-                if G[k, l] != 0.0:
-                    P = S[l] @ S[k]
-                    acc = acc - G[k, l] * (P + P.T)  # S_l S_k + S_k S_l = P + P^T (symmetric S)
-            dy[j * d * d:(j + 1) * d * d] = acc.ravel()
-        return dy
-
-    def blow(t, y):
-        return blowup - np.abs(y).max()
-    blow.terminal = True
-
-    y0 = np.concatenate([mats[k].ravel() for k in tr]) if tr else np.zeros(0)
-    t0 = 0.0
-    if tr:
-        sol = solve_ivp(rhs, (t0, float(t_eval[-1])), y0, method=method, t_eval=t_eval,
-                        rtol=rtol, atol=atol, events=blow)
-        status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
-        message = "success: matrix flow reached the last output time" if status == 0 else (
-            f"matrix flow stopped at t = {sol.t[-1] if sol.t.size else 0.0:.4g}: {sol.message}")
-        Ys, ts = sol.y, sol.t
-    else:
-        Ys, ts, status, message = np.zeros((0, t_eval.size)), t_eval, 0, "nothing trainable"
-    out = np.empty((len(words), ts.size))
-    kept = []
-    for n in range(ts.size):
-        S = unpack(Ys[:, n]) if tr else mats
-        out[:, n] = word_traces(S, words)
-        if keep_matrices:
-            kept.append(np.stack(S))
-    params = model.params_dict()
-    params.update({"d": d, "rtol": rtol, "atol": atol, "method": method})
-    res = Trajectory(t=np.asarray(ts, dtype=float), y=out,
-                     names=[word_label(w, K) for w in words], words=[tuple(w) for w in words],
-                     kind="matrix_flow", params=params, status=status, message=message,
-                     diagnostics={"d": d})
+    from .base import check_model
+    opts = {k: v for k, v in (("order", order), ("words", words), ("rtol", rtol),
+                              ("atol", atol), ("method", method), ("blowup", blowup))
+            if v is not None}
     if keep_matrices:
-        res.diagnostics["matrices"] = np.stack(kept) if kept else np.zeros((0, K, d, d))
-    if raise_on_failure and status != 0:
-        raise IntegrationError(message)
-    return res
+        opts["keep_matrices"] = True
+    return check_model(model).matrix_flow(matrices, t_eval, raise_on_failure=raise_on_failure,
+                                          **opts)

@@ -47,6 +47,7 @@ bit-identical trajectory. :func:`sgd_runs` spawns independent seeds with
 from __future__ import annotations
 
 import math
+import os
 import time as _time
 import weakref
 from contextlib import contextmanager
@@ -54,22 +55,22 @@ from contextlib import contextmanager
 import numpy as np
 
 from attndyn.kernels import sgd as _k
-from attndyn.kernels.moments import word_traces
 from attndyn.symbolic.lossgrad import loss_gradient
-from attndyn.symbolic.printing import word_label
-from attndyn.symbolic.words import canonical_words
 
 from ..core.compile import load_generated
-from .tied import TiedModel, check_t_eval
 from ..core.progress import Progress
 from ..core.results import IntegrationError, Trajectory
-from .direct import SModel, obs_key, s_observable_names, s_observables
-from .untied import UntiedModel
+from ..core.validate import check_t_eval
+from .base import check_model, resolve_seed
+from .tied import tied_observable_names  # noqa: F401  (re-exported, old home)
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
-           "compiled_loss", "tied_observable_names"]
+           "compiled_loss", "tied_observable_names", "sgd_memory_bytes", "available_memory"]
 
 _LOSS_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+# the step counters of the kernels are int64
+_MAX_STEPS = 2 ** 62
 
 
 # ---------------------------------------------------------------------------
@@ -92,74 +93,8 @@ def _check_batch(batch) -> int:
     return int(batch)
 
 
-def _check_order(order, default) -> int:
-    if order is None:
-        return default
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)):
-        raise TypeError(f"order must be an int >= 1, got {order!r}")
-    if order < 1:
-        raise ValueError(f"order must be an int >= 1, got {order}")
-    return int(order)
-
-
-def _model_kind(model) -> str:
-    if isinstance(model, TiedModel):
-        return "tied"
-    if isinstance(model, UntiedModel):
-        return "untied"
-    if isinstance(model, SModel):
-        return "s"
-    raise TypeError(f"model must be a TiedModel, UntiedModel or SModel, got {type(model).__name__}")
-
-
-def _check_factor_list(model, init, name="init") -> list:
-    """Tied factors ``W_k``: ``d x d_k`` arrays with a common ``d >= 2``."""
-    try:
-        mats = [np.asarray(w, dtype=np.float64) for w in init]
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a list of K = {model.K} arrays W_k (d x d_k)") from None
-    if len(mats) != model.K:
-        raise ValueError(f"{name} must hold K = {model.K} factors W_k, got {len(mats)}")
-    out = []
-    d = None
-    for k, w in enumerate(mats):
-        if w.ndim == 1:
-            w = w[:, None]
-        if w.ndim != 2 or w.shape[1] < 1:
-            raise ValueError(f"{name}[{k}] must be a d x d_k array (d_k >= 1), got shape {w.shape}")
-        if d is None:
-            d = w.shape[0]
-        if w.shape[0] != d:
-            raise ValueError(f"{name}[{k}] must have d = {d} rows like {name}[0], got shape "
-                             f"{w.shape}")
-        if not np.all(np.isfinite(w)):
-            raise ValueError(f"{name}[{k}] must be finite")
-        out.append(w)
-    if d < 2:
-        raise ValueError(f"{name}: the dimension d must be >= 2, got {d}")
-    return out
-
-
 # ---------------------------------------------------------------------------
 # seeds
-
-def resolve_seed(seed) -> np.random.SeedSequence:
-    """A ``SeedSequence`` from ``None`` (fresh entropy), an int, a sequence of ints,
-    a ``SeedSequence`` or a dict ``{"entropy": ..., "spawn_key": [...]}``."""
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, dict):
-        try:
-            return np.random.SeedSequence(seed["entropy"], spawn_key=tuple(seed.get("spawn_key", ())))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError("seed dict must be {'entropy': int, 'spawn_key': [ints]}") from None
-    if isinstance(seed, (bool, float)) or isinstance(seed, np.random.Generator):
-        raise TypeError("seed must be None, an int >= 0, a sequence of ints or a SeedSequence")
-    try:
-        return np.random.SeedSequence(seed)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"invalid seed {seed!r}: {exc}") from None
-
 
 def seed_record(ss: np.random.SeedSequence) -> dict:
     """JSON-able record of a ``SeedSequence``; :func:`resolve_seed` rebuilds it."""
@@ -199,18 +134,9 @@ def _cov_factor(model):
 
 
 def time_step(model, eta: float, d: int, time: str = "slow") -> float:
-    """ODE time per SGD step: tied ``4 eta/d``; S ``eta/d``; untied ``eta/d`` (slow)
-    or ``eta`` (fast)."""
-    kind = _model_kind(model)
-    if kind == "tied":
-        return 4.0 * eta / d
-    if kind == "s":
-        return eta / d
-    if time == "slow":
-        return eta / d
-    if time == "fast":
-        return eta
-    raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
+    """ODE time per SGD step (the model's :attr:`time_scales`): tied ``4 eta/d``; S
+    ``eta/d``; untied ``eta/d`` (slow) or ``eta`` (fast)."""
+    return check_model(model).time_step(eta, d, time)
 
 
 # ---------------------------------------------------------------------------
@@ -228,209 +154,72 @@ def gaussian_init(model, d: int, *, width=None, scale=1.0, seed=None, symmetric:
 
     ``width`` (``d_k``, default ``d``) and ``scale`` are numbers or per-index
     sequences. Independent inits are uninformative (structural overlaps
-    ``O(1/d)``).
+    ``O(1/d)``). Calls :meth:`AttentionModel.gaussian_init`.
     """
-    kind = _model_kind(model)
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
-        raise ValueError(f"d must be an int >= 2, got {d!r}")
-    d = int(d)
-    K = model.K
-
-    def per(x, name, cast):
-        vals = list(x) if isinstance(x, (list, tuple, np.ndarray)) else [x] * K
-        if len(vals) != K:
-            raise ValueError(f"{name} must be a number or K = {K} numbers")
-        return [cast(v) for v in vals]
-    widths = per(d if width is None else width, "width", int)
-    if any(w < 1 for w in widths):
-        raise ValueError(f"width must be >= 1, got {widths}")
-    scales = per(scale, "scale", float)
-    if any(not math.isfinite(s) or s < 0 for s in scales):
-        raise ValueError(f"scale must be finite and >= 0, got {scales}")
-    rng = np.random.default_rng(resolve_seed(seed))
-    out = []
-    for k in range(K):
-        if kind == "tied":
-            out.append(rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k])))
-        elif kind == "untied":
-            sd = scales[k] / math.sqrt(widths[k])
-            out.append((rng.standard_normal((d, widths[k])) * sd,
-                        rng.standard_normal((d, widths[k])) * sd))
-        else:
-            S = rng.standard_normal((d, d)) * (scales[k] / math.sqrt(d))
-            if symmetric:
-                S = (S + S.T) / math.sqrt(2.0)
-            out.append(S)
-    return out
+    return check_model(model).gaussian_init(d, width=width, scale=scale, seed=seed,
+                                            symmetric=symmetric)
 
 
 # ---------------------------------------------------------------------------
-# observables
+# sizes
 
-def tied_observable_names(K: int, words) -> list:
-    names = [word_label(w, K) for w in words]
-    if any(len(w) == 2 for w in words):
-        names += [obs_key("p", k, l) for k in range(K) for l in range(k, K)]
-    return names + ["loss"]
-
-
-def _tied_derived(K, words, vals):
-    """Append ``p_kl = q_kl - t_k t_l`` to a vector of word traces."""
-    idx = {tuple(w): i for i, w in enumerate(words)}
-    if not any(len(w) == 2 for w in words):
-        return vals
-    t = np.array([vals[idx[(k,)]] for k in range(K)])
-    p = [vals[idx[(k, l)]] - t[k] * t[l] for k in range(K) for l in range(k, K)]
-    return np.concatenate([vals, p])
-
-
-class _Runner:
-    """One SGD run: arrays laid out for a kernel, a block stepper, observables."""
-
-    def observables(self) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable`` of
+    ``/proc/meminfo``, else ``os.sysconf``), or ``None`` when unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
-class _TiedRunner(_Runner):
-    def __init__(self, model, init, order):
-        Ws = _check_factor_list(model, init)
-        self.model = model
-        self.d = Ws[0].shape[0]
-        self.widths = [w.shape[1] for w in Ws]
-        tr = list(model.trainable)
-        self.slots = tr + [k for k in range(model.K) if k not in tr]
-        col = np.zeros(len(self.slots) + 1, dtype=np.int64)
-        for a, k in enumerate(self.slots):
-            col[a + 1] = col[a] + self.widths[k]
-        self.col = col
-        self.kidx = np.array(self.slots, dtype=np.int64)
-        self.n_tr = len(tr)
-        self.W = np.ascontiguousarray(np.hstack([Ws[k] for k in self.slots]))
-        self.words = canonical_words(order, model.alphabet)
-        self.names = tied_observable_names(model.K, self.words)
-        self.macs = self.W.shape[1] + col[self.n_tr]
-
-    def factor(self, k):
-        a = self.slots.index(k)
-        return self.W[:, self.col[a]:self.col[a + 1]]
-
-    def workspace(self, B, L):
-        return _k.workspace(B, L, self.d, self.W.shape[1], int(self.col[self.n_tr]))
-
-    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
-        _k.tied_steps(self.W, self.col, self.kidx, self.n_tr, C, F, ident, eta, gamma, B, n,
-                      lossfn, lp, state, blowup, losses, info, *ws)
-
-    def observables(self):
-        K = self.model.K
-        S = []
-        for k in range(K):
-            Wk = self.factor(k)
-            S.append(Wk @ Wk.T)
-        vals = word_traces(S, self.words)
-        return _tied_derived(K, self.words, vals)
+def sgd_memory_bytes(workspace_shape, n_steps: int, n_obs: int, n_out: int) -> int:
+    """Bytes :func:`sgd` allocates for one run: the kernel's four work arrays
+    (:func:`attndyn.kernels.sgd.workspace`), the per-step loss record and the
+    checkpoint table (float64)."""
+    B, L, d, n_cols, n_grad = (int(x) for x in workspace_shape)
+    BL = B * L
+    return 8 * (BL * d + BL * n_cols + BL * n_grad + d * n_grad + (n_steps + 1) + n_obs * n_out)
 
 
-class _UntiedRunner(_Runner):
-    def __init__(self, model, init, order):
-        pairs = model.check_factors(init)
-        self.model = model
-        self.d = pairs[0][0].shape[0]
-        self.widths = [U.shape[1] for U, _ in pairs]
-        tr = list(model.trainable)
-        fixed = [k for k in range(model.K) if k not in tr]
-        self.slots = tr + fixed
-        ns = len(self.slots)
-        uoff = np.zeros(ns, dtype=np.int64)
-        voff = np.zeros(ns, dtype=np.int64)
-        cols = []
-        pos = 0
-        for group in (tr, fixed):  # [U_tr | V_tr | U_fixed | V_fixed]
-            for k in group:
-                uoff[self.slots.index(k)] = pos
-                cols.append(pairs[k][0])
-                pos += self.widths[k]
-            for k in group:
-                voff[self.slots.index(k)] = pos
-                cols.append(pairs[k][1])
-                pos += self.widths[k]
-        self.uoff, self.voff = uoff, voff
-        self.width = np.array([self.widths[k] for k in self.slots], dtype=np.int64)
-        self.kidx = np.array(self.slots, dtype=np.int64)
-        self.n_tr = len(tr)
-        self.W = np.ascontiguousarray(np.hstack(cols))
-        self.words = model.words(order)
-        K = model.K
-        self.names = ([model.word_name(w) for w in self.words]
-                      + [obs_key("m", k) for k in range(K)] + [obs_key("tA", k) for k in range(K)]
-                      + [obs_key("tB", k) for k in range(K)]
-                      + [obs_key("q1", k, l) for k in range(K) for l in range(K)]
-                      + [obs_key("q2", k, l) for k in range(K) for l in range(K)] + ["loss"])
-        self.macs = self.W.shape[1] + 2 * sum(self.widths[k] for k in tr)
-
-    def pair(self, k):
-        a = self.slots.index(k)
-        w = self.width[a]
-        return (self.W[:, self.uoff[a]:self.uoff[a] + w], self.W[:, self.voff[a]:self.voff[a] + w])
-
-    def workspace(self, B, L):
-        dtr2 = 2 * int(sum(self.width[:self.n_tr]))
-        return _k.workspace(B, L, self.d, self.W.shape[1], dtr2)
-
-    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
-        _k.untied_steps(self.W, self.uoff, self.voff, self.width, self.kidx, self.n_tr, C, F,
-                        ident, eta, gamma, B, n, lossfn, lp, state, blowup, losses, info, *ws)
-
-    def observables(self):
-        K = self.model.K
-        d = self.d
-        mats = []
-        Ms = []
-        tA = np.empty(K)
-        tB = np.empty(K)
-        for k in range(K):
-            U, V = self.pair(k)
-            Mk = U @ V.T
-            Ms.append(Mk)
-            mats += [Mk, Mk.T, U @ U.T, V @ V.T]
-            tA[k] = np.sum(U * U) / d
-            tB[k] = np.sum(V * V) / d
-        m = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
-        q1 = np.array([[np.sum(Ms[k] * Ms[l]) / d for l in range(K)] for k in range(K)])
-        q2 = np.array([[np.sum(Ms[k] * Ms[l].T) / d for l in range(K)] for k in range(K)])
-        w = word_traces(mats, self.words)
-        return np.concatenate([w, m, tA, tB, q1.ravel(), q2.ravel()])
+def _check_memory(need, limit, B, d, L, n_steps):
+    if limit is None:
+        limit = available_memory()
+        src = "the available memory"
+        if limit is None:
+            return
+    else:
+        if isinstance(limit, bool) or not isinstance(limit, (int, float, np.integer, np.floating)) \
+                or not limit > 0:
+            raise ValueError(f"max_memory must be a number of bytes > 0, got {limit!r}")
+        src = "max_memory"
+    if need > limit:
+        raise ValueError(f"sgd: batch = {B}, d = {d}, L = {L} and {n_steps} steps need about "
+                         f"{need / 2**30:.3g} GiB of buffers, above {src} ({limit / 2**30:.3g} "
+                         "GiB); use a smaller batch or fewer steps, or raise max_memory=")
 
 
-class _SRunner(_Runner):
-    def __init__(self, model, init, order):
-        mats = model.check_matrices(init)
-        self.model = model
-        self.d = mats[0].shape[0]
-        tr = list(model.trainable)
-        self.slots = tr + [k for k in range(model.K) if k not in tr]
-        self.kidx = np.array(self.slots, dtype=np.int64)
-        self.n_tr = len(tr)
-        self.W = np.ascontiguousarray(np.hstack([mats[k] for k in self.slots]))
-        self.names = s_observable_names(model.K)
-        self.words = None
-        self.macs = self.d * (len(self.slots) + self.n_tr)
-
-    def matrix(self, k):
-        a = self.slots.index(k)
-        return self.W[:, a * self.d:(a + 1) * self.d]
-
-    def workspace(self, B, L):
-        return _k.workspace(B, L, self.d, self.W.shape[1], self.n_tr * self.d)
-
-    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
-        _k.s_steps(self.W, self.kidx, self.n_tr, C, F, ident, eta, gamma, B, n, lossfn, lp,
-                   state, blowup, losses, info, *ws)
-
-    def observables(self):
-        from .direct import _order_parameters
-        t, Psi, Om = _order_parameters([self.matrix(k) for k in range(self.model.K)])
-        return s_observables(t, Psi, Om, np.nan)[:-1]
+def _checkpoint_steps(t_eval, dt, eta, d, label):
+    """Whole SGD steps of the checkpoints; a grid the step cannot resolve is an error."""
+    ratio = t_eval[-1] / dt
+    if not ratio < _MAX_STEPS:
+        raise ValueError(f"t_eval up to {t_eval[-1]:g} needs {ratio:.3g} SGD steps of dt = {dt:.3g} "
+                         f"({label}, eta = {eta:g}, d = {d}): more than 2**62")
+    steps = np.rint(t_eval / dt).astype(np.int64)
+    n_t, n_s = np.unique(t_eval).size, np.unique(steps).size
+    if n_s < n_t:
+        raise ValueError(
+            f"the checkpoint grid t_eval cannot be resolved by the SGD step: one step is "
+            f"dt = {dt:.4g} of ODE time ({label}, eta = {eta:g}, d = {d}), and the {n_t} distinct "
+            f"times of t_eval (up to {t_eval[-1]:g}) round to only {n_s} distinct steps; use "
+            "fewer checkpoints, a longer horizon or a smaller eta")
+    return steps
 
 
 # ---------------------------------------------------------------------------
@@ -458,12 +247,18 @@ def _numba_threads(n: int):
 
 def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "slow",
         progress=None, blowup: float = 1e6, threads: int | None = 1,
-        raise_on_failure: bool = False) -> Trajectory:
+        raise_on_failure: bool = False, max_memory=None) -> Trajectory:
     """Run finite-d mini-batch online SGD and record the theory's observables.
+
+    The model supplies, through the protocol of
+    :class:`~attndyn.numeric.attention.base.AttentionModel`, its validated
+    weights and step kernel (:meth:`~AttentionModel.sgd_runner`), its
+    observables and its time scales; this driver owns the seeds, the
+    checkpoints, the block sizes, failures and the result.
 
     Parameters
     ----------
-    model : TiedModel, UntiedModel or SModel
+    model : AttentionModel (TiedModel, UntiedModel, SModel, ...)
     init : list
         Tied: the factors ``W_k`` as ``d x d_k`` arrays (``S_k = W_k W_k^T``);
         untied: pairs ``(U_k, V_k)``; S: the ``d x d`` matrices ``S_k``.
@@ -475,7 +270,8 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
     t_eval : array
         Checkpoints in the paper's ODE time (tied ``t = 4 eta n/d``, S
         ``tau = eta n/d``, untied slow ``eta n/d`` or fast ``eta n``), rounded
-        to whole steps.
+        to whole steps. Distinct times that round to one step are an error
+        (the step cannot resolve the grid).
     seed : None, int, sequence, SeedSequence or dict
         Same seed, same trajectory (bit for bit).
     order : int, optional
@@ -494,6 +290,9 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
         many-core machine. Results do not depend on it (fixed chunking).
     raise_on_failure : bool
         Raise :class:`IntegrationError` instead of returning a failed status.
+    max_memory : float, optional
+        Bytes the run's buffers may take (:func:`sgd_memory_bytes`); default
+        the machine's available memory. Above it: ``ValueError`` before allocating.
 
     Returns
     -------
@@ -505,43 +304,36 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
         of each checkpoint. A failed run keeps the checkpoints before the
         failure, never NaN values.
     """
-    kind = _model_kind(model)
+    model = check_model(model)
+    kind = model.kind
     eta = _check_eta(eta)
     B = _check_batch(batch)
     t_eval = check_t_eval(t_eval)
-    if kind == "untied" and time not in ("slow", "fast"):
-        raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
-    if kind != "untied" and time != "slow":
-        raise ValueError("time applies to an UntiedModel only (tied: t = 4 eta n/d, "
-                         "S: tau = eta n/d)")
+    scale = model.time_scale(time)
     if isinstance(blowup, bool) or not isinstance(blowup, (int, float)) or not blowup > 0:
         raise ValueError(f"blowup must be a number > 0, got {blowup!r}")
-    if kind == "tied":
-        runner = _TiedRunner(model, init, _check_order(order, 2))
-    elif kind == "untied":
-        runner = _UntiedRunner(model, init, _check_order(order, 2))
-    else:
-        if order is not None:
-            raise ValueError("order does not apply to an SModel (its theory closes in t, Psi, Omega)")
-        runner = _SRunner(model, init, None)
+    runner = model.sgd_runner(init, order)
     n_threads = _check_threads(threads)
     ss = resolve_seed(seed)
+    d = runner.d
+    dt = scale.step(eta, d)
+    steps = _checkpoint_steps(t_eval, dt, eta, d, scale.label)
+    n_total = int(steps[-1])
+    n_obs = len(runner.names)
+    wshape = runner.workspace_shape(B, model.L)
+    _check_memory(sgd_memory_bytes(wshape, n_total, n_obs, steps.size), max_memory, B, d,
+                  model.L, n_total)
     state = _k.seed_state(ss)
     _, lossfn, lp = compiled_loss(model)
     C, F, ident = _cov_factor(model)
-    d = runner.d
-    dt = time_step(model, eta, d, time)
-    steps = np.rint(t_eval / dt).astype(np.int64)
-    n_total = int(steps[-1])
     gamma = float(model.weight_decay)
     # steps per kernel call: about 2e9 multiply-adds (a fraction of a second), so the
     # bar moves, Python stays idle and per-call costs vanish
     macs = float(B * model.L * d * max(runner.macs, 1))
     chunk = int(max(1, min(4096, 2e9 // macs)))
-    ws = runner.workspace(B, model.L)
+    ws = _k.workspace(*wshape)
     losses = np.empty(n_total + 1)
     info = np.zeros(2, dtype=np.int64)
-    n_obs = len(runner.names)
     ys = np.empty((n_obs, steps.size))
     recorded = 0
     done = 0
@@ -593,20 +385,14 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
                    f"the failure (last: {last})")
     params = model.params_dict()
     params.update({"d": d, "eta": eta, "batch": B, "gamma": gamma, "seed": seed_record(ss),
-                   "dt": dt, "n_steps": n_total, "blowup": float(blowup),
-                   "time": {"tied": "t = 4 * eta * n / d", "s": "tau = eta * n / d",
-                            "untied": ("tau = eta * n / d" if time == "slow"
-                                       else "t = eta * n")}[kind]})
-    if kind != "s":
-        params["order"] = _check_order(order, 2)
-        params["widths"] = list(runner.widths)
-    inv = model.alphabet.inv if kind == "untied" else None
+                   "dt": dt, "n_steps": n_total, "blowup": float(blowup), "time": scale.label})
+    params.update(runner.params())
     # the word rows come first, so `words[i]` labels row i (the named rows follow)
     words = None if runner.words is None else [tuple(w) for w in runner.words]
     res = Trajectory(t=steps_kept * dt, y=ys, names=list(runner.names), words=words, kind="sgd",
                      params=params, seed=seed_record(ss), status=status, message=message,
                      diagnostics={"steps": steps_kept, "wall_s": wall, "failed_step": fail_step,
-                                  "model": kind, "threads": n_threads}, inv=inv)
+                                  "model": kind, "threads": n_threads}, inv=runner.inv)
     if raise_on_failure and status != 0:
         raise IntegrationError(message)
     return res

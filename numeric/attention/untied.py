@@ -21,6 +21,7 @@ fast ``t = eta * n`` (the means move), slow ``tau = eta * n / d`` (the traces mo
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -30,15 +31,17 @@ from attndyn.symbolic.potential import _call_loss, g_array
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import Alphabet, canonical_words
 
-from ..core.validate import check_loss, check_model_args
+from ..core.validate import check_loss, check_model_args, real_array
+from .base import AttentionModel, CapabilityError, SGDRunner, TimeScale, check_order_arg, obs_key
 
 __all__ = ["UntiedModel", "M", "MT", "A", "B"]
 
 M, MT, A, B = 0, 1, 2, 3  # letter kinds; letter = 4*k + kind
 
 
-class UntiedModel:
-    """Untied attention ``S_k = U_k V_k^T`` (paper 003, eqs. 24-25).
+class UntiedModel(AttentionModel):
+    """Untied attention ``S_k = U_k V_k^T`` (paper 003, eqs. 24-25). Final (see
+    :mod:`attndyn.numeric.attention.base`).
 
     Parameters are those of :class:`attndyn.TiedModel`: ``K`` indices, the
     ``trainable`` ones (the others are fixed teachers), ``loss(G)`` returning a
@@ -48,6 +51,9 @@ class UntiedModel:
     """
 
     kind = "untied"
+    # U, V <- ... - (eta gamma/d) U, V: the traces move on the slow scale, the means on the fast
+    time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),
+                   TimeScale("fast", "t = eta * n", 1.0, 0))
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, params: dict | None = None):
@@ -110,8 +116,8 @@ class UntiedModel:
                 U, V = pr
             except (TypeError, ValueError):
                 raise TypeError(f"{name}[{k}] must be a pair (U_k, V_k)") from None
-            U = np.asarray(U, dtype=np.float64)
-            V = np.asarray(V, dtype=np.float64)
+            U = real_array(U, f"{name}[{k}] U_k")
+            V = real_array(V, f"{name}[{k}] V_k")
             if U.ndim == 1:
                 U = U[:, None]
             if V.ndim == 1:
@@ -133,6 +139,35 @@ class UntiedModel:
             raise ValueError(f"{name}: the dimension d must be >= 2, got {d}")
         return out
 
+    # -- the model protocol (attndyn.numeric.attention.base) ---------------------
+    def observable_names(self, order=None) -> list:
+        """Words over ``{M, M^T, A, B}`` up to ``order`` (default 2), ``m_k``, ``tA_k``,
+        ``tB_k``, ``q1_kl``, ``q2_kl`` and ``loss``."""
+        return _untied_names(self, self.words(check_order_arg(order, 2)))
+
+    def check_matrices(self, matrices, name: str = "matrices") -> list:
+        """A state of the untied model: the pairs ``(U_k, V_k)`` (:meth:`check_factors`)."""
+        return self.check_factors(matrices, name)
+
+    def check_init(self, init, name: str = "init") -> list:
+        return self.check_factors(init, name)
+
+    def _draw_init(self, rng, d, widths, scales, symmetric):
+        # U_k, V_k entries N(0, scale_k^2 / d_k): tA_k ~ tB_k ~ scale_k^2, m_k = O(d^-1/2)
+        out = []
+        for k in range(self.K):
+            sd = scales[k] / math.sqrt(widths[k])
+            out.append((rng.standard_normal((d, widths[k])) * sd,
+                        rng.standard_normal((d, widths[k])) * sd))
+        return out
+
+    def sgd_runner(self, init, order=None) -> SGDRunner:
+        return _UntiedRunner(self, self.check_factors(init), check_order_arg(order, 2))
+
+    def check_theory(self, theory, order):
+        raise CapabilityError("compare: the untied theory is not implemented yet; run attndyn.sgd "
+                              "alone for UntiedModel")
+
     def order_parameters(self, init) -> dict:
         """``m, tA, tB, q1, q2`` of the pairs ``(U_k, V_k)`` (numpy arrays)."""
         pairs = self.check_factors(init)
@@ -145,3 +180,85 @@ class UntiedModel:
         q1 = np.array([[np.sum(Ms[k] * Ms[l]) / d for l in range(K)] for k in range(K)])
         q2 = np.array([[np.sum(Ms[k] * Ms[l].T) / d for l in range(K)] for k in range(K)])
         return {"m": m, "tA": tA, "tB": tB, "q1": q1, "q2": q2}
+
+
+def _untied_names(model, words) -> list:
+    K = model.K
+    return ([model.word_name(w) for w in words]
+            + [obs_key("m", k) for k in range(K)] + [obs_key("tA", k) for k in range(K)]
+            + [obs_key("tB", k) for k in range(K)]
+            + [obs_key("q1", k, l) for k in range(K) for l in range(K)]
+            + [obs_key("q2", k, l) for k in range(K) for l in range(K)] + ["loss"])
+
+
+class _UntiedRunner(SGDRunner):
+    """``W = [U_tr | V_tr | U_fixed | V_fixed]`` for :func:`attndyn.kernels.sgd.untied_steps`."""
+
+    def __init__(self, model, pairs, order):
+        self.model = model
+        self.order = order
+        self.d = pairs[0][0].shape[0]
+        self.widths = [U.shape[1] for U, _ in pairs]
+        tr = list(model.trainable)
+        fixed = [k for k in range(model.K) if k not in tr]
+        self.slots = tr + fixed
+        ns = len(self.slots)
+        uoff = np.zeros(ns, dtype=np.int64)
+        voff = np.zeros(ns, dtype=np.int64)
+        cols = []
+        pos = 0
+        for group in (tr, fixed):  # [U_tr | V_tr | U_fixed | V_fixed]
+            for k in group:
+                uoff[self.slots.index(k)] = pos
+                cols.append(pairs[k][0])
+                pos += self.widths[k]
+            for k in group:
+                voff[self.slots.index(k)] = pos
+                cols.append(pairs[k][1])
+                pos += self.widths[k]
+        self.uoff, self.voff = uoff, voff
+        self.width = np.array([self.widths[k] for k in self.slots], dtype=np.int64)
+        self.kidx = np.array(self.slots, dtype=np.int64)
+        self.n_tr = len(tr)
+        self.W = np.ascontiguousarray(np.hstack(cols))
+        self.words = model.words(order)
+        self.names = _untied_names(model, self.words)
+        self.inv = model.alphabet.inv
+        self.macs = self.W.shape[1] + 2 * sum(self.widths[k] for k in tr)
+
+    def pair(self, k):
+        a = self.slots.index(k)
+        w = self.width[a]
+        return (self.W[:, self.uoff[a]:self.uoff[a] + w], self.W[:, self.voff[a]:self.voff[a] + w])
+
+    def workspace_shape(self, B, L):
+        return (B, L, self.d, self.W.shape[1], 2 * int(sum(self.width[:self.n_tr])))
+
+    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
+        from attndyn.kernels import sgd as _k
+        _k.untied_steps(self.W, self.uoff, self.voff, self.width, self.kidx, self.n_tr, C, F,
+                        ident, eta, gamma, B, n, lossfn, lp, state, blowup, losses, info, *ws)
+
+    def observables(self):
+        from attndyn.kernels.moments import word_traces
+        K = self.model.K
+        d = self.d
+        mats = []
+        Ms = []
+        tA = np.empty(K)
+        tB = np.empty(K)
+        for k in range(K):
+            U, V = self.pair(k)
+            Mk = U @ V.T
+            Ms.append(Mk)
+            mats += [Mk, Mk.T, U @ U.T, V @ V.T]
+            tA[k] = np.sum(U * U) / d
+            tB[k] = np.sum(V * V) / d
+        m = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
+        q1 = np.array([[np.sum(Ms[k] * Ms[l]) / d for l in range(K)] for k in range(K)])
+        q2 = np.array([[np.sum(Ms[k] * Ms[l].T) / d for l in range(K)] for k in range(K)])
+        w = word_traces(mats, self.words)
+        return np.concatenate([w, m, tA, tB, q1.ravel(), q2.ravel()])
+
+    def params(self):
+        return {"order": self.order, "widths": list(self.widths)}
