@@ -79,7 +79,8 @@ from ..core.results import IntegrationError, Trajectory
 from ..core.validate import _check_pos_float, check_t_eval
 
 __all__ = ["limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
-           "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "deterministic_equivalents", "richardson", "is_commuting",
+           "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "law_of_factors",
+           "limit_theory", "deterministic_equivalents", "richardson", "is_commuting",
            "haar_orthogonal"]
 
 
@@ -708,9 +709,23 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
     if isinstance(rotations, bool) or not isinstance(rotations, (int, np.integer)) or rotations < 1:
         raise ValueError(f"rotations must be an int >= 1, got {rotations!r}")
     if method == "auto":
-        short = all(len(w) <= 2 for w in _words(model, order, words))
+        wl = _words(model, order, words)
+        short = all(len(w) <= 2 for w in wl)
+        free_ok = _free_structure(model, law) is not None
+        if free_ok and not short and not is_commuting(law):
+            # exact rows where the free solver has them, equivalents for the longer words
+            kw = dict(rtol=rtol, atol=atol, panels=panels, per_panel=per_panel, blowup=blowup)
+            a = limit_flow(model, law, t_eval, words=[w for w in wl if len(w) <= 2],
+                           method="free", **kw)
+            b = limit_flow(model, law, t_eval, sizes, words=[w for w in wl if len(w) > 2],
+                           method="equivalents", rotations=rotations, seed=seed,
+                           max_dim=max_dim, **kw)
+            res = _join_rows(model, wl, a, b)
+            if raise_on_failure and res.status != 0:
+                raise IntegrationError(res.message)
+            return res
         method = ("commuting" if is_commuting(law) else
-                  "free" if short and _free_structure(model, law) is not None else "equivalents")
+                  "free" if short and free_ok else "equivalents")
     if method == "free":
         wl = _words(model, order, words)
         if any(len(w) > 2 for w in wl):
@@ -779,6 +794,35 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
     return res
 
 
+def _join_rows(model, words, a, b) -> LimitTrajectory:
+    """Rows of ``words`` from ``a`` (free, words of length <= 2) and ``b`` (equivalents),
+    with the method of each row in ``diagnostics["row_method"]``."""
+    if a.status != 0 or b.status != 0:
+        bad = a if a.status != 0 else b
+        return bad
+    n_t = min(a.t.size, b.t.size)
+    y = np.empty((len(words), n_t))
+    err = np.empty_like(y)
+    rm = []
+    ea, eb = np.asarray(a.diagnostics["error"]), np.asarray(b.diagnostics["error"])
+    for i, w in enumerate(words):
+        src, e, name = (a, ea, "free") if len(w) <= 2 else (b, eb, "equivalents")
+        j = src._word_index(w)
+        y[i], err[i] = src.y[j, :n_t], e[j, :n_t]
+        rm.append(name)
+    short = [i for i, m in enumerate(rm) if m == "free"]
+    diag = dict(b.diagnostics)
+    diag.update({"error": err, "method": "free+equivalents", "row_method": rm})
+    msg = (f"success: words of length <= 2 exact (free limit, error <= "
+           f"{err[short].max() if short else 0.0:.2g}); longer words from deterministic "
+           f"equivalents, sizes {b.params.get('sizes')} (error <= {err.max():.2g})")
+    params = dict(b.params)
+    params["method"] = "free+equivalents"
+    return LimitTrajectory(t=a.t[:n_t].copy(), y=y, names=[word_label(w, model.K) for w in words],
+                           words=[tuple(w) for w in words], kind="limit", params=params,
+                           seed=b.seed, status=0, message=msg, diagnostics=diag)
+
+
 def _seed_rec(seed):
     try:
         return int(seed)
@@ -824,16 +868,21 @@ def _flow_result(h, mats, t_eval, rtol, atol, blowup):
 
 
 def _limit_result(h, law, t_eval, rtol, atol, blowup, **kw):
-    r = limit_flow(h.model, law, t_eval, rtol=rtol, atol=atol, words=h.words, blowup=blowup, **kw)
+    # the exact solvers tighten rtol themselves; the equivalents' error is O(1/d) anyway
+    r = limit_flow(h.model, law, t_eval, rtol=max(rtol, 1e-8), atol=atol, words=h.words,
+                   blowup=blowup, **kw)
     r.kind = "hierarchy"
     r.names = list(h.names)
     r.params["order"] = h.order
     sub = r.diagnostics["method"]
     err = np.asarray(r.diagnostics["error"], float)
+    low = [i for i, w in enumerate(r.words) if len(w) <= 2]
     r.diagnostics["segments"] = [{"method": "limit", "t_start": 0.0,
                                   "t_end": float(r.t[-1]) if r.t.size else 0.0,
-                                  "error": float(np.nanmax(err)) if err.size else 0.0,
-                                  "note": f"d -> infinity ({sub})"}]
+                                  "error": float(np.nanmax(err[low])) if err.size else 0.0,
+                                  "error_all_words": float(np.nanmax(err)) if err.size else 0.0,
+                                  "note": f"d -> infinity ({sub}); error on the words of "
+                                          f"length <= 2"}]
     if r.status == 0:
         r.message = f"success: method 'limit' ({sub}) on [0, {t_eval[-1]:.4g}]; " + r.message
     return r
@@ -857,6 +906,10 @@ def auto_extend(h, res, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
     trunc_err = res.diagnostics.get("truncation_error_low")
     checked = trunc_err is not None or "ladder" in res.diagnostics
     T = float(t_eval[-1])
+    if res.status not in (0, 2, -3):
+        # an integrator failure other than a blow-up (step cap, ...) is reported as is
+        res.message += "; method 'auto' did not fall back (not a convergence failure)"
+        return res
     if res.status == 0:
         if checked:
             res.diagnostics["segments"] = [{"method": "truncation", "t_start": 0.0, "t_end": T,
@@ -890,34 +943,60 @@ def auto_extend(h, res, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
             n_tr = 0  # agreement at t = 0 alone says nothing
     y = alt.y.copy()
     err = np.asarray(alt.diagnostics["error"], float).copy()
+    low = [i for i, w in enumerate(h.words) if len(w) <= 2]  # the headline error's rows
     segs = []
     if n_tr:
-        te = res.diagnostics.get("truncation_error", {})
-        lo = [np.asarray(v, float) for v in te.values()]
-        lo = np.array(lo) if lo else np.full((1, len(h.words)), np.nan)
-        per_obs = np.where(np.all(np.isnan(lo), axis=0), np.nan,
-                           np.max(np.where(np.isnan(lo), -np.inf, lo), axis=0))
+        lt = res.diagnostics.get("truncation_error_low_t", {})
         y[:, :n_tr] = res.y[:, :n_tr]
-        # relative check difference times the scale (NaN: a word the check did not cover)
-        err[:, :n_tr] = per_obs[:, None] * np.maximum(1.0, np.abs(res.y[:, :n_tr]))
+        # the check's difference on t_k, q_kl at each time; NaN: a word it does not estimate
+        err[:, :n_tr] = np.nan
+        if lt.get("rows"):
+            err[lt["rows"], :n_tr] = np.asarray(lt["diff"], float)[:, :n_tr]
         segs.append({"method": "truncation", "t_start": 0.0, "t_end": float(t_eval[n_tr - 1]),
-                     "error": float(np.nanmax(err[:, :n_tr])),
+                     "error": float(np.nanmax(err[low, :n_tr])),
                      "note": f"order {h.order}, converged in the order up to here"})
     a = alt.diagnostics["segments"][0]
     t_start = float(t_eval[n_tr]) if n_tr < t_eval.size else T
     segs.append({"method": a["method"], "t_start": t_start, "t_end": T,
-                 "error": float(np.nanmax(err[:, n_tr:])) if n_tr < t_eval.size else 0.0,
+                 "error": float(np.nanmax(err[low, n_tr:])) if n_tr < t_eval.size else 0.0,
                  "note": a["note"]})
     params = dict(res.params)
     params.update({"method": "auto"})
     parts = ", ".join(f"{s['method']} on {'[' if s['t_start'] == 0 else '('}{s['t_start']:.4g}, "
-                      f"{s['t_end']:.4g}] (error <= {s['error']:.2g}; {s['note']})" for s in segs)
+                      f"{s['t_end']:.4g}] (error <= {s['error']:.2g} on t_k, q_kl; {s['note']})"
+                      for s in segs)
     message = (f"success: method 'auto': {parts}; the truncation alone had status "
                f"{res.status}: {res.message}")
     diag = dict(res.diagnostics)
     diag.update({"error": err, "segments": segs, "method": "auto",
                  "method_index": np.array([0] * n_tr + [1] * (t_eval.size - n_tr)),
-                 "fallback": alt.diagnostics.get("method")})
+                 "fallback": alt.diagnostics.get("method"),
+                 "row_method": alt.diagnostics.get("row_method")})
     return LimitTrajectory(t=t_eval.copy(), y=y, names=list(h.names), words=list(h.words),
                            kind="hierarchy", params=params, seed=alt.seed, status=0,
                            message=message, diagnostics=diag)
+
+
+def law_of_factors(model, factors) -> FreeInit:
+    """The Wishart law of Gaussian factors ``W_k`` (``d x d_k``): ``wishart(sigma_k, d_k/d)``
+    with ``sigma_k^2 = t_k d / d_k`` from the measured trace ``t_k = |W_k|^2 / d``. It is
+    the law the factors were drawn from when their entries are i.i.d. centred Gaussian
+    (:func:`attndyn.numeric.gaussian_init`); for other factors it is only a moment match."""
+    from attndyn.symbolic.initial import wishart
+    specs = []
+    for W in factors:
+        W = np.asarray(W, float)
+        d, r = W.shape
+        t = float(np.sum(W * W)) / d
+        specs.append(wishart(math.sqrt(t * d / r), r / d))
+    return FreeInit(specs)
+
+
+def limit_theory(model, factors, t_eval, *, order=2, law=None, **kwargs) -> LimitTrajectory:
+    """``compare(..., theory="limit")``: :func:`limit_flow` from ``law`` or, by default,
+    from :func:`law_of_factors` of the SGD's initial factors."""
+    given = law is not None
+    law = law if given else law_of_factors(model, factors)
+    r = limit_flow(model, law, t_eval, order=order, **kwargs)
+    r.message += f"; law {_law_record(law)}" + ("" if given else " (from the initial factors)")
+    return r

@@ -68,7 +68,7 @@ class TiedModel(AttentionModel):
 
     kind = "tied"
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
-    theories = ("flow", "hierarchy")
+    theories = ("flow", "hierarchy", "limit")
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
@@ -205,10 +205,11 @@ class TiedModel(AttentionModel):
 
     def check_theory(self, theory, order):
         theory = "flow" if theory is None else theory
-        if theory not in ("flow", "hierarchy"):
-            raise ValueError(f"theory for a TiedModel must be 'flow' or 'hierarchy', got {theory!r}")
+        if theory not in self.theories:
+            raise ValueError(f"theory for a TiedModel must be 'flow', 'hierarchy' or 'limit', "
+                             f"got {theory!r}")
         if order is None:
-            order = 2 if theory == "flow" else 4
+            order = 4 if theory == "hierarchy" else 2
         if theory == "hierarchy" and order < 2:
             raise ValueError("order must be >= 2 for the hierarchy comparison")
         return theory, order
@@ -219,7 +220,11 @@ class TiedModel(AttentionModel):
         S = [W @ W.T for W in self.check_init(init)]
         if theory == "flow":
             th = self.matrix_flow(S, t, order=order, **kwargs)
+        elif theory == "limit":  # d -> infinity from the law of the factors (issue 9)
+            from .limit import limit_theory
+            th = limit_theory(self, self.check_init(init), t, order=order, **kwargs)
         else:
+            kwargs.setdefault("method", "truncation")  # the truncation itself, with its status
             th = self.hierarchy(order).integrate(S, t, check=check, **kwargs)
         return _tied_theory_derived(self, th, words)
 
@@ -572,25 +577,28 @@ class TiedHierarchy:
         lower order the difference is an error estimate of the lower order and, as the
         truncation converges geometrically where it converges at all, a bound for ours."""
         errs = {}
+        low_t = {}
         worst = 0.0
         worst_name = ""
         t_conv = float(t_eval[-1])
         for o in ladder:
             h = self.model.hierarchy(o)
+            # both word lists are canonical: a dict lookup, not one canonicalisation per word
             if o > self.order:
+                pos = {tuple(w): i for i, w in enumerate(h.words)}
                 rows = np.arange(self.n_moments)
-                cols = np.array([h.index(w) for w in self.words])
+                cols = np.array([pos[tuple(w)] for w in self.words])
                 y0 = h.initial_state(mu0)
             else:
-                rows = np.array([self.index(w) for w in h.words])
+                pos = {tuple(w): i for i, w in enumerate(self.words)}
+                rows = np.array([pos[tuple(w)] for w in h.words])
                 cols = np.arange(h.n_moments)
-                if isinstance(mu0, dict) or callable(mu0) or (
-                        isinstance(mu0, (list, tuple)) and len(mu0) == self.model.K
-                        and all(np.ndim(m) == 2 for m in mu0)):
-                    y0 = h.initial_state(mu0)  # fewer words: cheaper than ours
+                if res.t.size and t_eval[0] == 0.0:
+                    y0 = np.ascontiguousarray(res.y[rows, 0])  # our own initial state
                 else:
                     y0 = np.ascontiguousarray(self.initial_state(mu0)[rows])
-            ys, info, tinfo = h._run(y0, t_eval, rtol, atol, int(max_steps), blowup, h_max)
+            ys, info, tinfo = h._run(y0, t_eval, rtol, atol, int(max_steps), blowup, h_max,
+                                     getattr(self, "_last_integrator", "auto"))
             if info[0] != 0:
                 res.status = NOT_CONVERGED
                 res.message = (f"truncation not converged: order {o} failed at t = {tinfo[0]:.4g} "
@@ -610,9 +618,15 @@ class TiedHierarchy:
             t_ok = float(t_eval[-1]) if bad_t.size == 0 else (
                 float(t_eval[bad_t[0] - 1]) if bad_t[0] > 0 else float(t_eval[0]))
             t_conv = min(t_conv, t_ok)
+            # the absolute difference of the moments of length <= 2 at every output time
+            # (method="auto" reports it as the truncation's error on its time range)
+            prev = low_t.get("diff")
+            low_t["rows"] = [int(rows[i]) for i in low]
+            low_t["diff"] = diff[low] if prev is None else np.maximum(prev, diff[low])
             j = int(rows[low[int(np.argmax(rel[low].max(axis=1)))]])
             if per_obs[j] > worst:
                 worst, worst_name = float(per_obs[j]), self.names[j]
+        res.diagnostics["truncation_error_low_t"] = low_t
         res.diagnostics["ladder"] = list(ladder)
         res.diagnostics["truncation_error"] = {int(o): e for o, e in errs.items()}
         res.diagnostics["truncation_error_low"] = worst
