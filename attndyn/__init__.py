@@ -24,6 +24,7 @@ _EXPORTS = {
     "sgd": "attndyn.numeric.attention.training",
     "lambertw": "attndyn.numeric.scaling.lambertw",
     "load_result": "attndyn.numeric.core.results",
+    "Transformer": "attndyn.numeric.transformer.model",
     "sweep": "attndyn._sweep",
     "SweepResult": "attndyn._sweep",
     "load_sweep": "attndyn._sweep",

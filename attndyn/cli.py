@@ -20,6 +20,8 @@ COMMANDS = {
     "sgd": ("attndyn._cli_sgd", "run finite-d online SGD and save the observables"),
     "compare": ("attndyn._cli_sgd", "run SGD and theory from one initial condition and compare"),
     "sweep": ("attndyn._cli_sweep", "run a parameter sweep from a spec file (resumable)"),
+    "transformer": ("attndyn._cli_transformer",
+                    "paper 000's transformer: train, layer kernels, lemmas measured"),
 }
 
 

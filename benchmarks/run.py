@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/run.py            # every benchmarks/bench_*.py
     python benchmarks/run.py hierarchy  # only bench_hierarchy.py
+    python benchmarks/run.py transformer  # forward+gradient of paper 000's transformer
     python benchmarks/run.py --quick    # smaller sizes, for a smoke run
 
 Each ``bench_<name>.py`` defines ``main(quick: bool) -> None`` that prints one
