@@ -57,7 +57,8 @@ def add_arguments(command_name: str, parser) -> None:
                         "threads follow OPENBLAS_NUM_THREADS); results do not depend on it")
     if command_name == "compare":
         p.add_argument("--theory", default=None,
-                       help="tied: flow (default) or hierarchy; s: ode (default) or flow")
+                       help="tied: flow (default), hierarchy or limit (d -> infinity from the "
+                            "Wishart law of the initial factors); s: ode (default) or flow")
         p.add_argument("--n-seeds", type=int, default=1,
                        help="independent SGD runs (SeedSequence.spawn), default 1")
         p.add_argument("--plot", default=None, help="save the comparison plot to this file")

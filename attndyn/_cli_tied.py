@@ -49,7 +49,12 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--rtol", type=float, default=1e-10)
         p.add_argument("--atol", type=float, default=1e-12)
         p.add_argument("--conv-tol", type=float, default=1e-6,
-                       help="tolerance of the order M vs M+2 convergence check")
+                       help="tolerance of the convergence check (order M vs M-2; M+2 below "
+                            "order 4)")
+        p.add_argument("--method", choices=("auto", "truncation", "limit"), default="auto",
+                       help="auto (default): the truncation while it has converged, the "
+                            "d -> infinity limit of --init beyond; truncation: eq. (13) only; "
+                            "limit: the d -> infinity solver only")
         p.add_argument("--out", default="attndyn-result.npz", help="result file (.npz)")
     elif command == "verify":
         p.add_argument("--orders", default="6,10,14",
@@ -199,7 +204,7 @@ def _integrate(args) -> int:
     h = model.hierarchy(args.order, max_terms=args.max_terms)
     t_eval = np.linspace(0.0, args.t_end, args.n_out)
     res = h.integrate(init, t_eval, rtol=args.rtol, atol=args.atol, check="auto",
-                      conv_tol=args.conv_tol)
+                      conv_tol=args.conv_tol, method=args.method)
     res.params["init"] = args.init
     path = res.save(args.out)
     shown = [w for w in h.words if len(w) <= 2][:6]
@@ -253,7 +258,7 @@ def _verify(args) -> int:
     errors = {}
     for M in orders:
         h = model.hierarchy(M, max_terms=args.max_terms)
-        res = h.integrate(mats, t_eval, check=M + 2, conv_tol=args.conv_tol)
+        res = h.integrate(mats, t_eval, check=M + 2, conv_tol=args.conv_tol, method="truncation")
         conv = res.diagnostics.get("truncation_error_low")
         if res.t.size != t_eval.size or conv is None:
             check(f"order {M}: converged in the order", "eq. (13)", False, None, args.conv_tol,

@@ -432,3 +432,21 @@ def test_sgd_at_figure_4_settings_tracks_the_limit(d3_model):
     auto = d3_model.hierarchy(6).integrate(law, run.t)
     assert auto.status == 0 and "method 'auto'" in auto.message
     assert [s["method"] for s in auto.diagnostics["segments"]][-1] == "limit"
+
+
+# ---------------------------------------------------------------------------
+# CLI
+
+def test_cli_integrate_method_and_compare_theory_limit(capsys, tmp_path):
+    from attndyn.cli import main
+    out = str(tmp_path / "r.npz")
+    assert main(["integrate", "--order", "4", "--t-end", "1", "--n-out", "3",
+                 "--init", "wishart(1,1),scalar(1)", "--out", out]) == 0
+    text = capsys.readouterr().out
+    assert "method 'auto': limit on [0, 1]" in text and "commuting" in text
+    assert main(["integrate", "--order", "4", "--t-end", "0.5", "--n-out", "3",
+                 "--init", "wishart(1,1),scalar(1)", "--method", "truncation",
+                 "--out", out]) == 1  # not converged: the truncation's own status
+    assert main(["compare", "--d", "40", "--T", "0.05", "--theory", "limit", "--eta", "0.01",
+                 "--batch", "16", "--no-progress"]) == 0
+    assert "theory=limit" in capsys.readouterr().out
