@@ -24,7 +24,7 @@ counter and the record (``attndyn.numeric.attention.surrogate``).
 Parameter vector ``p`` (float64)::
 
     header (16): version, K, D, n_runs, nmax, exits, off_exit, off_lo, off_hi,
-                 off_runs, off_coef, n_out, slack, run_dim, n_coef_rows
+                 off_runs, off_coef, n_out, slack, run_dim, n_coef_rows, off_nd
     exit record (K*K)   the first q seen outside the box
     lo (D), hi (D)      the box
     runs (n_runs, D+2)  per run: d * nmax + j for every coordinate d (j: the degree;
@@ -32,6 +32,7 @@ Parameter vector ``p`` (float64)::
                         its offset in coef
     coef (rows, D)      Chebyshev coefficients of the D unique Gamma entries, one
                         row per degree of each run
+    nd (D)              1 + the highest degree used in each coordinate
 
 The parameter vector is written by evaluation (the exit counter): give each
 thread its own copy.
@@ -101,10 +102,12 @@ def pack_surrogate(K, lo, hi, idx, coef, nmax, slack=1e-12):
     off_hi = off_lo + D
     off_idx = off_hi + D
     off_coef = off_idx + runs.size
-    h[:15] = [VERSION, K, D, runs.shape[0], nmax, 0.0, off_exit, off_lo, off_hi, off_idx,
-              off_coef, D, slack, run_dim, cvals.shape[0]]
+    off_nd = off_coef + cvals.size
+    nd = (idx.max(axis=0) + 1 if idx.size else np.ones(D)).astype(np.float64)
+    h[:16] = [VERSION, K, D, runs.shape[0], nmax, 0.0, off_exit, off_lo, off_hi, off_idx,
+              off_coef, D, slack, run_dim, cvals.shape[0], off_nd]
     return np.ascontiguousarray(np.concatenate([
-        h, np.zeros(K * K), lo, hi, runs.ravel(), cvals.ravel()]))
+        h, np.zeros(K * K), lo, hi, runs.ravel(), cvals.ravel(), nd]))
 
 
 @njit(GRAD_SIG, cache=True)
@@ -123,6 +126,7 @@ def surrogate_grad(x, p, out):
     off_coef = int(p[10])
     slack = p[12]
     run_dim = int(p[13])
+    off_nd = int(p[15])
     if p[0] != 1.0 or x.size != K * K or out.size != K * K:
         for k in range(out.size):
             out[k] = np.nan
@@ -159,11 +163,12 @@ def surrogate_grad(x, p, out):
             elif s < -1.0:
                 s = -1.0
             base = d * nmax
+            nd = int(p[off_nd + d])  # the degrees this coordinate needs, not nmax
             T[base] = 1.0
-            if nmax > 1:
+            if nd > 1:
                 T[base + 1] = s
                 s2 = 2.0 * s
-                for j in range(2, nmax):
+                for j in range(2, nd):
                     T[base + j] = s2 * T[base + j - 1] - T[base + j - 2]
     if not inside:
         if p[5] == 0.0:

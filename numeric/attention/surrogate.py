@@ -77,7 +77,7 @@ __all__ = ["Surrogate", "SurrogateError", "build_surrogate", "box_around", "inte
            "coordinates", "from_coordinates", "BOX_EXIT"]
 
 #: Trajectory status when a trajectory left the certified box (``on_exit="stop"``).
-BOX_EXIT = -4
+BOX_EXIT = -5
 _VERSION = 1
 _NMAX = 129  # the largest number of nodes per coordinate (2^7 + 1)
 _SRC = 0.1  # accuracy of the source at the nodes, as a fraction of the budget
@@ -716,8 +716,8 @@ def integrate_in_box(model, order, mu0, t_eval, *, surrogate, on_exit: str = "ex
     of its width) and integrates again from ``t = 0`` (at most
     ``max_extensions`` times), so the result is that of a run with the final
     box from the start; ``on_exit="stop"`` returns the trajectory so far with
-    status :data:`BOX_EXIT` (``-4``) and a message naming the box and the exit
-    point. The surrogate used is in ``result.diagnostics["surrogate"]``
+    status :data:`BOX_EXIT` (``-5``; -4 is the wall-clock limit) and a message
+    naming the box and the exit point. The surrogate used is in ``result.diagnostics["surrogate"]``
     (its description) and returned as the second value.
 
     Returns ``(Trajectory, Surrogate)``.
