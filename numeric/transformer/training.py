@@ -85,7 +85,7 @@ def _times(T, t_eval, n_eval):
 
 
 def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50, lr=None,
-          batch_fraction=1.0, seed=None, solver="RK45", rtol=1e-8, atol=1e-10,
+          batch_fraction=1.0, seed=None, solver="RK45", rtol=1e-5, atol=1e-8,
           observe=(), blowup=1e8, raise_on_failure=False, inplace=False):
     """Train ``model`` on ``data`` for time ``T`` by eq. (2).
 
