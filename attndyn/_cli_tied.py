@@ -57,8 +57,8 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
                             "limit: the d -> infinity solver only")
         p.add_argument("--out", default="attndyn-result.npz", help="result file (.npz)")
     elif command == "verify":
-        p.add_argument("--orders", default="6,10,14",
-                       help="comma-separated truncation orders (default 6,10,14)")
+        p.add_argument("--orders", default="8,12,16",
+                       help="comma-separated truncation orders (default 8,12,16)")
         p.add_argument("--t-end", type=float, default=0.1, help="final ODE time (default 0.1)")
         p.add_argument("--d", type=int, default=120, help="matrix dimension (default 120)")
         p.add_argument("--seed", type=int, default=0, help="seed of the random PSD matrices")

@@ -22,7 +22,7 @@ def test_derive_closed_form_and_latex(capsys):
     assert main(["derive", "--closed-form", "--potential", "--order", "3"]) == 0
     out = capsys.readouterr().out
     assert "Phi(q) = 2*q_11 - 4*q_12 + 2*q_22" in out
-    assert "dq_11/dt = -gamma*q_11 - 8*mu_111 + 8*mu_112" in out
+    assert "dq_11/dt = -8*mu_111 + 8*mu_112 - gamma*q_11" in out
     assert main(["derive", "--latex", "--order", "2"]) == 0
     out = capsys.readouterr().out
     assert r"\begin{aligned}" in out and r"\bar q_{11}" in out
@@ -41,10 +41,20 @@ def test_integrate_writes_labelled_result(tmp_path, capsys):
     assert np.allclose(r.moment((0, 1)), r.moment((0,)))
 
 
-def test_verify_runs(capsys):
-    assert main(["verify", "--orders", "2,8", "--d", "30", "--t-end", "0.05"]) == 0
+def test_verify_holds_where_the_truncation_converges(capsys):
+    assert main(["verify", "--orders", "8,12", "--d", "30", "--t-end", "0.05"]) == 0
     out = capsys.readouterr().out
-    assert "verify: ok" in out
+    assert "verify: 5 of 5 checks held" in out and "not held" not in out
+
+
+def test_verify_fails_where_a_truncation_does_not_converge(capsys):
+    import json
+    assert main(["verify", "--orders", "2,8", "--d", "30", "--t-end", "0.05", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    verdicts = {c["check"]: c["verdict"] for c in report["checks"]}
+    assert verdicts["order 2: converged in the order"] == "not held"
+    assert verdicts["order 8: converged in the order"] == "held"
+    assert not report["ok"]
 
 
 @pytest.mark.parametrize("argv,msg", [
