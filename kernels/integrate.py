@@ -12,7 +12,8 @@ Status codes (``STATUS``):
    -1  step size underflow: the step fell below 10 ulp of t (stiffness or a
        finite-time blow-up just ahead);
    -2  maximum number of steps reached;
-   -3  the state became non-finite or exceeded ``blowup`` in absolute value.
+   -3  the state became non-finite or exceeded ``blowup`` in absolute value;
+   -4  the wall-clock limit was reached (set by the Python driver between step chunks).
 
 The kernel is compiled (or loaded from numba's cache) on first use:
 :func:`rk_kernel`. It takes the fused structure of :mod:`attndyn.kernels.rhs`.
@@ -36,11 +37,14 @@ STATUS = {
         "loosen rtol/atol",
     -3: "the state became non-finite or larger than {blowup:.3g} at t = {t:.6g}: the truncated "
         "hierarchy blows up; shorten the horizon, lower the order or add weight decay",
+    -4: "wall-clock limit of {limit:.3g} s reached at t = {t:.6g} after {steps} steps: raise "
+        "time_limit or shorten the horizon",
 }
 
 
-def status_message(status: int, t: float, steps: int = 0, blowup: float = 0.0) -> str:
-    return STATUS[int(status)].format(t=t, steps=steps, blowup=blowup)
+def status_message(status: int, t: float, steps: int = 0, blowup: float = 0.0,
+                   limit: float = 0.0) -> str:
+    return STATUS[int(status)].format(t=t, steps=steps, blowup=blowup, limit=limit)
 
 
 # ---------------------------------------------------------------------------
@@ -145,6 +149,7 @@ def rk_signature(slot_dtype=np.uint8):
         types.float64[:, ::1],  # ys (out): len(t_eval) x n
         types.int64[::1],   # info (out): status, n_out, steps, nfev, rejected
         _f64,               # tinfo (out): t reached, last h
+        _f64,               # yend (out): the state at the t reached
     )
 
 
@@ -190,7 +195,7 @@ def _err_norm(Kst, E, E3, kind, h, y, ynew, rtol, atol, scale, err):
 
 def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E, E3,
         err_order, kind, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent,
-        blocks, n_grad, ys, info, tinfo):
+        blocks, n_grad, ys, info, tinfo, yend):
     n = y0.size
     s = B.size
     xbuf = np.empty(gather.size)
@@ -214,9 +219,10 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
     while n_out < t_eval.size and t_eval[n_out] <= t0:
         ys[n_out, :] = y
         n_out += 1
+    yend[:] = y
     if n_out == t_eval.size:
         info[0] = 0; info[1] = n_out; info[2] = 0; info[3] = 0; info[4] = 0
-        tinfo[0] = t; tinfo[1] = 0.0
+        tinfo[0] = t; tinfo[1] = h_init
         return
     k0 = Kst[0]
     _f(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
@@ -324,6 +330,8 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
     info[4] = rejected
     tinfo[0] = t
     tinfo[1] = h
+    for i in range(n):
+        yend[i] = y[i]
 
 
 _compiled: dict = {}
@@ -339,10 +347,11 @@ def rk_kernel(slot_dtype=np.uint8):
     return k
 
 
-def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_init=0.0):
+def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_init=0.0,
+           t0=0.0):
     """Integrate a fused ``system`` (see :func:`attndyn.kernels.rhs.fused_system`) from
-    ``y0`` at ``t = 0`` with ``method`` (``"dopri5"`` or ``"dop853"``). Returns
-    ``(ys, info, tinfo)``; shapes and indices are checked before the kernel runs."""
+    ``y0`` at ``t0`` with ``method`` (``"dopri5"`` or ``"dop853"``). Returns
+    ``(ys, info, tinfo, yend)``; shapes and indices are checked before the kernel runs."""
     if method not in TABLEAUX:
         raise ValueError(f"method must be one of {sorted(TABLEAUX)}, got {method!r}")
     A, B, C, E, E3, order, kind = TABLEAUX[method]
@@ -352,12 +361,13 @@ def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_i
     ys = np.zeros((t_eval.size, y0.size))
     info = np.zeros(5, dtype=np.int64)
     tinfo = np.zeros(2)
+    yend = np.empty(y0.size)
     s = system
-    rk_kernel(s.slot.dtype)(y0, 0.0, t_eval, float(rtol), float(atol), float(h_init),
+    rk_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(rtol), float(atol), float(h_init),
                             float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
                             kind, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
-                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo)
-    return ys, info, tinfo
+                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo, yend)
+    return ys, info, tinfo, yend
 
 
 def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
@@ -377,4 +387,5 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
     rk_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(rtol), float(atol), float(h_init),
                             float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
                             kind, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
-                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo)
+                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo,
+                            np.empty(y0.size))

@@ -52,7 +52,8 @@ def taylor_order(tol: float) -> int:
 def taylor_signature(slot_dtype=np.uint8):
     return types.void(
         _f64,               # y0
-        _f64,               # t_eval (non-decreasing, >= 0)
+        types.float64,      # t0
+        _f64,               # t_eval (non-decreasing)
         types.float64,      # tol
         types.int64,        # order p
         types.float64,      # h_max
@@ -67,6 +68,7 @@ def taylor_signature(slot_dtype=np.uint8):
         types.float64[:, ::1],  # ys (out)
         _i64,               # info (out): status, n_out, steps, nfev, rejected (0)
         _f64,               # tinfo (out): t reached, last h
+        _f64,               # yend (out): the state at the t reached
     )
 
 
@@ -108,9 +110,9 @@ def _split_rows(indptr, src, slot, slot_coef, slot_u, y, Zk, acc):
             Zk[u, i] = acc[u]
 
 
-def _taylor(y0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, indptr, src, slot,
-            slot_coef, slot_ent, mono_ptr, mono_vars, mono_coef, mono_out, n_grad, const_gamma,
-            ys, info, tinfo):
+def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, indptr, src,
+            slot, slot_coef, slot_ent, mono_ptr, mono_vars, mono_coef, mono_out, n_grad,
+            const_gamma, ys, info, tinfo, yend):
     n = y0.size
     nx = gather.size
     n_e = n_grad + consts.size
@@ -142,7 +144,7 @@ def _taylor(y0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, indptr
     Z = np.zeros((1, 1, 1)) if const_gamma else np.zeros((p + 1, nu, n))
     acc = np.empty(nu)
     y = y0.copy()
-    t = 0.0
+    t = t0
     n_out = 0
     steps = 0
     nfev = 0
@@ -151,7 +153,7 @@ def _taylor(y0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, indptr
     tiny = 10.0 * np.finfo(np.float64).eps
     safety = np.exp(-2.0) * np.exp(-0.7 / (p - 1))
     t_end = t_eval[t_eval.size - 1]
-    while n_out < t_eval.size and t_eval[n_out] <= 0.0:
+    while n_out < t_eval.size and t_eval[n_out] <= t0:
         ys[n_out, :] = y
         n_out += 1
     while n_out < t_eval.size:
@@ -246,6 +248,8 @@ def _taylor(y0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, indptr
     info[4] = 0
     tinfo[0] = t
     tinfo[1] = h
+    for i in range(n):
+        yend[i] = y[i]
 
 
 _compiled: dict = {}
@@ -279,10 +283,11 @@ def check_program(program, nx: int, n_grad: int):
         raise ValueError("program coefficients must be finite")
 
 
-def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order=None):
+def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order=None,
+               t0=0.0):
     """Integrate a fused ``system`` with a polynomial Gamma ``program`` from ``y0`` at
-    ``t = 0``. ``order`` defaults to :func:`taylor_order` of ``tol``. Returns
-    ``(ys, info, tinfo, order)``; every array is checked before the kernel runs."""
+    ``t0``. ``order`` defaults to :func:`taylor_order` of ``tol``. Returns
+    ``(ys, info, tinfo, yend, order)``; every array is checked before the kernel runs."""
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
     t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
     check_system(system, y0.size)
@@ -295,9 +300,10 @@ def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order
     ys = np.zeros((t_eval.size, y0.size))
     info = np.zeros(5, dtype=np.int64)
     tinfo = np.zeros(2)
+    yend = np.empty(y0.size)
     s = system
-    taylor_kernel(s.slot.dtype)(y0, t_eval, float(tol), p, float(h_max), int(max_steps),
-                                float(blowup), s.gather, s.consts, s.indptr, s.src, s.slot,
-                                s.slot_coef, s.slot_ent, ptr, var, coef, out, s.n_grad, const,
-                                ys, info, tinfo)
-    return ys, info, tinfo, p
+    taylor_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(tol), p, float(h_max),
+                                int(max_steps), float(blowup), s.gather, s.consts, s.indptr,
+                                s.src, s.slot, s.slot_coef, s.slot_ent, ptr, var, coef, out,
+                                s.n_grad, const, ys, info, tinfo, yend)
+    return ys, info, tinfo, yend, p

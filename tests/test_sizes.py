@@ -135,3 +135,25 @@ def test_cli_max_terms_raises_the_limit(capsys, monkeypatch):
     assert "available memory" in capsys.readouterr().err
     assert main(["derive", "--order", "6", "--max-terms", "1000"]) == 0
     assert "order 6" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("integrator", ["taylor", "dopri5"])
+def test_wall_clock_limit_and_step_cap_across_chunks(integrator):
+    """Long integrations run in chunks: a time limit ends them with status -4, and
+    max_steps still counts every step of every chunk."""
+    from attndyn.numeric.core.results import IntegrationError
+    from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    h = attndyn.TiedModel(2, [0], LINEAR, weight_decay=8.0).hierarchy(10)
+    init = FreeInit([wishart(0.5, 0.5), scalar(1)])
+    kw = dict(check=None, method="truncation", integrator=integrator, rtol=1e-12, atol=1e-14)
+    h.integrate(init, [0, 0.01], **kw)  # compiled or loaded
+    t0 = time.perf_counter()
+    r = h.integrate(init, [0.0, 1e7], time_limit=0.2, **kw)
+    assert time.perf_counter() - t0 < 5.0
+    assert r.status == -4 and "wall-clock limit" in r.message and 0 < r.diagnostics["t_reached"]
+    with pytest.raises(IntegrationError, match="wall-clock"):
+        h.integrate(init, [0.0, 1e7], time_limit=0.2, raise_on_failure=True, **kw)
+    r = h.integrate(init, [0.0, 1e7], max_steps=450, **kw)
+    assert r.status == -2 and r.diagnostics["steps"] == 450
+    with pytest.raises(ValueError, match="time_limit"):
+        h.integrate(init, [0.0, 1.0], time_limit=-1.0, **kw)

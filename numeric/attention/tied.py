@@ -34,6 +34,8 @@ __all__ = ["TiedModel", "TiedHierarchy", "NOT_CONVERGED", "tied_observable_names
 NOT_CONVERGED = 2
 #: ``TiedHierarchy.integrate(..., integrator=)`` choices
 INTEGRATORS = ("auto", "taylor", "dopri5", "dop853")
+#: status of a run stopped by ``time_limit``
+TIME_LIMIT = -4
 
 
 class TiedModel(AttentionModel):
@@ -407,13 +409,21 @@ class TiedHierarchy:
                 return None  # the program does not reproduce Gamma: never use it
         return prog
 
-    def _run(self, y0, t_eval, rtol, atol, max_steps, blowup, h_max, integrator="auto"):
+    def _run(self, y0, t_eval, rtol, atol, max_steps, blowup, h_max, integrator="auto",
+             time_limit=None, progress=None):
         """Run one integrator on this truncation; returns ``(ys, info, tinfo)`` and sets
-        ``self._last_integrator`` to the one used (``"taylor"``, ``"dopri5"``, ``"dop853"``)."""
+        ``self._last_integrator`` to the one used (``"taylor"``, ``"dopri5"``, ``"dop853"``).
+
+        The kernel runs in chunks of steps: between chunks the wall clock is checked
+        against ``time_limit`` (status -4) and, for runs expected to take more than a few
+        seconds, a progress bar is shown (``progress=None``: only on a terminal)."""
+        import time
+
         from attndyn.kernels.integrate import run_rk
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         name = integrator
+        prog = None
         if integrator in ("auto", "taylor"):
             prog = self._gamma_program
             if prog is None:
@@ -422,15 +432,68 @@ class TiedHierarchy:
                                      "polynomial in q); use 'dopri5' or 'dop853'")
                 name = "dopri5"
             else:
-                from attndyn.kernels.taylor import run_taylor
-                ys, info, tinfo, p = run_taylor(self._system, prog, y0, t_eval, rtol,
-                                                max_steps, blowup, h_max)
-                self._last_integrator = "taylor"
-                self._last_taylor_order = p
-                return ys, info, tinfo
-        ys, info, tinfo = run_rk(name, self._system, y0, t_eval, rtol, atol, max_steps, blowup,
-                                 h_max)
+                name = "taylor"
+        if name == "taylor":
+            from attndyn.kernels.taylor import run_taylor, taylor_order
+            self._last_taylor_order = taylor_order(rtol)
+
+            def chunk_run(y, t_rem, t, h, n_steps):
+                ys_, info_, tinfo_, yend_, _ = run_taylor(self._system, prog, y, t_rem, rtol,
+                                                          n_steps, blowup, h_max, t0=t)
+                return ys_, info_, tinfo_, yend_
+        else:
+            def chunk_run(y, t_rem, t, h, n_steps):
+                return run_rk(name, self._system, y, t_rem, rtol, atol, n_steps, blowup, h_max,
+                              h_init=h, t0=t)
         self._last_integrator = name
+        start = time.perf_counter()
+        ys = np.zeros((t_eval.size, y0.size))
+        info = np.zeros(5, dtype=np.int64)
+        tinfo = np.zeros(2)
+        y, t, h, n_out = y0, 0.0, 0.0, 0
+        chunk = min(int(max_steps), 200)
+        bar = None
+        if progress is None:  # only on a terminal; importing tqdm elsewhere costs ~0.3 s
+            import sys
+            try:
+                progress = False if not sys.stderr.isatty() else None
+            except (AttributeError, ValueError):
+                progress = False
+        try:
+            while True:
+                sub, inf, tin, y = chunk_run(y, t_eval[n_out:], t, h, chunk)
+                k = int(inf[1])
+                ys[n_out:n_out + k] = sub[:k]
+                n_out += k
+                info[2:5] += inf[2:5]
+                t, h = float(tin[0]), float(tin[1])
+                status = int(inf[0])
+                if status != -2 or info[2] >= max_steps:
+                    break
+                elapsed = time.perf_counter() - start
+                if time_limit is not None and elapsed >= time_limit:
+                    status = TIME_LIMIT
+                    break
+                # about half a second of work per chunk, never past max_steps
+                per_step = elapsed / max(int(info[2]), 1)
+                budget = 0.5 if time_limit is None else min(0.5, time_limit - elapsed)
+                chunk = int(min(max(budget / max(per_step, 1e-9), 10), max_steps - info[2]))
+                t_end = float(t_eval[-1])
+                if bar is None and progress is not False and t > 0 and \
+                        elapsed * (t_end - t) / t > 3.0:
+                    from ..core.progress import Progress
+                    bar = Progress(1000, f"order {self.order} ({name})", enabled=progress,
+                                   unit="permille")
+                if bar is not None:
+                    bar.update(int(1000 * t / t_end) - bar.n)
+        finally:
+            if bar is not None:
+                bar.close()
+        info[0] = status
+        info[1] = n_out
+        tinfo[0] = t
+        tinfo[1] = h
+        self._last_wall = time.perf_counter() - start
         return ys, info, tinfo
 
     @cached_property
@@ -441,7 +504,8 @@ class TiedHierarchy:
     def integrate(self, mu0, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
                   max_steps: int = 1_000_000, blowup: float = 1e100, h_max: float = np.inf,
                   check="auto", conv_tol: float = 1e-6, raise_on_failure: bool = False,
-                  method: str = "auto", integrator: str = "auto") -> Trajectory:
+                  method: str = "auto", integrator: str = "auto",
+                  time_limit: float | None = None, progress: bool | None = None) -> Trajectory:
         """Integrate the truncated hierarchy from ``mu0`` and report the moments at ``t_eval``.
 
         Parameters
@@ -484,6 +548,12 @@ class TiedHierarchy:
             ``"dop853"``: Dormand-Prince 5(4) / 8(5,3) with ``rtol``, ``atol``.
             ``"auto"`` (default) takes Taylor where Gamma is polynomial and
             DP5(4) otherwise; ``diagnostics["integrator"]`` says which ran.
+        time_limit : float, optional
+            Wall-clock limit in seconds; reaching it ends with status -4 (checked
+            between chunks of about half a second of steps).
+        progress : bool, optional
+            Progress bar for runs expected to take more than a few seconds;
+            ``None`` (default) shows it only when stderr is a terminal.
 
         Returns
         -------
@@ -502,6 +572,10 @@ class TiedHierarchy:
         t_eval = check_t_eval(t_eval)
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
+        if time_limit is not None:
+            time_limit = _check_pos_float(time_limit, "time_limit")
+        if progress is not None and not isinstance(progress, bool):
+            raise TypeError(f"progress must be None, True or False, got {progress!r}")
         from . import limit as _limit  # flow / limit / auto live there
         if _limit.check_method(method) in ("flow", "limit"):
             res = _limit.hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
@@ -511,14 +585,15 @@ class TiedHierarchy:
             return res
         y0 = self.initial_state(mu0)
         ys, info, tinfo = self._run(y0, t_eval, rtol, atol, int(max_steps), blowup, h_max,
-                                    integrator)
+                                    integrator, time_limit, progress)
         status, n_out = int(info[0]), int(info[1])
         diag = {"steps": int(info[2]), "nfev": int(info[3]), "rejected": int(info[4]),
                 "t_reached": float(tinfo[0]), "order": self.order,
                 "integrator": self._last_integrator}
         if self._last_integrator == "taylor":
             diag["taylor_order"] = self._last_taylor_order
-        message = status_message(status, float(tinfo[0]), int(info[2]), blowup)
+        message = status_message(status, float(tinfo[0]), int(info[2]), blowup,
+                                 time_limit or 0.0)
         import copy
         params = copy.deepcopy(self._params_base)
         params.update({"order": self.order, "rtol": rtol, "atol": atol,
