@@ -16,7 +16,7 @@ SETUP = dict(N=2, L=4, d=4, m=32, n=6, eps=1.0, omega=1.0, kappa="1/sqrt(m)", xi
 def _flow(T=0.2, **kw):
     student, data = build(SETUP, 3)
     return student, data, train(student, data, T=T, method="flow", n_eval=5, rtol=1e-5,
-                                atol=1e-8, observe=("theta", "lemma41"), **kw)
+                                atol=1e-8, observe=("theta", "lemma41", "kernel"), **kw)
 
 
 def test_dL_dt_equals_minus_grad_norm_along_flow():
@@ -46,6 +46,13 @@ def test_dL_dt_equals_minus_grad_norm_along_flow():
     assert worst < 1e-8, worst
     # and the loss decreases along the run
     assert np.all(np.diff(res.observable("loss")) < 0)
+    # the layer kernel at any output time, from the kept snapshots
+    from attndyn.numeric.transformer import kernel_along, min_eigenvalue
+    Ht = kernel_along(res, X, 1)
+    assert Ht.shape == (6, 24, 24)
+    np.testing.assert_allclose(Ht[0], student.kernel(X, 1), rtol=1e-12, atol=1e-14)
+    lam_t = [min_eigenvalue(H) for H in Ht]
+    np.testing.assert_allclose(lam_t, res.observable("lambda_min_H_2"), rtol=1e-9, atol=1e-14)
 
 
 def test_flow_loss_matches_integrated_grad_norm():

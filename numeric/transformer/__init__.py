@@ -10,8 +10,8 @@ from .data import SeqData, make_data, rms_normalise
 from .empirical_scaling import plot_scaling, scaling_sweep
 from .gradients import (finite_difference_gradients, kink_margin, lemma_adjoints,
                         lemma_gradients, relative_error)
-from .kernel import (assumption_lambda, kernel_eigenvalues, kernel_parts, layer_kernel,
-                     lemma41, min_eigenvalue)
+from .kernel import (assumption_lambda, kernel_along, kernel_eigenvalues, kernel_parts,
+                     layer_kernel, lemma41, min_eigenvalue)
 from .lemmas import (assumption_sweep, build, check_setup, definition52, lemma41_sweep, lemma53,
                      log10_required_width, required_width, theorem55)
 from .model import ForwardCache, Transformer, good_scalings, positional_embedding
@@ -22,7 +22,7 @@ __all__ = [
     "Transformer", "ForwardCache", "good_scalings", "positional_embedding",
     "lemma_gradients", "lemma_adjoints", "finite_difference_gradients", "kink_margin",
     "relative_error",
-    "layer_kernel", "kernel_parts", "kernel_eigenvalues", "assumption_lambda", "lemma41",
+    "layer_kernel", "kernel_parts", "kernel_along", "kernel_eigenvalues", "assumption_lambda", "lemma41",
     "min_eigenvalue",
     "train", "excess_risk",
     "SeqData", "make_data", "rms_normalise",

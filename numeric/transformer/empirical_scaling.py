@@ -28,8 +28,6 @@ import math
 
 import numpy as np
 
-from attndyn.numeric import scaling as sc
-
 from .kernel import assumption_lambda
 from .lemmas import _seed_list, build, check_setup
 from .results import Sweep, fit_power_law
@@ -53,6 +51,8 @@ def scaling_sweep(setup, variable, values=None, *, T, seeds=2, n_eval=20, zeta=N
     """
     if variable not in ("N", "M", "T", "C"):
         raise ValueError(f"variable must be 'N', 'M', 'T' or 'C', got {variable!r}")
+    from attndyn.numeric import scaling as sc  # numba-compiled bounds: load on first use
+
     s = check_setup(setup)
     seeds = _seed_list(seeds)
     if variable == "M" and zeta is None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["layer_kernel", "kernel_parts", "min_eigenvalue", "assumption_lambda",
-           "lemma41", "kernel_eigenvalues"]
+           "lemma41", "kernel_eigenvalues", "kernel_along"]
 
 
 def _layer(model, layer):
@@ -141,3 +141,18 @@ def lemma41(model, X, Y):
             "exact_W": eW, "exact_U": eU, "lemma_W": lW, "lemma_U": lU,
             "rel_gap_W": abs(sum(lW) - sum(eW)) / sum(eW) if sum(eW) else 0.0,
             "rel_gap_U": abs(sum(lU) - sum(eU)) / sum(eU) if sum(eU) else 0.0}
+
+
+def kernel_along(result, X, layer, *, part="full"):
+    """``H_nu(t)`` at every output time of a training run made with
+    ``observe=("theta",)``: an array of shape (n_t, nL, nL)."""
+    mats = result.diagnostics.get("matrices", {}) if hasattr(result, "diagnostics") else {}
+    if "theta" not in mats or "model" not in mats:
+        raise ValueError("result must come from train(..., observe=('theta',)) in this session "
+                         "(the parameter snapshots are not saved to disk)")
+    model = mats["model"].copy()
+    out = []
+    for th in mats["theta"]:
+        model.set_theta(th)
+        out.append(layer_kernel(model, X, layer, part=part))
+    return np.asarray(out)
