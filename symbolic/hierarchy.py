@@ -499,6 +499,8 @@ def gamma_program(gamma, q, subs=None, K: int | None = None):
     """
     import sympy as sp
 
+    from .parse import as_sympy
+
     K = int(gamma.shape[0]) if K is None else int(K)
     index = {}
     for k in range(K):
@@ -508,7 +510,7 @@ def gamma_program(gamma, q, subs=None, K: int | None = None):
     ptr, var, coef, out = [0], [], [], []
     for k in range(K):
         for l in range(K):
-            e = sp.sympify(gamma[k, l])
+            e = as_sympy(gamma[k, l], f"gamma[{k}, {l}]")
             if subs:
                 e = e.xreplace(subs)
             if e.free_symbols - set(qsyms):

@@ -41,6 +41,15 @@ def word_latex(word: Sequence[int], K: int, names=None) -> str:
     return f"{head}_{{{body}}}"
 
 
+def _sympy_matrix(m, K: int) -> sp.ImmutableMatrix:
+    """A K x K SymPy matrix from SymPy entries; strings are refused, never evaluated."""
+    from .parse import as_sympy
+    if isinstance(m, sp.MatrixBase):
+        return sp.ImmutableMatrix(m)
+    return sp.ImmutableMatrix(K, K, lambda k, l: as_sympy(m[k][l] if not hasattr(m, "shape")
+                                                          else m[k, l], "gamma_matrix"))
+
+
 def gamma_symbols(K: int) -> sp.ImmutableMatrix:
     """Symmetric matrix of symbols ``Gamma_kl`` (1-based names)."""
     def s(k, l):
@@ -66,7 +75,7 @@ def tied_equations(structure, gamma_matrix=None, q_matrix=None, decay=sp.Symbol(
             for l in range(K):
                 w = (k, l) if k <= l else (l, k)
                 ren[q_matrix[k, l]] = word_symbol(w, K) if structure.order >= 2 else sp.Integer(0)
-        gamma_matrix = sp.ImmutableMatrix(gamma_matrix).xreplace(ren)
+        gamma_matrix = _sympy_matrix(gamma_matrix, K).xreplace(ren)
     t = sp.Symbol("t", real=True)
     eqs = []
     for i, w in enumerate(structure.words):
@@ -249,6 +258,6 @@ def closed_form_gamma(structure, gamma_matrix, q_matrix, latex: bool = False) ->
             w = (min(k, l), max(k, l))
             ren[q_matrix[k, l]] = (sp.Symbol(word_latex(w, K)) if latex else word_symbol(w, K)) \
                 if structure.order >= 2 else sp.Integer(0)
-    G = sp.ImmutableMatrix(gamma_matrix).xreplace(ren)
+    G = _sympy_matrix(gamma_matrix, K).xreplace(ren)
     printer = sp.latex if latex else sp.sstr
     return {(k, l): printer(G[k, l]) for k in range(K) for l in range(k, K)}

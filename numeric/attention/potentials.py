@@ -47,6 +47,7 @@ from attndyn.kernels.quadrature import law_eval, pack_header
 from attndyn.symbolic.codegen import njit_source
 from attndyn.symbolic.gaussian import GaussianLaw, make_law
 from attndyn.symbolic.hermite import normalise_nonsmooth
+from attndyn.symbolic.parse import as_sympy
 from attndyn.symbolic.potential import RouteError, safe_powers
 
 from ..core.compile import load_generated
@@ -110,7 +111,7 @@ def check_continuity(expr, variables):
     cannot be decided.
     """
     vs = list(variables)
-    e = normalise_nonsmooth(sp.sympify(expr))
+    e = normalise_nonsmooth(as_sympy(expr, "loss"))
     bad = [a for a in e.atoms(sp.Piecewise, sp.floor, sp.ceiling, sp.DiracDelta, sp.Max, sp.Min)
            if a.free_symbols & set(vs)]
     if bad:
@@ -181,7 +182,7 @@ class NumericPotential:
         if callable(loss) and not isinstance(loss, sp.Basic):
             from attndyn.symbolic.gaussian import g_array
             loss = loss(g_array(self.L, self.K))
-        expr = law.reduce_loss(sp.sympify(loss))
+        expr = law.reduce_loss(as_sympy(loss, "loss"))
         variables = list(law.variables)
         extra = expr.free_symbols - set(variables) - set(self.params)
         if extra:
