@@ -197,6 +197,9 @@ def fused_system(system):
     """A namespace with the fused arrays of ``system`` (which has either ``slot,
     slot_coef, slot_ent`` or the unfused ``ent, coef``), validated for the kernel."""
     from types import SimpleNamespace
+    blocks = getattr(system, "blocks", None)
+    if blocks is None:  # one block: the serial loop over every row
+        blocks = np.array([0, np.asarray(system.indptr).size - 1])
     if getattr(system, "slot", None) is None:
         n_grad = int(system.n_grad)
         slot, slot_coef, slot_ent = fuse_terms(system.ent, system.coef,
@@ -211,10 +214,7 @@ def fused_system(system):
         src=np.ascontiguousarray(system.src, dtype=np.uint32),
         slot=np.ascontiguousarray(slot), slot_coef=np.ascontiguousarray(slot_coef, np.float64),
         slot_ent=np.ascontiguousarray(slot_ent, dtype=np.int64), n_grad=int(system.n_grad),
-        blocks=np.ascontiguousarray(getattr(system, "blocks", None)
-                                    if getattr(system, "blocks", None) is not None
-                                    else np.array([0, np.asarray(system.indptr).size - 1]),
-                                    dtype=np.int64))
+        blocks=np.ascontiguousarray(blocks, dtype=np.int64))
     check_system(s)
     return s
 

@@ -391,8 +391,8 @@ def _build(K: int, tr: tuple, M: int) -> TiedStructure:
         nonlocal lut
         pair = absc * n_ent + ent
         top = int(pair.max()) if pair.size else 0
-        if top >= lut.size:
-            lut = np.concatenate([lut, np.full(top + 1 - lut.size + lut.size, -1, np.int64)])
+        if top >= lut.size:  # grow (at least double) the lookup table
+            lut = np.concatenate([lut, np.full(max(top + 1, lut.size), -1, np.int64)])
         new = np.unique(pair[lut[pair] < 0])
         for p in new.tolist():
             lut[p] = len(slot_pairs)
