@@ -225,6 +225,10 @@ def check_system(s, n: int | None = None) -> None:
     n_rows = s.indptr.size - 1
     if n is not None and n != n_rows:
         raise ValueError(f"the state has length {n}, the system {n_rows} rows")
+    done = getattr(s, "_checked", None)
+    if done is not None and len(done) == len(_CHECKED) + 1 and done[-1] == s.n_grad and all(
+            x is getattr(s, a) for x, a in zip(done, _CHECKED)):
+        return  # checked before with these very array objects (repeated integrate calls)
     for name, dt in (("indptr", np.uint64), ("src", np.uint32), ("slot_coef", np.float64),
                      ("slot_ent", np.int64), ("gather", np.int64), ("consts", np.float64),
                      ("gparams", np.float64), ("blocks", np.int64)):
@@ -249,6 +253,14 @@ def check_system(s, n: int | None = None) -> None:
     b = s.blocks
     if b.size < 2 or b[0] != 0 or b[-1] != n_rows or np.any(np.diff(b) < 0):
         raise ValueError("blocks must be non-decreasing row bounds from 0 to the number of rows")
+    try:  # the objects themselves (not ids), so rebinding any of them forces a new check
+        s._checked = tuple(getattr(s, a) for a in _CHECKED) + (s.n_grad,)
+    except AttributeError:  # not a namespace that takes attributes: check every time
+        pass
+
+
+_CHECKED = ("indptr", "src", "slot", "slot_coef", "slot_ent", "gather", "consts", "gparams",
+            "blocks", "gfun")
 
 
 def rhs_into(system, y, dy=None):
