@@ -157,3 +157,35 @@ def test_wall_clock_limit_and_step_cap_across_chunks(integrator):
     assert r.status == -2 and r.diagnostics["steps"] == 450
     with pytest.raises(ValueError, match="time_limit"):
         h.integrate(init, [0.0, 1.0], time_limit=-1.0, **kw)
+
+
+def test_structure_disk_cache_round_trip_and_damage(tmp_path):
+    """The on-disk structure cache (npz, no pickles) returns the same arrays, and a damaged
+    or foreign file is rebuilt, never trusted."""
+    import os
+
+    from attndyn.symbolic import hierarchy as H
+    a = tied_structure(2, [0], 14)  # 8278 terms: below the caching threshold by default
+    H_min = H._CACHE_MIN_TERMS
+    H._CACHE_MIN_TERMS = 0
+    try:
+        b = tied_structure(2, [0], 14, cache_dir=tmp_path)
+        path = H._cache_path(tmp_path, 2, (0,), 14)
+        assert os.path.exists(path)
+        c = tied_structure(2, [0], 14, cache_dir=tmp_path)  # loaded
+        for s in (b, c):
+            for name in ("indptr", "src", "slot", "slot_coef", "slot_ent", "gather", "offsets"):
+                assert np.array_equal(getattr(s, name), getattr(a, name)), name
+            assert s.words == a.words
+        with open(path, "r+b") as f:  # truncate: a damaged file
+            f.truncate(100)
+        assert H.TiedStructure.load(path, 2, (0,), 14) is None
+        d = tied_structure(2, [0], 14, cache_dir=tmp_path)
+        assert np.array_equal(d.src, a.src)
+        # a valid file of another order under this name is refused by its key
+        tied_structure(2, [0], 12, cache_dir=tmp_path)
+        os.replace(H._cache_path(tmp_path, 2, (0,), 12), path)
+        assert H.TiedStructure.load(path, 2, (0,), 14) is None
+        assert tied_structure(2, [0], 14, cache_dir=tmp_path).n_terms == a.n_terms
+    finally:
+        H._CACHE_MIN_TERMS = H_min
