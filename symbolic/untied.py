@@ -317,17 +317,18 @@ def untied_structure(K: int, trainable, order: int, letters=None) -> UntiedStruc
     for k in tr:
         is_tr[4 * k:4 * k + 4] = True
     swords = canonical_words(Mo, sub)
-    words = [tuple(letters[a] for a in w) for w in swords]
+    words: list = []
     by_len = [None] * (Mo + 2)
     codes = [np.zeros(0, dtype=np.int64)] * (Mo + 2)
     offsets = np.zeros(Mo + 2, dtype=np.int64)
     start = 0
-    lens = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
+    lens = np.fromiter((len(w) for w in swords), dtype=np.int64, count=len(swords))
     for n in range(1, Mo + 1):
         cnt = int(np.sum(lens == n))
         Ds = np.asarray(swords[start:start + cnt], dtype=np.int64).reshape(cnt, n)
         codes[n] = encode(Ds, NS)
         by_len[n] = lut[Ds]
+        words.extend(map(tuple, by_len[n].tolist()))
         offsets[n] = start
         start += cnt
     offsets[Mo + 1] = start

@@ -54,7 +54,7 @@ from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
 
 from ..core.results import IntegrationError, Trajectory, TruncationNotConverged
-from ..core.validate import _check_pos_float, check_t_eval
+from ..core.validate import _check_pos_float, check_max_steps, check_t_eval
 
 __all__ = [
     "UntiedTheory", "theory", "CriticalMean", "SlowState", "UntiedHierarchy",
@@ -239,12 +239,39 @@ def _make_coefficient_function(potfn):
 # ---------------------------------------------------------------------------
 # the kernels, called in one place each (their signatures may change)
 
-def _kernel_dtypes():
-    """The integer dtypes the generic RHS kernel is compiled for, read off its signature."""
-    from attndyn.kernels.rhs import RHS_SIG
-    args = RHS_SIG.args  # y, gfun, gparams, gather, consts, indptr, src, ent, coef, ...
-    return {name: np.dtype(str(args[i].dtype))
-            for name, i in (("gather", 3), ("indptr", 5), ("src", 6), ("ent", 7), ("coef", 8))}
+def _kernel_prepare(structure, consts):
+    """The structure in the form the generic kernels take, built once per hierarchy.
+
+    Current kernels (:mod:`attndyn.kernels.rhs`) take a *fused* system (slot table of
+    the (entry, coefficient) pairs, unsigned indices): fuse once here so that no run
+    pays for it. Older kernels took the unfused ``ent, coef`` arrays directly.
+    """
+    from attndyn.kernels import rhs as _rhs
+    base = SimpleNamespace(gfun=None, gparams=np.zeros(1), gather=structure.gather,
+                           consts=np.ascontiguousarray(consts, dtype=np.float64),
+                           indptr=structure.indptr, src=structure.src, ent=structure.ent,
+                           coef=structure.coef, n_grad=structure.n_grad)
+    if hasattr(_rhs, "fuse_terms") and hasattr(_rhs, "fused_system"):
+        slot, slot_coef, slot_ent = _rhs.fuse_terms(structure.ent, structure.coef,
+                                                    structure.n_grad + base.consts.size)
+        return SimpleNamespace(
+            fused=True, gather=np.ascontiguousarray(structure.gather, dtype=np.int64),
+            consts=base.consts, indptr=np.ascontiguousarray(structure.indptr, dtype=np.uint64),
+            src=np.ascontiguousarray(structure.src, dtype=np.uint32), slot=slot,
+            slot_coef=slot_coef, slot_ent=slot_ent, n_grad=structure.n_grad,
+            blocks=np.array([0, structure.n_moments], dtype=np.int64))
+    base.fused = False
+    return base
+
+
+def _kernel_system(prepared, gfun, gparams):
+    """One run's system: the prepared structure with the coefficient function and its
+    (mutable) parameter vector."""
+    from attndyn.kernels import rhs as _rhs
+    s = SimpleNamespace(**vars(prepared))
+    s.gparams = gparams
+    s.gfun = _rhs.function_pointer(gfun) if (s.fused and hasattr(_rhs, "function_pointer")) else gfun
+    return s
 
 
 def _kernel_rhs(system, y):
@@ -254,15 +281,20 @@ def _kernel_rhs(system, y):
 
 
 def _kernel_integrate(system, y0, t_eval, rtol, atol, max_steps, blowup, h_max):
-    """Run the generic Dormand-Prince kernel exactly as ``TiedHierarchy._run`` does."""
-    from attndyn.kernels.integrate import dopri5_sparse
+    """Run the generic Dormand-Prince kernel as ``TiedHierarchy._run`` does."""
+    from attndyn.kernels import integrate as _int
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
+    if system.fused and hasattr(_int, "run_rk"):
+        out = _int.run_rk("dopri5", system, y0, t_eval, rtol, atol, max_steps, blowup, h_max)
+        return out[0], out[1], out[2]  # (ys, info, tinfo[, y_end])
     s = system
     ys = np.zeros((t_eval.size, y0.size))
     info = np.zeros(5, dtype=np.int64)
     tinfo = np.zeros(2)
-    dopri5_sparse(y0, 0.0, t_eval, rtol, atol, 0.0, h_max, max_steps, blowup,
-                  s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.ent, s.coef,
-                  s.n_grad, ys, info, tinfo)
+    _int.dopri5_sparse(y0, 0.0, t_eval, rtol, atol, 0.0, h_max, max_steps, blowup,
+                       s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.ent, s.coef,
+                       s.n_grad, ys, info, tinfo)
     return ys, info, tinfo
 
 
@@ -284,7 +316,7 @@ class UntiedTheory:
         self.trainable = tuple(model.trainable)
         import sympy as sp
 
-        from attndyn.symbolic.potential import untied_potential
+        from .potentials import untied_potential  # builds the numeric route when it is taken
         psyms = [sp.Symbol(str(k), real=True) for k in model.params]
         self.potential = untied_potential(model.loss, self.K, model.L, model.C, params=psyms,
                                           param_values=[float(v) for v in model.params.values()])
@@ -822,24 +854,12 @@ class UntiedHierarchy:
 
     # -- kernel --------------------------------------------------------------------------
     @cached_property
-    def _arrays(self) -> SimpleNamespace:
-        s = self.structure
-        dt = _kernel_dtypes()
-        return SimpleNamespace(
-            gather=np.ascontiguousarray(s.gather.astype(dt["gather"])),
-            indptr=np.ascontiguousarray(s.indptr.astype(dt["indptr"])),
-            src=np.ascontiguousarray(s.src.astype(dt["src"])),
-            ent=np.ascontiguousarray(s.ent.astype(dt["ent"])),
-            coef=np.ascontiguousarray(s.coef.astype(dt["coef"])),
-            consts=np.array([self.model.weight_decay]))
+    def _prepared(self) -> SimpleNamespace:
+        return _kernel_prepare(self.structure, np.array([self.model.weight_decay]))
 
     def _system(self, m_star, tol=1e-12, maxit=50) -> SimpleNamespace:
-        a = self._arrays
-        return SimpleNamespace(
-            gfun=self.theory.coefficient_function,
-            gparams=self.theory.params_vector(m_star, tol=tol, maxit=maxit),
-            gather=a.gather, consts=a.consts, indptr=a.indptr, src=a.src, ent=a.ent,
-            coef=a.coef, n_grad=self.structure.n_grad)
+        return _kernel_system(self._prepared, self.theory.coefficient_function,
+                              self.theory.params_vector(m_star, tol=tol, maxit=maxit))
 
     def root(self, state, **kw) -> CriticalMean:
         st = self.initial_state(state)
@@ -881,8 +901,7 @@ class UntiedHierarchy:
         blowup = _check_pos_float(blowup, "blowup")
         conv_tol = _check_pos_float(conv_tol, "conv_tol")
         h_max = _check_pos_float(h_max, "h_max") if np.isfinite(h_max) else np.inf
-        if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-            raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+        max_steps = check_max_steps(max_steps)
         tau_eval = check_t_eval(tau_eval, "tau_eval")
         st = self.initial_state(init)
         cm = critical_mean(self.model, st, warn=True)
@@ -1050,52 +1069,65 @@ def hierarchy(model, order: int, letters=None) -> UntiedHierarchy:
 # ---------------------------------------------------------------------------
 # finite-d matrix flow
 
-def _flow_terms(th, pairs, tr, m_override=None):
-    """Per-step pieces: M_k, products M^(r)_l V_k, M^(r)_l^T U_k, order parameters."""
+def _flow_terms(th, pairs, tr, fixed_M=None):
+    """``M_k`` (the fixed ones from ``fixed_M``), the means and the overlaps."""
     K = len(pairs)
     d = pairs[0][0].shape[0]
-    Ms = [U @ V.T for U, V in pairs]
+    Ms = [fixed_M[k] if (fixed_M is not None and k in fixed_M) else U @ V.T
+          for k, (U, V) in enumerate(pairs)]
     m = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
-    if m_override is not None:
-        m = m_override
     q1 = np.array([[np.sum(Ms[k] * Ms[l]) for l in range(K)] for k in range(K)]) / d
     q2 = np.array([[np.sum(Ms[k] * Ms[l].T) for l in range(K)] for k in range(K)]) / d
     return Ms, m, q1, q2
 
 
-def _velocity(th, pairs, Ms, g, tr, d, coef_m, scale_p, gamma_s):
+def _products(pairs, Ms, tr):
+    """``M^(r)_l V_k`` and ``M^(r)_l U_k`` for trainable ``k`` (r = 1: M_l, r = 2: M_l^T)."""
+    out = {}
+    for k in tr:
+        U, V = pairs[k]
+        out[k] = [((Ml @ V, Ml.T @ V), (Ml @ U, Ml.T @ U)) for Ml in Ms]
+    return out
+
+
+def _velocity(pairs, prods, g, tr, coef_m, scale_p, gamma_s):
     """``dU_k = -c_k V_k - s (P_k V_k) - gamma_s U_k``, ``dV_k = -c_k U_k - s (P_k^T U_k) - gamma_s V_k``."""
-    K = len(pairs)
     out = []
     for k in tr:
         U, V = pairs[k]
         PV = np.zeros_like(V)
         PtU = np.zeros_like(U)
-        for l in range(K):
+        for l, ((MV, MtV), (MU, MtU)) in enumerate(prods[k]):
             a1, a2 = g["a1"][k, l], g["a2"][k, l]
             if a1 != 0.0:
-                PV += a1 * (Ms[l] @ V)
-                PtU += a1 * (Ms[l].T @ U)
+                PV += a1 * MV
+                PtU += a1 * MtU
             if a2 != 0.0:
-                PV += a2 * (Ms[l].T @ V)
-                PtU += a2 * (Ms[l] @ U)
+                PV += a2 * MtV
+                PtU += a2 * MU
         dU = -coef_m[k] * V - scale_p * PV - gamma_s * U
         dV = -coef_m[k] * U - scale_p * PtU - gamma_s * V
         out.append((dU, dV))
     return out
 
 
-def _psi_finite(g, pairs, Ms, k, d):
-    """``psi_k`` (eq. 27) from finite-d matrices."""
+def _psi_finite(g, pairs, prods, k, d):
+    """``psi_k`` (eq. 27) from finite-d matrices: ``Tr(M B_k)/d + Tr(A_k M)/d =
+    (<M V_k, V_k> + <U_k, M U_k>)/d`` for ``M = M^(r)_l``."""
     U, V = pairs[k]
-    K = len(pairs)
     s = 0.0
-    for l in range(K):
-        for a, Mr in ((g["a1"][k, l], Ms[l]), (g["a2"][k, l], Ms[l].T)):
-            if a != 0.0:
-                # Tr(M B_k)/d + Tr(A_k M)/d = (<M V, V> + <U^T M U>)/d
-                s += a * (np.sum((Mr @ V) * V) + np.sum(U * (Mr @ U))) / d
-    return 2.0 * s
+    for l, ((MV, MtV), (MU, MtU)) in enumerate(prods[k]):
+        s += g["a1"][k, l] * (np.sum(MV * V) + np.sum(U * MU))
+        s += g["a2"][k, l] * (np.sum(MtV * V) + np.sum(U * MtU))
+    return 2.0 * s / d
+
+
+def _beta_finite(g, pairs, prods, tr, K, d):
+    beta = np.zeros(K)
+    for k in tr:
+        U, V = pairs[k]
+        beta[k] = -_psi_finite(g, pairs, prods, k, d) / ((np.sum(U * U) + np.sum(V * V)) / d)
+    return beta
 
 
 def slaved_velocity(model, pairs, m_star):
@@ -1105,11 +1137,9 @@ def slaved_velocity(model, pairs, m_star):
     d = pairs[0][0].shape[0]
     Ms, _, q1, q2 = _flow_terms(th, pairs, tr)
     g = th.gradients(m_star, q1, q2)
-    beta = np.zeros(model.K)
-    for k in tr:
-        U, V = pairs[k]
-        beta[k] = -_psi_finite(g, pairs, Ms, k, d) / ((np.sum(U * U) + np.sum(V * V)) / d)
-    return _velocity(th, pairs, Ms, g, tr, d, beta, 2.0, model.weight_decay)
+    prods = _products(pairs, Ms, tr)
+    beta = _beta_finite(g, pairs, prods, tr, model.K, d)
+    return _velocity(pairs, prods, g, tr, beta, 2.0, model.weight_decay)
 
 
 def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, words=None,
@@ -1162,6 +1192,7 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
     def pack(vel):
         return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
 
+    fixed_M = {k: pairs[k][0] @ pairs[k][1].T for k in range(K) if k not in tr}
     cm0 = critical_mean(model, pairs, warn=(mode == "slaved"))
     if mode == "slaved" and not cm0.success:
         if raise_on_failure:
@@ -1172,25 +1203,23 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
 
     def rhs_full(t, y):
         cur = unpack(y)
-        Ms, m, q1, q2 = _flow_terms(th, cur, tr)
+        Ms, m, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
         g = th.gradients(m, q1, q2)
-        return pack(_velocity(th, cur, Ms, g, tr, d, g["grad_m"] / math.sqrt(d), 2.0 / d,
-                              gamma / d))
+        return pack(_velocity(cur, _products(cur, Ms, tr), g, tr, g["grad_m"] / math.sqrt(d),
+                              2.0 / d, gamma / d))
 
     def rhs_slaved(t, y):
         cur = unpack(y)
-        Ms, _, q1, q2 = _flow_terms(th, cur, tr)
+        Ms, _, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
         m, ok, _, _ = _newton(th, warm["m"], q1, q2, tr, tol=newton_tol)
         if not ok:
             warm["fail"] = True
             return np.full(y.size, np.nan)
         warm["m"] = m
         g = th.gradients(m, q1, q2)
-        beta = np.zeros(K)
-        for k in tr:
-            U, V = cur[k]
-            beta[k] = -_psi_finite(g, cur, Ms, k, d) / ((np.sum(U * U) + np.sum(V * V)) / d)
-        return pack(_velocity(th, cur, Ms, g, tr, d, beta, 2.0, gamma))
+        prods = _products(cur, Ms, tr)
+        beta = _beta_finite(g, cur, prods, tr, K, d)
+        return pack(_velocity(cur, prods, g, tr, beta, 2.0, gamma))
 
     def blow(t, y):
         return blowup - np.abs(y).max()
@@ -1410,3 +1439,76 @@ def weak_recovery_time(result, c: float, *, student: int = 0, teacher: int = 1, 
             raise ValueError("slow-time results need params['d'] to convert to steps")
         n = int(math.ceil(tm * (d if slow else 1) / eta - 1e-9))
     return {"time": tm, "n": n, "c": c, "max_overlap": float(np.max(np.maximum(np.abs(q1), np.abs(q2))))}
+
+
+# ---------------------------------------------------------------------------
+# the model protocol's theory (compare)
+
+THEORIES = ("flow", "slaved", "hierarchy")
+
+
+def check_theory(theory, order):
+    """``(theory, order)`` for :func:`attndyn.numeric.compare` with an untied model:
+    ``"flow"`` (the full finite-d flow, default), ``"slaved"`` (its slow limit with
+    ``m = m*(q)``) or ``"hierarchy"`` (the truncation at ``order``, default 4)."""
+    theory = "flow" if theory is None else theory
+    if theory not in THEORIES:
+        raise ValueError(f"theory for an UntiedModel must be one of {THEORIES}, got {theory!r}")
+    if order is None:
+        order = 4 if theory == "hierarchy" else 2
+    order = su.check_order(order, "order")
+    if theory == "hierarchy":
+        su.check_untied_order(order, "order")
+    return theory, order
+
+
+def compare_theory(model, init, t, *, theory: str, order: int, check="auto", words=None,
+                   time: str = "slow", **kwargs) -> UntiedTrajectory:
+    """The theory trajectory from the SGD pairs ``init`` at the SGD times ``t``.
+
+    ``t`` is on the SGD's time scale: slow ``tau = eta n / d`` (the default of
+    :func:`attndyn.sgd`) or fast ``t = eta n``. The full flow runs on the fast
+    time (``t * d`` for slow times) and so includes the fast boundary layer; the
+    slaved flow and the hierarchy start on the critical manifold (``m = m*``)
+    and need slow times. Rows are named as the SGD observables, with ``loss =
+    Phi(m, q1, q2)`` appended.
+    """
+    if time not in ("slow", "fast"):
+        raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
+    pairs = model.check_factors(init, "init")
+    d = pairs[0][0].shape[0]
+    t = check_t_eval(t)
+    K = model.K
+    wl = None if words is None else [w for w in words if len(w)]
+    if theory == "flow":
+        tf = t * d if time == "slow" else t
+        res = untied_flow(model, pairs, tf, mode="full", order=order, words=wl, **kwargs)
+        res.t = res.t / d if time == "slow" else res.t
+        res.params["time"] = "tau = eta * n / d (slow)" if time == "slow" else "t = eta * n (fast)"
+    else:
+        if time != "slow":
+            raise ValueError(f"theory {theory!r} lives on the slow time (tau = eta n / d); "
+                             "use theory='flow' for the fast time")
+        if theory == "slaved":
+            res = untied_flow(model, pairs, t, mode="slaved", order=order, words=wl, **kwargs)
+        else:
+            res = hierarchy(model, order).integrate(pairs, t, check=check, **kwargs)
+    th = theory_of(model)
+    loss = np.full(res.t.size, np.nan)
+    for j in range(res.t.size):
+        m = np.array([res.observable("m", k)[j] for k in range(K)])
+        q1 = np.array([[res.observable("q1", k, l)[j] for l in range(K)] for k in range(K)])
+        q2 = np.array([[res.observable("q2", k, l)[j] for l in range(K)] for k in range(K)])
+        if np.all(np.isfinite(m)) and np.all(np.isfinite(q1)) and np.all(np.isfinite(q2)):
+            try:
+                loss[j] = th.phi(m, q1, q2)
+            except (AttributeError, TypeError, ValueError):
+                loss[:] = np.nan
+                break
+    if np.all(np.isfinite(loss)):
+        res.y = np.vstack([res.y, loss[None, :]])
+        res.names = list(res.names) + ["loss"]
+    return res
+
+
+theory_of = theory
