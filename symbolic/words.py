@@ -268,12 +268,29 @@ def decode(codes: np.ndarray, n: int, K: int) -> np.ndarray:
     return out
 
 
+def _bits(K: int) -> int:
+    """``b`` with ``K == 2**b`` (shifts and masks instead of division), else 0."""
+    return K.bit_length() - 1 if K > 1 and K & (K - 1) == 0 else 0
+
+
 def _min_rotation_codes(codes: np.ndarray, n: int, K: int) -> np.ndarray:
     if n <= 1:
         return codes.copy()
-    top = np.int64(K) ** (n - 1)
     best = codes.copy()
     c = codes.copy()
+    b = _bits(K)
+    if b:  # rotate left by one letter: ((c << b) & mask) | (c >> b (n-1)), in place
+        mask = np.int64((1 << (b * n)) - 1)
+        shift = np.int64(b * (n - 1))
+        hi = np.empty_like(c)
+        for _ in range(n - 1):
+            np.right_shift(c, shift, out=hi)
+            np.left_shift(c, b, out=c)
+            np.bitwise_and(c, mask, out=c)
+            np.bitwise_or(c, hi, out=c)
+            np.minimum(best, c, out=best)
+        return best
+    top = np.int64(K) ** (n - 1)
     for _ in range(n - 1):
         c = (c % top) * K + c // top
         np.minimum(best, c, out=best)
@@ -286,6 +303,15 @@ def _transpose_codes(codes: np.ndarray, n: int, alphabet: Alphabet) -> np.ndarra
     x = codes.copy()
     rev = np.zeros_like(codes)
     inv = None if alphabet._identity else np.asarray(alphabet.inv, dtype=np.int64)
+    b = _bits(K)
+    if b:
+        d = np.empty_like(x)
+        for _ in range(n):
+            np.bitwise_and(x, K - 1, out=d)
+            np.left_shift(rev, b, out=rev)
+            np.bitwise_or(rev, d if inv is None else inv[d], out=rev)
+            np.right_shift(x, b, out=x)
+        return rev
     for _ in range(n):
         d = x % K
         rev *= K
