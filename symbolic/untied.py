@@ -65,7 +65,7 @@ __all__ = [
     "M", "MT", "A", "B", "untied_alphabet", "letter_names", "letter_latex", "untied_words",
     "bias_substitution", "diff_substitution", "UntiedStructure", "untied_structure",
     "gather_size", "untied_equations", "untied_text", "untied_latex", "word_name",
-    "check_untied_order", "reference_terms", "closed_letters", "coefficient_symbols",
+    "check_untied_order", "reference_terms", "closed_letters", "estimate_size", "coefficient_symbols",
 ]
 
 M, MT, A, B = 0, 1, 2, 3  # letter kinds; letter = 4 k + kind
@@ -281,7 +281,14 @@ def _sub_alphabet(K: int, letters) -> tuple:
     return letters, sub, to_sub
 
 
-def untied_structure(K: int, trainable, order: int, letters=None) -> UntiedStructure:
+def estimate_size(n_letters: int, order: int) -> float:
+    """About how many canonical words of length <= ``order`` over ``n_letters`` letters
+    (classes under rotation and reversal: ``n^w / (2 w)`` per length), before building."""
+    return float(sum(n_letters ** w / (2.0 * w) for w in range(1, order + 1)))
+
+
+def untied_structure(K: int, trainable, order: int, letters=None, *,
+                     max_moments: float | None = 2e6) -> UntiedStructure:
     """Build the slow hierarchy (eq. 32) truncated at ``M = order`` (eq. 892).
 
     All words of one length are rewritten together: each substitution of
@@ -292,6 +299,9 @@ def untied_structure(K: int, trainable, order: int, letters=None) -> UntiedStruc
     sub-alphabet closed under (31) and under transposition; ``"all"`` keeps
     every letter of eq. (26). The restriction is exact, not an approximation:
     the dropped words never enter the equations of the kept ones.
+
+    The size is estimated first (:func:`estimate_size`) and refused above
+    ``max_moments`` (about 2e6 moments, some 40e6 terms, by default).
     """
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
         raise ValueError(f"K must be an int >= 1, got {K!r}")
@@ -312,6 +322,11 @@ def untied_structure(K: int, trainable, order: int, letters=None) -> UntiedStruc
             raise ValueError(f"letters must contain the closed set {need} (eq. 31 inserts them)")
     letters, sub, to_sub = _sub_alphabet(K, letters)
     NS = sub.K
+    est = estimate_size(NS, Mo)
+    if max_moments is not None and est > max_moments:
+        raise ValueError(f"the order-{Mo} untied hierarchy over {NS} letters has about {est:.3g} "
+                         f"moments (and ~{20 * est:.3g} terms), above max_moments = "
+                         f"{max_moments:.3g}; lower the order or raise max_moments")
     lut = np.asarray(letters, dtype=np.int64)
     is_tr = np.zeros(alphabet.K, dtype=bool)
     for k in tr:
@@ -399,17 +414,18 @@ def untied_structure(K: int, trainable, order: int, letters=None) -> UntiedStruc
     ent_a = np.concatenate([np.asarray(q[2], dtype=np.int64) for q in parts])
     coef_a = np.concatenate([q[3] for q in parts])
     n_ent = n_grad + 1
-    key = (tgt_a * n_ent + ent_a) * n_mom + src_a
+    # merge duplicates; within a row the terms are sorted by source (memory locality)
+    key = (tgt_a * n_mom + src_a) * n_ent + ent_a
     uniq, inv = np.unique(key, return_inverse=True)
     csum = np.rint(np.bincount(inv, weights=coef_a, minlength=uniq.size)).astype(np.int64)
     keep = csum != 0
     uniq, csum = uniq[keep], csum[keep]
     if csum.size and np.abs(csum).max() > np.iinfo(np.int16).max:  # pragma: no cover
         raise ValueError("a merged coefficient overflows int16")
-    src_u = uniq % n_mom
-    rest = uniq // n_mom
-    ent_u = rest % n_ent
-    tgt_u = rest // n_ent
+    ent_u = uniq % n_ent
+    rest = uniq // n_ent
+    src_u = rest % n_mom
+    tgt_u = rest // n_mom
     indptr = np.zeros(n_mom + 1, dtype=np.int64)
     np.cumsum(np.bincount(tgt_u, minlength=n_mom), out=indptr[1:])
     lookup = {w: i for i, w in enumerate(words)}

@@ -422,3 +422,12 @@ def test_equations_in_the_papers_notation():
     latex = h.latex()
     assert r"\bar\mu_{(M_{1}, M_{2}^\top)}" in latex and r"\bar\beta_{1}" in latex
     assert len(h.equations()) == h.n_moments
+
+
+def test_sizes_are_refused_before_building():
+    with pytest.raises(ValueError, match="max_moments"):
+        su.untied_structure(2, (0,), 12)
+    model = _model("h1")
+    big = [(np.zeros((2, 1)), np.zeros((2, 1)))] * 2
+    with pytest.raises(ValueError, match="GiB"):
+        attndyn.numeric.untied_flow(model, big, [0.0, 1.0], max_bytes=1.0)

@@ -1145,7 +1145,7 @@ def slaved_velocity(model, pairs, m_star):
 def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, words=None,
                 rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853",
                 blowup: float = 1e100, newton_tol: float = 1e-12, keep_pairs: bool = False,
-                raise_on_failure: bool = False) -> UntiedTrajectory:
+                max_bytes: float = 8 * 2**30, raise_on_failure: bool = False) -> UntiedTrajectory:
     """The finite-d untied matrix flow from ``pairs = [(U_k, V_k)]``.
 
     ``mode="full"``: the gradient flow of ``Phi(m(U, V), q(U, V))`` with weight
@@ -1161,6 +1161,8 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
     ``tB_k``, ``q1_kl``, ``q2_kl`` for all ``k, l`` (the SGD names). In the full
     mode ``diagnostics["handover"]`` reports the boundary-layer time of (28)
     and ``|m - m*(q)|`` along the run; in the slaved mode ``m`` is ``m*(q)``.
+    The memory of the dense products is estimated first and refused above
+    ``max_bytes``.
     """
     from scipy.integrate import solve_ivp
     if mode not in ("full", "slaved"):
@@ -1171,6 +1173,11 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
     K = model.K
     d = pairs[0][0].shape[0]
     tr = list(model.trainable)
+    # dense d x d products: about (12 + 4K) of them live at once, plus the integrator's stages
+    need = 8.0 * d * d * (12 + 4 * K) + 8.0 * 12 * sum(2 * pairs[k][0].size for k in tr)
+    if need > max_bytes:
+        raise ValueError(f"untied_flow at d = {d} needs about {need / 2**30:.3g} GiB, above "
+                         f"max_bytes = {max_bytes / 2**30:.3g} GiB; lower d or raise max_bytes")
     alph = su.untied_alphabet(K)
     if words is None:
         words = model.words(su.check_order(order))
