@@ -225,8 +225,14 @@ class GaussianLaw:
             if name not in values:
                 raise TypeError(f"missing order parameter {arg!r}")
             try:
+                if np.iscomplexobj(values[name]):  # the cast would drop the imaginary part
+                    raise TypeError(f"{arg} must be real, got a complex array")
                 v = np.asarray(values[name], dtype=float)
-            except (TypeError, ValueError):
+            except ValueError:
+                raise TypeError(f"{arg} must be a numeric array") from None
+            except TypeError as exc:
+                if "must be real" in str(exc):
+                    raise
                 raise TypeError(f"{arg} must be a numeric array") from None
             if shape[1] == 1 and v.ndim == 1:
                 v = v.reshape(-1, 1)

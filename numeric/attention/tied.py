@@ -335,7 +335,8 @@ class TiedHierarchy:
         else:
             try:
                 cplx = np.iscomplexobj(mu0)
-                y = np.asarray(mu0, dtype=np.float64)
+                if not cplx:  # test first: the cast would drop the imaginary part
+                    y = np.asarray(mu0, dtype=np.float64)
             except (TypeError, ValueError):
                 raise TypeError("mu0 must be an array, a dict word -> value, a callable or "
                                 "a list of matrices") from None
@@ -607,8 +608,11 @@ class TiedHierarchy:
                 self._check_convergence(res, mu0, t_eval, ladder, rtol, atol, max_steps, blowup,
                                         h_max, conv_tol)
             elif check is None or check == "auto":
-                res.message += ("; convergence in the truncation order was not checked "
-                                "(pass check=order+2 with matrices or a moment function)")
+                # say so: a truncation can integrate cleanly far past where it is exact
+                res.message += ("; convergence not checked: the truncation order was not "
+                                "compared with another one"
+                                + (" (check=None)" if check is None else "")
+                                + " (pass check=order+2 with matrices or a moment function)")
         if method == "auto":
             res = _limit.auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
         if raise_on_failure and res.status != 0:
