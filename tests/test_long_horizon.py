@@ -336,6 +336,14 @@ def test_method_bad_input(d3_model, mats):
         limit_flow(d3_model, law, [0, 1], sizes=(100, 10 ** 6), method="equivalents")
     with pytest.raises(ValueError, match="words up to length 2"):
         limit_flow(d3_model, law, [0, 1], order=3, method="free")
+    with pytest.raises(ValueError, match="rotations must be an int >= 1"):
+        limit_flow(d3_model, law, [0, 1], rotations=0, method="equivalents")
+    with pytest.raises(ValueError, match="per_panel must be an int in 2..200"):
+        limit_flow(d3_model, law, [0, 1], per_panel=10 ** 6)
+    with pytest.raises(TypeError, match="seed must be"):
+        limit_flow(d3_model, law, [0, 1], seed="abc", method="equivalents")
+    with pytest.raises(ValueError, match="t_eval"):
+        limit_flow(d3_model, law, [0, np.nan])
     with pytest.raises(TypeError, match="law must be"):
         limit_flow(d3_model, [np.eye(2)] * 2, [0, 1])
     with pytest.raises(ValueError, match="K = 2 specs"):

@@ -366,7 +366,15 @@ def _free_structure(model, law):
     return tr[0], teacher
 
 
-def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup):
+class _BlowUp(Exception):
+    pass
+
+
+class _StepCap(Exception):
+    pass
+
+
+def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfev=5_000):
     """Self-consistent ODE of the free solver (module docstring of :func:`free_limit`)."""
     from scipy.optimize import brentq
 
@@ -380,9 +388,13 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup):
     gfun, gp = model.gradient_function, model.gradient_parameters
     gout = np.empty(K * K)
     quarter_gamma = model.weight_decay / 4.0
-    state = {"omega": -1.0 / max(float(wx @ x), 1e-300)}
+    state = {"omega": -1.0 / max(float(wx @ x), 1e-300), "nfev": 0}
+
+    xmax = float(x.max())
 
     def GX(w):
+        if w * xmax >= 1.0:  # at or beyond the bottom 1/x_max of the spectrum of X_0 = S(0)^-1
+            raise FloatingPointError("the subordination point left the domain of G_X")
         den = w * x - 1.0
         return float(wx @ (x / den)), float(-(wx @ (x * x / (den * den))))
 
@@ -450,7 +462,12 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup):
         return q, tv, g
 
     def rhs(t, y):
+        state["nfev"] += 1
+        if state["nfev"] > max_nfev:  # near a finite-time singularity the steps shrink
+            raise _StepCap(float(t))
         q, tv, g = qmat(y)
+        if not np.all(np.abs(q) < blowup):  # the traces blow up while (B, N, phi) stay finite
+            raise _BlowUp(float(t))
         gfun(np.ascontiguousarray(q.ravel()), gp, gout)
         G = gout.reshape(K, K)
         a = 2.0 * G[s0, s0]
@@ -467,25 +484,36 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup):
 
     words = [w for w in canonical_words(2, model.alphabet)]
     y0 = np.concatenate([[0.0, 0.0], np.zeros(mu.size)])
-    ts = t_eval.copy()
     status, message = 0, "success"
+    # segment by segment between output times, so that a failure keeps what came before
+    Ys, ts = [], []
+    y, tcur = y0, 0.0
     try:
-        if t_eval[-1] > 0:
-            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method="DOP853", t_eval=t_eval,
-                            rtol=rtol, atol=atol, events=blow)
-            Y, ts = sol.y, sol.t
-            if sol.status != 0 or ts.size < t_eval.size:
-                status, message = -3 if sol.status == 1 else -1, sol.message
-        else:
-            Y = np.repeat(y0[:, None], t_eval.size, axis=1)
-        state["omega"] = -1.0 / max(float(wx @ x), 1e-300)
-        out = np.empty((len(words), ts.size))
-        for j in range(ts.size):
-            q, tv, _ = qmat(Y[:, j])
-            for i, wd in enumerate(words):
-                out[i, j] = tv[wd[0]] if len(wd) == 1 else q[wd[0], wd[1]]
+        for t_out in t_eval:
+            if t_out > tcur:
+                sol = solve_ivp(rhs, (tcur, float(t_out)), y, method="DOP853", rtol=rtol,
+                                atol=atol, events=blow)
+                if sol.status != 0 or not np.all(np.isfinite(sol.y[:, -1])):
+                    status = -3 if sol.status == 1 else -1
+                    message = f"stopped at t = {sol.t[-1]:.4g}: {sol.message}"
+                    break
+                y, tcur = sol.y[:, -1], float(t_out)
+            Ys.append(np.array(y))
+            ts.append(float(t_out))
+    except _StepCap as exc:
+        status, message = -2, (f"more than {max_nfev} right-hand-side evaluations by "
+                               f"t = {exc.args[0]:.4g} (a finite-time singularity?)")
+    except _BlowUp as exc:
+        status, message = -3, f"the overlaps q exceeded blowup = {blowup:g} at t = {exc.args[0]:.4g}"
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
-        return t_eval[:0], np.zeros((len(words), 0)), -1, f"free solver failed: {exc}", words
+        status, message = -1, f"free solver failed: {exc}"
+    state["omega"] = -1.0 / max(float(wx @ x), 1e-300)
+    out = np.empty((len(words), len(ts)))
+    for j, Y in enumerate(Ys):
+        q, tv, _ = qmat(Y)
+        for i, wd in enumerate(words):
+            out[i, j] = tv[wd[0]] if len(wd) == 1 else q[wd[0], wd[1]]
+    ts = np.array(ts, dtype=float)
     return ts, out, status, message, words
 
 
@@ -625,7 +653,7 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
         if d > max_dim:
             raise ValueError(f"sizes: d = {d} exceeds max_dim = {max_dim} "
                              f"(a {d} x {d} flow needs about {16 * d * d * 14 / 2**30:.1f} GiB)")
-    ss = np.random.SeedSequence(seed)
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     kids = ss.spawn(len(sizes))
     means, ses, per_size = [], [], []
     nfev = 0
@@ -644,6 +672,14 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
                    else np.zeros_like(runs[0]))
         per_size.append(runs)
     return (np.array(means), np.array(ses), per_size), "", nfev
+
+
+def _check_int(v, name, lo, hi=None):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
+            hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name} must be an int {rng}, got {v!r}")
+    return int(v)
 
 
 def _words(model, order, words):
@@ -706,8 +742,17 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
                          f"got {method!r}")
     rtol = _check_pos_float(rtol, "rtol")
     atol = _check_pos_float(atol, "atol")
-    if isinstance(rotations, bool) or not isinstance(rotations, (int, np.integer)) or rotations < 1:
-        raise ValueError(f"rotations must be an int >= 1, got {rotations!r}")
+    rotations = _check_int(rotations, "rotations", 1)
+    if not isinstance(seed, np.random.SeedSequence):
+        try:
+            np.random.SeedSequence(seed)
+        except (TypeError, ValueError):
+            raise TypeError(f"seed must be an int >= 0, a sequence of them or a SeedSequence, "
+                            f"got {seed!r}") from None
+    panels = _check_int(panels, "panels", 2, 60)
+    per_panel = _check_int(per_panel, "per_panel", 2, 200)
+    max_dim = _check_int(max_dim, "max_dim", 2)
+    blowup = _check_pos_float(blowup, "blowup")
     if method == "auto":
         wl = _words(model, order, words)
         short = all(len(w) <= 2 for w in wl)
