@@ -59,9 +59,12 @@ def main(quick: bool = False) -> None:
         st = h.moments_from_matrices(pairs)
         m_star = h.root(st, warn=False).m  # the fast phase (scipy) is not timed
         t_eval = np.array([0.0, 0.02])
-        t0 = time.perf_counter()
-        _, info, _, _ = h._run(st.mu, m_star, t_eval, 1e-12, 1e-14, 10**6, 1e100, np.inf, 1e-12)
-        integ = time.perf_counter() - t0
+        integ = np.inf
+        for _ in range(3):  # best of 3: the machines are shared
+            t0 = time.perf_counter()
+            _, info, _, _ = h._run(st.mu, m_star, t_eval, 1e-12, 1e-14, 10**6, 1e100, np.inf,
+                                   1e-12)
+            integ = min(integ, time.perf_counter() - t0)
         b, i = _row("untied", M, h, build, integ, int(info[3]))
         ub.append(b)
         ui.append(i)
@@ -71,9 +74,12 @@ def main(quick: bool = False) -> None:
         build = time.perf_counter() - t0
         h = tied.hierarchy(M)
         y = h.initial_state(tinit)
-        t0 = time.perf_counter()
-        _, info, _ = h._run(y, np.array([0.0, 0.2]), 1e-8, 1e-10, 10**6, 1e100, np.inf)
-        integ = time.perf_counter() - t0
+        integ = np.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            _, info, _ = h._run(y, np.array([0.0, 0.2]), 1e-8, 1e-10, 10**6, 1e100, np.inf,
+                                integrator="dopri5")  # the same integrator as untied
+            integ = min(integ, time.perf_counter() - t0)
         b, i = _row("tied", M, h, build, integ, int(info[3]))
         tb.append(b)
         ti.append(i)

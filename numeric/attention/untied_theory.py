@@ -943,8 +943,10 @@ class UntiedHierarchy:
                 self._check_convergence(res, st, tau_eval, ladder, rtol, atol, int(max_steps),
                                         blowup, h_max, conv_tol, cm.m, newton_tol)
             elif check == "auto":
-                res.message += ("; convergence in the truncation order was not checked "
-                                "(pass the pairs (U_k, V_k) to provide the longer moments)")
+                note = self.__dict__.pop("_ladder_note", None)
+                res.message += note or ("; convergence in the truncation order was not checked "
+                                        "(pass the pairs (U_k, V_k) to provide the longer "
+                                        "moments)")
         if raise_on_failure and res.status != 0:
             exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
             raise exc(res.message)
@@ -997,6 +999,10 @@ class UntiedHierarchy:
             if check != "auto":
                 raise ValueError(f"check must be None, 'auto', an order or a list of orders, "
                                  f"got {check!r}")
+            if can and su.estimate_size(len(self.structure.letters), self.order + 2) > 2e6:
+                self._ladder_note = (f"; convergence not checked: order {self.order + 2} would "
+                                     "hold more than 2e6 moments (pass check=[...] to force)")
+                return []
             return [self.order + 2] if can else []
         orders = [check] if isinstance(check, (int, np.integer)) else list(check)
         orders = [su.check_untied_order(o, "check") for o in orders]
