@@ -185,6 +185,13 @@ class _Source:
         self._fixed: dict = {}
         self.rules: dict = {}
 
+    def noise_factor(self) -> float:
+        """Rounding of a value relative to one exact evaluation: ``sqrt(n)`` for a
+        quadrature over ``n`` nodes (the largest rule in use), 1 otherwise."""
+        if not self._fixed:
+            return 1.0
+        return math.sqrt(max(r.size for r, _ in self._fixed.values()))
+
     def prepare(self, Q, budget):
         """Numeric sources: choose one quadrature rule for a box from the points ``Q``
         (its corners and centre, where the Gaussian is widest or most singular):
@@ -530,8 +537,9 @@ def _adaptive_sparse(src, lo, hi, K, budget, values, stop, max_nodes):
     def indicator(delta):
         # coefficients below the rounding floor of the values (the DCT of numbers known
         # to ~1e-16 relative) are noise: summed over a large grid they would never stop
+        # (for quadrature sources, sums over n nodes: ~sqrt(n) times that)
         scale = np.max(np.abs(np.array(list(values.values()))), axis=0)
-        floor = 64 * np.finfo(float).eps * scale
+        floor = 64 * np.finfo(float).eps * scale * src.noise_factor()
         a = np.maximum(np.abs(delta.reshape(-1, D)) - floor, 0.0)
         return float(np.max(np.sum(a, axis=0) / budget))
 
