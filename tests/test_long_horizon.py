@@ -215,7 +215,7 @@ def test_fast_flow_matches_the_plain_flow(case, factored):
 def test_fast_flow_reports_blowup():
     model = attndyn.TiedModel(1, [0], lambda G: -G[0, 0, 0] ** 4 / 12)  # dS/dt = 8 q S^2
     fo = tied_fast_flow(model, [np.eye(4)], np.linspace(0, 5, 6), [(0,)], blowup=1e6)
-    assert fo.status != 0 and "stopped" in fo.message
+    assert fo.status in (-1, -3) and "t = 0.08" in fo.message  # singular at t = 1/12
     assert np.all(np.isfinite(fo.traces)) and fo.t[-1] < 5
 
 

@@ -23,18 +23,17 @@ is ``dW_k/dt = -M_k W_k - (gamma/4) W_k`` (``d/dt (W W^T)`` reproduces the
 equation above), which costs ``O(d^2 r)`` per step instead of ``O(d^3)``; it
 is used when every trainable matrix has rank ``r <= d/3``.
 
-The integrator is scipy's DOP853 (explicit Runge-Kutta 8(5,3)).
+The integrator is the project's flow driver over scipy's steppers (DOP853 by default).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.integrate import solve_ivp
 from scipy.linalg import blas
 
 from attndyn.kernels.moments import word_traces
 
-__all__ = ["tied_fast_flow", "FlowOutput"]
+__all__ = ["tied_fast_flow", "tied_fast_system", "FlowOutput"]
 
 
 class FlowOutput:
@@ -56,28 +55,26 @@ def _classify(m):
     return "scalar" if np.all(dg == dg[0]) else "diag"
 
 
-def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, blowup=1e100,
-                   factored="auto", max_nfev=200_000) -> FlowOutput:
-    """Integrate the tied matrix flow of ``model`` from symmetric ``matrices``.
-
-    ``matrices`` must already be validated (``model.check_matrices``); the
-    result holds the normalised traces of ``words`` at ``t_eval`` (exact
-    trace projection of the flow, which solves the infinite hierarchy,
-    eq. 11). ``factored`` is ``"auto"``, ``True`` or ``False``.
-    """
+def tied_fast_system(model, matrices, factored="auto"):
+    """The fast tied flow as ``(rhs, y0, full, form)``: ``rhs(t, y)`` on the packed
+    state, its initial value, ``full(y)`` the ``K`` matrices ``S_k`` in the original
+    basis, and ``"symmetric"`` or ``"factored"``. ``matrices`` must be validated
+    (``model.check_matrices``)."""
     K = model.K
     tr = list(model.trainable)
     mats = [np.array(m, dtype=np.float64) for m in matrices]
     d = mats[0].shape[0]
     fixed = [k for k in range(K) if k not in tr]
     dense_fixed = [k for k in fixed if _classify(mats[k]) == "dense"]
+    Qrot = None
     if len(dense_fixed) == 1 and d > 1:
         # rotate into the eigenbasis of the only dense teacher: it becomes diagonal
-        lam, Q = np.linalg.eigh(mats[dense_fixed[0]])
-        mats = [Q.T @ m @ Q for m in mats]
+        lam, Qrot = np.linalg.eigh(mats[dense_fixed[0]])
+        mats = [Qrot.T @ m @ Qrot for m in mats]
         mats = [(m + m.T) / 2.0 for m in mats]
         mats[dense_fixed[0]] = np.diag(lam)
         dense_fixed = []
+    orig = [np.array(m, dtype=np.float64) for m in matrices]
     kinds = {k: _classify(mats[k]) for k in fixed}
     diag_fixed = {k: np.diag(mats[k]).copy() for k in fixed if kinds[k] != "dense"}
     gfun, gp = model.gradient_function, model.gradient_parameters
@@ -162,7 +159,7 @@ def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, bl
 
         y0 = np.concatenate([w.ravel() for w in Ws])
 
-        def full(y):
+        def full_rot(y):
             S, Wl = unpack(y)
             out = list(mats)
             for j, k in enumerate(tr):
@@ -220,30 +217,52 @@ def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, bl
             return dy
 
         y0 = np.concatenate([mats[k][iu] for k in tr]) if tr else np.zeros(0)
-        full = unpack
+        full_rot = unpack
         form = "symmetric"
 
+    counter = [0]
+
+    def counted(t, y):
+        counter[0] += 1
+        return rhs(t, y)
+
+    def full(y, original_basis=True):
+        """The matrices at state ``y``; the traces do not need the rotation back."""
+        S = full_rot(y)
+        if Qrot is None or not original_basis:
+            return S
+        out = list(orig)
+        for k in tr:
+            m = Qrot @ S[k] @ Qrot.T
+            out[k] = (m + m.T) / 2.0
+        return out
+
+    counted.nfev = counter
+    return counted, y0, full, form
+
+
+def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, blowup=1e100,
+                   factored="auto", method="DOP853") -> FlowOutput:
+    """Integrate the tied matrix flow of ``model`` from symmetric ``matrices``.
+
+    ``matrices`` must already be validated (``model.check_matrices``); the
+    result holds the normalised traces of ``words`` at ``t_eval`` (exact
+    trace projection of the flow, which solves the infinite hierarchy,
+    eq. 11). ``factored`` is ``"auto"``, ``True`` or ``False``. Integrated by
+    the project's flow driver (:func:`attndyn.numeric.attention.flow.solve_flow`:
+    blow-up and non-finite slopes end with status -3, keeping the outputs before).
+    """
+    from .flow import solve_flow
+    rhs, y0, full, form = tied_fast_system(model, matrices, factored)
     t_eval = np.asarray(t_eval, dtype=np.float64)
-    if not tr or t_eval[-1] == 0.0:
-        traces = np.stack([word_traces(mats, words)] * t_eval.size, axis=1)
+    if y0.size == 0 or t_eval[-1] == 0.0:
+        traces = np.stack([word_traces(full(y0, False), words)] * t_eval.size, axis=1)
         return FlowOutput(t_eval.copy(), traces, 0, "success: nothing to integrate", 0, form)
-
-    def blow(t, y):
-        return blowup - np.abs(y).max()
-    blow.terminal = True
-
-    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method="DOP853", t_eval=t_eval,
-                    rtol=rtol, atol=atol, events=blow)
-    ok = sol.status == 0 and np.all(np.isfinite(sol.y))
-    if ok:
-        status, message = 0, "success: matrix flow reached the last output time"
-    else:
-        status = -3 if sol.status == 1 or not np.all(np.isfinite(sol.y)) else -1
-        tl = float(sol.t[-1]) if sol.t.size else 0.0
-        message = f"matrix flow stopped at t = {tl:.4g}: {sol.message}"
-    good = np.all(np.isfinite(sol.y), axis=0)
-    n_ok = int(np.argmin(good)) if not good.all() else good.size
-    traces = np.empty((len(words), n_ok))
-    for n in range(n_ok):
-        traces[:, n] = word_traces(full(sol.y[:, n]), words)
-    return FlowOutput(np.asarray(sol.t[:n_ok], float), traces, status, message, int(sol.nfev), form)
+    sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
+                     what="tied matrix flow")
+    traces = np.empty((len(words), sol.t.size))
+    for n in range(sol.t.size):
+        traces[:, n] = word_traces(full(sol.y[:, n], False), words)
+    message = sol.message if sol.status != 0 else "success: matrix flow reached the last output time"
+    return FlowOutput(np.asarray(sol.t, float), traces, int(sol.status), message,
+                      int(rhs.nfev[0]), form)
