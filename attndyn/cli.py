@@ -22,6 +22,8 @@ COMMANDS = {
     "sweep": ("attndyn._cli_sweep", "run a parameter sweep from a spec file (resumable)"),
     "transformer": ("attndyn._cli_transformer",
                     "paper 000's transformer: train, layer kernels, lemmas measured"),
+    "reproduce": ("attndyn._cli_reproduce",
+                  "reproduce a paper figure (fig1-fig4, scaling, all) with its claims checked"),
 }
 
 

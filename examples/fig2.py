@@ -1,0 +1,13 @@
+"""Paper 003, Figure 2: tied W against direct S from an uninformative start,
+MSE teacher-student with h1, h2, h3 (L = 1).
+
+Same as ``attndyn reproduce fig2``; change a setting by keyword, e.g.
+``fig2("quick", acts=("h2",), d=100, T=3.0)``.
+"""
+
+from attndyn.numeric.attention.figures import fig2
+
+run = fig2("quick", seeds=1)
+print(run.table())
+print(run.extra["escape_tau"])          # first tau = eta n / d with |p_12| >= 0.1, tied
+run.save("fig2_out")

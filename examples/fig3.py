@@ -1,0 +1,12 @@
+"""Paper 003, Figure 3: untied attention, single token, h1/h2/h3: the symmetric
+overlap Tr((M1 + M1^T)(M2 + M2^T))/(2d) = q1_12 + q2_12, SGD against the
+fast-slow theory (the slaved matrix flow).
+
+Same as ``attndyn reproduce fig3``; e.g. ``fig3("quick", seeds=3, d=120)``.
+"""
+
+from attndyn.numeric.attention.figures import fig3
+
+run = fig3("quick", seeds=1)
+print(run.table())
+run.save("fig3_out")

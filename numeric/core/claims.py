@@ -1,0 +1,123 @@
+"""Figures with measured claims: the container that ``attndyn reproduce`` fills.
+
+A :class:`FigureRun` holds the curves of one figure (each a labelled
+:class:`~attndyn.numeric.core.results.Trajectory`), the settings it was made
+with, and a list of :class:`Claim` objects, each a computed check that can
+fail. Nothing here knows a paper: paper 003's figures live in
+``numeric/attention/figures.py``, paper 000's in ``numeric/scaling/figures.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attndyn.numeric.core.results import Trajectory, _jsonable
+
+__all__ = ["Claim", "FigureRun", "claims_table"]
+
+
+@dataclass
+class Claim:
+    """One claim of a caption or text, checked on the numbers.
+
+    ``held`` is the verdict of the check (True / False); ``measured`` gives the
+    numbers it used, ``condition`` the setting under which the claim is made
+    (for example "truncation only on a short horizon")."""
+
+    text: str
+    held: bool
+    measured: str
+    condition: str = ""
+
+    def as_dict(self) -> dict:
+        return {"claim": self.text, "held": bool(self.held), "measured": self.measured,
+                "condition": self.condition}
+
+
+def claims_table(claims, title: str = "") -> str:
+    """Plain-text table: verdict, claim, condition, measured numbers."""
+    lines = [title] if title else []
+    for c in claims:
+        verdict = "held" if c.held else "NOT HELD"
+        lines.append(f"  [{verdict:>8}] {c.text}")
+        if c.condition:
+            lines.append(f"             condition: {c.condition}")
+        lines.append(f"             measured:  {c.measured}")
+    return "\n".join(lines)
+
+
+@dataclass
+class FigureRun:
+    """Curves, settings and claims of one reproduced figure.
+
+    ``curves`` maps a curve label (``"sgd/seed0"``, ``"truncation/M4"``,
+    ``"limit"``...) to a Trajectory; ``settings`` is JSON-serialisable and
+    includes the seeds; ``plot(ax=None)`` is set by the figure's builder."""
+
+    name: str
+    title: str
+    settings: dict
+    curves: dict = field(default_factory=dict)
+    claims: list = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    plotter: object = None
+    wall_s: float = float("nan")
+
+    @property
+    def all_held(self) -> bool:
+        return all(c.held for c in self.claims)
+
+    def table(self) -> str:
+        return claims_table(self.claims, f"{self.name}: {self.title}")
+
+    def plot(self, fig=None):
+        """Draw the figure; returns the matplotlib figure."""
+        if self.plotter is None:
+            raise RuntimeError(f"{self.name}: no plotter set")
+        return self.plotter(self, fig)
+
+    def save(self, out_dir, *, pdf: bool = False, png: bool = True, dpi: int = 90) -> dict:
+        """Write ``<out>/<name>/<curve>.npz`` per curve, ``<out>/<name>.json``
+        (settings, claims, curve index, wall time) and ``<out>/<name>.png``
+        (and ``.pdf``). Returns the paths written."""
+        out_dir = str(out_dir)
+        cdir = os.path.join(out_dir, self.name)
+        os.makedirs(cdir, exist_ok=True)
+        paths = {"curves": {}}
+        for label, traj in self.curves.items():
+            if not isinstance(traj, Trajectory):
+                raise TypeError(f"curve {label!r} is not a Trajectory")
+            fn = os.path.join(cdir, label.replace("/", "_") + ".npz")
+            paths["curves"][label] = traj.save(fn)
+        meta = {"figure": self.name, "title": self.title, "settings": self.settings,
+                "claims": [c.as_dict() for c in self.claims], "all_held": self.all_held,
+                "curves": {k: os.path.relpath(v, out_dir) for k, v in paths["curves"].items()},
+                "extra": self.extra, "wall_s": self.wall_s, "format": "attndyn-figure-1"}
+        jpath = os.path.join(out_dir, self.name + ".json")
+        with open(jpath, "w") as f:
+            json.dump(_jsonable(meta), f, indent=1)
+        paths["json"] = jpath
+        if png or pdf:
+            import matplotlib
+
+            matplotlib.use("Agg", force=False)
+            import matplotlib.pyplot as plt
+
+            fig = self.plot()
+            if png:
+                paths["png"] = os.path.join(out_dir, self.name + ".png")
+                fig.savefig(paths["png"], dpi=dpi)
+            if pdf:
+                paths["pdf"] = os.path.join(out_dir, self.name + ".pdf")
+                fig.savefig(paths["pdf"])
+            plt.close(fig)
+        return paths
+
+
+def max_abs(a) -> float:
+    a = np.asarray(a, dtype=float)
+    return float(np.max(np.abs(a))) if a.size else float("nan")
