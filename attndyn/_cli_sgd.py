@@ -58,7 +58,8 @@ def add_arguments(command_name: str, parser) -> None:
     if command_name == "compare":
         p.add_argument("--theory", default=None,
                        help="tied: flow (default), hierarchy or limit (d -> infinity from the "
-                            "Wishart law of the initial factors); s: ode (default) or flow")
+                            "Wishart law of the initial factors); s: ode (default) or flow; "
+                            "untied: flow (default, full finite-d flow), slaved or hierarchy")
         p.add_argument("--n-seeds", type=int, default=1,
                        help="independent SGD runs (SeedSequence.spawn), default 1")
         p.add_argument("--plot", default=None, help="save the comparison plot to this file")
@@ -145,8 +146,8 @@ def run(command_name: str, args) -> int:
             print(f"saved {res.save(args.out)}")
         return 0 if res.success else 1
     from attndyn.numeric.attention.compare import compare
-    if args.model == "untied":
-        raise ValueError("compare: the untied theory is not implemented yet; use `attndyn sgd`")
+    if args.time != "slow":
+        raise ValueError("compare runs on the slow time (tau = eta n / d); drop --time fast")
     cmp = compare(model, init, eta=args.eta, batch=args.batch, t_eval=t_eval, seed=args.seed,
                   theory=args.theory, order=args.order, n_seeds=args.n_seeds, progress=progress,
                   threads=args.threads)

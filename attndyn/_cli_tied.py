@@ -28,6 +28,9 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
+    if command in ("derive", "integrate"):
+        from attndyn._cli_untied import add_untied_arguments
+        add_untied_arguments(command, p)  # --model tied|untied and the untied initial state
     if command in ("derive", "integrate", "verify"):
         p.add_argument("--max-terms", type=int, default=None,
                        help="refuse hierarchies with more terms (default: what fits in the "
@@ -151,6 +154,9 @@ def _build_symbolic(args):
 
 
 def run(command: str, args) -> int:
+    if getattr(args, "model", "tied") == "untied":
+        from attndyn._cli_untied import run_untied
+        return run_untied(command, args)
     if command == "derive":
         return _derive(args)
     if command == "integrate":

@@ -96,8 +96,8 @@ def test_compare_bad_arguments():
     with pytest.raises(ValueError, match="n_seeds"):
         compare(m, {"d": 10}, n_seeds=0, **kw)
     u = attndyn.UntiedModel(2, [0], square)
-    with pytest.raises(ValueError, match="untied theory"):
-        compare(u, {"d": 10}, **kw)
+    with pytest.raises(ValueError, match="theory"):
+        compare(u, {"d": 10}, theory="ode", **kw)
     c = compare(m, {"d": 10, "scale": 0.5}, names=["q_12", "mu_1"], **kw)
     assert c.names == ["q_12", "mu_1"]
 
@@ -164,7 +164,7 @@ def test_cli_compare_with_plot(tmp_path, capsys):
     (["sgd", "--eta", "0.1", "--trainable", "7"], "trainable"),
     (["sgd", "--eta", "0.1", "--L", "2", "--C", "1,2;2,1", "--loss", "G[0,0,0]**2"], "C"),
     (["sgd", "--eta", "0.1", "--loss", "G1*foo"], "foo"),
-    (["compare", "--model", "untied", "--eta", "0.1"], "untied"),
+    (["compare", "--model", "untied", "--eta", "0.1", "--time", "fast"], "slow"),
 ])
 def test_cli_bad_input_exit_2(argv, word, capsys):
     assert cli_main(argv + ["--d", "10"] if "--d" not in argv else argv) == 2

@@ -32,7 +32,7 @@ from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import Alphabet, canonical_words
 
 from ..core.validate import check_loss, check_model_args, real_array
-from .base import AttentionModel, CapabilityError, SGDRunner, TimeScale, check_order_arg, obs_key
+from .base import AttentionModel, SGDRunner, TimeScale, check_order_arg, obs_key
 
 __all__ = ["UntiedModel", "M", "MT", "A", "B"]
 
@@ -164,9 +164,46 @@ class UntiedModel(AttentionModel):
     def sgd_runner(self, init, order=None) -> SGDRunner:
         return _UntiedRunner(self, self.check_factors(init), check_order_arg(order, 2))
 
+    theories = ("flow", "slaved", "hierarchy")
+
     def check_theory(self, theory, order):
-        raise CapabilityError("compare: the untied theory is not implemented yet; run attndyn.sgd "
-                              "alone for UntiedModel")
+        """compare: ``"flow"`` (the full finite-d flow, default), ``"slaved"`` (m = m*(q))
+        or ``"hierarchy"`` (eqs. 31-32 truncated at ``order``, default 4)."""
+        from .untied_theory import check_theory
+        return check_theory(theory, order)
+
+    def theory(self, init, t, *, theory: str, order, check, words, **kwargs):
+        """The untied theory at the SGD times (slow ``tau = eta n / d``), rows named as
+        the SGD observables; see :func:`attndyn.numeric.attention.untied_theory.compare_theory`."""
+        from .untied_theory import compare_theory
+        return compare_theory(self, init, t, theory=theory, order=order, check=check,
+                              words=words, **kwargs)
+
+    def matrix_flow(self, matrices, t_eval, **options):
+        """The finite-d untied flow from pairs ``(U_k, V_k)`` (``mode="full"``: fast time
+        ``t = eta n``; ``mode="slaved"``: slow time); see
+        :func:`attndyn.numeric.attention.untied_theory.untied_flow`."""
+        from .untied_theory import untied_flow
+        return untied_flow(self, matrices, t_eval, **options)
+
+    # -- the fast-slow theory (attndyn.numeric.attention.untied_theory) ----------
+    def fast_flow(self, pairs, t_eval, **kw):
+        """The fast flow (28) of the means on ``t = eta n``, moments frozen; see
+        :func:`attndyn.numeric.attention.untied_theory.fast_flow`."""
+        from .untied_theory import fast_flow
+        return fast_flow(self, pairs, t_eval, **kw)
+
+    def critical_mean(self, pairs_or_state, **kw):
+        """``m*(q)`` of eq. (29), the root the fast flow reaches from ``m(0)``, with
+        its label; see :func:`attndyn.numeric.attention.untied_theory.critical_mean`."""
+        from .untied_theory import critical_mean
+        return critical_mean(self, pairs_or_state, **kw)
+
+    def hierarchy(self, order: int, letters=None):
+        """The slow hierarchy (31)-(32) truncated at ``order`` (eq. 892):
+        :class:`attndyn.numeric.attention.untied_theory.UntiedHierarchy`."""
+        from .untied_theory import hierarchy
+        return hierarchy(self, order, letters)
 
     def order_parameters(self, init) -> dict:
         """``m, tA, tB, q1, q2`` of the pairs ``(U_k, V_k)`` (numpy arrays)."""
