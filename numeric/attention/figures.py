@@ -652,6 +652,8 @@ def _plot_fig1(run, fig=None):
             lm = run.curves["limit"]
             ax.plot(lm.t, lm.observable(o), "m-.", lw=1.2, label="limit solver ($d\\to\\infty$)")
         y = fl.observable(o)
+        if "limit" in run.curves:
+            y = np.concatenate([y, run.curves["limit"].observable(o)])
         lo, hi = float(np.min(y)), float(np.max(y))
         span = max(hi - lo, 1e-3)
         for i, M in enumerate(s["orders"]):
