@@ -228,6 +228,8 @@ def tied_fast_system(model, matrices, factored="auto"):
 
     def full(y, original_basis=True):
         """The matrices at state ``y``; the traces do not need the rotation back."""
+        if np.array_equal(y, y0):  # the initial state: the input itself, bit for bit
+            return list(orig)
         S = full_rot(y)
         if Qrot is None or not original_basis:
             return S

@@ -840,40 +840,17 @@ def _tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, meth
     else:
         words = [model.alphabet.check_word(w, "words") for w in words]
     tr = list(model.trainable)
-    fixed = {k: mats[k] for k in range(K) if k not in tr}
-    half_gamma = model.weight_decay / 2.0
-    gfun = model.gradient_function
-    gp = model.gradient_parameters
-    gout = np.empty(K * K)
+    # the fast flow (issue 9, numeric/attention/fastflow.py): packed symmetric state, one
+    # BLAS dsyrk/dsyr2k per trainable matrix, teachers rotated to diagonal, the factored
+    # form W W^T when every trainable matrix has rank <= d/3; traces need no rotation back
+    from .fastflow import tied_fast_system
+    rhs, y0_fast, full, _form = tied_fast_system(model, mats)
 
     def unpack(y):
-        S = [None] * K
-        for j, k in enumerate(tr):
-            S[k] = y[j * d * d:(j + 1) * d * d].reshape(d, d)
-        for k, m in fixed.items():
-            S[k] = m
-        return S
-
-    def rhs(t, y):
-        S = unpack(y)
-        q = np.empty((K, K))
-        for k in range(K):
-            for l in range(k, K):
-                q[k, l] = q[l, k] = np.einsum("ij,ji->", S[k], S[l]) / d
-        gfun(np.ascontiguousarray(q.ravel()), gp, gout)
-        G = gout.reshape(K, K)
-        dy = np.empty_like(y)
-        for j, k in enumerate(tr):
-            acc = -half_gamma * S[k]
-            for l in range(K):
-                if G[k, l] != 0.0:
-                    P = S[l] @ S[k]
-                    acc = acc - G[k, l] * (P + P.T)  # S_l S_k + S_k S_l = P + P^T (symmetric S)
-            dy[j * d * d:(j + 1) * d * d] = acc.ravel()
-        return dy
+        return full(y, keep_matrices)
 
     if tr:
-        y0 = np.concatenate([mats[k].ravel() for k in tr])
+        y0 = y0_fast
         sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
                          what="tied matrix flow")
         Ys, ts, status, message = sol.y, sol.t, sol.status, sol.message
