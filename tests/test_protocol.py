@@ -217,11 +217,11 @@ def test_capabilities_refuse_through_the_base():
         toy.hierarchy(4)
     with pytest.raises(NotImplementedError):
         toy.hierarchy(4)
-    u = attndyn.UntiedModel(2, [0], square)
-    with pytest.raises(CapabilityError, match="UntiedModel has no matrix flow"):
-        matrix_flow(u, gaussian_init(u, 5, seed=0), [0, 1])
-    with pytest.raises(ValueError, match="untied theory"):
-        compare(u, {"d": 10}, eta=0.05, batch=8, t_eval=[0, 0.1])
+    # the base class's defaults, which a model without the capability inherits
+    with pytest.raises(CapabilityError, match="ScaledTiedModel has no matrix flow"):
+        AttentionModel.matrix_flow(toy, [np.eye(3)] * 2, [0, 1])
+    with pytest.raises(ValueError, match="ScaledTiedModel has no theory"):
+        AttentionModel.check_theory(toy, None, None)
     with pytest.raises(TypeError, match="attention model"):
         sgd(object(), [], eta=0.1, batch=1, t_eval=[0])
 
