@@ -738,9 +738,9 @@ def compute_for_target_frontier_kernel(target, xi, L, d, c_stat):
     am, ae = _xmul(cm, ce, xm, xe)
     bm, be = _xdiv(xm, xe, tm, te)
     nm, ne = _xmul(am, ae, bm, be)  # N_t = c_stat xi^2 / target
-    am, ae = _xdiv(xm, xe, ldm, lde)
-    n0m, n0e = _xmul(xm, xe, am, ae)
-    if _xle(nm, ne, n0m, n0e):  # reached at C = 0 already
+    # N_t <= N*(0) = xi^2 / (L d)  <=>  c_stat L d <= target: compared without xi's rounding
+    qm, qe = _xmul(cm, ce, ldm, lde)
+    if _xle(qm, qe, tm, te):  # reached at C = 0 already
         return 0.0
     return _threshold_x(nm, ne, xm, xe, ldm, lde)
 
