@@ -214,7 +214,7 @@ def _store_point(cache_dir, i, point, seed_rec, status, message, res):
     if codec == "trajectory":
         _atomic_write(base + ".npz", lambda p: res.save(p))
     elif codec == "comparison":
-        _atomic_write(base + ".npz", lambda p: _save_comparison(res, p))
+        _atomic_write(base + ".npz", lambda p: res.save(p))
     elif codec == "json":
         meta["value"] = _plain(res)
     elif res is not None:
@@ -254,56 +254,9 @@ def _load_point(cache_dir, i):
     return meta
 
 
-def _save_comparison(c, path):
-    """One ``.npz`` holding a Comparison: the aligned SGD mean and theory, the runs, the
-    spread and the errors, with each trajectory's labels in a JSON header."""
-    def header(t):
-        from attndyn.numeric.core.labelled import jsonable
-        return {"names": list(t.names), "kind": t.kind, "params": jsonable(t.params),
-                "seed": jsonable(t.seed), "status": int(t.status), "message": t.message,
-                "words": None if t.words is None else [list(w) for w in t.words],
-                "inv": None if t.inv is None else list(t.inv)}
-    arrays = {"t": c.t, "sgd_t": c.sgd.t, "sgd_y": c.sgd.y, "theory_t": c.theory.t,
-              "theory_y": c.theory.y}
-    for j, r in enumerate(c.runs):
-        arrays[f"run{j}_t"], arrays[f"run{j}_y"] = r.t, r.y
-    spread_names = []
-    if c.spread:
-        for n, v in c.spread.items():
-            if v is not None:
-                arrays[f"spread{len(spread_names)}"] = np.asarray(v, dtype=np.float64)
-                spread_names.append(n)
-    from attndyn.numeric.core.labelled import jsonable
-    head = {"format": "attndyn-comparison-1", "names": list(c.names), "errors": jsonable(c.errors),
-            "params": jsonable(c.params), "status": int(c.status), "message": c.message,
-            "sgd": header(c.sgd), "theory": header(c.theory),
-            "runs": [header(r) for r in c.runs], "spread": spread_names}
-    np.savez_compressed(path, header=np.array(json.dumps(head)), **arrays)
-
-
 def _load_comparison(path):
-    from attndyn.numeric.attention.compare import Comparison
-    from attndyn.numeric.core.results import Trajectory
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            head = json.loads(str(f["header"]))
-            if head.get("format") != "attndyn-comparison-1":
-                raise ValueError("wrong format tag")
-
-            def traj(h, t, y):
-                return Trajectory(t=f[t], y=f[y], names=h["names"], kind=h["kind"],
-                                  params=h["params"], seed=h["seed"], status=h["status"],
-                                  message=h["message"],
-                                  words=None if h["words"] is None else [tuple(w) for w in h["words"]],
-                                  inv=None if h["inv"] is None else tuple(h["inv"]))
-            runs = [traj(h, f"run{j}_t", f"run{j}_y") for j, h in enumerate(head["runs"])]
-            spread = {n: f[f"spread{j}"] for j, n in enumerate(head["spread"])} or None
-            return Comparison(t=f["t"], names=head["names"], sgd=traj(head["sgd"], "sgd_t", "sgd_y"),
-                              theory=traj(head["theory"], "theory_t", "theory_y"), runs=runs,
-                              spread=spread, errors=head["errors"], params=head["params"],
-                              status=head["status"], message=head["message"])
-    except (OSError, KeyError, ValueError, json.JSONDecodeError) as exc:
-        raise ValueError(f"not a valid attndyn comparison file: {path}: {exc}") from None
+    from attndyn.numeric.attention.compare import load_comparison
+    return load_comparison(path)
 
 
 # ---------------------------------------------------------------------------

@@ -214,3 +214,17 @@ def test_cli_sweep_runs_resumes_and_exports(tmp_path):
     r3 = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r3.returncode == 2 and "different sweep" in r3.stderr
     assert len(r3.stderr.strip().splitlines()) == 1
+
+
+def test_comparison_save_load_and_exports(serial_run, tmp_path):
+    from attndyn.numeric.attention.compare import load_comparison
+    c = serial_run.results[5]
+    back = load_comparison(c.save(tmp_path / "c"))
+    assert _same(c, back) and back.errors == c.errors and back.params == c.params
+    assert [r.seed for r in back.runs] == [r.seed for r in c.runs]
+    df = c.to_pandas()
+    assert list(df.index) == list(c.names) and "max_abs" in df.columns
+    assert "<table>" in c._repr_html_()
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not a valid attndyn comparison file"):
+        load_comparison(tmp_path / "bad.npz")

@@ -32,7 +32,7 @@ from ..core.results import IntegrationError, Trajectory
 from .base import check_model
 from .training import gaussian_init, sgd, sgd_runs
 
-__all__ = ["compare", "Comparison", "error_metrics"]
+__all__ = ["compare", "Comparison", "error_metrics", "load_comparison"]
 
 METRICS = ("max_abs", "rms", "final", "max_rel")
 
@@ -129,6 +129,90 @@ class Comparison:
     def plot(self, names=None, ax=None):
         from ..core.plots import plot_comparison
         return plot_comparison(self, names=names, ax=ax)
+
+    # -- labelled exports and persistence ------------------------------------
+    def to_xarray(self):
+        """An ``xarray.Dataset``: ``sgd``, ``theory`` (observable, time), ``runs`` (seed,
+        observable, time), ``spread`` and one ``error_<metric>`` per metric."""
+        from ..core.labelled import comparison_to_xarray
+        return comparison_to_xarray(self)
+
+    def to_pandas(self):
+        """The errors as a ``pandas.DataFrame``: one row per observable, one column per metric."""
+        import pandas as pd
+        return pd.DataFrame({n: self.errors[n] for n in self.names}).T.rename_axis("observable")
+
+    def _repr_html_(self):
+        import html
+        rows = "".join(
+            f"<tr><td>{html.escape(n)}</td>"
+            + "".join(f"<td>{self.errors[n][m]:.3e}</td>" for m in METRICS) + "</tr>"
+            for n in self.names[:40])
+        return (f"<p><b>Comparison</b> (status {self.status}): {html.escape(self.message)}</p>"
+                f"<table><tr><th>observable</th>"
+                + "".join(f"<th>{m}</th>" for m in METRICS) + f"</tr>{rows}</table>")
+
+    def save(self, path) -> str:
+        """Write to one ``.npz`` (no pickles): the aligned SGD mean and theory, every run,
+        the spread and the errors, with each trajectory's labels in a JSON header.
+        :func:`load_comparison` reads it back."""
+        import json
+
+        from ..core.labelled import jsonable
+
+        def header(t):
+            return {"names": list(t.names), "kind": t.kind, "params": jsonable(t.params),
+                    "seed": jsonable(t.seed), "status": int(t.status), "message": t.message,
+                    "words": None if t.words is None else [list(w) for w in t.words],
+                    "inv": None if t.inv is None else list(t.inv)}
+        path = str(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
+        arrays = {"t": self.t, "sgd_t": self.sgd.t, "sgd_y": self.sgd.y,
+                  "theory_t": self.theory.t, "theory_y": self.theory.y}
+        for j, r in enumerate(self.runs):
+            arrays[f"run{j}_t"], arrays[f"run{j}_y"] = r.t, r.y
+        spread_names = []
+        for n, v in (self.spread or {}).items():
+            if v is not None:
+                arrays[f"spread{len(spread_names)}"] = np.asarray(v, dtype=np.float64)
+                spread_names.append(n)
+        head = {"format": COMPARISON_FORMAT, "names": list(self.names),
+                "errors": jsonable(self.errors), "params": jsonable(self.params),
+                "status": int(self.status), "message": self.message,
+                "sgd": header(self.sgd), "theory": header(self.theory),
+                "runs": [header(r) for r in self.runs], "spread": spread_names}
+        np.savez_compressed(path, header=np.array(json.dumps(head)), **arrays)
+        return path
+
+
+COMPARISON_FORMAT = "attndyn-comparison-1"
+
+
+def load_comparison(path) -> Comparison:
+    """Read a :class:`Comparison` written by :meth:`Comparison.save` (never unpickles)."""
+    import json
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            head = json.loads(str(f["header"]))
+            if not isinstance(head, dict) or head.get("format") != COMPARISON_FORMAT:
+                raise ValueError("wrong format tag")
+
+            def traj(h, t, y):
+                return Trajectory(t=f[t], y=f[y], names=list(h["names"]), kind=h["kind"],
+                                  params=h["params"], seed=h["seed"], status=int(h["status"]),
+                                  message=h["message"],
+                                  words=None if h["words"] is None else [tuple(w) for w in h["words"]],
+                                  inv=None if h["inv"] is None else tuple(h["inv"]))
+            runs = [traj(h, f"run{j}_t", f"run{j}_y") for j, h in enumerate(head["runs"])]
+            spread = {n: f[f"spread{j}"] for j, n in enumerate(head["spread"])} or None
+            return Comparison(t=f["t"], names=list(head["names"]),
+                              sgd=traj(head["sgd"], "sgd_t", "sgd_y"),
+                              theory=traj(head["theory"], "theory_t", "theory_y"), runs=runs,
+                              spread=spread, errors=head["errors"], params=head["params"],
+                              status=int(head["status"]), message=head["message"])
+    except (OSError, KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not a valid attndyn comparison file: {path}: {exc}") from None
 
 
 def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
