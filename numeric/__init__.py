@@ -40,13 +40,14 @@ _EXPORTS = {
     "TruncationNotConverged": "attndyn.numeric.core.results",
 }
 
-# modules of the flat layout before 0.2 -> their new home (kept one release, deprecated)
+# modules of the flat layout before 0.2 -> their new home (kept one release, deprecated).
+# ``sgd`` and ``compare`` have no alias: the names are the functions, and a module of the
+# same name would shadow them once imported.
 _MOVED = {
     "models": "attndyn.numeric.attention.tied",
     "smodel": "attndyn.numeric.attention.direct",
     "untied": "attndyn.numeric.attention.untied",
     "flow": "attndyn.numeric.attention.flow",
-    "compare": "attndyn.numeric.attention.compare",
     "potentials": "attndyn.numeric.attention.potentials",
     "quadrature": "attndyn.numeric.attention.quadrature",
     "results": "attndyn.numeric.core.results",

@@ -641,3 +641,16 @@ print("ok")
 def test_sgd_function_and_deprecated_shims():
     r = _run(SHIMS)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_compare_is_the_function_even_after_importing_every_module():
+    # a deprecated module named ``compare`` would rebind the package attribute on import
+    import importlib
+    import pkgutil
+
+    import attndyn.numeric as num
+    direct = {info.name for info in pkgutil.iter_modules(num.__path__)}
+    assert not direct & {"sgd", "compare"}, "a module would shadow the function of that name"
+    importlib.import_module("attndyn.numeric.attention.compare")
+    assert callable(num.compare) and num.compare.__module__ == "attndyn.numeric.attention.compare"
+    assert callable(num.sgd) and num.sgd.__module__ == "attndyn.numeric.attention.training"
