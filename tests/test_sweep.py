@@ -228,3 +228,14 @@ def test_comparison_save_load_and_exports(serial_run, tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="not a valid attndyn comparison file"):
         load_comparison(tmp_path / "bad.npz")
+
+
+def test_trajectory_counters_exports_and_html(serial_run, tmp_path):
+    th = serial_run.results[7].theory
+    assert th.nfev == th.diagnostics.get("nfev", 0) and th.njev == 0 and th.nlu == 0
+    df = th.to_pandas()
+    assert list(df.columns) == list(th.names) and df.index.name == "time"
+    ds = th.to_xarray()
+    ds.to_netcdf(tmp_path / "t.nc", engine="scipy")
+    assert xr.open_dataset(tmp_path / "t.nc", engine="scipy").load().equals(ds)
+    assert "status" in th._repr_html_()

@@ -75,6 +75,46 @@ class Trajectory:
         return (f"Trajectory(kind={self.kind!r}, n_obs={len(self.names)}, n_t={self.t.size}, "
                 f"status={self.status}, message={self.message!r})")
 
+    # -- scipy OdeResult-style counters (0 where the solver does not count them) ---------
+    @property
+    def nfev(self) -> int:
+        """Right-hand-side evaluations of the integrator."""
+        return int(self.diagnostics.get("nfev", 0))
+
+    @property
+    def njev(self) -> int:
+        """Jacobian evaluations (the explicit integrators use none)."""
+        return int(self.diagnostics.get("njev", 0))
+
+    @property
+    def nlu(self) -> int:
+        """LU decompositions (the explicit integrators use none)."""
+        return int(self.diagnostics.get("nlu", 0))
+
+    # -- labelled exports ---------------------------------------------------
+    def to_xarray(self):
+        """An ``xarray.Dataset`` with ``value(observable, time)`` and the labels as attributes
+        (netCDF-safe: ``ds.to_netcdf(path, engine="scipy")``)."""
+        from .labelled import trajectory_to_xarray
+        return trajectory_to_xarray(self)
+
+    def to_pandas(self):
+        """A ``pandas.DataFrame``: index ``time``, one column per observable."""
+        from .labelled import trajectory_to_pandas
+        return trajectory_to_pandas(self)
+
+    def _repr_html_(self):
+        import html
+        fin = self.final()
+        rows = "".join(f"<tr><td>{html.escape(n)}</td><td>{v:.6g}</td></tr>"
+                       for n, v in list(fin.items())[:20])
+        more = f"<p>... {len(fin) - 20} more observables</p>" if len(fin) > 20 else ""
+        t_end = f"{float(self.t[-1]):.4g}" if self.t.size else "-"
+        return (f"<p><b>Trajectory</b> {html.escape(self.kind)}: {len(self.names)} observables, "
+                f"{self.t.size} times up to t = {t_end}; status {self.status}: "
+                f"{html.escape(self.message)}</p><table><tr><th>observable</th>"
+                f"<th>final value</th></tr>{rows}</table>{more}")
+
     # -- access -----------------------------------------------------------
     def _word_index(self, word) -> int:
         if self.words is None:
