@@ -56,6 +56,8 @@ from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
+from ..core.validate import resolve_seed  # noqa: F401  (re-exported: part of the protocol's API)
+
 __all__ = ["AttentionModel", "SGDRunner", "TimeScale", "CapabilityError", "check_model",
            "check_order_arg", "resolve_seed", "obs_key"]
 
@@ -107,24 +109,6 @@ def check_order_arg(order, default):
     if order < 1:
         raise ValueError(f"order must be an int >= 1, got {order}")
     return int(order)
-
-
-def resolve_seed(seed) -> np.random.SeedSequence:
-    """A ``SeedSequence`` from ``None`` (fresh entropy), an int, a sequence of ints,
-    a ``SeedSequence`` or a dict ``{"entropy": ..., "spawn_key": [...]}``."""
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, dict):
-        try:
-            return np.random.SeedSequence(seed["entropy"], spawn_key=tuple(seed.get("spawn_key", ())))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError("seed dict must be {'entropy': int, 'spawn_key': [ints]}") from None
-    if isinstance(seed, (bool, float)) or isinstance(seed, np.random.Generator):
-        raise TypeError("seed must be None, an int >= 0, a sequence of ints or a SeedSequence")
-    try:
-        return np.random.SeedSequence(seed)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"invalid seed {seed!r}: {exc}") from None
 
 
 class SGDRunner(abc.ABC):

@@ -76,7 +76,7 @@ from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
 from ..core.results import IntegrationError, Trajectory
-from ..core.validate import _check_pos_float, check_t_eval
+from ..core.validate import _check_pos_float, check_t_eval, resolve_seed
 
 __all__ = ["limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
            "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "law_of_factors",
@@ -653,7 +653,7 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
         if d > max_dim:
             raise ValueError(f"sizes: d = {d} exceeds max_dim = {max_dim} "
                              f"(a {d} x {d} flow needs about {16 * d * d * 14 / 2**30:.1f} GiB)")
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    ss = resolve_seed(seed)
     kids = ss.spawn(len(sizes))
     means, ses, per_size = [], [], []
     nfev = 0
@@ -743,7 +743,7 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
     rtol = _check_pos_float(rtol, "rtol")
     atol = _check_pos_float(atol, "atol")
     rotations = _check_int(rotations, "rotations", 1)
-    if not isinstance(seed, np.random.SeedSequence):
+    if not isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
         try:
             np.random.SeedSequence(seed)
         except (TypeError, ValueError):

@@ -15,6 +15,7 @@ from attndyn.symbolic.potential import _call_loss, check_covariance, g_array
 from attndyn.symbolic.words import Alphabet
 
 __all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval", "check_max_steps",
+           "resolve_seed",
            "MAX_STEPS_CAP", "real_array",
            "_check_nonneg_float", "_check_pos_float"]
 
@@ -122,3 +123,31 @@ def check_loss(loss, L: int, K: int):
         raise TypeError("loss must be a callable G -> sympy expression")
     _call_loss(loss, g_array(L, K))
     return loss
+
+
+def resolve_seed(seed, name: str = "seed") -> np.random.SeedSequence:
+    """A ``SeedSequence`` from any seed a user may pass (SPEC 7).
+
+    ``None`` (fresh entropy), an int >= 0 or a sequence of them, a ``SeedSequence`` (used as
+    is), a ``numpy.random.Generator`` (four 32-bit words drawn from it: the generator
+    advances, as a Generator passed to numpy would, and the drawn entropy is what the result
+    records), or a dict ``{"entropy": ..., "spawn_key": [...]}`` as stored in results.
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        words = seed.integers(0, 2**32, size=4, dtype=np.uint64)
+        return np.random.SeedSequence([int(w) for w in words])
+    if isinstance(seed, dict):
+        try:
+            return np.random.SeedSequence(seed["entropy"],
+                                          spawn_key=tuple(seed.get("spawn_key", ())))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{name} dict must be {{'entropy': int, 'spawn_key': [ints]}}") from None
+    if isinstance(seed, (bool, float, np.floating, str, bytes)):
+        raise TypeError(f"{name} must be None, an int >= 0, a sequence of ints, a SeedSequence or "
+                        f"a numpy Generator, got {seed!r}")
+    try:
+        return np.random.SeedSequence(seed)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"invalid {name} {seed!r}: {exc}") from None

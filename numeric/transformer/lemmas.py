@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from attndyn.numeric.core.validate import resolve_seed
+
 from .data import make_data
 from .kernel import kernel_eigenvalues, lemma41
 from .model import Transformer, _int_ge1, _pos_float
@@ -72,7 +74,7 @@ def build(setup, seed):
     random teacher of the same class (width ``teacher_m``), the student, and
     teacher data with noise ``xi``."""
     s = check_setup(setup)
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    ss = resolve_seed(seed)
     st, ss_s, sd = ss.spawn(3)
     common = dict(eps=s["eps"], omega=s["omega"], E_scale=s["E_scale"])
     teacher = Transformer(s["N"], s["L"], s["d"], s["teacher_m"],

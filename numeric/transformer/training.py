@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from attndyn.numeric.core.results import IntegrationError, Trajectory
+from attndyn.numeric.core.validate import resolve_seed
 
 from .data import SeqData
 from .model import Transformer, _int_ge1, _pos_float, _seed_label
@@ -207,7 +208,7 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
         if bf > 1:
             raise ValueError(f"batch_fraction must be in (0, 1], got {bf}")
         B = max(1, int(round(bf * n)))
-        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        ss = resolve_seed(seed)
         rng = np.random.default_rng(ss)
         steps = np.rint(ts / lr).astype(np.int64)
         params.update(lr=lr, batch_fraction=bf, batch_size=B,
