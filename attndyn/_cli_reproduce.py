@@ -47,6 +47,8 @@ def add_arguments(command_name, parser) -> None:
                         help="output folder (created; default ./reproduce_out)")
     parser.add_argument("--pdf", action="store_true", help="also write a PDF per figure")
     parser.add_argument("--dpi", type=int, default=90, help="PNG resolution (default 90)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the claims of every figure as one JSON document")
 
 
 def _builder(name):
@@ -75,19 +77,28 @@ def run(command_name, args) -> int:
         raise CLIError(f"--out {out}: folder is not writable")
     names = ORDER_ALL if args.name == "all" else (args.name,)
     failed = []
+    report = []
     t_all = time.perf_counter()
     for name in names:
         t0 = time.perf_counter()
         fig = _builder(name)(args.mode, seeds=args.seeds)
         paths = fig.save(out, pdf=args.pdf, dpi=args.dpi)
         wall = time.perf_counter() - t0
+        if not fig.all_held:
+            failed.append(name)
+        if args.json:
+            report.append({"figure": name, "mode": args.mode, "wall_s": wall,
+                           "all_held": fig.all_held, "claims": [c.as_dict() for c in fig.claims],
+                           "png": paths.get("png"), "json": paths["json"]})
+            continue
         print(fig.table())
         print(f"  wrote {paths.get('png', '')}, {paths['json']} and {len(paths['curves'])} "
               f"curve files in {os.path.join(out, name)}  [{args.mode}, {wall:.1f} s]")
         print(flush=True)
-        if not fig.all_held:
-            failed.append(name)
-    if len(names) > 1:
+    if args.json:
+        import json
+        print(json.dumps({"figures": report, "failed": failed}))
+    elif len(names) > 1:
         print(f"all: {len(names)} figures in {time.perf_counter() - t_all:.1f} s; "
               + (f"claims not held in {', '.join(failed)}" if failed else "every claim held"))
     if args.mode == "mini":

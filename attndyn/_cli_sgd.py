@@ -14,6 +14,8 @@ expression in ``G[i,j,k]``.
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 
 __all__ = ["add_arguments", "run", "parse_loss"]
@@ -39,9 +41,10 @@ def add_arguments(command_name: str, parser) -> None:
     p.add_argument("--symmetric", action="store_true", help="symmetric initial S (model s)")
     p.add_argument("--eta", type=float, required=True, help="learning rate > 0")
     p.add_argument("--batch", type=int, default=256, help="mini-batch size B >= 1 (default 256)")
-    p.add_argument("--T", type=float, default=1.0,
+    p.add_argument("--t-end", "--T", dest="t_end", type=float, default=1.0,
                    help="horizon in the model's ODE time (tied t = 4 eta n/d, S and untied "
-                        "slow tau = eta n/d, untied fast t = eta n; default 1)")
+                        "slow tau = eta n/d, untied fast t = eta n; default 1; --T is the old "
+                        "name)")
     p.add_argument("--n-out", type=int, default=11, help="number of checkpoints (default 11)")
     p.add_argument("--seed", type=int, default=0, help="SGD seed (default 0)")
     p.add_argument("--init-seed", type=int, default=None,
@@ -49,9 +52,10 @@ def add_arguments(command_name: str, parser) -> None:
     p.add_argument("--order", type=int, default=None,
                    help="longest word recorded (tied, untied; default 2)")
     p.add_argument("--time", choices=("slow", "fast"), default="slow",
-                   help="untied time scale of --T and of the output (default slow)")
+                   help="untied time scale of --t-end and of the output (default slow)")
     p.add_argument("--out", default=None, help="save the result (.npz)")
     p.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--threads", type=int, default=1,
                    help="numba threads for the non-BLAS part of a step (default 1; BLAS "
                         "threads follow OPENBLAS_NUM_THREADS); results do not depend on it")
@@ -118,19 +122,28 @@ def _init(model, args):
 def run(command_name: str, args) -> int:
     import numpy as np
 
+    from attndyn.numeric.core.labelled import jsonable
+
     if args.n_out < 1:
         raise ValueError(f"--n-out must be >= 1, got {args.n_out}")
-    if not args.T >= 0:
-        raise ValueError(f"--T must be >= 0, got {args.T}")
+    if not (args.t_end >= 0 and math.isfinite(args.t_end)):
+        raise ValueError(f"--t-end must be a finite number >= 0, got {args.t_end}")
     model = _model(args)
     init = _init(model, args)
-    t_eval = np.linspace(0.0, args.T, args.n_out)
+    t_eval = np.linspace(0.0, args.t_end, args.n_out)
     progress = False if args.no_progress else None
     if command_name == "sgd":
         from attndyn.numeric.attention.training import sgd
         kw = {"time": args.time} if args.model == "untied" else {}
         res = sgd(model, init, eta=args.eta, batch=args.batch, t_eval=t_eval, seed=args.seed,
                   order=args.order, progress=progress, threads=args.threads, **kw)
+        saved = res.save(args.out) if args.out else None
+        if args.json:
+            print(json.dumps({"status": res.status, "message": res.message, "t": res.t.tolist(),
+                              "observables": {n: res.y[i].tolist() for i, n in enumerate(res.names)},
+                              "params": jsonable(res.params), "seed": jsonable(res.seed),
+                              "saved": saved}))
+            return 0 if res.success else 1
         print(res.message)
         print(f"time: {res.params['time']}; {res.params['n_steps']} steps; "
               f"wall {res.diagnostics['wall_s']:.2f} s")
@@ -142,8 +155,8 @@ def run(command_name: str, args) -> int:
             y = res.y[res.names.index(n)]
             if y.size:
                 print(f"{n:<14}{y[0]:>14.6g}{y[-1]:>14.6g}")
-        if args.out:
-            print(f"saved {res.save(args.out)}")
+        if saved:
+            print(f"saved {saved}")
         return 0 if res.success else 1
     from attndyn.numeric.attention.compare import compare
     if args.time != "slow":
@@ -152,20 +165,36 @@ def run(command_name: str, args) -> int:
                   theory=args.theory, order=args.order, n_seeds=args.n_seeds, progress=progress,
                   threads=args.threads)
     p = cmp.params
+    saved = None
+    if args.out:  # two labelled trajectories, both readable by attndyn.load_result
+        sgd_path = cmp.sgd.save(args.out)
+        saved = [sgd_path, cmp.theory.save(sgd_path[:-4] + "_theory.npz")]
+    if args.json:
+        print(json.dumps({"status": cmp.status, "message": cmp.message, "t": cmp.t.tolist(),
+                          "errors": jsonable(cmp.errors), "params": jsonable(p),
+                          "sgd": {n: cmp.sgd.y[i].tolist() for i, n in enumerate(cmp.sgd.names)},
+                          "theory": {n: cmp.theory.y[i].tolist()
+                                     for i, n in enumerate(cmp.theory.names)},
+                          "saved": saved}))
+    else:
+        _print_comparison(cmp, p, saved)
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        ax = cmp.plot(names=[n for n in cmp.names if n != "loss"][:6])
+        ax.figure.savefig(args.plot, dpi=120)
+        if not args.json:
+            print(f"saved plot {args.plot}")
+    sys.stdout.flush()
+    return 0 if cmp.success else 1
+
+
+def _print_comparison(cmp, p, saved):
     print(f"{p['model']} d={p['d']} B={p['batch']} eta={p['eta']:g} (eta*d/B = "
           f"{p['eta'] * p['d'] / p['batch']:.3g}), theory={p['theory']}, seeds={p['n_seeds']}, "
           f"time: {p['time']}")
     print(cmp.table())
     name, val = cmp.worst()
     print(f"worst: {name} {val:.3e}; {cmp.message}")
-    if args.out:
-        path = cmp.sgd.save(args.out)
-        print(f"saved SGD {path}; theory {cmp.theory.save(path[:-4] + '_theory.npz')}")
-    if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        ax = cmp.plot(names=[n for n in cmp.names if n != "loss"][:6])
-        ax.figure.savefig(args.plot, dpi=120)
-        print(f"saved plot {args.plot}")
-    sys.stdout.flush()
-    return 0 if cmp.success else 1
+    if saved:
+        print(f"saved SGD {saved[0]}; theory {saved[1]}")

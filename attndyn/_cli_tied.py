@@ -26,6 +26,9 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weight-decay", type=float, default=0.0, help="gamma >= 0 (default 0)")
 
 
+DEFAULT_OUT = "attndyn-result.npz"
+
+
 def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
     if command in ("derive", "integrate"):
@@ -49,8 +52,10 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--init", default="wishart(0.5,0.5),scalar(1)",
                        help="one initialisation per index: wishart(sigma,aspect) or scalar(c) "
                             "(large-d limit moments; default 'wishart(0.5,0.5),scalar(1)')")
-        p.add_argument("--rtol", type=float, default=1e-10)
-        p.add_argument("--atol", type=float, default=1e-12)
+        p.add_argument("--rtol", type=float, default=1e-10,
+                       help="relative tolerance of the integrator (default 1e-10)")
+        p.add_argument("--atol", type=float, default=1e-12,
+                       help="absolute tolerance of the integrator (default 1e-12)")
         p.add_argument("--conv-tol", type=float, default=1e-6,
                        help="tolerance of the convergence check (order M vs M-2; M+2 below "
                             "order 4)")
@@ -58,7 +63,10 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
                        help="auto (default): the truncation while it has converged, the "
                             "d -> infinity limit of --init beyond; truncation: eq. (13) only; "
                             "limit: the d -> infinity solver only")
-        p.add_argument("--out", default="attndyn-result.npz", help="result file (.npz)")
+        p.add_argument("--out", default=None,
+                       help="result file (.npz); without it the result goes to "
+                            "attndyn-result.npz, and only when the run succeeds")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
     elif command == "verify":
         p.add_argument("--orders", default="8,12,16",
                        help="comma-separated truncation orders (default 8,12,16)")
@@ -212,7 +220,18 @@ def _integrate(args) -> int:
     res = h.integrate(init, t_eval, rtol=args.rtol, atol=args.atol, check="auto",
                       conv_tol=args.conv_tol, method=args.method)
     res.params["init"] = args.init
-    path = res.save(args.out)
+    # a failed run overwrites nothing unless the user named the file
+    path = res.save(args.out or DEFAULT_OUT) if (args.out or res.success) else None
+    if args.json:
+        import json
+
+        from attndyn.numeric.core.labelled import jsonable
+        print(json.dumps({"status": res.status, "message": res.message, "t": res.t.tolist(),
+                          "moments": {n: res.y[i].tolist() for i, n in enumerate(res.names)
+                                      if len(res.words[i]) <= 2},
+                          "n_moments": h.n_moments, "n_terms": h.n_terms,
+                          "params": jsonable(res.params), "saved": path}))
+        return 0 if res.success else 1
     shown = [w for w in h.words if len(w) <= 2][:6]
     names = [h.names[h.index(w)] for w in shown]
     print(f"# {model!r}, order {args.order}: {h.n_moments} moments, {h.n_terms} terms")
@@ -220,7 +239,8 @@ def _integrate(args) -> int:
     for j, t in enumerate(res.t):
         print(f"{t:10.4g}" + "".join(f"{res.moment(w)[j]:14.8g}" for w in shown))
     print(f"# status {res.status}: {res.message}")
-    print(f"# saved {path}")
+    print(f"# saved {path}" if path else "# not saved (the run did not succeed; give --out to "
+          "save it anyway)")
     return 0 if res.success else 1
 
 

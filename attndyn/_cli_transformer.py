@@ -57,19 +57,24 @@ def _setup_args(p):
     g.add_argument("--E-scale", type=float, default=1.0, dest="E_scale",
                    help="multiplier of the sinusoidal positional embedding")
     g.add_argument("--n-test", type=int, default=256, help="test sequences (excess risk)")
-    p.add_argument("-o", "--output", default=None, help="write the labelled result here (.npz)")
+    p.add_argument("--out", "-o", "--output", dest="output", default=None,
+                   help="write the labelled result here (.npz); --output is the old name")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
 
 
 def _train_args(p):
-    p.add_argument("--T", type=float, required=True, help="training time")
-    p.add_argument("--method", choices=("flow", "sgd"), default="flow")
+    p.add_argument("--t-end", "--T", dest="T", type=float, required=True,
+                   help="training time T of eq. (2) (--T is the old name)")
+    p.add_argument("--method", choices=("flow", "sgd"), default="flow",
+                   help="gradient flow (default) or mini-batch SGD")
     p.add_argument("--lr", type=float, default=None, help="SGD step (time per step)")
     p.add_argument("--batch-fraction", type=float, default=1.0, help="alpha_agr (SGD)")
-    p.add_argument("--sgd-seed", type=int, default=0)
-    p.add_argument("--n-eval", type=int, default=20)
-    p.add_argument("--rtol", type=float, default=1e-5)
-    p.add_argument("--atol", type=float, default=1e-8)
+    p.add_argument("--sgd-seed", type=int, default=0, help="seed of the SGD mini-batches")
+    p.add_argument("--n-eval", type=int, default=20, help="number of output times (default 20)")
+    p.add_argument("--rtol", type=float, default=1e-5,
+                   help="relative tolerance of the gradient-flow integrator (default 1e-5)")
+    p.add_argument("--atol", type=float, default=1e-8,
+                   help="absolute tolerance of the gradient-flow integrator (default 1e-8)")
 
 
 def add_arguments(command_name, parser) -> None:
@@ -98,10 +103,13 @@ def add_arguments(command_name, parser) -> None:
 
 
 def _train_args_optional(p):
-    p.add_argument("--T", type=float, default=None, help="training time (lemma53, theorem55)")
-    p.add_argument("--n-eval", type=int, default=20)
-    p.add_argument("--rtol", type=float, default=1e-5)
-    p.add_argument("--atol", type=float, default=1e-8)
+    p.add_argument("--t-end", "--T", dest="T", type=float, default=None,
+                   help="training time (lemma53, theorem55; --T is the old name)")
+    p.add_argument("--n-eval", type=int, default=20, help="number of output times (default 20)")
+    p.add_argument("--rtol", type=float, default=1e-5,
+                   help="relative tolerance of the gradient-flow integrator (default 1e-5)")
+    p.add_argument("--atol", type=float, default=1e-8,
+                   help="absolute tolerance of the gradient-flow integrator (default 1e-8)")
 
 
 def _fits_json(fits):

@@ -113,16 +113,26 @@ def _integrate(args) -> int:
     h = model.hierarchy(args.order)
     t_eval = np.linspace(0.0, args.t_end, args.n_out)
     res = h.integrate(pairs, t_eval, rtol=args.rtol, atol=args.atol, conv_tol=args.conv_tol)
+    shown = [n for n in res.names if n.startswith(("m_", "tA_", "tB_", "q1_", "q2_"))]
+    path = res.save(args.out or "attndyn-result.npz") if (args.out or res.success) else None
+    if getattr(args, "json", False):
+        import json
+
+        from attndyn.numeric.core.labelled import jsonable
+        print(json.dumps({"status": res.status, "message": res.message, "t": res.t.tolist(),
+                          "observables": {n: res.observable(n).tolist() for n in shown},
+                          "params": jsonable(res.params), "saved": path}))
+        return 0 if res.success else 1
     print(f"# {model!r}, order {args.order}: {h.n_moments} moments, {h.n_terms} terms; "
           f"Gaussian pairs d = {args.d}, seed {args.seed}; slow time tau = eta n / d")
     print(f"# root: {res.diagnostics.get('root')}, boundary layer t = "
           f"{res.diagnostics.get('t_boundary_layer')}")
     print(f"# status {res.status}: {res.message}")
-    shown = [n for n in res.names if n.startswith(("m_", "tA_", "tB_", "q1_", "q2_"))]
     print(f"{'observable':<14}{'tau=0':>14}{f'tau={res.t[-1]:.4g}' if res.t.size else '':>14}")
     for n in shown:
         y = res.observable(n)
         if y.size:
             print(f"{n:<14}{y[0]:>14.6g}{y[-1]:>14.6g}")
-    print(f"saved {res.save(args.out)}")
+    print(f"saved {path}" if path else "not saved (the run did not succeed; give --out to save "
+          "it anyway)")
     return 0 if res.success else 1

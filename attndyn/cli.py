@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="attndyn",
         description="Learning dynamics of attention-indexed models (symbolic + numeric).",
     )
+    from attndyn import __version__
+    parser.add_argument("--version", action="version", version=f"attndyn {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command")
     for name, (module, helptext) in COMMANDS.items():
         p = sub.add_parser(name, help=helptext, description=helptext)
