@@ -239,3 +239,16 @@ def test_trajectory_counters_exports_and_html(serial_run, tmp_path):
     ds.to_netcdf(tmp_path / "t.nc", engine="scipy")
     assert xr.open_dataset(tmp_path / "t.nc", engine="scipy").load().equals(ds)
     assert "status" in th._repr_html_()
+
+
+def test_transformer_sweep_to_xarray_round_trip(tmp_path):
+    from attndyn.numeric.transformer.results import Sweep
+    sw = Sweep(x_name="m", x=np.array([16.0, 32.0, 64.0]), names=["gap", "loss"],
+               y=np.array([[0.3, 0.2, 0.1], [1.0, 0.9, 0.8]]), kind="lemma41",
+               params={"N": 2}, seeds=[{"entropy": 1, "spawn_key": []}],
+               fits={"gap": {"exponent": -0.5}})
+    ds = sw.to_xarray()
+    ds.to_netcdf(tmp_path / "s.nc", engine="scipy")
+    back = xr.open_dataset(tmp_path / "s.nc", engine="scipy").load()
+    assert back.equals(ds) and back.attrs == ds.attrs
+    assert list(sw.to_pandas().columns) == ["gap", "loss"]

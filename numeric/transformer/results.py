@@ -82,6 +82,26 @@ class Sweep:
         return (f"Sweep(kind={self.kind!r}, x_name={self.x_name!r}, n_x={self.x.size}, "
                 f"names={self.names}, status={self.status})")
 
+    def to_xarray(self):
+        """An ``xarray.Dataset``: ``value(observable, <x_name>)`` with the labels (kind,
+        status, message, params, seeds, fits) as netCDF-safe attributes."""
+        from attndyn.numeric.core.labelled import dataset_attrs, require_xarray
+        xr = require_xarray()
+        attrs = dataset_attrs(kind=self.kind, status=int(self.status), message=self.message,
+                              params=self.params, seeds=self.seeds, fits=self.fits,
+                              x_name=self.x_name)
+        return xr.Dataset({"value": (("observable", self.x_name),
+                                     np.asarray(self.y, dtype=np.float64))},
+                          coords={self.x_name: np.asarray(self.x, dtype=np.float64),
+                                  "observable": np.array([str(n) for n in self.names])},
+                          attrs=attrs)
+
+    def to_pandas(self):
+        """A ``pandas.DataFrame``: index ``x_name``, one column per observable."""
+        import pandas as pd
+        return pd.DataFrame(np.asarray(self.y, dtype=np.float64).T, columns=list(self.names),
+                            index=pd.Index(np.asarray(self.x, dtype=np.float64), name=self.x_name))
+
     def table(self) -> str:
         """A plain-text table of the sweep."""
         head = [self.x_name] + list(self.names)
