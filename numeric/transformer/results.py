@@ -7,25 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attndyn.numeric.core.labelled import jsonable as _jsonable
+
 __all__ = ["Sweep", "load_sweep", "fit_power_law"]
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return repr(obj)
-    return obj
 
 
 def fit_power_law(x, y):
