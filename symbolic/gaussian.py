@@ -154,7 +154,8 @@ class GaussianLaw:
 
     @property
     def centred(self) -> bool:
-        return all(sp.sympify(m) == 0 for m in self.mean)
+        from .parse import as_sympy
+        return all(as_sympy(m, "mean") == 0 for m in self.mean)
 
     def input_symbols(self) -> list:
         """Order parameters flattened in input order: each parameter row-major,
@@ -261,7 +262,8 @@ class GaussianLaw:
 
 
 def _linear_coeffs(e) -> dict:
-    e = sp.expand(sp.sympify(e))
+    from .parse import as_sympy
+    e = sp.expand(as_sympy(e))
     out = {}
     for term in sp.Add.make_args(e):
         if term == 0:

@@ -454,7 +454,7 @@ _NONSMOOTH = (sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs, sp.sign, sp.Max
 
 def _nonsmooth_atoms(expr, syms) -> list:
     s = set(syms)
-    return [a for a in sp.sympify(expr).atoms(*_NONSMOOTH) if a.free_symbols & s]
+    return [a for a in _as_sympy(expr, "loss").atoms(*_NONSMOOTH) if a.free_symbols & s]
 
 
 # -- closed / hermite engine -----------------------------------------------------------
@@ -638,7 +638,7 @@ def _wick_all(expr, law: GaussianLaw, hessian: bool):
                     if dS[a, b] != 0:
                         acc += dS[a, b] / 2 * sp.diff(expr, syms[a], syms[b])
             val = gaussian_expectation(sp.expand(acc), syms, law.cov, law.mean) if acc != 0 else 0
-            val = _tidy(sp.sympify(val) * factor)
+            val = _tidy(_as_sympy(val) * factor)
             G[r, s] = done[key] = val
         grads[name] = sp.ImmutableMatrix(G)
     hp = _hessian_param(law)
