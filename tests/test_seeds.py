@@ -51,3 +51,13 @@ def test_transformer_training_takes_a_generator():
         runs.append(train(model, data, T=0.05, method="sgd", lr=0.01, batch_fraction=0.5,
                           seed=np.random.default_rng(2)))
     assert runs[0].status == 0 and np.array_equal(runs[0].y, runs[1].y)
+
+
+def test_numeric_potential_seed_forms():
+    from attndyn.numeric.attention.potentials import _int_seed
+    assert _int_seed(3) == 3
+    a = _int_seed(np.random.SeedSequence(11))
+    assert a == _int_seed(np.random.SeedSequence(11)) and a >= 0
+    assert isinstance(_int_seed(np.random.default_rng(1)), int)
+    with pytest.raises(TypeError):
+        _int_seed(1.5)

@@ -126,6 +126,15 @@ def check_continuity(expr, variables):
     return e, grads, hess_ok
 
 
+def _int_seed(seed) -> int:
+    """The RQMC seed as an int (it keys cached rules): an int as is; a SeedSequence or a
+    Generator (SPEC 7) through :func:`~attndyn.numeric.core.validate.resolve_seed`."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return int(seed)
+    from ..core.validate import resolve_seed
+    return int(resolve_seed(seed).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
 class NumericPotential:
     """Potential of a law by compiled Gaussian quadrature (route ``"numeric"``).
 
@@ -178,7 +187,7 @@ class NumericPotential:
         self.params = tuple(params)
         self.notes: list = []
         self.tol = float(tol)
-        self.seed = int(seed)
+        self.seed = _int_seed(seed)
         if callable(loss) and not isinstance(loss, sp.Basic):
             from attndyn.symbolic.gaussian import g_array
             loss = loss(g_array(self.L, self.K))
