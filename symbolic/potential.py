@@ -656,7 +656,7 @@ def _wick_all(expr, law: GaussianLaw, hessian: bool):
                         if dk[a] != 0 and dl[b] != 0:
                             acc += dk[a] * dl[b] * sp.diff(expr, syms[a], syms[b])
                 val = gaussian_expectation(sp.expand(acc), syms, law.cov, law.mean) if acc != 0 else 0
-                H[k, l] = H[l, k] = _tidy(sp.sympify(val))
+                H[k, l] = H[l, k] = _tidy(_as_sympy(val))
         hess[hp] = sp.ImmutableMatrix(H)
     return _tidy(phi), grads, hess
 
