@@ -7,9 +7,14 @@ Letters are 0-based in code and 1-based in print, as in paper 003: the word
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import sympy as sp
+if TYPE_CHECKING:  # annotations only
+    import sympy as sp
+
+# SymPy is imported inside the functions that build SymPy objects: the plain-text names
+# (word_label, hierarchy_text) are on the start-up path of every model and must not pay
+# for importing SymPy (about half a second)
 
 __all__ = ["word_label", "word_symbol", "word_latex", "gamma_symbols", "tied_equations",
            "equations_text", "equations_latex", "hierarchy_text", "hierarchy_latex",
@@ -31,6 +36,7 @@ def word_label(word: Sequence[int], K: int, names: Sequence[str] | None = None) 
 
 
 def word_symbol(word: Sequence[int], K: int, names=None) -> sp.Symbol:
+    import sympy as sp
     return sp.Symbol(word_label(word, K, names), real=True)
 
 
@@ -43,6 +49,8 @@ def word_latex(word: Sequence[int], K: int, names=None) -> str:
 
 def _sympy_matrix(m, K: int) -> sp.ImmutableMatrix:
     """A K x K SymPy matrix from SymPy entries; strings are refused, never evaluated."""
+    import sympy as sp
+
     from .parse import as_sympy
     if isinstance(m, sp.MatrixBase):
         return sp.ImmutableMatrix(m)
@@ -52,19 +60,25 @@ def _sympy_matrix(m, K: int) -> sp.ImmutableMatrix:
 
 def gamma_symbols(K: int) -> sp.ImmutableMatrix:
     """Symmetric matrix of symbols ``Gamma_kl`` (1-based names)."""
+    import sympy as sp
+
     def s(k, l):
         a, b = min(k, l), max(k, l)
         return sp.Symbol(f"Gamma_{a + 1}{b + 1}" if K < 10 else f"Gamma_{a + 1}_{b + 1}", real=True)
     return sp.ImmutableMatrix(K, K, s)
 
 
-def tied_equations(structure, gamma_matrix=None, q_matrix=None, decay=sp.Symbol("gamma")):
+def tied_equations(structure, gamma_matrix=None, q_matrix=None, decay=None):
     """SymPy equations ``d mu_alpha/dt = ...`` of a :class:`TiedStructure`.
 
     ``gamma_matrix`` defaults to the symbols ``Gamma_kl``; pass a potential's
     ``Gamma(q)`` (with its ``q`` symbols) to get closed forms, in which case the
-    ``q`` symbols are renamed to the moment symbols ``q_kl``.
+    ``q`` symbols are renamed to the moment symbols ``q_kl``. ``decay`` defaults to
+    the symbol ``gamma``.
     """
+    import sympy as sp
+    if decay is None:
+        decay = sp.Symbol("gamma")
     K = structure.K
     syms = [word_symbol(w, K) for w in structure.words]
     if gamma_matrix is None:
@@ -94,6 +108,7 @@ def tied_equations(structure, gamma_matrix=None, q_matrix=None, decay=sp.Symbol(
 
 
 def equations_text(eqs) -> str:
+    import sympy as sp
     lines = []
     for eq in eqs:
         name = eq.lhs.expr.func.__name__
@@ -102,6 +117,7 @@ def equations_text(eqs) -> str:
 
 
 def equations_latex(eqs, structure) -> str:
+    import sympy as sp
     K = structure.K
     names = {word_symbol(w, K): sp.Symbol(word_latex(w, K)) for w in structure.words}
     rows = []
@@ -251,6 +267,7 @@ def closed_form_gamma(structure, gamma_matrix, q_matrix, latex: bool = False) ->
     """``(k, l) -> str`` (``k <= l``): a potential's ``Gamma(q)`` with ``q`` renamed to the
     moment names, printed once per entry by SymPy, for :func:`hierarchy_text` and
     :func:`hierarchy_latex`."""
+    import sympy as sp
     K = structure.K
     ren = {}
     for k in range(K):
