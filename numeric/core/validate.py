@@ -11,7 +11,6 @@ import math
 import numpy as np
 
 from attndyn.symbolic.hierarchy import check_K, check_trainable
-from attndyn.symbolic.potential import _call_loss, check_covariance, g_array
 from attndyn.symbolic.words import Alphabet
 
 __all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval", "check_max_steps",
@@ -94,13 +93,16 @@ def check_t_eval(t_eval, name="t_eval") -> np.ndarray:
     return np.ascontiguousarray(t)
 
 
-def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False):
+def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False,
+                     identity_as_none: bool = False):
     """Validate the common constructor arguments, in this order: ``K``,
     ``trainable``, ``L``, ``C``, ``weight_decay``.
 
     Returns ``(K, trainable, L, C, gamma)``; with ``alphabet=True`` (tied
     models) the first entry is the :class:`~attndyn.symbolic.words.Alphabet`
-    of ``K`` letters, which validates ``K`` with its own messages.
+    of ``K`` letters, which validates ``K`` with its own messages. With
+    ``identity_as_none`` a ``C`` of ``None`` (the identity) stays ``None``, so that the
+    caller can make the SymPy matrix only when it needs it (SymPy is not imported here).
     """
     if isinstance(K, (int, np.integer)) and not isinstance(K, bool) and K > 1:
         check_K(K)  # bounded before any K-sized object or the K x K potential is built
@@ -111,7 +113,9 @@ def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False
         K = first = check_int_ge1(K, "K")
     trainable = check_trainable(trainable, K)
     L = check_int_ge1(L, "L")
-    C = check_covariance(C, L)
+    if C is not None or not identity_as_none:
+        from attndyn.symbolic.gaussian import check_covariance
+        C = check_covariance(C, L)
     gamma = _check_nonneg_float(weight_decay, "weight_decay")
     return first, trainable, L, C, gamma
 
@@ -121,6 +125,7 @@ def check_loss(loss, L: int, K: int):
     symbols so that a bad loss fails at construction."""
     if loss is None or not callable(loss):
         raise TypeError("loss must be a callable G -> sympy expression")
+    from attndyn.symbolic.potential import _call_loss, g_array
     _call_loss(loss, g_array(L, K))
     return loss
 
