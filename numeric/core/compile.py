@@ -34,9 +34,15 @@ import warnings
 
 from attndyn.kernels._cachedir import (CacheWarning, folder_problem, numba_cache_root, numba_root_problem,
                                        private_dir, warn_once)
-from attndyn.symbolic.codegen import source_hash
-
 __all__ = ["cache_dir", "load_generated", "CompileError", "numba_cache_folder"]
+
+
+def source_hash(text: str) -> str:
+    """The content hash naming a generated file: the same as
+    :func:`attndyn.symbolic.codegen.source_hash` (kept here so that loading a cached
+    function does not import SymPy through the code generator; a test checks both agree)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
 
 _loaded: dict = {}
 
