@@ -68,7 +68,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.initial import FreeInit, _Spec
@@ -295,6 +294,7 @@ def per_node_flow(model, lam0, w, t_eval, words, *, rtol=1e-12, atol=1e-14, blow
     blow.terminal = True
 
     if tr and t_eval[-1] > 0:
+        from scipy.integrate import solve_ivp  # here: importing scipy costs ~0.4 s at start-up
         sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), lam0[tr].ravel(), method="DOP853",
                         t_eval=t_eval, rtol=rtol, atol=atol, events=blow)
         Y, ts, st, msg = sol.y, sol.t, sol.status, sol.message
@@ -485,6 +485,7 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfe
     words = [w for w in canonical_words(2, model.alphabet)]
     y0 = np.concatenate([[0.0, 0.0], np.zeros(mu.size)])
     status, message = 0, "success"
+    from scipy.integrate import solve_ivp
     # segment by segment between output times, so that a failure keeps what came before
     Ys, ts = [], []
     y, tcur = y0, 0.0
