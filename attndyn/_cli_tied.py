@@ -1,4 +1,5 @@
-"""``attndyn derive``, ``attndyn integrate`` and ``attndyn verify`` (tied attention).
+"""``attndyn derive`` and ``attndyn integrate`` (tied attention); ``attndyn verify`` is in
+``attndyn._cli_verify`` and reuses the model options here.
 
 With no options each command runs the exactly solvable example of paper 003,
 appendix D.3: K = 2, loss (G_1 - G_2)^2, index 0 (the student) trainable,
@@ -34,7 +35,7 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
     if command in ("derive", "integrate"):
         from attndyn._cli_untied import add_untied_arguments
         add_untied_arguments(command, p)  # --model tied|untied and the untied initial state
-    if command in ("derive", "integrate", "verify"):
+    if command in ("derive", "integrate"):
         p.add_argument("--max-terms", type=int, default=None,
                        help="refuse hierarchies with more terms (default: what fits in the "
                             "available memory); raise it to build a larger one")
@@ -67,16 +68,6 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
                        help="result file (.npz); without it the result goes to "
                             "attndyn-result.npz, and only when the run succeeds")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
-    elif command == "verify":
-        p.add_argument("--orders", default="8,12,16",
-                       help="comma-separated truncation orders (default 8,12,16)")
-        p.add_argument("--t-end", type=float, default=0.1, help="final ODE time (default 0.1)")
-        p.add_argument("--d", type=int, default=120, help="matrix dimension (default 120)")
-        p.add_argument("--seed", type=int, default=0, help="seed of the random PSD matrices")
-        p.add_argument("--conv-tol", type=float, default=1e-4,
-                       help="a truncation has converged when orders M and M+2 agree to this "
-                            "(relative, on the moments of length <= 2; default 1e-4)")
-        p.add_argument("--json", action="store_true", help="print the checks as JSON")
 
 
 def _loss(spec: str, K: int, L: int):
@@ -169,8 +160,6 @@ def run(command: str, args) -> int:
         return _derive(args)
     if command == "integrate":
         return _integrate(args)
-    if command == "verify":
-        return _verify(args)
     raise ValueError(f"unknown command {command!r}")
 
 
@@ -242,82 +231,3 @@ def _integrate(args) -> int:
     print(f"# saved {path}" if path else "# not saved (the run did not succeed; give --out to "
           "save it anyway)")
     return 0 if res.success else 1
-
-
-def _verify(args) -> int:
-    """Truncations against the exact matrix flow. Per order ``M`` two checks: the truncation
-    has converged in the order (``M`` vs ``M + 2`` within ``--conv-tol``), and its distance to
-    the flow is covered by that convergence estimate; across orders, the error to the flow
-    falls with the order. Exit 1 when a check that applies does not hold."""
-    import json
-
-    import numpy as np
-
-    from attndyn.numeric import matrix_flow
-
-    orders = _int_list(args.orders, "orders")
-    if not orders or min(orders) < 1:
-        raise ValueError("--orders must list orders >= 1")
-    if args.d < 2:
-        raise ValueError(f"--d must be >= 2, got {args.d}")
-    if not (args.t_end > 0 and math.isfinite(args.t_end)):
-        raise ValueError(f"--t-end must be a finite number > 0, got {args.t_end}")
-    if not (args.conv_tol > 0 and math.isfinite(args.conv_tol)):
-        raise ValueError(f"--conv-tol must be a finite number > 0, got {args.conv_tol}")
-    model = _build_model(args)
-    rng = np.random.default_rng(args.seed)
-    mats = []
-    for _ in range(model.K):
-        A = rng.standard_normal((args.d, args.d))
-        S = A @ A.T / args.d
-        mats.append(S / np.linalg.eigvalsh(S)[-1])  # spectrum in [0, 1]
-    t_eval = np.linspace(0.0, args.t_end, 6)
-    flow = matrix_flow(model, mats, t_eval, order=2)
-    low = list(flow.words)
-    checks = []
-
-    def check(name, ref, held, measured, bound, note=""):
-        verdict = "not applicable" if held is None else ("held" if held else "not held")
-        checks.append({"check": name, "paper": ref, "verdict": verdict,
-                       "measured": measured, "bound": bound, "note": note})
-
-    errors = {}
-    for M in orders:
-        h = model.hierarchy(M, max_terms=args.max_terms)
-        res = h.integrate(mats, t_eval, check=M + 2, conv_tol=args.conv_tol, method="truncation")
-        conv = res.diagnostics.get("truncation_error_low")
-        if res.t.size != t_eval.size or conv is None:
-            check(f"order {M}: converged in the order", "eq. (13)", False, None, args.conv_tol,
-                  res.message)
-            check(f"order {M}: error to the flow within the estimate", "eq. (11)", None, None,
-                  None, "the truncation did not reach the horizon")
-            continue
-        err = max(float(np.abs(res.moment(w) - flow.moment(w)).max()) for w in low if len(w) <= M)
-        errors[M] = err
-        check(f"order {M}: converged in the order", "eq. (13)", conv <= args.conv_tol, conv,
-              args.conv_tol, f"|M - (M+2)| on the moments of length <= 2, status {res.status}")
-        # the M vs M+2 difference estimates the truncation error of M (geometric convergence)
-        bound = 10 * conv + 1e-9
-        check(f"order {M}: error to the flow within the estimate", "eq. (11)", err <= bound,
-              err, bound, "max |hierarchy - matrix flow| on t_k and q_kl")
-    if len(errors) >= 2:
-        seq = [errors[M] for M in sorted(errors)]
-        falls = all(b < a or b < 1e-10 for a, b in zip(seq, seq[1:]))
-        check("error to the flow falls with the order", "Corollary 2", falls, seq[-1], seq[0],
-              "errors " + ", ".join(f"M={M}: {errors[M]:.2e}" for M in sorted(errors)))
-    failed = [c for c in checks if c["verdict"] == "not held"]
-    header = {"model": repr(model), "d": args.d, "seed": args.seed, "t_end": args.t_end,
-              "orders": orders, "conv_tol": args.conv_tol}
-    if args.json:
-        print(json.dumps({"setting": header, "checks": checks, "ok": not failed}))
-    else:
-        print(f"# {model!r}; random PSD matrices d = {args.d}, seed {args.seed}, spectra in "
-              f"[0, 1]; horizon t = {args.t_end}")
-        print(f"{'check':52}{'paper':>13}{'measured':>11}{'bound':>11}  verdict")
-        for c in checks:
-            m = "-" if c["measured"] is None else f"{c['measured']:.2e}"
-            b = "-" if c["bound"] is None else f"{c['bound']:.2e}"
-            print(f"{c['check']:52}{c['paper']:>13}{m:>11}{b:>11}  {c['verdict']}")
-        print(f"# verify: {len(checks) - len(failed)} of {len(checks)} checks held"
-              + (f"; NOT HELD: {', '.join(c['check'] for c in failed)}" if failed else ""))
-    return 1 if failed else 0

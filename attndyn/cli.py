@@ -15,7 +15,8 @@ import sys
 COMMANDS = {
     "derive": ("attndyn._cli_tied", "print a moment hierarchy (text or LaTeX)"),
     "integrate": ("attndyn._cli_tied", "integrate a truncated hierarchy and save a labelled result"),
-    "verify": ("attndyn._cli_tied", "check a truncation against the exact finite-d matrix flow"),
+    "verify": ("attndyn._cli_verify",
+               "paper 003's theorems as numerical checks (thm1, cor1, cor2, trunc, ...)"),
     "scaling": ("attndyn._cli_scaling", "evaluate the scaling-law bounds of paper 000 (Lambert W)"),
     "sgd": ("attndyn._cli_sgd", "run finite-d online SGD and save the observables"),
     "compare": ("attndyn._cli_sgd", "run SGD and theory from one initial condition and compare"),

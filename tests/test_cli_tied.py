@@ -44,14 +44,19 @@ def test_integrate_writes_labelled_result(tmp_path, capsys):
 def test_verify_holds_where_the_truncation_converges(capsys):
     assert main(["verify", "--orders", "8,12", "--d", "30", "--t-end", "0.05"]) == 0
     out = capsys.readouterr().out
-    assert "verify: 5 of 5 checks held" in out and "not held" not in out
+    # the trunc options alone run the trunc check (the pre-suite verify) with its sub-table
+    assert "trunc: 5 of 5 sub-checks held" in out
+    assert not any(line.endswith(" not held") for line in out.splitlines())
+    assert "verify: 1 held, 0 not held" in out
 
 
 def test_verify_fails_where_a_truncation_does_not_converge(capsys):
     import json
     assert main(["verify", "--orders", "2,8", "--d", "30", "--t-end", "0.05", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    verdicts = {c["check"]: c["verdict"] for c in report["checks"]}
+    [trunc] = report["checks"]
+    assert trunc["check"] == "trunc" and trunc["verdict"] == "not held"
+    verdicts = {c["check"]: c["verdict"] for c in trunc["data"]["rows"]}
     assert verdicts["order 2: converged in the order"] == "not held"
     assert verdicts["order 8: converged in the order"] == "held"
     assert not report["ok"]

@@ -2,9 +2,14 @@
 
 A *check* turns one theorem, corollary or assumption with checkable content
 into a computation that can fail. It is a function ``fn(budget, seed)`` that
-returns a :class:`CheckResult`; ``budget`` is ``"default"`` (minutes on two
-cores, also run by the default test suite in a smaller form) or ``"slow"``,
-``seed`` anything :func:`~attndyn.numeric.core.validate.resolve_seed` accepts.
+returns a :class:`CheckResult`; ``budget`` is ``"small"`` (seconds: the
+default test suite), ``"default"`` (what ``attndyn verify`` runs: minutes on
+two cores for the whole suite) or ``"slow"`` (the large instances, ``pytest -m
+slow`` and ``attndyn verify --budget slow``); a check without a smaller form
+treats ``"small"`` as ``"default"``. ``seed`` is anything
+:func:`~attndyn.numeric.core.validate.resolve_seed` accepts. A check may take
+keyword options (``run_checks(options={key: {...}})``), for example the model
+that ``attndyn verify --only trunc --loss ...`` passes to the truncation check.
 
 Checks are registered by key (``"cor1"``, ``"cor3"``...) with :func:`register`;
 :func:`run_checks` runs all or a named subset within a time budget and
@@ -23,7 +28,7 @@ __all__ = ["CheckResult", "register", "registered", "run_checks", "checks_table"
            "VERDICTS", "BUDGETS"]
 
 VERDICTS = ("held", "not held", "not applicable")
-BUDGETS = ("default", "slow")
+BUDGETS = ("small", "default", "slow")
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,10 @@ class CheckResult:
         return None if self.verdict == "not applicable" else self.verdict == "held"
 
     def as_dict(self) -> dict:
+        """JSON-ready: numpy numbers as Python numbers, non-finite numbers as ``None``
+        (top level) or their ``repr`` (inside ``data``)."""
+        from .labelled import jsonable
+
         def num(x):
             x = float(x)
             return x if math.isfinite(x) else None
@@ -77,7 +86,7 @@ class CheckResult:
                 "instances": self.instances, "worst": num(self.worst),
                 "measured": self.measured, "bound": num(self.bound),
                 "expectation": self.expectation, "detail": self.detail,
-                "data": self.data, "wall_s": num(self.wall_s)}
+                "data": jsonable(self.data), "wall_s": num(self.wall_s)}
 
 
 @dataclass(frozen=True)
@@ -117,13 +126,15 @@ def registered() -> dict:
 
 
 def run_checks(only=None, budget: str = "default", seed=0, time_budget_s: float | None = None,
-               progress=None) -> list:
+               progress=None, options: dict | None = None) -> list:
     """Run the registered checks (all, or the keys in ``only``) and return their results.
 
     Each check gets its own child seed of ``seed`` (by key, so adding a check does
     not change the others' numbers). With ``time_budget_s`` set, checks not
     started before the budget is spent are reported "not applicable" with the
-    reason; a check that raises is reported "not held" with the exception."""
+    reason; a check that raises is reported "not held" with the exception.
+    ``options`` maps a key to keyword arguments of that check (validated by the
+    caller: an option a check does not take is a ``TypeError`` before any runs)."""
     import numpy as np
 
     from attndyn.numeric.core.validate import resolve_seed
@@ -140,6 +151,16 @@ def run_checks(only=None, budget: str = "default", seed=0, time_budget_s: float 
         if unknown:
             raise ValueError(f"unknown check(s) {unknown}; known: {', '.join(keys)}")
         keys = [k for k in keys if k in only]
+    options = dict(options or {})
+    bad = [k for k in options if k not in known]
+    if bad:
+        raise ValueError(f"options for unknown check(s) {bad}; known: {', '.join(known)}")
+    import inspect
+    for k, kw in options.items():
+        params = inspect.signature(_REGISTRY[k].fn).parameters
+        extra = [a for a in kw if a not in params]
+        if extra:
+            raise TypeError(f"check {k!r} takes no option(s) {extra}")
     ss = resolve_seed(seed, "seed")
     base = ss.entropy if isinstance(ss, np.random.SeedSequence) else None
     start = time.perf_counter()
@@ -154,7 +175,7 @@ def run_checks(only=None, budget: str = "default", seed=0, time_budget_s: float 
         child = np.random.SeedSequence(base, spawn_key=(sum(map(ord, k)), len(k)))
         t0 = time.perf_counter()
         try:
-            r = e.fn(budget, child)
+            r = e.fn(budget, child, **options.get(k, {}))
         except Exception as exc:  # a check that crashes has not held
             r = CheckResult(k, e.reference, "not held", 0, float("nan"),
                             "the check raised", detail=f"{type(exc).__name__}: {exc}")
