@@ -128,6 +128,46 @@ class FreeInit:
     def __call__(self, words):
         return [float(self.moment(w)) for w in words]
 
+    def structure_moments(self, structure):
+        """``self(structure.words)`` as a float64 array in state order, from the words'
+        integer codes (a :class:`~attndyn.symbolic.hierarchy.TiedStructure`), without
+        making the word tuples.
+
+        :meth:`moment` depends on a word only through its subsequence of scalar letters
+        (their product, in order) and its subsequence of random letters (the free
+        moment of what is left), so it runs once per distinct pair of subsequences and
+        the values are spread over the words by index: the same floats as calling
+        ``self`` word by word (order 20, ``K = 2``, one scalar letter: 58k words, 230
+        distinct pairs).
+        """
+        import numpy as np
+
+        from .words import decode
+        K = structure.K
+        if len(self.specs) < K:  # a letter without a spec: the per-word call says which
+            return np.asarray(self(structure.words), dtype=np.float64)
+        is_scalar = np.array([s.kind == "scalar" for s in self.specs[:K]])
+        out = np.empty(structure.n_moments, dtype=np.float64)
+        for n in range(1, structure.order + 1):
+            codes = structure.codes[n]
+            if codes.size == 0:
+                continue
+            D = decode(codes, n, K)
+            sc = is_scalar[D]
+            # scalar letters first, each group in word order (a stable sort)
+            P = np.take_along_axis(D, np.argsort(~sc, axis=1, kind="stable"), axis=1)
+            n_sc = sc.sum(axis=1)
+            if (n + 1) * K ** n < 2 ** 62:  # one int64 per pair: (n_sc, P) in mixed radix
+                key = n_sc * K ** n + P @ (K ** np.arange(n - 1, -1, -1, dtype=np.int64))
+                _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            else:
+                _, first, inv = np.unique(np.column_stack([n_sc, P]), axis=0,
+                                          return_index=True, return_inverse=True)
+            vals = np.array([float(self.moment(D[i].tolist())) for i in first], dtype=np.float64)
+            start = int(structure.offsets[n])
+            out[start:start + codes.size] = vals[np.asarray(inv).reshape(-1)]
+        return out
+
 
 def free_moments(specs: Sequence[_Spec], words) -> list:
     """Limit moments ``mu_w`` of independent initialisations ``specs``."""

@@ -17,7 +17,7 @@ import numpy as np
 from attndyn.kernels.integrate import status_message
 from attndyn.kernels.moments import word_traces
 from attndyn.symbolic.hierarchy import check_order, tied_structure
-from attndyn.symbolic.potential import tied_potential
+from attndyn.symbolic.initial import FreeInit
 from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hierarchy_text,
                                        tied_equations, word_label)
 from attndyn.symbolic.words import canonical, canonical_words
@@ -26,8 +26,8 @@ from ..core.validate import (_check_nonneg_float, _check_pos_float, check_model_
                              check_max_steps, check_t_eval, real_array)
 from ..core.compile import load_generated
 from ..core.results import IntegrationError, Trajectory, TruncationNotConverged
+from . import potcache
 from .base import AttentionModel, SGDRunner, TimeScale, check_order_arg, obs_key
-from .flow import solve_flow
 
 __all__ = ["TiedModel", "TiedHierarchy", "NOT_CONVERGED", "tied_observable_names"]
 
@@ -74,32 +74,88 @@ class TiedModel(AttentionModel):
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
-        (self.alphabet, self.trainable, self.L, self.C,
-         self.weight_decay) = check_model_args(K, trainable, L, C, weight_decay, alphabet=True)
+        # C = None (the identity) stays None until the SymPy matrix is asked for
+        (self.alphabet, self.trainable, self.L, self._C,
+         self.weight_decay) = check_model_args(K, trainable, L, C, weight_decay, alphabet=True,
+                                               identity_as_none=True)
         self.K = self.alphabet.K
         self.loss = loss
         self.params = dict(params or {})
         self._numeric_potential = potential
+        self._potential = None
+        self._entry = None  # the potential's cache entry (potcache), for exact routes
         if potential is None:
             if loss is None:
                 raise TypeError("give a loss callable (or a numeric potential=)")
-            import sympy as sp
-            psyms = [sp.Symbol(str(k), real=True) for k in self.params]
-            pot = tied_potential(loss, self.K, self.L, self.C, params=psyms,
-                                 param_values=[float(v) for v in self.params.values()])
-            if pot.route == "numeric":
-                # no closed form: the symbolic layer describes the quadrature, built here
-                from .potentials import build_potential
-                self._numeric_potential = build_potential(pot)
-                self.potential = None
-            else:
-                self.potential = pot
+            self._init_symbolic()
         else:
             for attr in ("gradient_function", "parameters"):
                 if not callable(getattr(potential, attr, None)):
                     raise TypeError(f"potential must define {attr}()")
-            self.potential = None
         self._hier: dict = {}
+
+    def _init_symbolic(self):
+        """The symbolic potential, from the disk cache when this loss was derived before.
+
+        A traceable loss (:func:`potcache.trace_loss`) with the identity ``C`` is looked up
+        without importing SymPy; the derivation (:meth:`_derive`) then runs only when
+        something asks for :attr:`potential` itself (equations in closed form, theory
+        rows, the surrogate). Any other loss is keyed by SymPy's ``srepr`` of ``loss(G)``.
+        """
+        C_text = "I" if self._C is None else None
+        key = None
+        if C_text is not None:
+            key = potcache.potential_key(self.loss, self.K, self.L, C_text, self.params)
+        if key is None:
+            import sympy as sp
+
+            from attndyn.symbolic.potential import _call_loss, g_array
+            expr = _call_loss(self.loss, g_array(self.L, self.K))  # a bad loss fails here
+            key = potcache.potential_key_sympy(sp.srepr(expr), self.K, self.L,
+                                               "I" if self._C is None else sp.srepr(self._C),
+                                               self.params)
+        entry = potcache.load_entry(key)
+        if entry is not None and entry.K == self.K:
+            self._entry = entry
+            return
+        pot = self._derive()
+        if pot is not None:
+            self._entry = potcache.PotentialEntry(key, self.K, pot.route, str(pot.phi),
+                                                  pot.numba_source("grad"))
+            potcache.store_entry(self._entry)
+
+    def _derive(self):
+        """Derive the potential with SymPy; ``None`` on the numeric route (built here)."""
+        import sympy as sp
+
+        from attndyn.symbolic.potential import tied_potential
+        psyms = [sp.Symbol(str(k), real=True) for k in self.params]
+        pot = tied_potential(self.loss, self.K, self.L, self.C, params=psyms,
+                             param_values=[float(v) for v in self.params.values()])
+        if pot.route == "numeric":
+            # no closed form: the symbolic layer describes the quadrature, built here
+            from .potentials import build_potential
+            self._numeric_potential = build_potential(pot)
+            return None
+        self._potential = pot
+        return pot
+
+    @property
+    def C(self):
+        """The token covariance as a SymPy matrix (the identity is made on first use)."""
+        if self._C is None:
+            from attndyn.symbolic.gaussian import check_covariance
+            self._C = check_covariance(None, self.L)
+        return self._C
+
+    @property
+    def potential(self):
+        """The symbolic :class:`~attndyn.symbolic.potential.TiedPotential` (``None`` with a
+        numeric potential); derived on first use when the model came from the cache."""
+        if self._potential is None and self._numeric_potential is None \
+                and self._entry is not None:
+            self._derive()
+        return self._potential
 
     def __repr__(self):
         return (f"TiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
@@ -111,6 +167,8 @@ class TiedModel(AttentionModel):
         """Compiled ``Gamma(q)``: ``f(q.ravel(), p, out)``."""
         if self._numeric_potential is not None:
             return self._numeric_potential.gradient_function()
+        if self._entry is not None:  # the same text numba_source printed (cached)
+            return load_generated(self._entry.grad_source, "grad")
         return load_generated(self.potential.numba_source("grad"), "grad")
 
     @cached_property
@@ -145,10 +203,20 @@ class TiedModel(AttentionModel):
         return h
 
     def params_dict(self) -> dict:
+        if self._C is None:  # the identity, without making the SymPy matrix
+            C = [[float(i == j) for j in range(self.L)] for i in range(self.L)]
+        else:
+            C = [[float(self._C[i, j]) for j in range(self.L)] for i in range(self.L)]
+        if self._numeric_potential is not None:
+            loss = None
+        elif self._entry is not None:
+            loss = self._entry.phi_text  # str(phi), printed once and cached
+        else:
+            loss = None if self.potential is None else str(self.potential.phi)
         return {"model": "tied", "K": self.K, "trainable": list(self.trainable), "L": self.L,
-                "C": [[float(self.C[i, j]) for j in range(self.L)] for i in range(self.L)],
+                "C": C,
                 "weight_decay": self.weight_decay,
-                "loss": None if self.potential is None else str(self.potential.phi),
+                "loss": loss,
                 "params": {k: float(v) for k, v in self.params.items()}}
 
     def check_matrices(self, matrices, name="matrices") -> list:
@@ -321,7 +389,10 @@ class TiedHierarchy:
         ``{word: value}``, a callable ``words -> values``, or a list of the
         ``K`` matrices ``S_k``."""
         n = self.n_moments
-        if callable(mu0):
+        if isinstance(mu0, FreeInit) and type(mu0).__call__ is FreeInit.__call__:
+            # the same floats as mu0(self.words), once per distinct value (no word tuples)
+            y = mu0.structure_moments(self.structure)
+        elif callable(mu0):
             y = np.asarray(mu0(self.words), dtype=np.float64)
         elif isinstance(mu0, dict):
             vals = {canonical(w, self.model.alphabet): float(v) for w, v in mu0.items()}
@@ -368,15 +439,30 @@ class TiedHierarchy:
         from types import SimpleNamespace
 
         from attndyn.kernels.rhs import check_system, function_pointer
+        sysn = SimpleNamespace(gfun=function_pointer(self.model.gradient_function),
+                               **self._system_arrays)
+        check_system(sysn, self.structure.n_moments)
+        return sysn
+
+    @cached_property
+    def _system_arrays(self) -> dict:
         s = self.structure
-        sysn = SimpleNamespace(
-            gfun=function_pointer(self.model.gradient_function),
-            gparams=np.ascontiguousarray(self.model.gradient_parameters, dtype=np.float64),
-            gather=s.gather, consts=np.ascontiguousarray(self.consts, dtype=np.float64),
-            indptr=s.indptr, src=s.src, slot=s.slot, slot_coef=s.slot_coef,
-            slot_ent=s.slot_ent, n_grad=self.model.K * self.model.K,
-            blocks=np.array([0, s.n_moments], dtype=np.int64))
-        check_system(sysn, s.n_moments)
+        return dict(gparams=np.ascontiguousarray(self.model.gradient_parameters, dtype=np.float64),
+                    gather=s.gather, consts=np.ascontiguousarray(self.consts, dtype=np.float64),
+                    indptr=s.indptr, src=s.src, slot=s.slot, slot_coef=s.slot_coef,
+                    slot_ent=s.slot_ent, n_grad=self.model.K * self.model.K,
+                    blocks=np.array([0, s.n_moments], dtype=np.int64))
+
+    @cached_property
+    def _taylor_system(self):
+        """The same arrays for the Taylor kernel, which never calls the compiled gradient
+        (it runs the Gamma program): no ``gfun``, so that a cached model integrates
+        without loading the gradient's machine code (one numba cache load less)."""
+        from types import SimpleNamespace
+
+        from attndyn.kernels.rhs import check_system
+        sysn = SimpleNamespace(gfun=None, **self._system_arrays)
+        check_system(sysn, self.structure.n_moments)
         return sysn
 
     @cached_property
@@ -385,9 +471,21 @@ class TiedHierarchy:
         Checked against the compiled gradient at random overlaps before it is trusted."""
         from attndyn.kernels.taylor import check_program
         from attndyn.symbolic.hierarchy import gamma_program
+        entry = self.model._entry
+        if entry is not None and not isinstance(entry.program, str):
+            # made, checked as below and stored by an earlier process; potcache validated
+            # the entry (key, digest, check_program) when it read it
+            return entry.program
         pot = self.model.potential
         if pot is None or not hasattr(pot, "gamma"):
             return None
+        prog = self._make_gamma_program(pot, check_program, gamma_program)
+        if entry is not None:
+            entry.program = prog
+            potcache.store_entry(entry)
+        return prog
+
+    def _make_gamma_program(self, pot, check_program, gamma_program):
         import sympy as sp
         subs = {sp.Symbol(str(k), real=True): sp.Float(float(v))
                 for k, v in self.model.params.items()}
@@ -401,7 +499,7 @@ class TiedHierarchy:
             a = rng.uniform(-1.0, 1.0, (K, K))
             x = np.ascontiguousarray((a + a.T).ravel())
             ref = np.empty(K * K)
-            self.model.gradient_function(x, self._system.gparams, ref)
+            self.model.gradient_function(x, self._system_arrays["gparams"], ref)
             got = np.zeros(K * K)
             ptr, var, coef, out = prog
             for m in range(coef.size):
@@ -439,7 +537,7 @@ class TiedHierarchy:
             self._last_taylor_order = taylor_order(rtol)
 
             def chunk_run(y, t_rem, t, h, n_steps):
-                ys_, info_, tinfo_, yend_, _ = run_taylor(self._system, prog, y, t_rem, rtol,
+                ys_, info_, tinfo_, yend_, _ = run_taylor(self._taylor_system, prog, y, t_rem, rtol,
                                                           n_steps, blowup, h_max, t0=t)
                 return ys_, info_, tinfo_, yend_
         else:
@@ -850,6 +948,7 @@ def _tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, meth
         return full(y, keep_matrices)
 
     if tr:
+        from .flow import solve_flow  # imports scipy.integrate: not at start-up
         y0 = y0_fast
         sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
                          what="tied matrix flow")
