@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from .rhs import GRAD_FTYPE, _SLOT_TYPES, apply_all, check_system, fused_system, gamma_table
+from .rhs import GRAD_FTYPE, _SLOT_TYPES, apply_rows, check_system, fused_system, gamma_table
 
 __all__ = ["rk_kernel", "rk_signature", "run_rk", "TABLEAUX", "dopri5_sparse", "STATUS",
            "status_message"]
@@ -157,7 +157,7 @@ def rk_signature(slot_dtype=np.uint8):
 def _f(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
        xbuf, gout, g, tab, dy):
     gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
-    apply_all(indptr, src, slot, tab, y, dy, blocks)
+    apply_rows(indptr, src, slot, tab, y, dy, 0, indptr.size - 1)  # blocks cover 0..n
 
 
 @njit(cache=True)

@@ -97,6 +97,19 @@ def _gamma_coef(k, X, mono_ptr, mono_vars, mono_coef, mono_out, PP, pp_ptr, gk):
 
 
 @njit(cache=True)
+def _horner(Y, p, tau, out):
+    """``out[i] = sum_k Y[k, i] tau^k`` by Horner's rule, ``k`` outer so the loop over
+    ``i`` vectorises (each entry sees the same operations in the same order)."""
+    n = out.size
+    for i in range(n):
+        out[i] = Y[p, i]
+    for k in range(p - 1, -1, -1):
+        yk = Y[k]
+        for i in range(n):
+            out[i] = out[i] * tau + yk[i]
+
+
+@njit(cache=True)
 def _split_rows(indptr, src, slot, slot_coef, slot_u, y, Zk, acc):
     """``Zk[u, i] = sum_{t in row i, u(t) = u} coef_t * y[src_t]``."""
     nu = acc.size
@@ -116,7 +129,7 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, in
     n = y0.size
     nx = gather.size
     n_e = n_grad + consts.size
-    Y = np.zeros((p + 1, n))
+    Y = np.empty((p + 1, n))  # rows 0..p are written before they are read
     X = np.zeros((p + 1, nx))
     G = np.zeros((p + 1, n_e))
     n_pp = 0
@@ -218,22 +231,22 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, in
         if h < tiny * max(abs(t), 1.0) and not last:
             status = -1
             break
-        # dense output inside the step (Horner), then the new state
+        # dense output inside the step (Horner), then the new state; Horner runs over
+        # the whole vector per coefficient (the same operations per entry, vectorised)
         n_before = n_out
+        new_state = False
         while n_out < t_eval.size and (t_eval[n_out] <= t + h or last):
             tau = t_eval[n_out] - t
-            for i in range(n):
-                v = Y[p, i]
-                for k in range(p - 1, -1, -1):
-                    v = v * tau + Y[k, i]
-                ys[n_out, i] = v
+            _horner(Y, p, tau, ys[n_out])
+            if tau == h:  # the output time is the step's end: the same polynomial value
+                for i in range(n):
+                    y[i] = ys[n_out, i]
+                new_state = True
             n_out += 1
+        if not new_state:
+            _horner(Y, p, h, y)
         for i in range(n):
-            v = Y[p, i]
-            for k in range(p - 1, -1, -1):
-                v = v * h + Y[k, i]
-            y[i] = v
-            if not (abs(v) <= blowup):
+            if not (abs(y[i]) <= blowup):
                 bad = True
         steps += 1
         if bad:
