@@ -213,9 +213,19 @@ class TiedStructure:
 
     @cached_property
     def words(self) -> list:
+        import gc
         out: list = []
-        for n in range(1, self.order + 1):
-            out.extend(map(tuple, decode(self.codes[n], n, self.K).tolist()))
+        # one list per letter position, zipped into tuples in C, with the cyclic collector
+        # paused (the tuples hold ints only): about 2x less CPU than one list per word
+        # turned into a tuple (order 20: 58k words, made by the first integrate)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for n in range(1, self.order + 1):
+                out.extend(zip(*decode(self.codes[n], n, self.K).T.tolist()))
+        finally:
+            if enabled:
+                gc.enable()
         return out
 
     @cached_property
@@ -257,10 +267,12 @@ class TiedStructure:
             c = self.codes[n]
             if c.size == 0:
                 continue
-            digits = (decode(c, n, self.K) + ord("1")).astype(np.uint8)
-            body = np.ascontiguousarray(digits).view(f"S{n}").ravel()
             head = "q_" if n == 2 else "mu_"
-            out.extend(head + b.decode("ascii") for b in body.tolist())
+            # code points of head + digits, viewed as fixed-width str: tolist makes the str
+            chars = np.empty((c.size, len(head) + n), dtype=np.uint32)
+            chars[:, :len(head)] = np.frombuffer(head.encode("ascii"), dtype=np.uint8)
+            chars[:, len(head):] = decode(c, n, self.K) + ord("1")
+            out.extend(chars.view(f"<U{len(head) + n}").ravel().tolist())
         return out
 
     def lengths(self) -> np.ndarray:
