@@ -56,6 +56,10 @@ def narayana_moment(n: int, sigma=1, aspect=1):
     return s2 ** n * sum(comb(n, j) * comb(n, j - 1) // n * aspect ** j for j in range(1, n + 1))
 
 
+#: above this, subsequence codes would overflow int64 (structure_moments sorts rows instead)
+_CODE_LIMIT = 2 ** 62
+
+
 class FreeInit:
     """Limit moments of independent initialisations, one spec per index.
 
@@ -148,22 +152,36 @@ class FreeInit:
             return np.asarray(self(structure.words), dtype=np.float64)
         is_scalar = np.array([s.kind == "scalar" for s in self.specs[:K]])
         out = np.empty(structure.n_moments, dtype=np.float64)
+        base = K + 1  # subsequence codes: letters as digits 1..K, so lengths are implied
         for n in range(1, structure.order + 1):
             codes = structure.codes[n]
             if codes.size == 0:
                 continue
-            D = decode(codes, n, K)
-            sc = is_scalar[D]
-            # scalar letters first, each group in word order (a stable sort)
-            P = np.take_along_axis(D, np.argsort(~sc, axis=1, kind="stable"), axis=1)
-            n_sc = sc.sum(axis=1)
-            if (n + 1) * K ** n < 2 ** 62:  # one int64 per pair: (n_sc, P) in mixed radix
-                key = n_sc * K ** n + P @ (K ** np.arange(n - 1, -1, -1, dtype=np.int64))
-                _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-            else:
-                _, first, inv = np.unique(np.column_stack([n_sc, P]), axis=0,
+            if base ** n >= _CODE_LIMIT:  # the codes would overflow: unique rows instead
+                D = decode(codes, n, K)
+                sc = is_scalar[D]
+                P = np.take_along_axis(D, np.argsort(~sc, axis=1, kind="stable"), axis=1)
+                _, first, inv = np.unique(np.column_stack([sc.sum(axis=1), P]), axis=0,
                                           return_index=True, return_inverse=True)
-            vals = np.array([float(self.moment(D[i].tolist())) for i in first], dtype=np.float64)
+            else:
+                # letter by letter from the last: the codes of both subsequences
+                c = codes.copy()
+                sub = {True: np.zeros_like(c), False: np.zeros_like(c)}
+                pw = {True: np.ones_like(c), False: np.ones_like(c)}
+                for _ in range(n):
+                    d = c % K
+                    c //= K
+                    s_ = is_scalar[d]
+                    for flag, m in ((True, s_), (False, ~s_)):
+                        sub[flag] += np.where(m, (d + 1) * pw[flag], 0)
+                        pw[flag] = np.where(m, pw[flag] * base, pw[flag])
+                _, i_s = np.unique(sub[True], return_inverse=True)
+                u_r, i_r = np.unique(sub[False], return_inverse=True)
+                _, first, inv = np.unique(np.asarray(i_s).reshape(-1) * u_r.size
+                                          + np.asarray(i_r).reshape(-1),
+                                          return_index=True, return_inverse=True)
+            reps = decode(codes[first], n, K).tolist()
+            vals = np.array([float(self.moment(w)) for w in reps], dtype=np.float64)
             start = int(structure.offsets[n])
             out[start:start + codes.size] = vals[np.asarray(inv).reshape(-1)]
         return out

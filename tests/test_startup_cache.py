@@ -210,6 +210,14 @@ def test_structure_moments_equal_the_per_word_moments(specs, K, order):
     assert np.array_equal(got, ref)
 
 
+def test_structure_moments_without_int64_codes(monkeypatch):
+    import attndyn.symbolic.initial as init
+    monkeypatch.setattr(init, "_CODE_LIMIT", 1)  # the sorted-rows branch at every length
+    s = tied_structure(3, [0], 7)
+    law = FreeInit([scalar(0.5), wishart(0.5, 2.0), wishart(0.8, 0.7)])
+    assert np.array_equal(law.structure_moments(s), np.array(law(s.words)))
+
+
 def test_structure_moments_with_too_few_specs_raise():
     s = tied_structure(3, [0], 4)
     with pytest.raises(ValueError, match="out of range"):
