@@ -327,6 +327,11 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     params = dict(runs[0].params)
     params.update({"theory": theory, "order": order, "n_seeds": len(runs)})
     message = "success: SGD and theory compared" if status == 0 else "; ".join(msgs)
+    # the premises of the theorem behind the theory, at this start (issue 18)
+    from .theorems.assumptions import diagnose
+    verdicts = diagnose(model, init, quick=True)
+    params["assumptions"] = [v.as_dict() for v in verdicts]
+    message += "".join(f"; {v}" for v in verdicts if v.holds is False)
     res = Comparison(t=t, names=common, sgd=sgd_mean, theory=th_al, runs=runs, spread=spread,
                      errors=errors, params=params, status=int(status), message=message)
     if raise_on_failure and res.status != 0:

@@ -713,6 +713,9 @@ class TiedHierarchy:
                                 + " (pass check=order+2 with matrices or a moment function)")
         if method == "auto":
             res = _limit.auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
+        # Assumption 2.4 (gamma > gamma*) behind Corollary 2's bound: diagnostics + a note
+        from .theorems.assumptions import note_truncation
+        note_truncation(self.model, mu0, res)
         if raise_on_failure and res.status != 0:
             exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
             raise exc(res.message)
