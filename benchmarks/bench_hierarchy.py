@@ -100,43 +100,52 @@ def _csr(h):
 
 def table_rhs(orders) -> None:
     import attndyn
-    from attndyn.kernels.rhs import fused_system, rhs_kernel, row_blocks
+    from attndyn.kernels.rhs import (auto_threads, fused_system, group_blocks, layout_args,
+                                     rhs_kernel)
     from attndyn.symbolic.initial import FreeInit, scalar, wishart
 
     print(f"\n-- RHS per stored term ({_uptime()})")
     model = attndyn.TiedModel(2, [0], eval(LINEAR), weight_decay=8.0)  # noqa: S307 - constant
     init = FreeInit([wishart(0.5, 0.5), scalar(1)])
     bw = _read_bandwidth()
-    bpt = 4 + 1  # uint32 src + uint8 slot
-    ideal = bpt / bw * 1e9
-    print(f"read bandwidth (numpy sum, same run): {bw / 1e9:.1f} GB/s -> {ideal:.3f} ns per "
-          f"{bpt}-byte term; the previous layout streamed 8 bytes per term")
+    print(f"read bandwidth (numpy sum, same run): {bw / 1e9:.1f} GB/s; 'x bw' = ns/term over "
+          f"the time the layout's bytes per term (B/t: sources, slots, row order, groups) "
+          f"take at that bandwidth")
     prev = _previous()
-    hdr = (f"{'order':>5} {'moments':>9} {'terms':>10} {'fused':>7} {'x bw':>5} {'2 thr':>7} "
-           f"{'landed':>8} {'scipy A@y':>10}   (ns/term)")
+    import numba
+    nthr = numba.config.NUMBA_NUM_THREADS
+    hdr = (f"{'order':>5} {'moments':>9} {'terms':>10} {'B/t':>4} {'1 thread':>8} {'x bw':>5} "
+           f"{'2 threads':>9} {'x bw':>5} {'auto':>4} {'landed':>7} {'scipy A@y':>9}   (ns/term)")
     print(hdr)
     print("-" * len(hdr))
-    import numba
     for M in orders:
         h = model.hierarchy(M)
         s = fused_system(h._system)
         y = h.initial_state(init)
         dy = np.empty_like(y)
         bufs = (np.empty(4), np.empty(4), np.empty(5), np.empty(s.slot_coef.size))
+        lay = layout_args(s)
+        bpt = sum(a.nbytes for a in lay) / max(h.n_terms, 1)
+        ideal = bpt / bw * 1e9
         k1 = rhs_kernel(s.slot.dtype)
-        args = (y, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot, s.slot_coef,
-                s.slot_ent, s.blocks, *bufs, dy)
+        args = (y, s.gfun, s.gparams, s.gather, s.consts, *lay, s.slot_coef, s.slot_ent,
+                np.array([0, lay[1].shape[0]]), *bufs, dy)
         reps = max(3, int(2e7 // max(h.n_terms, 1)))
-        t1 = _best(lambda: k1(*args), reps)
-        ref = dy.copy()
-        par = "-"
-        if numba.config.NUMBA_NUM_THREADS >= 2:
+        fns = {1: lambda: k1(*args)}
+        if nthr >= 2:
             numba.set_num_threads(2)
             k2 = rhs_kernel(s.slot.dtype, parallel=True)
-            args2 = args[:10] + (row_blocks(s.indptr, 2),) + args[11:]
-            t2 = _best(lambda: k2(*args2), reps)
-            assert np.array_equal(dy, ref)
-            par = f"{t2 / h.n_terms * 1e9:7.2f}"
+            args2 = args[:11] + (group_blocks(lay[1], 2),) + args[12:]
+            fns[2] = lambda: k2(*args2)
+        best = _interleaved(fns, reps)
+        fns[1]()
+        ref = dy.copy()
+        par = bwp = "-"
+        if 2 in fns:
+            fns[2]()
+            assert np.array_equal(dy, ref)  # two threads: the same bits
+            par = f"{best[2] / h.n_terms * 1e9:9.2f}"
+            bwp = f"{best[2] / h.n_terms * 1e9 / ideal:5.2f}"
         gather, consts, ip64, src32, ent, coef = _unfused_args(h)
         dyu = np.empty_like(y)
         uargs = (y, s.gfun, s.gparams, gather, consts, ip64, src32, ent, coef, np.empty(4),
@@ -145,9 +154,27 @@ def table_rhs(orders) -> None:
         assert np.array_equal(dyu, ref)  # the fused kernel gives the same bits
         A = _csr(h)
         ts = _best(lambda: A @ y, reps)
-        ns = t1 / h.n_terms * 1e9
-        print(f"{M:5d} {h.n_moments:9d} {h.n_terms:10d} {ns:7.2f} {ns / ideal:5.2f} {par:>7} "
-              f"{tu / h.n_terms * 1e9:8.2f} {ts / h.n_terms * 1e9:10.2f}")
+        ns = best[1] / h.n_terms * 1e9
+        print(f"{M:5d} {h.n_moments:9d} {h.n_terms:10d} {bpt:4.1f} {ns:8.2f} {ns / ideal:5.2f} "
+              f"{par:>9} {bwp:>5} {auto_threads(h.n_terms):4d} {tu / h.n_terms * 1e9:7.2f} "
+              f"{ts / h.n_terms * 1e9:9.2f}")
+    print(f"auto: the threads the integrators and rhs() use at that size (NUMBA_NUM_THREADS = "
+          f"{nthr}); landed: the kernel before issue 11")
+
+
+def _interleaved(fns, reps, rounds=7):
+    """Best time per call of each function, the functions alternated round by round (so a
+    load change on a shared machine hits them alike)."""
+    best = {k: np.inf for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(rounds):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                f()
+            best[k] = min(best[k], (time.perf_counter() - t0) / reps)
+    return best
 
 
 def _heyoka_run(A, y0, T, tol):

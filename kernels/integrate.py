@@ -16,7 +16,8 @@ Status codes (``STATUS``):
    -4  the wall-clock limit was reached (set by the Python driver between step chunks).
 
 The kernel is compiled (or loaded from numba's cache) on first use:
-:func:`rk_kernel`. It takes the fused structure of :mod:`attndyn.kernels.rhs`.
+:func:`rk_kernel`. It takes the fused structure of :mod:`attndyn.kernels.rhs` in its
+grouped layout (:func:`attndyn.kernels.rhs.layout_args`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from .rhs import GRAD_FTYPE, _SLOT_TYPES, apply_rows, check_system, fused_system, gamma_table
+from .rhs import (GRAD_FTYPE, _SLOT_TYPES, apply_groups, check_system, fused_system,
+                  gamma_table, layout_args)
 
 __all__ = ["rk_kernel", "rk_signature", "run_rk", "TABLEAUX", "dopri5_sparse", "STATUS",
            "status_message"]
@@ -143,8 +145,9 @@ def rk_signature(slot_dtype=np.uint8):
         types.int64,        # error order
         types.int64,        # norm kind
         GRAD_FTYPE, _f64, types.int64[::1], _f64,       # gfun, gparams, gather, consts
-        types.uint64[::1], types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # indptr, src, slot
-        _f64, types.int64[::1], types.int64[::1],       # slot_coef, slot_ent, blocks
+        types.uint32[::1], types.uint64[:, ::1],        # rows, groups (grouped layout)
+        types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
+        _f64, types.int64[::1], types.int64[::1],       # slot_coef, slot_ent, gblocks
         types.int64,        # n_grad
         types.float64[:, ::1],  # ys (out): len(t_eval) x n
         types.int64[::1],   # info (out): status, n_out, steps, nfev, rejected
@@ -154,10 +157,10 @@ def rk_signature(slot_dtype=np.uint8):
 
 
 @njit(cache=True)
-def _f(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+def _f(y, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent, blocks,
        xbuf, gout, g, tab, dy):
     gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
-    apply_rows(indptr, src, slot, tab, y, dy, 0, indptr.size - 1)  # blocks cover 0..n
+    apply_groups(rows, groups, src, slot, tab, y, dy, 0, groups.shape[0])
 
 
 @njit(cache=True)
@@ -194,8 +197,8 @@ def _err_norm(Kst, E, E3, kind, h, y, ynew, rtol, atol, scale, err):
 
 
 def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E, E3,
-        err_order, kind, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent,
-        blocks, n_grad, ys, info, tinfo, yend):
+        err_order, kind, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef,
+        slot_ent, blocks, n_grad, ys, info, tinfo, yend):
     n = y0.size
     s = B.size
     xbuf = np.empty(gather.size)
@@ -225,7 +228,7 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
         tinfo[0] = t; tinfo[1] = h_init
         return
     k0 = Kst[0]
-    _f(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+    _f(y, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent, blocks,
        xbuf, gout, g, tab, k0)
     nfev += 1
     for i in range(n):
@@ -247,7 +250,7 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
         for i in range(n):
             yt[i] = y[i] + h0 * k0[i]
         k1 = Kst[1]
-        _f(yt, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+        _f(yt, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent, blocks,
            xbuf, gout, g, tab, k1)
         nfev += 1
         d2 = 0.0
@@ -287,14 +290,14 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
                 for j in range(st):
                     acc += A[st, j] * Kst[j, i]
                 yt[i] = y[i] + hs * acc
-            _f(yt, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent,
+            _f(yt, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent,
                blocks, xbuf, gout, g, tab, Kst[st])
         for i in range(n):
             acc = 0.0
             for j in range(s):
                 acc += B[j] * Kst[j, i]
             ynew[i] = y[i] + hs * acc
-        _f(ynew, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent, blocks,
+        _f(ynew, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent, blocks,
            xbuf, gout, g, tab, Kst[s])
         nfev += s
         steps += 1
@@ -335,6 +338,7 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
 
 
 _compiled: dict = {}
+_ONE_BLOCK = np.zeros(2, dtype=np.int64)  # group blocks: unused by the one-thread kernel
 
 
 def rk_kernel(slot_dtype=np.uint8):
@@ -365,8 +369,8 @@ def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_i
     s = system
     rk_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(rtol), float(atol), float(h_init),
                             float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
-                            kind, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
-                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo, yend)
+                            kind, s.gfun, s.gparams, s.gather, s.consts, *layout_args(s),
+                            s.slot_coef, s.slot_ent, _ONE_BLOCK, s.n_grad, ys, info, tinfo, yend)
     return ys, info, tinfo, yend
 
 
@@ -386,6 +390,6 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
     A, B, C, E, E3, order, kind = TABLEAUX["dopri5"]
     rk_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(rtol), float(atol), float(h_init),
                             float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
-                            kind, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
-                            s.slot_coef, s.slot_ent, s.blocks, s.n_grad, ys, info, tinfo,
+                            kind, s.gfun, s.gparams, s.gather, s.consts, *layout_args(s),
+                            s.slot_coef, s.slot_ent, _ONE_BLOCK, s.n_grad, ys, info, tinfo,
                             np.empty(y0.size))

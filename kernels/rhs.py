@@ -19,18 +19,36 @@ numba emits no negative-index wraparound. The product ``tab[s] * y[src]`` is
 ``(coef * g) * y`` evaluated in the same order as the unfused
 ``coef * g[ent] * y[src]``, so the result is bit-identical to it.
 
+The kernels do not walk the rows in CSR order but in a *grouped layout*
+(:func:`row_layout`): within chunks of ``ROW_CHUNK`` consecutive rows, the rows
+are taken in order of their number of terms, with their terms copied into that
+order. A run of rows of equal length ends its inner loop at the same count, so
+the branch predictor stops missing at every row end (15-20% of the loop at
+orders 20-22, measured); the chunks keep the reads of ``y`` local. Each row is
+still summed by one loop in its own term order, so the bits do not change.
+
 Kernels are compiled (or loaded from numba's cache) on first use, never at
 import: :func:`rhs_kernel` returns the compiled dispatcher.
 """
 
 from __future__ import annotations
 
+import weakref
+from types import SimpleNamespace
+
 import numpy as np
 from numba import njit, prange, types
 
 __all__ = ["GRAD_SIG", "GRAD_FTYPE", "VALGRAD_SIG", "VALGRAD_FTYPE", "RHS_SIG", "rhs_kernel",
            "rhs_signature", "rhs_into", "fuse_terms", "function_pointer", "fused_system",
-           "check_system", "row_blocks"]
+           "check_system", "row_blocks", "row_layout", "group_rows", "group_blocks",
+           "layout_args", "auto_threads", "ROW_CHUNK", "PARALLEL_TERMS_PER_THREAD"]
+
+#: rows per chunk of the grouped layout (see the module docstring): long enough that most
+#: chunks hold several rows of each length, short enough that a chunk's reads of ``y``
+#: stay in cache (512-4096 measured alike at orders 20-22; all rows in one chunk lost
+#: the gain at order 22)
+ROW_CHUNK = 1024
 
 GRAD_SIG = types.void(types.float64[::1], types.float64[::1], types.float64[::1])
 GRAD_FTYPE = types.FunctionType(GRAD_SIG)
@@ -50,12 +68,13 @@ def rhs_signature(slot_dtype=np.uint8):
         _f64,                # gparams
         _i64,                # gather
         _f64,                # consts
-        types.uint64[::1],   # indptr
-        types.uint32[::1],   # src
-        _SLOT_TYPES[np.dtype(slot_dtype)],  # slot
+        types.uint32[::1],   # rows (grouped layout: the rows in processing order)
+        types.uint64[:, ::1],  # groups (length, count, first term, first position)
+        types.uint32[::1],   # gsrc (sources in layout order)
+        _SLOT_TYPES[np.dtype(slot_dtype)],  # gslot (slots in layout order)
         _f64,                # slot_coef
         _i64,                # slot_ent
-        _i64,                # blocks (row-block bounds; one block: serial)
+        _i64,                # gblocks (group-block bounds; one block: serial)
         _f64,                # xbuf (len gather)
         _f64,                # gout (len n_grad)
         _f64,                # g (len n_grad + len consts)
@@ -106,33 +125,48 @@ def apply_rows(indptr, src, slot, tab, y, dy, r0, r1):
         dy[i] = acc
 
 
-@njit(cache=True, parallel=True)
-def apply_rows_parallel(indptr, src, slot, tab, y, dy, blocks):
-    """:func:`apply_rows` over row blocks in parallel (each row still summed in order)."""
-    for b in prange(blocks.size - 1):
-        apply_rows(indptr, src, slot, tab, y, dy, blocks[b], blocks[b + 1])
-
-
 @njit(cache=True)
-def apply_all(indptr, src, slot, tab, y, dy, blocks):
-    """:func:`apply_rows` block by block on one thread (the integrators' path)."""
-    for b in range(blocks.size - 1):
-        apply_rows(indptr, src, slot, tab, y, dy, blocks[b], blocks[b + 1])
+def apply_groups(rows, groups, src, slot, tab, y, dy, g0, g1):
+    """``dy[i] = sum_t tab[slot[t]] * y[src[t]]`` over the rows of groups ``g0 <= g < g1``
+    of the grouped layout (:func:`row_layout`): group ``g`` holds ``groups[g, 1]`` rows of
+    ``groups[g, 0]`` terms each, its terms from ``groups[g, 2]`` on and its rows at
+    positions ``groups[g, 3]..`` of ``rows``. Terms of a row are summed in their order;
+    every index is unsigned."""
+    one = np.uint64(1)
+    for g in range(np.uint64(g0), np.uint64(g1)):
+        L = groups[g, 0]
+        t = groups[g, 2]
+        rp = groups[g, 3]
+        for _ in range(groups[g, 1]):
+            e = t + L
+            acc = 0.0
+            while t < e:
+                acc += tab[slot[t]] * y[src[t]]
+                t += one
+            dy[rows[rp]] = acc
+            rp += one
 
 
-def _sparse_rhs(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef, slot_ent,
-                blocks, xbuf, gout, g, tab, dy):
-    """Write ``dy = F(y)`` for the sparse bilinear hierarchy into ``dy`` (one thread: the
-    row blocks are one contiguous range, so the rows run in one loop)."""
+@njit(cache=True, parallel=True)
+def apply_groups_parallel(rows, groups, src, slot, tab, y, dy, gblocks):
+    """:func:`apply_groups` over group blocks in parallel (each row still summed in
+    order by one thread, so the same bits)."""
+    for b in prange(gblocks.size - 1):
+        apply_groups(rows, groups, src, slot, tab, y, dy, gblocks[b], gblocks[b + 1])
+
+
+def _sparse_rhs(y, gfun, gparams, gather, consts, rows, groups, gsrc, gslot, slot_coef,
+                slot_ent, gblocks, xbuf, gout, g, tab, dy):
+    """Write ``dy = F(y)`` for the sparse bilinear hierarchy into ``dy`` (one thread)."""
     gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
-    apply_rows(indptr, src, slot, tab, y, dy, 0, indptr.size - 1)
+    apply_groups(rows, groups, gsrc, gslot, tab, y, dy, 0, groups.shape[0])
 
 
-def _sparse_rhs_parallel(y, gfun, gparams, gather, consts, indptr, src, slot, slot_coef,
-                         slot_ent, blocks, xbuf, gout, g, tab, dy):
-    """:func:`_sparse_rhs` with the row blocks on numba's threads."""
+def _sparse_rhs_parallel(y, gfun, gparams, gather, consts, rows, groups, gsrc, gslot,
+                         slot_coef, slot_ent, gblocks, xbuf, gout, g, tab, dy):
+    """:func:`_sparse_rhs` with the group blocks on numba's threads."""
     gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
-    apply_rows_parallel(indptr, src, slot, tab, y, dy, blocks)
+    apply_groups_parallel(rows, groups, gsrc, gslot, tab, y, dy, gblocks)
 
 
 _compiled: dict = {}
@@ -142,10 +176,10 @@ def rhs_kernel(slot_dtype=np.uint8, parallel: bool = False):
     """The compiled fused RHS kernel (signature :func:`rhs_signature`), compiled or
     loaded from numba's cache on the first call, then reused for every order and loss.
 
-    ``parallel=True`` runs the row blocks (``blocks``) on numba's threads; each row
-    is still summed in order by one thread, so the result is the same bits.
-    The integrators use the one-thread kernel: on the 2-core benchmark machine
-    two threads did not win (benchmarks/bench_hierarchy.py measures both).
+    ``parallel=True`` runs the group blocks (``gblocks``, :func:`group_blocks`) on
+    numba's threads; each row is still summed in order by one thread, so the result is
+    the same bits. The arguments after ``consts`` are :func:`layout_args` of the system,
+    then ``slot_coef, slot_ent, gblocks`` and the work buffers.
     """
     key = (np.dtype(slot_dtype), bool(parallel))
     k = _compiled.get(key)
@@ -170,6 +204,110 @@ def row_blocks(indptr, n_blocks: int) -> np.ndarray:
     cuts = np.searchsorted(indptr.astype(np.int64), targets)
     b = np.unique(np.concatenate([[0], cuts, [n]])).astype(np.int64)
     return np.ascontiguousarray(b)
+
+
+def group_rows(indptr, src, slot, chunk: int = ROW_CHUNK) -> SimpleNamespace:
+    """The grouped layout of a CSR structure (see the module docstring).
+
+    Returns a namespace with ``rows`` (uint32, the rows in processing order: by chunk
+    of ``chunk`` rows, then by number of terms, then by row), ``groups`` (uint64,
+    one line ``(length, count, first term, first position)`` per run of equal-length
+    rows of a chunk), and ``src``, ``slot``: the terms copied into that order, each row's
+    terms in their own order. ``indptr, src, slot`` must have been checked
+    (:func:`check_system`)."""
+    ip = np.asarray(indptr).astype(np.int64)
+    lens = np.diff(ip)
+    n = lens.size
+    if n >= 2 ** 32:
+        raise ValueError(f"{n} rows: more than the grouped layout's 32-bit row index holds")
+    if n == 0:
+        return SimpleNamespace(rows=np.zeros(0, dtype=np.uint32),
+                               groups=np.zeros((0, 4), dtype=np.uint64),
+                               src=np.zeros(0, dtype=np.uint32), slot=np.asarray(slot)[:0].copy(),
+                               n_rows=0, n_terms=0)
+    chunk = max(int(chunk), 1)
+    rid = np.arange(n, dtype=np.int64)
+    rows = np.lexsort((rid, lens, rid // chunk))
+    lp = lens[rows]
+    cut = np.flatnonzero((np.diff(lp) != 0) | (np.diff(rows // chunk) != 0)) + 1
+    first = np.concatenate([[0], cut]).astype(np.int64)
+    count = np.diff(np.concatenate([first, [n]]))
+    glen = lp[first]
+    gterm = np.concatenate([[0], np.cumsum(glen * count)[:-1]])
+    groups = np.ascontiguousarray(np.stack([glen, count, gterm, first], axis=1)
+                                  .astype(np.uint64).reshape(-1, 4))
+    # term q of the layout is term q - start(position) + indptr[row] of the CSR order
+    start = np.concatenate([[0], np.cumsum(lp)[:-1]])
+    take = np.repeat(ip[:-1][rows] - start, lp)
+    take += np.arange(take.size, dtype=np.int64)
+    gsrc = np.ascontiguousarray(np.asarray(src)[take], dtype=np.uint32)
+    gslot = np.ascontiguousarray(np.asarray(slot)[take])
+    return SimpleNamespace(rows=np.ascontiguousarray(rows, dtype=np.uint32), groups=groups,
+                           src=gsrc, slot=gslot, n_rows=n, n_terms=int(take.size))
+
+
+def group_blocks(groups, n_blocks: int) -> np.ndarray:
+    """Bounds of ``n_blocks`` contiguous group blocks holding about equal numbers of terms
+    (``[0, n_groups]`` for one block)."""
+    ng = groups.shape[0]
+    if n_blocks <= 1 or ng < 2 * n_blocks:
+        return np.array([0, ng], dtype=np.int64)
+    first = groups[:, 2].astype(np.int64)
+    total = int(first[-1] + groups[-1, 0] * groups[-1, 1])
+    cuts = np.searchsorted(first, np.linspace(0, total, n_blocks + 1)[1:-1])
+    return np.ascontiguousarray(np.unique(np.concatenate([[0], cuts, [ng]])), dtype=np.int64)
+
+
+#: terms per thread from which the kernels add a thread (the group blocks of one call are
+#: split between threads; each call pays the threads' start, some 10 us): below about a
+#: million terms one thread was as fast as two on the 2-core benchmark machine, at 1.8
+#: million (order 22) two were 1.7x faster (benchmarks/bench_hierarchy.py, quiet machine)
+PARALLEL_TERMS_PER_THREAD = 500_000
+
+
+def auto_threads(n_terms: int, limit: int | None = None) -> int:
+    """Threads the kernels use for ``n_terms`` terms: ``n_terms //
+    PARALLEL_TERMS_PER_THREAD``, at least 1, at most numba's thread count (set by
+    ``NUMBA_NUM_THREADS``, lowered by ``numba.set_num_threads``) and ``limit``. Below two
+    threads' worth numba's threading layer is not even started."""
+    want = max(1, int(n_terms) // PARALLEL_TERMS_PER_THREAD)
+    if limit is not None:
+        want = min(want, max(1, int(limit)))
+    if want <= 1:
+        return 1
+    import numba
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        return 1
+    return max(1, min(want, numba.get_num_threads()))
+
+
+_LAYOUTS: dict = {}
+
+
+def row_layout(s) -> SimpleNamespace:
+    """The grouped layout (:func:`group_rows`) of a checked fused system ``s``, made once
+    per set of ``indptr, src, slot`` array objects and kept while ``indptr`` lives."""
+    key = id(s.indptr)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0]() is s.indptr and hit[1]() is s.src and hit[2]() is s.slot:
+        return hit[3]
+    lay = group_rows(s.indptr, s.src, s.slot)
+    if lay.n_terms != s.src.size or lay.rows.size != s.indptr.size - 1:
+        raise ValueError("the grouped layout does not match the system")  # never expected
+    try:
+        refs = (weakref.ref(s.indptr), weakref.ref(s.src), weakref.ref(s.slot))
+    except TypeError:  # arrays that take no weak reference: not cached
+        return lay
+    if hit is None:
+        weakref.finalize(s.indptr, _LAYOUTS.pop, key, None)
+    _LAYOUTS[key] = refs + (lay,)
+    return lay
+
+
+def layout_args(s) -> tuple:
+    """``(rows, groups, gsrc, gslot)``: the layout arguments of the kernels for ``s``."""
+    lay = row_layout(s)
+    return lay.rows, lay.groups, lay.src, lay.slot
 
 
 def function_pointer(fn, sig=GRAD_SIG):
@@ -206,7 +344,6 @@ def fuse_terms(ent, coef, n_entries: int):
 def fused_system(system):
     """A namespace with the fused arrays of ``system`` (which has either ``slot,
     slot_coef, slot_ent`` or the unfused ``ent, coef``), validated for the kernel."""
-    from types import SimpleNamespace
     blocks = getattr(system, "blocks", None)
     if blocks is None:  # one block: the serial loop over every row
         blocks = np.array([0, np.asarray(system.indptr).size - 1])
@@ -293,6 +430,8 @@ def rhs_into(system, y, dy=None):
     gout = np.empty(s.n_grad)
     g = np.empty(s.n_grad + s.consts.size)
     tab = np.empty(s.slot_coef.size)
-    rhs_kernel(s.slot.dtype)(y, s.gfun, s.gparams, s.gather, s.consts, s.indptr, s.src, s.slot,
-                             s.slot_coef, s.slot_ent, s.blocks, xbuf, gout, g, tab, dy)
+    rows, groups, gsrc, gslot = layout_args(s)
+    rhs_kernel(s.slot.dtype)(y, s.gfun, s.gparams, s.gather, s.consts, rows, groups, gsrc,
+                             gslot, s.slot_coef, s.slot_ent, np.array([0, groups.shape[0]]),
+                             xbuf, gout, g, tab, dy)
     return dy

@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numba import njit, types
 
-from .rhs import _SLOT_TYPES, apply_rows, check_system
+from .rhs import _SLOT_TYPES, apply_groups, check_system, layout_args
 
 __all__ = ["taylor_kernel", "taylor_signature", "run_taylor", "taylor_order", "check_program"]
 
@@ -60,7 +60,8 @@ def taylor_signature(slot_dtype=np.uint8):
         types.int64,        # max_steps
         types.float64,      # blowup
         _i64, _f64,         # gather, consts
-        types.uint64[::1], types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # indptr, src, slot
+        types.uint32[::1], types.uint64[:, ::1],  # rows, groups (grouped layout)
+        types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
         _f64, _i64,         # slot_coef, slot_ent
         _i64, _i64, _f64, _i64,  # program: mono_ptr, mono_vars, mono_coef, mono_out
         types.int64,        # n_grad
@@ -110,21 +111,30 @@ def _horner(Y, p, tau, out):
 
 
 @njit(cache=True)
-def _split_rows(indptr, src, slot, slot_coef, slot_u, y, Zk, acc):
-    """``Zk[u, i] = sum_{t in row i, u(t) = u} coef_t * y[src_t]``."""
+def _split_rows(rows, groups, src, slot, slot_coef, slot_u, y, Zk, acc):
+    """``Zk[u, i] = sum_{t in row i, u(t) = u} coef_t * y[src_t]`` (grouped layout)."""
     nu = acc.size
-    for i in range(indptr.size - 1):
-        for u in range(nu):
-            acc[u] = 0.0
-        for t in range(indptr[i], indptr[i + 1]):
-            s = slot[t]
-            acc[slot_u[s]] += slot_coef[s] * y[src[t]]
-        for u in range(nu):
-            Zk[u, i] = acc[u]
+    one = np.uint64(1)
+    for g in range(groups.shape[0]):
+        L = groups[g, 0]
+        t = groups[g, 2]
+        rp = groups[g, 3]
+        for _ in range(groups[g, 1]):
+            for u in range(nu):
+                acc[u] = 0.0
+            e = t + L
+            while t < e:
+                s = slot[t]
+                acc[slot_u[s]] += slot_coef[s] * y[src[t]]
+                t += one
+            i = rows[rp]
+            for u in range(nu):
+                Zk[u, i] = acc[u]
+            rp += one
 
 
-def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, indptr, src,
-            slot, slot_coef, slot_ent, mono_ptr, mono_vars, mono_coef, mono_out, n_grad,
+def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, rows, groups,
+            src, slot, slot_coef, slot_ent, mono_ptr, mono_vars, mono_coef, mono_out, n_grad,
             const_gamma, ys, info, tinfo, yend):
     n = y0.size
     nx = gather.size
@@ -188,11 +198,11 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, in
                     tab[s] = slot_coef[s] * G[0, slot_ent[s]]
             inv = 1.0 / (k + 1)
             if const_gamma:
-                apply_rows(indptr, src, slot, tab, Y[k], dy, 0, n)
+                apply_groups(rows, groups, src, slot, tab, Y[k], dy, 0, groups.shape[0])
                 for i in range(n):
                     Y[k + 1, i] = dy[i] * inv
             else:
-                _split_rows(indptr, src, slot, slot_coef, slot_u, Y[k], Z[k], acc)
+                _split_rows(rows, groups, src, slot, slot_coef, slot_u, Y[k], Z[k], acc)
                 for i in range(n):
                     Y[k + 1, i] = 0.0
                 for j in range(k + 1):
@@ -316,7 +326,7 @@ def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order
     yend = np.empty(y0.size)
     s = system
     taylor_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(tol), p, float(h_max),
-                                int(max_steps), float(blowup), s.gather, s.consts, s.indptr,
-                                s.src, s.slot, s.slot_coef, s.slot_ent, ptr, var, coef, out,
+                                int(max_steps), float(blowup), s.gather, s.consts,
+                                *layout_args(s), s.slot_coef, s.slot_ent, ptr, var, coef, out,
                                 s.n_grad, const, ys, info, tinfo, yend)
     return ys, info, tinfo, yend, p
