@@ -71,6 +71,8 @@ class TiedModel(AttentionModel):
     kind = "tied"
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
     theories = ("flow", "hierarchy", "limit")
+    #: ``compare(..., correction=)`` choices (issue 16, numeric/attention/noise.py)
+    corrections = ("none", "noise", "noise+finite-d")
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
@@ -288,6 +290,19 @@ class TiedModel(AttentionModel):
         """Matrix flow or truncated hierarchy from ``S_k = W_k W_k^T``, with the SGD's
         derived rows ``p_kl`` and ``loss = Phi(q)``."""
         S = [W @ W.T for W in self.check_init(init)]
+        correction = kwargs.pop("correction", "none")
+        if correction not in (None, "none"):  # issue 16: the moment-level flow
+            from .noise import noise_corrected_flow
+            if theory != "flow" or order > 2:
+                raise ValueError(f"correction={correction!r} is implemented for theory='flow' "
+                                 f"with order <= 2 (t_k, q_kl); got theory={theory!r}, "
+                                 f"order={order}; the hierarchy and limit take correction='none'")
+            opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "refine") if k in kwargs}
+            th = noise_corrected_flow(self, S, t, eta=kwargs.pop("eta"),
+                                      batch=kwargs.pop("batch"), correction=correction, **opts)
+            return _tied_theory_derived(self, th, words)
+        kwargs.pop("eta", None)
+        kwargs.pop("batch", None)
         if theory == "flow":
             th = self.matrix_flow(S, t, order=order, **kwargs)
         elif theory == "limit":  # d -> infinity from the law of the factors (issue 9)
@@ -675,8 +690,10 @@ class TiedHierarchy:
             time_limit = _check_pos_float(time_limit, "time_limit")
         if progress is not None and not isinstance(progress, bool):
             raise TypeError(f"progress must be None, True or False, got {progress!r}")
-        from . import limit as _limit  # flow / limit / auto live there
-        if _limit.check_method(method) in ("flow", "limit"):
+        if not (isinstance(method, str) and method == "truncation"):
+            from . import limit as _limit  # flow / limit / auto live there (a big module)
+            _limit.check_method(method)
+        if method in ("flow", "limit"):
             res = _limit.hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
                                           blowup=blowup)
             if raise_on_failure and res.status != 0:
