@@ -231,7 +231,7 @@ def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
 def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order: int | None = None,
             seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
             theory_kwargs: dict | None = None, threads: int | None = 1,
-            raise_on_failure: bool = False) -> Comparison:
+            raise_on_failure: bool = False, correction: str = "none") -> Comparison:
     """Run SGD and theory from one initial condition and compare them.
 
     Parameters
@@ -262,6 +262,10 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
         Extra keywords for the theory call (``conv_tol``, ``rtol``...).
     threads : int or None
         numba threads of the SGD kernels (see :func:`attndyn.numeric.attention.training.sgd`).
+    correction : "none", "noise" or "noise+finite-d"
+        Finite-learning-rate correction of the theory (issue 16; tied ``theory="flow"``
+        only, :func:`attndyn.numeric.attention.noise.noise_corrected_flow`), with
+        ``eta``, ``batch`` and ``d`` of this comparison.
 
     Returns
     -------
@@ -270,6 +274,12 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     model = check_model(model)
     # a model without a theory refuses here (CapabilityError, a ValueError)
     theory, order = model.check_theory(theory, order)
+    from .noise import check_correction
+    correction = check_correction(correction)
+    if correction not in getattr(model, "corrections", ("none",)):
+        raise ValueError(f"correction={correction!r} is not available for "
+                         f"{type(model).__name__}; it has "
+                         f"{list(getattr(model, 'corrections', ('none',)))}")
     if isinstance(init, dict):
         kw = dict(init)
         if "d" not in kw:
@@ -291,6 +301,8 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
 
     # theory at the SGD times
     tk = dict(theory_kwargs or {})
+    if correction != "none":
+        tk.update(correction=correction, eta=float(eta), batch=int(batch))
     if t.size:
         th = model.theory(init, t, theory=theory, order=order, check=check,
                           words=runs[0].words, **tk)
@@ -325,7 +337,8 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     th_al = _subset(th, common, t=t)
     errors = {n: error_metrics(mean[i], th_al.y[i]) for i, n in enumerate(common)}
     params = dict(runs[0].params)
-    params.update({"theory": theory, "order": order, "n_seeds": len(runs)})
+    params.update({"theory": theory, "order": order, "n_seeds": len(runs),
+                   "correction": correction})
     message = "success: SGD and theory compared" if status == 0 else "; ".join(msgs)
     # the premises of the theorem behind the theory, at this start (issue 18)
     from .theorems.assumptions import diagnose

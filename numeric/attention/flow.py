@@ -148,7 +148,8 @@ def solve_flow(fun, y0, t_eval, *, rtol: float, atol: float, method="DOP853",
 
 def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, atol=None,
                 method=None, keep_matrices: bool = False, blowup=None,
-                raise_on_failure: bool = False):
+                raise_on_failure: bool = False, correction: str = "none", eta=None,
+                batch=None):
     """Integrate the finite-d matrix flow of ``model`` from ``matrices``.
 
     Every model that has a flow implements it as ``model.matrix_flow(...)``
@@ -175,6 +176,11 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
         ``None`` means the model's default.
     keep_matrices : bool
         Also keep ``S_k(t)`` in ``result.diagnostics["matrices"]`` (n_t, K, d, d).
+    correction, eta, batch :
+        ``"none"`` (default), or ``"noise"`` / ``"noise+finite-d"``: the moment-level
+        flow of :func:`attndyn.numeric.attention.noise.noise_corrected_flow` (issue 16:
+        the mini-batch noise of SGD with learning rate ``eta`` and batch ``batch``, to
+        first order in ``eta d / B``; tied, one trainable index, quadratic loss).
 
     Returns
     -------
@@ -182,6 +188,17 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
     ``status`` 0, -1 (solver failure) or -3 (blow-up or non-finite right-hand side).
     """
     from .base import check_model
+    from .noise import check_correction, noise_corrected_flow
+    if check_correction(correction) != "none":
+        if eta is None or batch is None:
+            raise ValueError(f"correction={correction!r} needs the SGD's eta and batch")
+        if order not in (None, 1, 2) or words is not None or keep_matrices:
+            raise ValueError(f"correction={correction!r} reports the words of length <= 2 "
+                             "only (order <= 2, no words=, no keep_matrices)")
+        kw = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
+        return noise_corrected_flow(check_model(model), matrices, t_eval, eta=eta, batch=batch,
+                                    correction=correction, raise_on_failure=raise_on_failure,
+                                    **kw)
     opts = {k: v for k, v in (("order", order), ("words", words), ("rtol", rtol),
                               ("atol", atol), ("method", method), ("blowup", blowup))
             if v is not None}

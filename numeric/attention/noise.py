@@ -1,0 +1,899 @@
+"""Finite learning rate: the mini-batch noise term of tied SGD (issue 16).
+
+One tied SGD step on the trainable factor ``W = W_k`` (paper 003, eq. 7, ``L = 1``,
+``C = 1``, learning rate ``eta``, batch ``B``, weight decay ``gamma``) is exactly
+
+    W' = N W,   N = c I - eta A,   c = 1 - eta gamma / d,
+    A = (1/B) sum_b a_b,   a_b = (2/sqrt d) l_k(G_b) (x_b x_b^T - I),
+
+with ``l_k = dloss/dG_k`` at sample ``b``; so ``S' = W'W'^T = N S N`` and
+
+    S' = c^2 S - c eta (A S + S A) + eta^2 A S A.
+
+The paper's flow (eq. 11, time ``t = 4 eta n / d``) keeps the mean of the
+first-order term. The ``eta^2`` term is where the batch noise enters: ``E[A X A] =
+Abar X Abar + (E[a X a] - Abar X Abar) / B``, and ``E[a X a] ~ 4 E[l_k^2] t_k I``, so
+per unit of ODE time it adds ``(eta d / B) E[l_k^2] t_k I`` to ``dS_k/dt``: an
+``O(eta d / B)`` correction. The observables are traces of products of ``S``,
+so the noise also enters through the *variance* of the update:
+``E[q_kk(S')] != q_kk(E[S'])``.
+
+This module has
+
+- the exact finite-d mean one-step change of ``t_k, q_kk, q_kl`` through
+  ``eta^2`` for losses that are polynomials of degree <= 2 in ``G`` (``D.3`` and
+  its relatives), from the exact joint moments of Gaussian quadratic forms
+  (:func:`qf_moment`): :func:`one_step_prediction`;
+- the same at leading order in ``1/d`` for any loss, with the coefficients
+  ``Lambda_kl(q) = E[dl/dG_k dl/dG_l]`` from the Gaussian engine
+  (:func:`noise_potential`);
+- the empirical mean over many batches at fixed weights, vectorised:
+  :func:`one_step_empirical` (the realised change of every batch, split by the
+  power of ``eta``, with standard errors);
+- the traced noise terms of the hierarchy, with their order ``eta d / B``:
+  :func:`noise_terms`, :func:`noise_text`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..core.validate import real_array
+from .base import check_model
+
+__all__ = ["qf_moment", "quadratic_loss", "one_step_prediction", "one_step_empirical",
+           "noise_potential", "noise_terms", "noise_text", "OBSERVABLES"]
+
+#: the one-step observables, by kind: ("t", k), ("q", k, k), ("q", k, l)
+OBSERVABLES = ("t", "q_self", "q_cross")
+
+
+# ---------------------------------------------------------------------------
+# exact moments of Gaussian quadratic forms
+
+def _partitions(items):
+    """All set partitions of the list ``items`` (Bell(n) of them)."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in _partitions(rest):
+        yield [[first]] + part
+        for i in range(len(part)):
+            yield part[:i] + [[first] + part[i]] + part[i + 1:]
+
+
+def qf_moment(mats, centred=None) -> float:
+    """``E[prod_i (x^T Z_i x - [centred_i] Tr Z_i)]`` for ``x ~ N(0, I_d)``, exactly.
+
+    Joint cumulants of Gaussian quadratic forms with symmetric ``Z_i``:
+    ``kappa(Q_1) = Tr Z_1`` and, for ``n >= 2``,
+    ``kappa(Q_1, ..., Q_n) = 2^(n-1) sum_{sigma in S_(n-1)} Tr(Z_1 Z_sigma(2) ... Z_sigma(n))``;
+    moments are sums over set partitions of products of cumulants. A centred
+    factor has first cumulant 0. Up to 6 factors (Bell(6) = 203 partitions).
+    """
+    mats = [np.asarray(m, dtype=np.float64) for m in mats]
+    n = len(mats)
+    if n > 6:
+        raise ValueError(f"qf_moment: at most 6 factors, got {n}")
+    centred = [False] * n if centred is None else [bool(c) for c in centred]
+    if len(centred) != n:
+        raise ValueError("centred must have one flag per matrix")
+    sym = [0.5 * (m + m.T) for m in mats]
+    cache = {}
+
+    def kappa(block):
+        key = tuple(block)
+        if key in cache:
+            return cache[key]
+        if len(block) == 1:
+            i = block[0]
+            v = 0.0 if centred[i] else float(np.trace(sym[i]))
+        else:
+            f, rest = block[0], block[1:]
+            v = 0.0
+            for perm in itertools.permutations(rest):
+                P = sym[f]
+                for j in perm:
+                    P = P @ sym[j]
+                v += float(np.trace(P))
+            v *= 2.0 ** (len(block) - 1)
+        cache[key] = v
+        return v
+
+    total = 0.0
+    for part in _partitions(list(range(n))):
+        prod = 1.0
+        for block in part:
+            prod *= kappa(sorted(block))
+            if prod == 0.0:
+                break
+        total += prod
+    return total
+
+
+# ---------------------------------------------------------------------------
+# losses of degree <= 2 in G
+
+def quadratic_loss(model):
+    """``(H, b)`` of a tied loss that is a polynomial of degree <= 2 in ``G`` (``L = 1``):
+    ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly. ``ValueError`` otherwise."""
+    import sympy as sp
+
+    from attndyn.symbolic.potential import g_array
+    model = check_model(model)
+    if model.L != 1:
+        raise ValueError(f"the exact one-step noise term needs L = 1, got L = {model.L}")
+    if model.loss is None:
+        raise ValueError("the exact one-step noise term needs the model's loss callable")
+    K = model.K
+    G = g_array(1, K)
+    syms = [G[0, 0, k] for k in range(K)]
+    expr = sp.sympify(model.loss(G))  # a SymPy expression built by the model's own callable
+    subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
+    expr = sp.expand(expr.subs(subs))
+    try:
+        poly = sp.Poly(expr, *syms)
+    except sp.PolynomialError:
+        poly = None
+    if poly is None or poly.total_degree() > 2 or poly.free_symbols - set(syms):
+        raise ValueError("the exact finite-d one-step prediction needs a loss that is a "
+                         "polynomial of degree <= 2 in G (e.g. (G1 - G2)^2); this loss is not; "
+                         "use exact=False (leading order in 1/d)")
+    H = np.zeros((K, K))
+    b = np.zeros(K)
+    for k in range(K):
+        dk = sp.diff(expr, syms[k])
+        b[k] = float(dk.subs({s: 0 for s in syms}))
+        for l in range(K):
+            H[k, l] = float(sp.diff(dk, syms[l]))
+    return H, b
+
+
+def _one_student(model, W):
+    model = check_model(model)
+    if "noise" not in getattr(model, "corrections", ("none",)):  # the capability, not a kind
+        raise ValueError(f"the one-step noise term is implemented for tied models, got "
+                         f"{type(model).__name__}")
+    if len(model.trainable) != 1:
+        raise ValueError(f"the one-step noise term needs exactly one trainable index, got "
+                         f"{list(model.trainable)}")
+    Ws = model.check_init(W, "W")
+    k = model.trainable[0]
+    S = [w @ w.T for w in Ws]
+    return k, S
+
+
+def _check_eta_batch(eta, batch):
+    from .training import _check_batch, _check_eta
+    return _check_eta(eta), _check_batch(batch)
+
+
+def _obs_keys(K, k):
+    keys = [("t", k), ("q", k, k)] + [("q", k, l) for l in range(K) if l != k]
+    from .base import obs_key
+    names = [obs_key("mu", k) if key[0] == "t" else obs_key("q", *sorted(key[1:]))
+             for key in keys]
+    return keys, names
+
+
+# ---------------------------------------------------------------------------
+# the Gaussian engine: Lambda_kl(q) = E[dl/dG_k dl/dG_l]
+
+def noise_potential(model):
+    """The noise coefficients ``Lambda_kl(q) = E[dloss/dG_k dloss/dG_l]`` (``L = 1``), as a
+    :class:`attndyn.symbolic.potential.TiedPotential` whose ``phi`` is a ``K x K``
+    SymPy matrix in the overlaps ``q``: each entry is the Gaussian-equivalent potential
+    of the product of two first derivatives (paper 003, Theorem 1, applied to the
+    function ``l_k l_l`` instead of the loss). Exact routes only."""
+    import sympy as sp
+
+    from attndyn.symbolic.potential import g_array, tied_potential
+    model = check_model(model)
+    if model.L != 1 or model.loss is None:
+        raise ValueError("noise_potential needs L = 1 and the model's loss callable")
+    K = model.K
+    psyms = [sp.Symbol(str(k), real=True) for k in model.params]
+    G = g_array(1, K)
+    base = sp.sympify(model.loss(G))
+    syms = [G[0, 0, k] for k in range(K)]
+    ders = [sp.diff(base, s) for s in syms]
+    out = [[None] * K for _ in range(K)]
+    pots = {}
+    for k in range(K):
+        for l in range(k, K):
+            f = sp.expand(ders[k] * ders[l])
+            pot = tied_potential(lambda G2, f=f: f.subs({syms[m]: G2[0, 0, m] for m in range(K)}),
+                                 K, 1, None, params=psyms, route="exact")
+            pots[(k, l)] = pot
+            out[k][l] = out[l][k] = pot.phi
+    q = pots[(0, 0)].q
+    return _NoisePotential(K, q, sp.ImmutableMatrix(out), tuple(psyms),
+                           [float(v) for v in model.params.values()])
+
+
+class _NoisePotential:
+    """``Lambda(q)`` (``K x K``) with a numeric evaluator."""
+
+    def __init__(self, K, q, lam, params, values):
+        import sympy as sp
+        self.K, self.q, self.lam, self.params, self.values = K, q, lam, params, values
+        args = [q[k, l] for k in range(K) for l in range(k, K)] + list(params)
+        self._f = sp.lambdify(args, lam, "numpy")
+
+    def __call__(self, q) -> np.ndarray:
+        q = np.asarray(q, dtype=float)
+        args = [q[k, l] for k in range(self.K) for l in range(k, self.K)]
+        return np.array(self._f(*args, *self.values), dtype=float).reshape(self.K, self.K)
+
+    def text(self) -> str:
+        return "\n".join(f"Lambda_{k + 1}{l + 1} = {self.lam[k, l]}"
+                         for k in range(self.K) for l in range(k, self.K))
+
+
+# ---------------------------------------------------------------------------
+# the predicted mean one-step change
+
+def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
+    """Predicted mean one-step change of ``t_k, q_kk, q_kl`` (``k`` the trainable index).
+
+    Returns ``{"names", "flow", "mean_matrix", "noise", "corrected", "orders"}``:
+
+    - ``flow``: the first-order (drift) change, ``-2 c eta Tr(Abar X)/d + (c^2 - 1) ...``,
+      what the matrix flow predicts for one step (``Abar = E[a] = 4 M / d`` with
+      ``M = sum_l H_kl S_l``, exact for a quadratic loss by Stein's identity);
+    - ``noise``: the ``eta^2`` terms, ``eta^2 E[Tr(A X A Y)]/d`` with
+      ``E[Tr(AXAY)] = Tr(Abar X Abar Y) + (F(X, Y) - Tr(Abar X Abar Y))/B``,
+      ``F(X, Y) = E Tr(a X a Y) = (4/d) E[u^2 (Q_X Q_Y - 2 Q_sym(XY) + Tr XY)]``,
+      ``u = l_k``, ``Q_Z = x^T Z x`` (exact by :func:`qf_moment` when ``exact``; at
+      leading order in ``1/d``, ``F(X, Y) = 4 Lambda_kk (Tr X Tr Y + Tr XY)/d`` with
+      ``Lambda`` from :func:`noise_potential`, otherwise);
+    - ``mean_matrix``: the change of the traces of the mean update ``E[S']`` (what a
+      corrected flow of the mean matrix alone predicts: for ``q_kk`` it misses the
+      variance of the update);
+    - ``corrected = flow + noise`` (exact through ``eta^2``; ``q_kk`` also has
+      ``eta^3``, ``eta^4`` terms, of relative size ``eta/B`` and below).
+
+    ``q_kk``: ``Tr(N^2 S N^2 S)/d`` with ``N^2 = c^2 - 2 c eta A + eta^2 A^2``, so its
+    ``eta^2`` term is ``c^2 (2 E Tr(A^2 S^2) + 4 E Tr(ASAS))/d``.
+    """
+    eta, B = _check_eta_batch(eta, batch)
+    k, S = _one_student(model, W)
+    K = model.K
+    d = S[0].shape[0]
+    g = model.weight_decay
+    c = 1.0 - eta * g / d
+    I = np.eye(d)
+    Sk = S[k]
+    if exact:
+        H, b = quadratic_loss(model)
+        M = sum(H[k, l] * S[l] for l in range(K))
+        beta = b[k]
+    else:
+        lamf = noise_potential(model)
+        q = np.array([[np.trace(S[a] @ S[bb]) / d for bb in range(K)] for a in range(K)])
+        lam_kk = float(lamf(q)[k, k])
+        beta = 0.0
+        Gam = model.gamma(q)
+        M = sum(Gam[k, l] * S[l] for l in range(K))
+    Abar = 4.0 * M / d
+
+    def F(X, Y):
+        if not exact:
+            return 4.0 * lam_kk * (np.trace(X) * np.trace(Y) + np.trace(X @ Y)) / d
+        XY = 0.5 * (X @ Y + Y @ X)
+        txy = float(np.trace(X @ Y))
+
+        def Eu2(extra, cent):
+            # E[u^2 * prod(extra)], u = Qc_M / sqrt(d) + beta
+            e2 = qf_moment([M, M] + extra, [True, True] + cent) / d
+            e1 = qf_moment([M] + extra, [True] + cent) * (2.0 * beta / math.sqrt(d))
+            e0 = (qf_moment(extra, cent) if extra else 1.0) * beta ** 2
+            return e2 + e1 + e0
+        val = (Eu2([X, Y], [False, False]) - 2.0 * Eu2([XY], [False]) + txy * Eu2([], []))
+        return 4.0 * val / d
+
+    def ETr2(X, Y):
+        m = float(np.trace(Abar @ X @ Abar @ Y))
+        return m + (F(X, Y) - m) / B
+
+    keys, names = _obs_keys(K, k)
+    flow, noise, mean_m = [], [], []
+    SA = Sk @ Abar
+    ES1 = c * c * Sk - c * eta * (Abar @ Sk + SA)  # E[S'] without the eta^2 term
+    for key in keys:
+        if key[0] == "t":
+            flow.append(((c * c - 1.0) * np.trace(Sk) - 2.0 * c * eta * np.trace(SA)) / d)
+            noise.append(eta ** 2 * ETr2(Sk, I) / d)
+        elif key[2] == k:
+            flow.append(((c ** 4 - 1.0) * np.trace(Sk @ Sk)
+                         - 4.0 * c ** 3 * eta * np.trace(SA @ Sk)) / d)
+            noise.append(eta ** 2 * c * c * (2.0 * ETr2(I, Sk @ Sk) + 4.0 * ETr2(Sk, Sk)) / d)
+        else:
+            Sl = S[key[2]]
+            flow.append(((c * c - 1.0) * np.trace(Sk @ Sl)
+                         - c * eta * (np.trace(Abar @ Sk @ Sl) + np.trace(Abar @ Sl @ Sk))) / d)
+            noise.append(eta ** 2 * ETr2(Sk, Sl) / d)
+    # the traces of the mean matrix E[S'] = ES1 + eta^2 E[A S A]: linear traces are the
+    # corrected ones; q_kk(E[S']) = Tr(ES1^2)/d + 2 eta^2 E Tr(A S A ES1)/d + eta^4 Tr(E[ASA]^2)/d
+    # (the last, O(eta^4), at leading order in 1/d)
+    lam_lead = (2.0 * float(np.trace(M @ M)) / d + beta ** 2) if exact else lam_kk
+    m = Abar @ Sk @ Abar
+    EASA = m + (4.0 * lam_lead * (np.trace(Sk) * I + Sk) / d - m) / B
+    for j, key in enumerate(keys):
+        if key[0] == "q" and key[2] == k:
+            mean_m.append((np.trace(ES1 @ ES1) + 2.0 * eta ** 2 * ETr2(Sk, ES1)
+                           + eta ** 4 * np.trace(EASA @ EASA) - np.trace(Sk @ Sk)) / d)
+        else:
+            mean_m.append(flow[j] + noise[j])
+    flow, noise, mean_m = (np.array(v, dtype=float) for v in (flow, noise, mean_m))
+    return {"names": names, "flow": flow, "noise": noise, "corrected": flow + noise,
+            "mean_matrix": mean_m, "eta": eta, "batch": B, "d": d, "exact": bool(exact),
+            "eta_d_over_B": eta * d / B}
+
+
+# ---------------------------------------------------------------------------
+# the empirical mean over batches
+
+def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
+                       chunk: int | None = None) -> dict:
+    """Mean one-step change of ``t_k, q_kk, q_kl`` over ``n_batches`` independent
+    batches at the fixed weights ``W``, with standard errors.
+
+    Each batch's change is computed exactly from the ``B x B`` Gram matrices
+    ``X Z X^T`` (``X`` the batch, ``Z in {I, S_k, S_k^2, S_l}``; ``A = alpha (K -
+    s I)`` with ``K = X^T D X``, ``D = diag(u_b)``, ``s = sum u_b``, ``alpha = 2/(B
+    sqrt d)``), split by powers of ``eta``: ``by_order[name][p]`` is the mean of
+    the ``eta^p`` part (``p = 0..4``). Vectorised over chunks of batches (BLAS);
+    memory about ``chunk * B * d * 8 * 4`` bytes. Needs a loss of degree <= 2 in
+    ``G`` (the per-sample ``l_k`` is computed from ``(H, b)``).
+    """
+    eta, B = _check_eta_batch(eta, batch)
+    if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)) \
+            or n_batches < 2:
+        raise ValueError(f"n_batches must be an int >= 2, got {n_batches!r}")
+    n_batches = int(n_batches)
+    k, S = _one_student(model, W)
+    H, b = quadratic_loss(model)
+    K = model.K
+    d = S[0].shape[0]
+    if chunk is None:
+        chunk = max(1, min(n_batches, int(2e7 // (B * d * 4))))
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
+    from .base import resolve_seed
+    rng = np.random.default_rng(resolve_seed(seed))
+    c = 1.0 - eta * model.weight_decay / d
+    sqd = math.sqrt(d)
+    alpha = 2.0 / (B * sqd)
+    Sk = S[k]
+    others = [l for l in range(K) if l != k]
+    trS, trS2 = float(np.trace(Sk)), float(np.trace(Sk @ Sk))
+    trM = sum(H[k, l] * np.trace(S[l]) for l in range(K))
+    Scat = np.ascontiguousarray(np.hstack([S[l] for l in range(K)]))  # d x (K d)
+    keys, names = _obs_keys(K, k)
+    n_obs = len(keys)
+    sums = np.zeros((n_obs, 5))
+    sq = np.zeros(n_obs)
+    sqo = np.zeros((n_obs, 5))
+    trSSl = {l: float(np.trace(Sk @ S[l])) for l in others}
+    done = 0
+    while done < n_batches:
+        nb = min(chunk, n_batches - done)
+        X = rng.standard_normal((nb * B, d))
+        XS = (X @ Scat).reshape(nb, B, K, d)
+        X3 = X.reshape(nb, B, d)
+        diag = np.einsum("nbkd,nbd->nbk", XS, X3)  # x^T S_l x
+        u = (diag @ H[k] - trM) / sqd + b[k]     # l_k per sample
+        s = u.sum(axis=1)
+        XSk = XS[:, :, k, :]
+        GI = X3 @ X3.transpose(0, 2, 1)
+        GS = XSk @ X3.transpose(0, 2, 1)
+        GSS = XSk @ XSk.transpose(0, 2, 1)
+        D = u[:, :, None]
+        hI, hS, hSS = D * GI, D * GS, D * GSS
+        tr = lambda P: np.einsum("nii->n", P)  # noqa: E731
+        trp = lambda P, Q: np.einsum("nij,nji->n", P, Q)  # noqa: E731
+        tKS, tKSS = tr(hS), tr(hSS)
+        tK2S = trp(hI, hS)
+        tKSKS = trp(hS, hS)
+        tK2S2 = trp(hI, hSS)
+        hShI = hS @ hI
+        tKSK2S = trp(hShI, hS)
+        tK2SK2S = trp(hShI, hShI)
+        ords = np.zeros((nb, n_obs, 5))
+        for j, key in enumerate(keys):
+            if key[0] == "t":
+                ords[:, j, 0] = (c * c - 1.0) * trS
+                ords[:, j, 1] = -2.0 * c * alpha * (tKS - s * trS)
+                ords[:, j, 2] = alpha ** 2 * (tK2S - 2.0 * s * tKS + s * s * trS)
+            elif key[2] == k:
+                ords[:, j, 0] = (c ** 4 - 1.0) * trS2
+                ords[:, j, 1] = -4.0 * c ** 3 * alpha * (tKSS - s * trS2)
+                a2s2 = alpha ** 2 * (tK2S2 - 2.0 * s * tKSS + s * s * trS2)
+                asas = alpha ** 2 * (tKSKS - 2.0 * s * tKSS + s * s * trS2)
+                ords[:, j, 2] = c * c * (2.0 * a2s2 + 4.0 * asas)
+                ords[:, j, 3] = -4.0 * c * alpha ** 3 * (tKSK2S - 2.0 * s * tKSKS - s * tK2S2
+                                                        + 3.0 * s * s * tKSS - s ** 3 * trS2)
+                ords[:, j, 4] = alpha ** 4 * (tK2SK2S - 4.0 * s * tKSK2S + 4.0 * s * s * tKSKS
+                                              + 2.0 * s * s * tK2S2 - 4.0 * s ** 3 * tKSS
+                                              + s ** 4 * trS2)
+            else:
+                l = key[2]
+                XSl = XS[:, :, l, :]
+                cross = np.einsum("nbd,nbd->n", D * XSk, XSl)  # sum_b u_b (XS)_b . (XS_l)_b
+                hSl = D * (XSl @ X3.transpose(0, 2, 1))
+                ords[:, j, 0] = (c * c - 1.0) * trSSl[l]
+                ords[:, j, 1] = -c * alpha * (2.0 * cross - 2.0 * s * trSSl[l])
+                ords[:, j, 2] = alpha ** 2 * (trp(hS, hSl) - 2.0 * s * cross + s * s * trSSl[l])
+        ords /= d
+        ords *= eta ** np.arange(5)
+        tot = ords.sum(axis=2)
+        sums += ords.sum(axis=0)
+        sqo += (ords ** 2).sum(axis=0)
+        sq += (tot ** 2).sum(axis=0)
+        done += nb
+    n = float(n_batches)
+    by_order = sums / n
+    mean = by_order.sum(axis=1)
+    var = np.maximum(sq / n - mean ** 2, 0.0) * n / (n - 1.0)
+    var_o = np.maximum(sqo / n - by_order ** 2, 0.0) * n / (n - 1.0)
+    return {"names": names, "mean": mean, "se": np.sqrt(var / n), "by_order": by_order,
+            "se_by_order": np.sqrt(var_o / n), "n_batches": n_batches, "eta": eta, "batch": B,
+            "d": d}
+
+
+# ---------------------------------------------------------------------------
+# the traced noise terms of the hierarchy
+
+def noise_terms(word, trainable):
+    """The noise terms ``N_alpha`` of ``d mu_alpha / dt`` for one word (tuple of
+    0-based letters), at leading order in ``1/d``: a list of ``(coef, k, l, w1, w2)``
+    meaning ``coef * Lambda_kl * mu_w1 * mu_w2`` (``mu_() = 1``), the whole multiplied
+    by ``eta d / B``.
+
+    From the step ``S_k -> N_k S_k N_k`` with the batch fluctuation ``dA_k`` of
+    covariance ``E[dA_k,ij dA_l,mn] = (4 Lambda_kl/(d B)) (delta_im delta_jn + delta_in
+    delta_jm)`` (leading order) and ``E Tr(dA X dA Y) = (4 Lambda/(dB)) Tr X Tr Y``:
+
+    - one letter ``k`` (trainable) at a time, ``eta^2 dA S_k dA``: ``Lambda_kk t_k
+      mu(word without that letter)``;
+    - two letters ``k`` at position ``i`` and ``l`` at ``j`` (both trainable), ``P``
+      the letters between them and ``Q`` the rest: ``Lambda_kl [mu(kP) mu(lQ) +
+      mu(kPl) mu(Q) + mu(P) mu(lQk) + mu(Pl) mu(Qk)]``.
+
+    Per step (``dt = 4 eta / d``) the change is ``4 eta^2 N_alpha / B``.
+    """
+    from attndyn.symbolic.words import canonical
+    w = tuple(word)
+    tr = set(trainable)
+    n = len(w)
+    out = []
+
+    def can(x):
+        return tuple(canonical(tuple(x))) if x else ()
+    for i in range(n):
+        if w[i] in tr:
+            out.append((1.0, w[i], w[i], (w[i],), can(w[:i] + w[i + 1:])))
+    for i in range(n):
+        for j in range(i + 1, n):
+            k, l = w[i], w[j]
+            if k not in tr or l not in tr:
+                continue
+            P = w[i + 1:j]
+            Q = w[j + 1:] + w[:i]
+            for a, bb in (((k,) + P, (l,) + Q), ((k,) + P + (l,), Q), (P, (l,) + Q + (k,)),
+                          (P + (l,), Q + (k,))):
+                out.append((1.0, k, l, can(a), can(bb)))
+    # merge equal terms
+    merged = {}
+    for coef, k, l, a, bb in out:
+        key = (min(k, l), max(k, l)) + tuple(sorted([a, bb]))
+        merged[key] = merged.get(key, 0.0) + coef
+    return [(v, key[0], key[1], key[2], key[3]) for key, v in merged.items()]
+
+
+def noise_text(model, order: int = 2) -> str:
+    """The noise terms of every word up to ``order``, one line each, with their order
+    ``eta d / B`` (leading order in ``1/d``)."""
+    from attndyn.symbolic.printing import word_label
+    model = check_model(model)
+    K = model.K
+    lines = []
+
+    def lab(w):
+        return "1" if not w else word_label(w, K)
+    for w in model.words(order):
+        terms = noise_terms(w, model.trainable)
+        if not terms:
+            continue
+        parts = []
+        for coef, k, l, a, bb in terms:
+            f = "" if coef == 1 else f"{coef:g} "
+            mus = " ".join(lab(x) for x in (a, bb) if x)
+            parts.append(f"{f}Lambda_{k + 1}{l + 1} {mus}".strip())
+        lines.append(f"d {word_label(w, K)}/dt += (eta d / B) * [" + " + ".join(parts) + "]")
+    return "\n".join(lines)
+
+
+def random_configs(model, d: int, n: int, seed=0) -> list:
+    """``n`` random tied weight configurations for the one-step check: every factor
+    ``d x d`` Gaussian (:meth:`gaussian_init`) with its scale drawn uniformly in
+    ``[0.5, 1.2]`` (so ``t_k`` in about ``[0.25, 1.4]``)."""
+    from .base import resolve_seed
+    model = check_model(model)
+    rng = np.random.default_rng(resolve_seed(seed))
+    out = []
+    for _ in range(int(n)):
+        scales = list(rng.uniform(0.5, 1.2, size=model.K))
+        out.append(model.gaussian_init(d, scale=scales, seed=int(rng.integers(2 ** 31))))
+    return out
+
+
+def one_step_check(model, configs, *, eta, batches=(16, 64), n_batches: int = 100_000,
+                   seed=0) -> list:
+    """The one-step check of issue 16: for every weight configuration and batch size,
+    the empirical mean change over ``n_batches`` batches (:func:`one_step_empirical`)
+    against :func:`one_step_prediction` (exact through ``eta^2``). Returns one dict per
+    (configuration, batch, observable) with ``empirical``, ``se``, ``flow``,
+    ``corrected``, ``mean_matrix``, the z-scores ``z_flow``, ``z_corrected``,
+    ``z_mean_matrix`` (difference over the standard error) and ``eta3_over_se``, the
+    measured ``eta^3 + eta^4`` part of the change (not in the prediction) over the
+    standard error."""
+    ss = np.random.SeedSequence(seed if not isinstance(seed, np.random.SeedSequence)
+                                else seed.entropy)
+    rows = []
+    for ci, W in enumerate(configs):
+        for B in batches:
+            p = one_step_prediction(model, W, eta=eta, batch=B)
+            e = one_step_empirical(model, W, eta=eta, batch=B, n_batches=n_batches,
+                                   seed=ss.spawn(1)[0])
+            for i, name in enumerate(p["names"]):
+                se = float(e["se"][i])
+                rows.append({
+                    "config": ci, "batch": B, "name": name, "empirical": float(e["mean"][i]),
+                    "se": se, "flow": float(p["flow"][i]), "corrected": float(p["corrected"][i]),
+                    "mean_matrix": float(p["mean_matrix"][i]),
+                    "z_flow": (e["mean"][i] - p["flow"][i]) / se,
+                    "z_corrected": (e["mean"][i] - p["corrected"][i]) / se,
+                    "z_mean_matrix": (e["mean"][i] - p["mean_matrix"][i]) / se,
+                    "eta3_over_se": float(e["by_order"][i, 3:].sum()) / se})
+    return rows
+
+
+def check_table(rows) -> str:
+    """:func:`one_step_check` rows as a text table."""
+    head = (f"{'cfg':>3} {'B':>4} {'obs':<6}{'empirical':>12}{'se':>10}{'z flow':>9}"
+            f"{'z mean-S':>10}{'z corr':>8}{'eta^3/se':>9}")
+    lines = [head]
+    for r in rows:
+        lines.append(f"{r['config']:>3} {r['batch']:>4} {r['name']:<6}{r['empirical']:>12.4e}"
+                     f"{r['se']:>10.2e}{r['z_flow']:>9.1f}{r['z_mean_matrix']:>10.1f}"
+                     f"{r['z_corrected']:>8.2f}{r['eta3_over_se']:>9.2f}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# the noise-corrected moment-level flow (tied, one trainable index, Gamma constant)
+
+CORRECTIONS = ("none", "noise", "noise+finite-d")
+
+
+def check_correction(correction) -> str:
+    """``correction`` validated: ``"none"``, ``"noise"`` or ``"noise+finite-d"``."""
+    if correction is None:
+        return "none"
+    if not isinstance(correction, str) or correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
+    return correction
+
+
+def _exact_EaXa(X, M, beta, d):
+    """``E[a X a]`` for one sample, exactly (``X`` symmetric, loss of degree <= 2 in G):
+    ``(4/d) { E[f] (Tr X I + X) + (8/d) [Tr(M^2 X) I + Tr X M^2 + 2 M X M + Tr(MX) M
+    + M^2 X + X M^2] + (4 beta/sqrt d) [Tr(MX) I + Tr X M + M X + X M] }``,
+    ``E[f] = E[l_k^2] = 2 Tr(M^2)/d + beta^2`` (Stein's identity twice)."""
+    I = np.eye(d)
+    M2 = M @ M
+    Ef = 2.0 * float(np.trace(M2)) / d + beta ** 2
+    trX = float(np.trace(X))
+    out = Ef * (trX * I + X)
+    out = out + (8.0 / d) * (float(np.trace(M2 @ X)) * I + trX * M2 + 2.0 * M @ X @ M
+                             + float(np.trace(M @ X)) * M + M2 @ X + X @ M2)
+    if beta != 0.0:
+        out = out + (4.0 * beta / math.sqrt(d)) * (float(np.trace(M @ X)) * I + trX * M
+                                                   + M @ X + X @ M)
+    return 4.0 * out / d
+
+
+def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noise",
+                         refine: int = 2, rtol: float = 1e-9, atol: float = 1e-12,
+                         raise_on_failure: bool = False):
+    """The moment-level flow: ``t_k, q_kk, q_kl`` of tied SGD to first order in
+    ``eps = eta d / B`` around the finite-d matrix flow (issue 16).
+
+    The SGD mean is ``S_f + eps Delta`` plus a fluctuation ``dS`` of covariance
+    ``O(eps)``. Per unit of ``t = 4 eta n / d`` the batch noise is a symmetric
+    matrix white noise ``dZ`` with ``E[dZ_ij dZ_mn] = (eta Lambda/B)(delta_im
+    delta_jn + delta_in delta_jm) dt`` (``Lambda = E[l_k^2]``, Gaussian engine), which
+    kicks ``dS = -(dZ S + S dZ)`` and, through ``eta^2 dA S dA``, shifts the mean by
+    ``eps Lambda t_k I``. With the tangent flow ``dU/dt = -R U``, ``R = 2 Gamma_kk S +
+    sum_{l != k} Gamma_kl S_l + gamma/4`` (exact for constant ``Gamma``), ``U(t, s) =
+    U(t) U(s)^-1`` carries both, and every trace reduces to inner products
+    ``<P_j(s), Q_Y(t)>`` of ``P_j = U(s)^-1 S(s)^j U(s)^-T`` and ``Q_Y = U(t)^T Y U(t)``:
+
+    - ``E Tr(dS(t)^2)/d = (eps/d^2) int_0^t Lambda (2 <P_1,Q>^2 + 2 <P_0,Q> <P_2,Q>) ds``;
+    - ``Delta(t) = int_0^t U(t,s) [Lambda t_k I - 2 Gamma_kk Pi(s)] U(t,s)^T ds`` with
+      ``eps Pi = E[dS dS]`` (the flow's own curvature ``-2 Gamma_kk S^2`` acting on the
+      fluctuation), itself a double integral of the same inner products;
+    - ``E t_k = t_k(S_f) + eps tau(Delta)``, ``E q_kl = q_kl(S_f) + eps tau(Delta S_l)``,
+      ``E q_kk = q_kk(S_f) + 2 eps tau(S_f Delta) + E Tr(dS^2)/d``.
+
+    ``correction="noise+finite-d"`` adds the finite-d parts of the one-step second
+    moment that keep this inner-product form: the exact mean kick ``(eta d/4) E[A S A]``
+    (:func:`_exact_EaXa`, including the learning-rate term ``eta^2 Abar S Abar``) and
+    the ``(8/d) [Tr(M^2 X) Tr Y + Tr X Tr(M^2 Y) + Tr(MX) Tr(MY)]`` terms of the
+    fluctuation; the remaining ``O(1/d)`` single-trace pieces are left out.
+
+    Supported: tied, ``L = 1``, ``C = I``, one trainable index, a loss of degree <= 2
+    in ``G`` (constant ``Gamma``); anything else raises ``ValueError`` naming this.
+    Returns a Trajectory with rows ``mu_k, q_kk, q_kl`` (flow values in
+    ``diagnostics["flow"]``).
+    """
+    from ..core.results import IntegrationError, Trajectory
+    from ..core.validate import check_t_eval
+    from .flow import solve_flow
+    correction = check_correction(correction)
+    if correction == "none":
+        raise ValueError("noise_corrected_flow needs correction='noise' or 'noise+finite-d'")
+    eta, B = _check_eta_batch(eta, batch)
+    model = check_model(model)
+    if "noise" not in getattr(model, "corrections", ("none",)) or len(model.trainable) != 1:
+        raise ValueError("correction='noise' is implemented for tied models with one trainable "
+                         f"index (the moment-level flow); got {type(model).__name__} with "
+                         f"trainable {list(getattr(model, 'trainable', []))}")
+    try:
+        H, b = quadratic_loss(model)
+    except ValueError as exc:
+        raise ValueError("correction='noise' is implemented for losses of degree <= 2 in G "
+                         f"(constant Gamma, e.g. appendix D.3): {exc}") from None
+    C = np.array(model.C.evalf(), dtype=float)
+    if not np.array_equal(C, np.eye(1)):
+        raise ValueError("correction='noise' needs L = 1 and C = 1")
+    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 1:
+        raise ValueError(f"refine must be an int >= 1, got {refine!r}")
+    mats = model.check_matrices(matrices)
+    t_eval = check_t_eval(t_eval)
+    K, k = model.K, model.trainable[0]
+    d = mats[0].shape[0]
+    gam = model.weight_decay
+    others = [l for l in range(K) if l != k]
+    # the grid: every output time, each interval split in `refine`
+    te = np.unique(np.concatenate([[0.0], t_eval]))
+    grid = [te[0]]
+    for a, c in zip(te[:-1], te[1:]):
+        grid.extend(list(np.linspace(a, c, refine + 1)[1:]))
+    grid = np.array(grid)
+    N = grid.size
+    nbytes = 8.0 * d * d * N * (2 + 2 + len(others))
+    if nbytes > 4e9:
+        raise ValueError(f"noise_corrected_flow would need about {nbytes / 1e9:.1f} GB "
+                         f"(d = {d}, {N} grid times); use fewer output times or refine=1")
+    Sl = {l: mats[l] for l in others}
+    Rfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
+    Rfix = Rfix + (gam / 4.0) * np.eye(d)
+    Mfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
+    dd = d * d
+
+    def rhs(t, y):
+        S = y[:dd].reshape(d, d)
+        U = y[dd:].reshape(d, d)
+        R = 2.0 * H[k, k] * S + Rfix
+        RS = R @ S
+        dS = -(RS + RS.T) + 2.0 * H[k, k] * (S @ S)
+        # dS/dt = -2 Gamma_kk S^2 - sum_l Gamma_kl (S_l S + S S_l) - gamma/2 S
+        #       = -(R S + S R) + 2 Gamma_kk S^2  (R carries 2 Gamma_kk S and gamma/4)
+        return np.concatenate([dS.ravel(), (-(R @ U)).ravel()])
+    y0 = np.concatenate([mats[k].ravel(), np.eye(d).ravel()])
+    sol = solve_flow(rhs, y0, grid, rtol=rtol, atol=atol, what="tied tangent flow")
+    if sol.status != 0 or sol.t.size < N:
+        if raise_on_failure:
+            raise IntegrationError(sol.message)
+        from attndyn.symbolic.printing import word_label
+        from attndyn.symbolic.words import canonical_words
+        words = [tuple(w) for w in canonical_words(2, model.alphabet)]
+        return Trajectory(t=np.zeros(0), y=np.zeros((len(words), 0)),
+                          names=[word_label(w, K) for w in words], words=words,
+                          kind="noise_flow", params={"correction": correction},
+                          status=sol.status, message=sol.message)
+    Ss = sol.y[:dd].T.reshape(N, d, d)
+    Us = sol.y[dd:].T.reshape(N, d, d)
+    Ss = 0.5 * (Ss + Ss.transpose(0, 2, 1))
+    lam = np.empty(N)
+    tk = np.empty(N)
+    Ms = []
+    for i in range(N):
+        M = H[k, k] * Ss[i] + Mfix
+        Ms.append(M)
+        lam[i] = 2.0 * float(np.sum(M * M)) / d + b[k] ** 2  # E[l_k^2] (exact = Gaussian)
+        tk[i] = float(np.trace(Ss[i])) / d
+    fin = correction == "noise+finite-d"
+    # Q families at every grid time: Q_I, Q_{S_f}, Q_{S_l}
+    names_Y = ["I", "f"] + [f"l{l}" for l in others]
+    nY = len(names_Y)
+    Q = np.empty((nY, N, dd))
+    for i in range(N):
+        U = Us[i]
+        Q[0, i] = (U.T @ U).ravel()
+        Q[1, i] = (U.T @ Ss[i] @ U).ravel()
+        for j, l in enumerate(others):
+            Q[2 + j, i] = (U.T @ Sl[l] @ U).ravel()
+    # P families at every grid time: P_0, P_1, P_2 and (finite-d) the mean kick J and
+    # the M-weighted P_M = U^-1 M U^-T, P_M2 = U^-1 M^2 U^-T
+    nP = 10 if fin else 3
+    X = np.empty((nP, N, nY, N))
+    for r in range(N):
+        Ui = np.linalg.inv(Us[r])
+        S = Ss[r]
+        fam = [Ui @ Ui.T, Ui @ S @ Ui.T, Ui @ (S @ S) @ Ui.T]
+        if fin:
+            M = Ms[r]
+            M2 = M @ M
+            Abar = 4.0 * M / d
+            EaSa = _exact_EaXa(S, M, b[k], d)
+            m = Abar @ S @ Abar
+            J = (eta * d / 4.0) * (m + (EaSa - m) / B)  # the exact mean kick per unit time
+            sym = lambda Z: 0.5 * (Z + Z.T)  # noqa: E731
+            fam += [Ui @ J @ Ui.T, Ui @ M @ Ui.T, Ui @ M2 @ Ui.T, Ui @ sym(M2 @ S) @ Ui.T,
+                    Ui @ sym(M @ S) @ Ui.T, Ui @ (S @ M2 @ S) @ Ui.T, Ui @ (S @ M @ S) @ Ui.T]
+        Pm = np.stack([f.ravel() for f in fam])           # (nP, dd)
+        X[:, r] = np.einsum("pa,yna->pyn", Pm, Q)          # <P_p(r), Q_y(n)>
+    eps = eta * d / B
+    # trapezoid weights w[r, n]: int_0^{grid[n]} f(r) dr ~ sum_r w[r, n] f(r)
+    w = np.zeros((N, N))
+    for n in range(1, N):
+        h = np.diff(grid[:n + 1])
+        w[:n, n] += h / 2.0
+        w[1:n + 1, n] += h / 2.0
+    W0, W1, W2 = X[0, :, 0, :], X[1, :, 0, :], X[2, :, 0, :]   # (r, n) with Y = I
+    # the fluctuation of q_kk: (eps/d^2) int [Lambda g + finite-d], g = 2 W1^2 + 2 W0 W2
+    g_fl = lam[:, None] * (2.0 * W1 ** 2 + 2.0 * W0 * W2)
+    if fin:
+        TM, TM2, TM2S, TMS, TSM2S, TSMS = (X[p, :, 0, :] for p in range(4, 10))
+        # the product-of-traces parts of E Tr(dA X dA Y), X, Y in {SV, VS, SVS, V}
+        g_fl = g_fl + (16.0 / d) * (2.0 * TM2S * W1 + TMS ** 2 + TSM2S * W0 + W2 * TM2
+                                    + TSMS * TM)
+        if b[k] != 0.0:
+            g_fl = g_fl + (8.0 * b[k] / math.sqrt(d)) * (2.0 * TMS * W1 + TSMS * W0 + W2 * TM)
+    fluct = (eps / d ** 2) * np.einsum("rn,rn->n", w, g_fl)
+    # Pi(s) kernel: Pi~(s) = int_0^s (Lambda(r)/d) [2 W1(r,s) P_1(r) + W2(r,s) P_0(r)
+    #                                                 + W0(r,s) P_2(r)] dr
+    # tau(Delta(t) Y) = (1/d) [ int_0^t kick(s) . Q_Y(t) ds - 2 Gamma_kk int_0^t <Pi~(s), Q_Y(t)> ds ]
+    out_Y = {}
+    for y in range(nY):
+        X0, X1, X2 = X[0, :, y, :], X[1, :, y, :], X[2, :, y, :]
+        if fin:
+            kick = X[3, :, y, :] / eps           # (eta d/4) E[A S A] in units of eps
+        else:
+            kick = (lam * tk)[:, None] * X0      # Lambda t_k I
+        first = np.einsum("sn,sn->n", w, kick)
+        # inner[s, n] = int_0^s (Lambda(r)/d)(2 W1(r,s) X1(r,n) + W2(r,s) X0(r,n) + W0(r,s) X2(r,n)) dr
+        A1 = w * lam[:, None] / d                 # w[r, s] Lambda(r)/d
+        inner = (np.einsum("rs,rs,rn->sn", A1, 2.0 * W1, X1)
+                 + np.einsum("rs,rs,rn->sn", A1, W2, X0)
+                 + np.einsum("rs,rs,rn->sn", A1, W0, X2))
+        second = np.einsum("sn,sn->n", w, inner)
+        out_Y[names_Y[y]] = (first - 2.0 * H[k, k] * second) / d
+    # flow values and corrected observables at the grid, then at t_eval
+    tf = np.array([np.trace(S) / d for S in Ss])
+    qkk = np.array([np.sum(S * S) / d for S in Ss])
+    qkl = {l: np.array([np.sum(S * Sl[l]) / d for S in Ss]) for l in others}
+    keys, names = _obs_keys(K, k)
+    rows_f, rows_c = [], []
+    for key in keys:
+        if key[0] == "t":
+            rows_f.append(tf)
+            rows_c.append(tf + eps * out_Y["I"])
+        elif key[2] == k:
+            rows_f.append(qkk)
+            rows_c.append(qkk + 2.0 * eps * out_Y["f"] + fluct)
+        else:
+            l = key[2]
+            rows_f.append(qkl[l])
+            rows_c.append(qkl[l] + eps * out_Y[f"l{l}"])
+    idx = np.minimum(np.searchsorted(grid, t_eval), N - 1)
+    yf = np.array(rows_f)[:, idx]
+    yc = np.array(rows_c)[:, idx]
+    # every canonical word of length <= 2: the student's corrected, the teachers' constant
+    from attndyn.symbolic.printing import word_label
+    from attndyn.symbolic.words import canonical_words
+    words = [tuple(w) for w in canonical_words(2, model.alphabet)]
+    pos = {}
+    for j, key in enumerate(keys):
+        pos[(k,) if key[0] == "t" else tuple(sorted(key[1:]))] = j
+    y = np.empty((len(words), t_eval.size))
+    y_flow = np.empty_like(y)
+    for i, w in enumerate(words):
+        if w in pos:
+            y[i], y_flow[i] = yc[pos[w]], yf[pos[w]]
+        else:  # teachers only: constant
+            P = mats[w[0]] if len(w) == 1 else mats[w[0]] @ mats[w[1]]
+            y[i] = y_flow[i] = float(np.trace(P)) / d
+    params = model.params_dict()
+    params.update({"d": d, "eta": eta, "batch": B, "correction": correction,
+                   "eta_d_over_B": eps, "refine": int(refine), "rtol": rtol, "atol": atol})
+    return Trajectory(t=np.asarray(t_eval, float), y=y, names=[word_label(w, K) for w in words],
+                      words=words, kind="noise_flow", params=params, status=0,
+                      message=f"success: moment-level flow with correction={correction!r} "
+                              f"(first order in eta d / B = {eps:.3g})",
+                      diagnostics={"flow": y_flow, "grid": grid, "d": d})
+
+
+def fig4_noise_check(*, d: int = 400, eta: float = 0.01, batch: int = 512, T: float = 1.0,
+                     n_t: int = 41, seeds: int = 8, scale: float = 0.5, threads=1,
+                     corrections=("noise", "noise+finite-d")) -> dict:
+    """Issue 16's flow acceptance at Figure 4's settings (D.3 loss ``(G1 - G2)^2``, tied,
+    student 0 and fixed teacher 1, both ``gaussian_init(scale=0.5, seed=1000 + d)`` as
+    in :func:`attndyn.numeric.attention.figures.fig4`): ``seeds`` SGD runs (seeds
+    ``0..seeds-1``), their mean and standard error, the uncorrected matrix flow and
+    the corrected moment-level flows, and the max errors on ``mu_1, q_11, q_12``."""
+    from .figures import _d3_model
+    from .training import gaussian_init, sgd
+    model = _d3_model()
+    W = gaussian_init(model, d, scale=scale, seed=1000 + d)
+    S = [w @ w.T for w in W]
+    t_eval = np.linspace(0.0, T, n_t)
+    names = ["mu_1", "q_11", "q_12"]
+    runs = [sgd(model, W, eta=eta, batch=batch, t_eval=t_eval, seed=sd, threads=threads)
+            for sd in range(seeds)]
+    t = runs[0].t
+    Y = np.array([[r.observable(n) for n in names] for r in runs])
+    mean = Y.mean(axis=0)
+    se = Y.std(axis=0, ddof=1) / math.sqrt(seeds) if seeds > 1 else np.zeros_like(mean)
+    theories = {}
+    for c in corrections:
+        th = noise_corrected_flow(model, S, t, eta=eta, batch=batch, correction=c)
+        theories[c] = np.array([th.observable(n) for n in names])
+        flow = np.array([th.diagnostics["flow"][th.names.index(n)] for n in names])
+    theories["none"] = flow
+    out = {"t": t, "names": names, "sgd_mean": mean, "sgd_se": se, "theories": theories,
+           "params": {"d": d, "eta": eta, "batch": batch, "T": T, "seeds": seeds,
+                      "scale": scale, "eta_d_over_B": eta * d / batch}}
+    err = {}
+    for c, y in theories.items():
+        e = np.abs(mean - y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(se > 0, e / np.where(se > 0, se, 1.0), 0.0)
+        err[c] = {"max_abs": {n: float(e[i].max()) for i, n in enumerate(names)},
+                  "max_z": {n: float(z[i, 1:].max()) for i, n in enumerate(names)}}
+    out["errors"] = err
+    return out
+
+
+def plot_noise_check(res: dict, ax=None):
+    """SGD mean +- standard error and the uncorrected and corrected theories of
+    :func:`fig4_noise_check`, as the difference to the uncorrected flow (three panels
+    when ``ax`` is None). Returns the axes."""
+    import matplotlib.pyplot as plt
+    names = res["names"]
+    if ax is None:
+        _, ax = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4))
+    axes = np.atleast_1d(ax)
+    t = res["t"]
+    base = res["theories"]["none"]
+    for i, n in enumerate(names[:len(axes)]):
+        a = axes[i]
+        m, se = res["sgd_mean"][i] - base[i], res["sgd_se"][i]
+        a.fill_between(t, m - se, m + se, color="0.8", label="SGD mean +- s.e.")
+        a.plot(t, m, "k.", ms=3)
+        a.plot(t, np.zeros_like(t), "C0-", label="flow (no correction)")
+        for j, (c, y) in enumerate(res["theories"].items()):
+            if c != "none":
+                a.plot(t, y[i] - base[i], f"C{j + 1}--", label=f"correction={c}")
+        a.set_xlabel("t = 4 eta n / d")
+        a.set_title(f"{n} minus the matrix flow")
+    axes[0].legend(fontsize=7)
+    return ax
