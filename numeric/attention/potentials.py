@@ -575,8 +575,27 @@ def build_potential(pot):
 
 
 def tied_potential(loss, K: int, L: int = 1, C=None, params=(), **kw):
-    """:func:`attndyn.symbolic.potential.tied_potential` with the numeric route built."""
+    """:func:`attndyn.symbolic.potential.tied_potential` with the numeric route built.
+
+    ``route="hermite"``: the symbolic Mehler series where the Hermite coefficients
+    have closed forms; otherwise, for an MSE teacher-student loss with tanh, GELU,
+    sigmoid, softplus or erf activations, the compiled series with a stated error
+    bound (:class:`attndyn.numeric.attention.hermite.HermitePotential`, accuracy
+    ``tol * max(1, |Gamma_kl|)``, variances up to ``q_max``, default 4)."""
     from attndyn.symbolic import potential as _sym
+    if kw.get("route") == "hermite":
+        q_max = kw.pop("q_max", 4.0)
+        try:
+            return _sym.tied_potential(loss, K, L, C, params, **kw)
+        except RouteError as exc:
+            from .hermite import hermite_potential
+            if params:
+                raise
+            tol = kw.get("tol", 1e-8)
+            try:
+                return hermite_potential(loss, K, L, C, rtol=tol, atol=tol, q_max=q_max)
+            except ValueError as exc2:
+                raise RouteError(f"{exc}; compiled series: {exc2}") from None
     return build_potential(_sym.tied_potential(loss, K, L, C, params, **kw))
 
 
