@@ -291,12 +291,25 @@ def _wall(code: str, reps: int = 3) -> float:
     return best
 
 
+_FLOOR = "import numpy as np\nfrom numba import njit\n\n\n@njit(cache=True)\ndef f(x):\n    return x + 1.0\n"
+
+
 def table_startup() -> None:
+    import tempfile
     print(f"\n-- start-up, fresh process, warm caches ({_uptime()})")
-    _wall(_READY, 1)  # warm every cache (numba, generated code, structure)
+    _wall(_READY, 1)  # warm every cache (numba, generated code, structure, potential)
+    # the floor of any numba user: one trivial cached function loaded (numba's first load
+    # sets up its CPU target, which imports scipy.linalg for its BLAS check)
+    folder = tempfile.mkdtemp(prefix="attndyn-bench-")
+    with open(os.path.join(folder, "_floor_mod.py"), "w") as f:
+        f.write(_FLOOR)
+    floor_code = f"import sys; sys.path.insert(0, {folder!r}); import _floor_mod; _floor_mod.f(1.0)"
+    _wall(floor_code, 1)
     bare = _wall("import numpy, numba")
+    floor = _wall(floor_code)
     ready = _wall(_READY)
     print(f"python -c 'import numpy, numba'      {bare:6.2f} s")
+    print(f"one trivial cached njit function     {floor:6.2f} s = {floor / bare:.2f}x bare")
     print(f"order 20 ready (import+model+hierarchy+integrate) {ready:6.2f} s = {ready / bare:.2f}x bare")
 
 
