@@ -730,9 +730,12 @@ class TiedHierarchy:
                                 + " (pass check=order+2 with matrices or a moment function)")
         if method == "auto":
             res = _limit.auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
-        # Assumption 2.4 (gamma > gamma*) behind Corollary 2's bound: diagnostics + a note
-        from .theorems.assumptions import note_truncation
-        note_truncation(self.model, mu0, res)
+        # Assumption 2.4 (gamma > gamma*) behind Corollary 2's bound: diagnostics + a note.
+        # Only matrices carry C_0 (note_truncation ignores anything else), and importing the
+        # theorems package costs ~0.2 s: not on the start-up path of moments or a law
+        if isinstance(mu0, (list, tuple)):
+            from .theorems.assumptions import note_truncation
+            note_truncation(self.model, mu0, res)
         if raise_on_failure and res.status != 0:
             exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
             raise exc(res.message)
