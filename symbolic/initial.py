@@ -157,7 +157,13 @@ class FreeInit:
             codes = structure.codes[n]
             if codes.size == 0:
                 continue
-            if base ** n >= _CODE_LIMIT:  # the codes would overflow: unique rows instead
+            if K == 2 and is_scalar[0] != is_scalar[1]:
+                # one scalar and one random letter: the number of 1-letters (the bit count
+                # of the code) fixes both subsequences
+                ones = (np.bitwise_count(codes) if hasattr(np, "bitwise_count")
+                        else decode(codes, n, K).sum(axis=1))
+                _, first, inv = np.unique(ones, return_index=True, return_inverse=True)
+            elif base ** n >= _CODE_LIMIT:  # the codes would overflow: unique rows instead
                 D = decode(codes, n, K)
                 sc = is_scalar[D]
                 P = np.take_along_axis(D, np.argsort(~sc, axis=1, kind="stable"), axis=1)

@@ -198,6 +198,8 @@ def test_damaged_entry_is_rejected_and_rebuilt(folder, how):
     ([scalar(0.5), wishart(0.5, 2.0), scalar(1.3)], 3, 7),
     ([wishart(Fraction(1, 2), Fraction(3, 2)), scalar(Fraction(2, 3))], 2, 9),
     ([wishart(1, 1), scalar(0)], 2, 8),
+    ([scalar(0.7), wishart(0.8, 0.6)], 2, 11),
+    ([wishart(0.8, 0.6)], 1, 9),
     ([scalar(2), scalar(0.5)], 2, 8),
 ])
 def test_structure_moments_equal_the_per_word_moments(specs, K, order):
