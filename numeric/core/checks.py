@@ -193,17 +193,19 @@ def checks_table(results, as_json: bool = False) -> str:
     if as_json:
         return json.dumps({"checks": [r.as_dict() for r in results],
                            "ok": not any(r.verdict == "not held" for r in results)})
-    lines = [f"{'check':10}{'paper':22}{'inst':>5}{'worst':>11}{'bound':>11}  verdict"]
+    kw = max([5] + [len(r.key) for r in results]) + 2
+    pw = max([5] + [len(r.reference) for r in results]) + 2
+    lines = [f"{'check':{kw}}{'paper':{pw}}{'inst':>5}{'worst':>11}{'bound':>11}  verdict"]
     for r in results:
         w = "-" if not math.isfinite(float(r.worst)) else f"{r.worst:.3g}"
         b = "-" if not math.isfinite(float(r.bound)) else f"{r.bound:.3g}"
-        lines.append(f"{r.key:10}{r.reference[:21]:22}{r.instances:5d}{w:>11}{b:>11}  "
+        lines.append(f"{r.key:{kw}}{r.reference:{pw}}{r.instances:5d}{w:>11}{b:>11}  "
                      f"{r.verdict}")
-        lines.append(f"{'':10}measured: {r.measured}")
+        lines.append(f"{'':{kw}}measured: {r.measured}")
         if r.expectation:
-            lines.append(f"{'':10}expected: {r.expectation}")
+            lines.append(f"{'':{kw}}expected: {r.expectation}")
         if r.detail:
-            lines.append(f"{'':10}{r.detail}")
+            lines.append(f"{'':{kw}}{r.detail}")
     held = sum(r.verdict == "held" for r in results)
     bad = [r.key for r in results if r.verdict == "not held"]
     na = sum(r.verdict == "not applicable" for r in results)
