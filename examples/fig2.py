@@ -10,4 +10,6 @@ from attndyn.numeric.attention.figures import fig2
 run = fig2("quick", seeds=1)
 print(run.table())
 print(run.extra["escape_tau"])          # first tau = eta n / d with |p_12| >= 0.1, tied
+scan = run.extra["direct_scan"]         # direct-S flow from Gaussian starts at growing d
+print(scan["d"], scan["pmax"]["h2"])    # mean max |p| over the horizon: falls like 1/d (eq. 418)
 run.save("fig2_out")

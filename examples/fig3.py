@@ -9,4 +9,6 @@ from attndyn.numeric.attention.figures import fig3
 
 run = fig3("quick", seeds=1)
 print(run.table())
+print(run.extra["escape_order_sgd"])    # the caption's order: h1 < h2 < h3
+print(run.extra["loss_gap"]["gap"])     # exact finite-d loss minus Phi at the start, per d
 run.save("fig3_out")

@@ -566,8 +566,8 @@ def fig2(mode: str = "quick", seeds=1, **overrides) -> FigureRun:
             all(gap_s[a] <= 2.0 / d for a in hs),
             ", ".join(f"{a}: max |p_SGD - p_flow| = {_fmt(gap_s[a])}" for a in hs)
             + f" (tolerance 2/d = {_fmt(2.0 / d)})",
-            horizon + "; measured: the gap does not shrink with the batch (lr noise is not it), "
-                      "it is the finite-d non-Gaussian drift"))
+            horizon + "; the gap is the finite-d non-Gaussian drift, not lr noise: measured "
+                      "apart at d = 80, h2: 9.3e-3 with B = 400, 9.9e-3 with B = 1600"))
     run.claims.append(Claim(
         "direct S theory from the uninformative state stays uninformative for h2 and h3",
         all(maxp_su[a] < 1e-12 for a in hs),
@@ -635,7 +635,6 @@ def _plot_fig2(run, fig=None):
         ax.plot([], [], "C1-", lw=2, label="direct S: SGD max$|p_{12}|$")
         ax.plot([], [], "C1--", label="direct S: ODE (402)-(404)")
         ax.axhline(0.1, color="0.5", ls=":", lw=1)
-        ax.axhline(1e-2, color="0.7", ls=":", lw=1)
         ax.set_xlabel("$\\tau = \\eta n/d$  (tied $t = 4\\tau$)")
         ax.set_title(f"{act}", fontsize=10)
     axs[0].set_ylabel("overlap $|p_{12}|$")
@@ -648,6 +647,9 @@ def _plot_fig2(run, fig=None):
                       label=f"{a}: mean max$_\\tau|p|$")
         ax.loglog(dd, scan["p0"], "k:", label="mean $|p(0)|$")
         ax.loglog(dd, scan["p0"][0] * dd[0] / dd, color="0.6", lw=0.8, label="$\\propto 1/d$")
+        ax.minorticks_off()
+        ax.set_xticks(dd)
+        ax.set_xticklabels([f"{x:g}" for x in dd])
         ax.set_xlabel("$d$")
         ax.set_ylabel("direct S: flow (402)-(404), max$_{\\tau}$ overlap")
         ax.set_title(f"direct S vs d ({scan['seeds']} Gaussian starts per d)", fontsize=9)
@@ -832,6 +834,9 @@ def _plot_fig3(run, fig=None):
                 bx.loglog(dd, g[0] * dd[0] / dd, color=f"C{i}", lw=0.7, ls=":")
         bx.set_xscale("log")
         bx.set_yscale("log")
+        bx.minorticks_off()
+        bx.set_xticks(dd)
+        bx.set_xticklabels([f"{x:g}" for x in dd])
         bx.set_xlabel("$d$")
         bx.set_ylabel("finite-d loss minus Gaussian-equivalent $\\Phi$")
         bx.set_title("non-Gaussian correction (Monte Carlo; dotted: $\\propto 1/d$)", fontsize=8)
