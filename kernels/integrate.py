@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from .rhs import (GRAD_FTYPE, _SLOT_TYPES, apply_groups, check_system, fused_system,
-                  gamma_table, layout_args)
+from .rhs import (GRAD_FTYPE, _SLOT_TYPES, apply_groups_all, apply_groups_parallel,
+                  auto_threads, check_system, fused_system, gamma_table, group_blocks,
+                  launch_threads, layout_args, parallel_variant)
 
 __all__ = ["rk_kernel", "rk_signature", "run_rk", "TABLEAUX", "dopri5_sparse", "STATUS",
            "status_message"]
@@ -160,7 +161,8 @@ def rk_signature(slot_dtype=np.uint8):
 def _f(y, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent, blocks,
        xbuf, gout, g, tab, dy):
     gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout, g, tab)
-    apply_groups(rows, groups, src, slot, tab, y, dy, 0, groups.shape[0])
+    # one thread; the parallel kernel's copy of this function calls apply_groups_parallel
+    apply_groups_all(rows, groups, src, slot, tab, y, dy, blocks)
 
 
 @njit(cache=True)
@@ -338,24 +340,34 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
 
 
 _compiled: dict = {}
-_ONE_BLOCK = np.zeros(2, dtype=np.int64)  # group blocks: unused by the one-thread kernel
 
 
-def rk_kernel(slot_dtype=np.uint8):
+def rk_kernel(slot_dtype=np.uint8, parallel: bool = False):
     """The compiled Runge-Kutta kernel (:func:`rk_signature`), compiled or loaded from
-    numba's cache on the first call; one specialisation serves every order and loss."""
-    key = np.dtype(slot_dtype)
+    numba's cache on the first call; one specialisation serves every order and loss.
+    ``parallel=True``: the kernel whose right-hand side runs its group blocks on numba's
+    threads (a separate function, so the one-thread kernel never starts them)."""
+    key = (np.dtype(slot_dtype), bool(parallel))
     k = _compiled.get(key)
     if k is None:
-        k = _compiled[key] = njit(rk_signature(key), cache=True)(_rk)
+        fn = _rk
+        if parallel:
+            launch_threads()
+            f_par = njit(cache=True)(parallel_variant(
+                _f.py_func, "_f_parallel", apply_groups_all=apply_groups_parallel))
+            fn = parallel_variant(_rk, "_rk_parallel", _f=f_par)
+        k = _compiled[key] = njit(rk_signature(key[0]), cache=True)(fn)
     return k
 
 
 def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_init=0.0,
-           t0=0.0):
+           t0=0.0, threads=None):
     """Integrate a fused ``system`` (see :func:`attndyn.kernels.rhs.fused_system`) from
     ``y0`` at ``t0`` with ``method`` (``"dopri5"`` or ``"dop853"``). Returns
-    ``(ys, info, tinfo, yend)``; shapes and indices are checked before the kernel runs."""
+    ``(ys, info, tinfo, yend)``; shapes and indices are checked before the kernel runs.
+    ``info`` holds status, outputs, steps, RHS evaluations, rejected steps and, last, the
+    threads used: :func:`attndyn.kernels.rhs.auto_threads` of the number of terms, at most
+    ``threads`` (the same bits for any number)."""
     if method not in TABLEAUX:
         raise ValueError(f"method must be one of {sorted(TABLEAUX)}, got {method!r}")
     A, B, C, E, E3, order, kind = TABLEAUX[method]
@@ -363,14 +375,18 @@ def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_i
     t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
     check_system(system, y0.size)
     ys = np.zeros((t_eval.size, y0.size))
-    info = np.zeros(5, dtype=np.int64)
+    info = np.zeros(6, dtype=np.int64)
     tinfo = np.zeros(2)
     yend = np.empty(y0.size)
     s = system
-    rk_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(rtol), float(atol), float(h_init),
-                            float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
-                            kind, s.gfun, s.gparams, s.gather, s.consts, *layout_args(s),
-                            s.slot_coef, s.slot_ent, _ONE_BLOCK, s.n_grad, ys, info, tinfo, yend)
+    lay = layout_args(s)
+    nthr = auto_threads(s.src.size, threads)
+    rk_kernel(s.slot.dtype, nthr > 1)(
+        y0, float(t0), t_eval, float(rtol), float(atol), float(h_init), float(h_max),
+        int(max_steps), float(blowup), A, B, C, E, E3, order, kind, s.gfun, s.gparams, s.gather,
+        s.consts, *lay, s.slot_coef, s.slot_ent, group_blocks(lay[1], nthr), s.n_grad, ys, info,
+        tinfo, yend)
+    info[5] = nthr
     return ys, info, tinfo, yend
 
 
@@ -388,8 +404,9 @@ def dopri5_sparse(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup,
     if ys.shape != (t_eval.size, y0.size) or info.size < 5 or tinfo.size < 2:
         raise ValueError("ys must be len(t_eval) x len(y0), info >= 5 and tinfo >= 2 entries")
     A, B, C, E, E3, order, kind = TABLEAUX["dopri5"]
+    lay = layout_args(s)
     rk_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(rtol), float(atol), float(h_init),
                             float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order,
-                            kind, s.gfun, s.gparams, s.gather, s.consts, *layout_args(s),
-                            s.slot_coef, s.slot_ent, _ONE_BLOCK, s.n_grad, ys, info, tinfo,
+                            kind, s.gfun, s.gparams, s.gather, s.consts, *lay, s.slot_coef,
+                            s.slot_ent, group_blocks(lay[1], 1), s.n_grad, ys, info, tinfo,
                             np.empty(y0.size))

@@ -32,11 +32,14 @@ blowup``.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 from numba import njit, types
 
-from .rhs import _SLOT_TYPES, apply_groups, check_system, layout_args
+from .rhs import (_SLOT_TYPES, apply_groups_values, apply_groups_values_parallel,
+                  auto_threads, check_system, group_blocks, launch_threads, layout_args,
+                  parallel_variant)
 
 __all__ = ["taylor_kernel", "taylor_signature", "run_taylor", "taylor_order", "check_program"]
 
@@ -62,7 +65,7 @@ def taylor_signature(slot_dtype=np.uint8):
         _i64, _f64,         # gather, consts
         types.uint32[::1], types.uint64[:, ::1],  # rows, groups (grouped layout)
         types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
-        _f64, _i64,         # slot_coef, slot_ent
+        _f64, _i64, _i64,   # slot_coef, slot_ent, gblocks (group blocks for the threads)
         _i64, _i64, _f64, _i64,  # program: mono_ptr, mono_vars, mono_coef, mono_out
         types.int64,        # n_grad
         types.boolean,      # constant Gamma
@@ -134,8 +137,8 @@ def _split_rows(rows, groups, src, slot, slot_coef, slot_u, y, Zk, acc):
 
 
 def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, rows, groups,
-            src, slot, slot_coef, slot_ent, mono_ptr, mono_vars, mono_coef, mono_out, n_grad,
-            const_gamma, ys, info, tinfo, yend):
+            src, slot, slot_coef, slot_ent, gblocks, mono_ptr, mono_vars, mono_coef, mono_out,
+            n_grad, const_gamma, ys, info, tinfo, yend):
     n = y0.size
     nx = gather.size
     n_e = n_grad + consts.size
@@ -165,6 +168,8 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, ro
         if used[e] >= 0:
             used_ent[used[e]] = e
     Z = np.zeros((1, 1, 1)) if const_gamma else np.zeros((p + 1, nu, n))
+    # constant Gamma: one table for every product, spelt out per term
+    val = np.empty(src.size if const_gamma else 0)
     acc = np.empty(nu)
     y = y0.copy()
     t = t0
@@ -196,9 +201,13 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, ro
                     G[0, n_grad + i] = consts[i]
                 for s in range(tab.size):
                     tab[s] = slot_coef[s] * G[0, slot_ent[s]]
+                if const_gamma:
+                    for q in range(val.size):
+                        val[q] = tab[slot[q]]
             inv = 1.0 / (k + 1)
             if const_gamma:
-                apply_groups(rows, groups, src, slot, tab, Y[k], dy, 0, groups.shape[0])
+                # the parallel kernel's copy of this function calls the parallel twin
+                apply_groups_values(rows, groups, src, val, Y[k], dy, gblocks)
                 for i in range(n):
                     Y[k + 1, i] = dy[i] * inv
             else:
@@ -278,13 +287,20 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, ro
 _compiled: dict = {}
 
 
-def taylor_kernel(slot_dtype=np.uint8):
+def taylor_kernel(slot_dtype=np.uint8, parallel: bool = False):
     """The compiled Taylor kernel (:func:`taylor_signature`), compiled or loaded from
-    numba's cache on the first call; one specialisation serves every order and loss."""
-    key = np.dtype(slot_dtype)
+    numba's cache on the first call; one specialisation serves every order and loss.
+    ``parallel=True``: the kernel whose constant-Gamma products run their group blocks on
+    numba's threads (a separate function: the one-thread kernel never starts them)."""
+    key = (np.dtype(slot_dtype), bool(parallel))
     k = _compiled.get(key)
     if k is None:
-        k = _compiled[key] = njit(taylor_signature(key), cache=True)(_taylor)
+        fn = _taylor
+        if parallel:
+            launch_threads()
+            fn = parallel_variant(_taylor, "_taylor_parallel",
+                                  apply_groups_values=apply_groups_values_parallel)
+        k = _compiled[key] = njit(taylor_signature(key[0]), cache=True)(fn)
     return k
 
 
@@ -306,27 +322,57 @@ def check_program(program, nx: int, n_grad: int):
         raise ValueError("program coefficients must be finite")
 
 
+_PROGRAMS: dict = {}
+
+
+def _checked_program(program, nx: int, n_grad: int) -> bool:
+    """:func:`check_program`, once per set of program array objects (and ``nx, n_grad``):
+    repeated integrate calls skip the re-check. Returns whether Gamma is constant."""
+    arrs = tuple(program)
+    if len(arrs) != 4:
+        raise TypeError("program must be (mono_ptr, mono_vars, mono_coef, mono_out)")
+    key = (id(arrs[0]), nx, n_grad)
+    hit = _PROGRAMS.get(key)
+    if hit is not None and all(r() is a for r, a in zip(hit[0], arrs)):
+        return hit[1]
+    check_program(arrs, nx, n_grad)
+    const = bool(np.all(np.diff(arrs[0]) == 0))
+    try:
+        refs = tuple(weakref.ref(a) for a in arrs)
+    except TypeError:
+        return const
+    if hit is None:
+        weakref.finalize(arrs[0], _PROGRAMS.pop, key, None)
+    _PROGRAMS[key] = (refs, const)
+    return const
+
+
 def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order=None,
-               t0=0.0):
+               t0=0.0, threads=None):
     """Integrate a fused ``system`` with a polynomial Gamma ``program`` from ``y0`` at
     ``t0``. ``order`` defaults to :func:`taylor_order` of ``tol``. Returns
-    ``(ys, info, tinfo, yend, order)``; every array is checked before the kernel runs."""
+    ``(ys, info, tinfo, yend, order)``; every array is checked before the kernel runs.
+    ``info`` holds status, outputs, steps, coefficient orders computed, 0 and, last, the
+    threads used (:func:`attndyn.kernels.rhs.auto_threads`, at most ``threads``; only the
+    constant-Gamma products use more than one)."""
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
     t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
     check_system(system, y0.size)
-    check_program(program, system.gather.size, system.n_grad)
+    const = _checked_program(program, system.gather.size, system.n_grad)
     p = taylor_order(tol) if order is None else int(order)
     if not 2 <= p <= 60:
         raise ValueError(f"order must be an int in 2..60, got {p}")
     ptr, var, coef, out = program
-    const = bool(np.all(np.diff(ptr) == 0))
     ys = np.zeros((t_eval.size, y0.size))
-    info = np.zeros(5, dtype=np.int64)
+    info = np.zeros(6, dtype=np.int64)
     tinfo = np.zeros(2)
     yend = np.empty(y0.size)
     s = system
-    taylor_kernel(s.slot.dtype)(y0, float(t0), t_eval, float(tol), p, float(h_max),
-                                int(max_steps), float(blowup), s.gather, s.consts,
-                                *layout_args(s), s.slot_coef, s.slot_ent, ptr, var, coef, out,
-                                s.n_grad, const, ys, info, tinfo, yend)
+    lay = layout_args(s)
+    nthr = auto_threads(s.src.size, threads) if const else 1
+    taylor_kernel(s.slot.dtype, nthr > 1)(
+        y0, float(t0), t_eval, float(tol), p, float(h_max), int(max_steps), float(blowup),
+        s.gather, s.consts, *lay, s.slot_coef, s.slot_ent, group_blocks(lay[1], nthr), ptr, var,
+        coef, out, s.n_grad, const, ys, info, tinfo, yend)
+    info[5] = nthr
     return ys, info, tinfo, yend, p
