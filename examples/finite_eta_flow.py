@@ -20,11 +20,12 @@ def main(argv=None):
     ap.add_argument("--T", type=float, default=1.0)
     ap.add_argument("--n-t", type=int, default=41)
     ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--scale", type=float, default=0.5)
     ap.add_argument("--png", default=None)
     ap.add_argument("--out", default=None, help="npz file for the curves")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    res = noise.fig4_noise_check(d=a.d, eta=a.eta, batch=a.batch, T=a.T, n_t=a.n_t,
+    res = noise.fig4_noise_check(d=a.d, eta=a.eta, batch=a.batch, T=a.T, n_t=a.n_t, scale=a.scale,
                                  seeds=a.seeds)
     wall = time.perf_counter() - t0
     print(f"d = {a.d}, eta = {a.eta}, B = {a.batch}, eta d / B = {a.eta * a.d / a.batch:.4g}, "

@@ -262,10 +262,11 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
         Extra keywords for the theory call (``conv_tol``, ``rtol``...).
     threads : int or None
         numba threads of the SGD kernels (see :func:`attndyn.numeric.attention.training.sgd`).
-    correction : "none", "noise" or "noise+finite-d"
+    correction : "none", "noise", "noise+finite-d" or "finite-d"
         Finite-learning-rate correction of the theory (issue 16; tied ``theory="flow"``
         only, :func:`attndyn.numeric.attention.noise.noise_corrected_flow`), with
-        ``eta``, ``batch`` and ``d`` of this comparison.
+        ``eta``, ``batch`` and ``d`` of this comparison; ``"finite-d"``: the finite-width
+        potential (:func:`attndyn.numeric.attention.finite_width.finite_width_flow`).
 
     Returns
     -------

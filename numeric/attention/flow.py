@@ -180,7 +180,9 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
         ``"none"`` (default), or ``"noise"`` / ``"noise+finite-d"``: the moment-level
         flow of :func:`attndyn.numeric.attention.noise.noise_corrected_flow` (issue 16:
         the mini-batch noise of SGD with learning rate ``eta`` and batch ``batch``, to
-        first order in ``eta d / B``; tied, one trainable index, quadratic loss).
+        first order in ``eta d / B``; tied, one trainable index, quadratic loss), or
+        ``"finite-d"``: the flow of the finite-d population loss (the fourth-cumulant
+        correction of :mod:`attndyn.numeric.attention.finite_width`, degree <= 4 losses).
 
     Returns
     -------
@@ -190,12 +192,16 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
     from .base import check_model
     from .noise import check_correction, noise_corrected_flow
     if check_correction(correction) != "none":
-        if eta is None or batch is None:
+        if (eta is None or batch is None) and correction != "finite-d":
             raise ValueError(f"correction={correction!r} needs the SGD's eta and batch")
         if order not in (None, 1, 2) or words is not None or keep_matrices:
             raise ValueError(f"correction={correction!r} reports the words of length <= 2 "
                              "only (order <= 2, no words=, no keep_matrices)")
         kw = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
+        if correction == "finite-d":
+            from .finite_width import finite_width_flow
+            return finite_width_flow(check_model(model), matrices, t_eval,
+                                     raise_on_failure=raise_on_failure, **kw)
         return noise_corrected_flow(check_model(model), matrices, t_eval, eta=eta, batch=batch,
                                     correction=correction, raise_on_failure=raise_on_failure,
                                     **kw)

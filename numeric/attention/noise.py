@@ -579,11 +579,13 @@ def check_table(rows) -> str:
 # ---------------------------------------------------------------------------
 # the noise-corrected moment-level flow (tied, one trainable index, Gamma constant)
 
-CORRECTIONS = ("none", "noise", "noise+finite-d")
+CORRECTIONS = ("none", "noise", "noise+finite-d", "finite-d")
 
 
 def check_correction(correction) -> str:
-    """``correction`` validated: ``"none"``, ``"noise"`` or ``"noise+finite-d"``."""
+    """``correction`` validated: ``"none"``, ``"noise"``, ``"noise+finite-d"`` (both: the
+    moment-level flow, quadratic losses) or ``"finite-d"`` (the finite-width potential of
+    :mod:`attndyn.numeric.attention.finite_width`, polynomial losses of degree <= 4)."""
     if correction is None:
         return "none"
     if not isinstance(correction, str) or correction not in CORRECTIONS:
@@ -647,7 +649,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     from ..core.validate import check_t_eval
     from .flow import solve_flow
     correction = check_correction(correction)
-    if correction == "none":
+    if correction in ("none", "finite-d"):
         raise ValueError("noise_corrected_flow needs correction='noise' or 'noise+finite-d'")
     eta, B = _check_eta_batch(eta, batch)
     model = check_model(model)

@@ -72,7 +72,7 @@ class TiedModel(AttentionModel):
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
     theories = ("flow", "hierarchy", "limit")
     #: ``compare(..., correction=)`` choices (issue 16, numeric/attention/noise.py)
-    corrections = ("none", "noise", "noise+finite-d")
+    corrections = ("none", "noise", "noise+finite-d", "finite-d")
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
@@ -297,6 +297,11 @@ class TiedModel(AttentionModel):
                 raise ValueError(f"correction={correction!r} is implemented for theory='flow' "
                                  f"with order <= 2 (t_k, q_kl); got theory={theory!r}, "
                                  f"order={order}; the hierarchy and limit take correction='none'")
+            if correction == "finite-d":  # the finite-width potential (degree <= 4 losses)
+                from .finite_width import finite_width_flow
+                opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "method") if k in kwargs}
+                th = finite_width_flow(self, S, t, **opts)
+                return _tied_theory_derived(self, th, words)
             opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "refine") if k in kwargs}
             th = noise_corrected_flow(self, S, t, eta=kwargs.pop("eta"),
                                       batch=kwargs.pop("batch"), correction=correction, **opts)

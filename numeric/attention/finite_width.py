@@ -1,0 +1,159 @@
+"""Finite width: the O(1/d) correction to the Gaussian-equivalent potential (issue 16).
+
+Paper 003's Theorem 1 replaces the tied pre-activations ``G_k = (x^T S_k x - Tr S_k) /
+sqrt(d)`` by a Gaussian with covariance ``2 q_kl``; at finite ``d`` they are not
+Gaussian. Their joint cumulants are those of Gaussian quadratic forms,
+
+    kappa_3(G_k, G_l, G_m)      = 8 Tr(S_k S_l S_m) / d^(3/2)                  (O(d^-1/2))
+    kappa_4(G_k, G_l, G_m, G_n) = 8 sum_{sigma in S_3} Tr(S_k S_sigma(l) S_sigma(m) S_sigma(n)) / d^2
+                                                                                   (O(1/d)),
+
+and for a loss that is a polynomial of degree <= 4 in ``G`` the cumulant expansion of
+``E[loss(G)]`` stops (``E p(G) = exp(sum_n kappa_n d^n / n!) p |_0``):
+
+    Phi_d(S) = Phi(q) + (1/6) sum l_klm(0) kappa_3 + (1/24) sum l_klmn kappa_4
+             = Phi(q) + (4/(3 d^(3/2))) sum c3_klm Tr(S_k S_l S_m)
+                      + (2/d^2) sum c4_klmn Tr(S_k S_l S_m S_n),
+
+exactly, with ``c3 = d^3 loss/dG^3 at 0`` and ``c4 = d^4 loss/dG^4`` (constants). It is the
+population loss itself, so SGD's mean drift is its gradient: with ``dPhi_d/dS_a =
+sum_l 2 Gamma_al S_l / d + (4/d^(3/2)) sum c3_alm S_l S_m + (8/d^2) sum c4_almn S_l S_m
+S_n``, the finite-width matrix flow in ``t = 4 eta n / d`` is
+
+    dS_a/dt = -(d/2) (dPhi_d/dS_a S_a + S_a dPhi_d/dS_a) - (gamma/2) S_a,
+
+whose Gaussian part is the paper's flow (eq. 11 before projection). The correction
+needs the words of length 3 and 4, not only ``q``: at finite ``d`` the potential is
+not a function of ``q`` alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .base import check_model
+
+__all__ = ["finite_width_coefficients", "finite_width_potential", "finite_width_flow"]
+
+
+def finite_width_coefficients(model):
+    """``(c3, c4)``: the third derivatives of the loss at ``G = 0`` (``K x K x K``) and its
+    fourth derivatives (``K^4``, constant) for a tied ``L = 1`` loss that is a polynomial
+    of degree <= 4 in ``G``; ``ValueError`` for any other loss."""
+    import sympy as sp
+
+    from attndyn.symbolic.potential import g_array
+    model = check_model(model)
+    if "noise" not in getattr(model, "corrections", ("none",)) or model.L != 1 \
+            or model.loss is None:
+        raise ValueError("the finite-width correction is implemented for tied models with "
+                         "L = 1 and a loss callable")
+    K = model.K
+    G = g_array(1, K)
+    syms = [G[0, 0, k] for k in range(K)]
+    subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
+    expr = sp.expand(sp.sympify(model.loss(G)).subs(subs))
+    try:
+        poly = sp.Poly(expr, *syms)
+    except sp.PolynomialError:
+        poly = None
+    if poly is None or poly.total_degree() > 4 or poly.free_symbols - set(syms):
+        raise ValueError("the finite-width correction is exact (and implemented) for losses "
+                         "that are polynomials of degree <= 4 in G; this loss is not")
+    zero = {s: 0 for s in syms}
+    c3 = np.zeros((K,) * 3)
+    c4 = np.zeros((K,) * 4)
+    for idx in itertools.product(range(K), repeat=3):
+        c3[idx] = float(sp.diff(expr, *[syms[i] for i in idx]).subs(zero))
+    for idx in itertools.product(range(K), repeat=4):
+        c4[idx] = float(sp.diff(expr, *[syms[i] for i in idx]))
+    return c3, c4
+
+
+def finite_width_potential(model, matrices) -> dict:
+    """``Phi_d(S) - Phi(q)``, the finite-width correction at the matrices ``S_k``, split in
+    its ``kappa_3`` (``O(d^-1/2)``) and ``kappa_4`` (``O(1/d)``) parts."""
+    model = check_model(model)
+    mats = model.check_matrices(matrices)
+    c3, c4 = finite_width_coefficients(model)
+    d = mats[0].shape[0]
+    K = model.K
+    p3 = p4 = 0.0
+    for k, l, m in itertools.product(range(K), repeat=3):
+        if c3[k, l, m] != 0.0:
+            p3 += c3[k, l, m] * np.trace(mats[k] @ mats[l] @ mats[m])
+    for k, l, m, n in itertools.product(range(K), repeat=4):
+        if c4[k, l, m, n] != 0.0:
+            p4 += c4[k, l, m, n] * np.trace(mats[k] @ mats[l] @ mats[m] @ mats[n])
+    k3 = 4.0 / (3.0 * d ** 1.5) * p3
+    k4 = 2.0 / d ** 2 * p4
+    return {"kappa3": float(k3), "kappa4": float(k4), "total": float(k3 + k4)}
+
+
+def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
+                      method: str = "DOP853", blowup: float = 1e100, kappa3: bool = True,
+                      raise_on_failure: bool = False):
+    """The tied matrix flow of the finite-d population loss ``Phi_d`` (module docstring):
+    the paper's flow plus the ``kappa_3`` and ``kappa_4`` terms. Returns a Trajectory of
+    the words of length <= 2 (``status`` as :func:`attndyn.numeric.attention.flow.solve_flow`)."""
+    from attndyn.symbolic.printing import word_label
+    from attndyn.symbolic.words import canonical_words
+
+    from ..core.results import IntegrationError, Trajectory
+    from ..core.validate import check_t_eval
+    from .flow import solve_flow
+    model = check_model(model)
+    c3, c4 = finite_width_coefficients(model)
+    if not kappa3:
+        c3 = np.zeros_like(c3)
+    mats = [np.array(m, dtype=float) for m in model.check_matrices(matrices)]
+    t_eval = check_t_eval(t_eval)
+    K = model.K
+    d = mats[0].shape[0]
+    tr = list(model.trainable)
+    gam = model.weight_decay
+    dd = d * d
+
+    def unpack(y):
+        S = list(mats)
+        for j, a in enumerate(tr):
+            S[a] = y[j * dd:(j + 1) * dd].reshape(d, d)
+        return S
+
+    def rhs(t, y):
+        S = unpack(y)
+        q = np.array([[np.sum(S[a] * S[b]) / d for b in range(K)] for a in range(K)])
+        Gam = model.gamma(q)
+        SS = {(l, m): S[l] @ S[m] for l in range(K) for m in range(K)}
+        out = []
+        for a in tr:
+            P = sum(2.0 * Gam[a, l] * S[l] for l in range(K)) / d
+            P = P + (4.0 / d ** 1.5) * sum(c3[a, l, m] * SS[l, m] for l in range(K)
+                                           for m in range(K) if c3[a, l, m] != 0.0)
+            P = P + (8.0 / d ** 2) * sum(c4[a, l, m, n] * (SS[l, m] @ S[n])
+                                         for l in range(K) for m in range(K) for n in range(K)
+                                         if c4[a, l, m, n] != 0.0)
+            P = 0.5 * (P + P.T)
+            PS = P @ S[a]
+            out.append((-(d / 2.0) * (PS + PS.T) - (gam / 2.0) * S[a]).ravel())
+        return np.concatenate(out) if out else np.zeros(0)
+    y0 = np.concatenate([mats[a].ravel() for a in tr]) if tr else np.zeros(0)
+    sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
+                     what="finite-width tied matrix flow")
+    words = [tuple(w) for w in canonical_words(2, model.alphabet)]
+    y = np.empty((len(words), sol.t.size))
+    for n in range(sol.t.size):
+        S = unpack(sol.y[:, n])
+        for i, w in enumerate(words):
+            y[i, n] = (np.trace(S[w[0]]) if len(w) == 1 else np.sum(S[w[0]] * S[w[1]])) / d
+    params = model.params_dict()
+    params.update({"d": d, "rtol": rtol, "atol": atol, "method": method,
+                   "finite_width": "kappa3+kappa4" if kappa3 else "kappa4"})
+    res = Trajectory(t=sol.t, y=y, names=[word_label(w, K) for w in words], words=words,
+                     kind="finite_width_flow", params=params, status=sol.status,
+                     message=sol.message, diagnostics={"d": d})
+    if raise_on_failure and sol.status != 0:
+        raise IntegrationError(sol.message)
+    return res
