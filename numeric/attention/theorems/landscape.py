@@ -479,7 +479,7 @@ def untied_case(loss_name: str, d: int, t_end: float, rng) -> dict:
 COR1_BUDGETS = {
     "small": {"tied_d": 40, "tied_t": 40.0, "sgd_ds": (32,), "direct_d": 30, "direct_t": 40.0,
               "untied": None, "instances": 1},
-    "default": {"tied_d": 80, "tied_t": 40.0, "sgd_ds": (32, 64), "direct_d": 60,
+    "default": {"tied_d": 80, "tied_t": 40.0, "sgd_ds": (32, 64, 128), "direct_d": 60,
                 "direct_t": 40.0, "untied": (24, 400.0), "instances": 2},
     "slow": {"tied_d": 160, "tied_t": 60.0, "sgd_ds": (32, 64, 128), "direct_d": 120,
              "direct_t": 60.0, "untied": (40, 1200.0), "instances": 4},
@@ -495,7 +495,8 @@ SGD_TOL = 1e-4
 def check_cor1(budget, seed) -> CheckResult:
     """Tied linear and h2 teacher-student instances (random teacher spectra in [0.5, 1.5],
     Wishart students): ``|Phi(flow end) - min_Q Phi| <= 1e-6`` and SGD's end point within
-    ``1e-4`` at every SGD dimension; direct S (linear and h2 from an informative start,
+    ``1e-4`` at every SGD dimension (first instance; SGD ``eta = 0.05`` linear, ``0.01`` h2,
+    ``B = 2d``, horizon ``t = 20`` linear, ``8`` h2); direct S (linear and h2 from an informative start,
     where the flow reaches the minimum; h2 from an uninformative start reported, since
     Corollary 7 predicts that the flow stays on the invariant manifold) and untied (linear)
     cases are reported and held to the same 1e-6 where the flow is expected to reach the
@@ -503,10 +504,11 @@ def check_cor1(budget, seed) -> CheckResult:
     cfg = COR1_BUDGETS.get(budget, COR1_BUDGETS["default"])
     rng = np.random.default_rng(seed)
     rows = []
-    for _ in range(cfg["instances"]):
+    for i in range(cfg["instances"]):
         for loss in ("linear", "h2"):
+            # SGD at the growing dimensions on the first instance only (it dominates the cost)
             rows.append(tied_case(loss, cfg["tied_d"], cfg["tied_t"], rng,
-                                  sgd_ds=cfg["sgd_ds"]))
+                                  sgd_ds=cfg["sgd_ds"] if i == 0 else ()))
     rows.append(direct_case("linear", cfg["direct_d"], cfg["direct_t"], rng, True))
     rows.append(direct_case("h2", cfg["direct_d"], cfg["direct_t"], rng, True))
     stall = direct_case("h2", cfg["direct_d"], cfg["direct_t"], rng, False)
