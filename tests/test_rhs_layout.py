@@ -1,0 +1,145 @@
+"""The grouped row layout of the RHS kernels and their thread choice (issue 11 item 1).
+
+The kernels walk the rows by length within chunks (kernels/rhs.py, ``group_rows``);
+every row is still summed in its own term order, so the result must be the CSR loop's
+bits, for any chunk size, with empty rows, and for any number of threads."""
+
+import numpy as np
+import pytest
+
+from attndyn.kernels import rhs as R
+from attndyn.kernels.integrate import run_rk
+from attndyn.kernels.taylor import run_taylor
+
+
+def _random_csr(rng, n_rows, max_len, n_slots=40, empty=0.2):
+    lens = rng.integers(0, max_len + 1, n_rows)
+    lens[rng.random(n_rows) < empty] = 0
+    indptr = np.zeros(n_rows + 1, dtype=np.uint64)
+    np.cumsum(lens, out=indptr[1:])
+    nt = int(indptr[-1])
+    src = rng.integers(0, max(n_rows, 1), nt).astype(np.uint32)
+    slot = rng.integers(0, n_slots, nt).astype(np.uint8)
+    return indptr, src, slot
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("chunk", [1, 7, 1024])
+def test_grouped_layout_gives_the_csr_bits(seed, chunk):
+    rng = np.random.default_rng(seed)
+    n_rows = int(rng.integers(0, 400))
+    indptr, src, slot = _random_csr(rng, n_rows, int(rng.integers(0, 25)))
+    lay = R.group_rows(indptr, src, slot, chunk=chunk)
+    # a permutation of the rows; each group holds rows of its length, in one chunk
+    assert np.array_equal(np.sort(lay.rows.astype(np.int64)), np.arange(n_rows))
+    lens = np.diff(indptr.astype(np.int64))
+    for L, cnt, t0, r0 in lay.groups.astype(np.int64):
+        rr = lay.rows[r0:r0 + cnt].astype(np.int64)
+        assert np.all(lens[rr] == L) and np.unique(rr // chunk).size == 1
+        # the terms of each row, in their own order
+        for j, r in enumerate(rr):
+            a, b = int(indptr[r]), int(indptr[r + 1])
+            assert np.array_equal(lay.src[t0 + j * L:t0 + (j + 1) * L], src[a:b])
+            assert np.array_equal(lay.slot[t0 + j * L:t0 + (j + 1) * L], slot[a:b])
+    assert lay.n_terms == src.size == int((lay.groups[:, 0] * lay.groups[:, 1]).sum())
+    y = rng.standard_normal(n_rows) * 10.0 ** rng.integers(-5, 5, n_rows)
+    tab = rng.standard_normal(40)
+    ref = np.full(n_rows, np.nan)
+    R.apply_rows(indptr, src, slot, tab, y, ref, 0, n_rows)
+    got = np.full(n_rows, np.nan)  # empty rows must be written (0.0), not left alone
+    R.apply_groups_all(lay.rows, lay.groups, lay.src, lay.slot, tab, y, got, np.zeros(2, np.int64))
+    assert np.array_equal(got.view(np.int64), ref.view(np.int64))
+    for nb in (2, 3):  # the parallel kernel on any block split: the same bits
+        got2 = np.full(n_rows, np.nan)
+        R.apply_groups_parallel(lay.rows, lay.groups, lay.src, lay.slot, tab, y, got2,
+                                R.group_blocks(lay.groups, nb))
+        assert np.array_equal(got2.view(np.int64), ref.view(np.int64))
+    val = tab[lay.slot]
+    got3 = np.full(n_rows, np.nan)
+    R.apply_groups_values(lay.rows, lay.groups, lay.src, val, y, got3, np.zeros(2, np.int64))
+    assert np.array_equal(got3.view(np.int64), ref.view(np.int64))
+
+
+def test_group_blocks_cover_the_groups_in_order():
+    rng = np.random.default_rng(3)
+    lay = R.group_rows(*_random_csr(rng, 5000, 20), chunk=64)
+    ng = lay.groups.shape[0]
+    assert np.array_equal(R.group_blocks(lay.groups, 1), [0, ng])
+    b = R.group_blocks(lay.groups, 2)
+    assert b[0] == 0 and b[-1] == ng and np.all(np.diff(b) > 0) and b.size == 3
+    terms = lay.groups[:, 0] * lay.groups[:, 1]
+    half = terms[:b[1]].sum() / terms.sum()
+    assert 0.4 < half < 0.6  # about equal work per thread
+
+
+def test_empty_structure_layout():
+    lay = R.group_rows(np.zeros(1, dtype=np.uint64), np.zeros(0, np.uint32),
+                       np.zeros(0, np.uint8))
+    assert lay.rows.size == 0 and lay.groups.shape == (0, 4) and lay.n_terms == 0
+
+
+def _tied(order, weight_decay=0.0):
+    import attndyn
+    from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    m = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2,
+                          weight_decay=weight_decay)
+    h = m.hierarchy(order)
+    return h, h.initial_state(FreeInit([wishart(0.5, 0.5), scalar(1)]))
+
+
+def test_row_layout_is_cached_per_array_set():
+    h, _ = _tied(6)
+    s = R.fused_system(h._system)
+    a = R.row_layout(s)
+    assert R.row_layout(s) is a
+    s2 = R.fused_system(h._system)
+    s2.src = s.src.copy()  # other array objects: a new layout, never the stale one
+    assert R.row_layout(s2) is not a
+
+
+def test_auto_threads(monkeypatch):
+    import numba
+    assert R.auto_threads(0) == 1
+    assert R.auto_threads(R.PARALLEL_TERMS_PER_THREAD - 1) == 1
+    assert R.auto_threads(10 ** 12, limit=1) == 1
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    assert R.auto_threads(10 ** 12) == 1  # NUMBA_NUM_THREADS=1: never a second thread
+    monkeypatch.undo()
+    if numba.config.NUMBA_NUM_THREADS >= 2:
+        assert R.auto_threads(10 ** 12) == numba.get_num_threads() >= 1
+        assert R.auto_threads(2 * R.PARALLEL_TERMS_PER_THREAD, limit=2) == \
+            min(2, numba.get_num_threads())
+
+
+def test_threads_give_the_same_bits(monkeypatch):
+    """rhs_into, DP5(4) and Taylor with the threads forced on: the one-thread bits, and
+    ``info[5]`` says how many ran."""
+    import numba
+    h, y0 = _tied(8, weight_decay=1.0)
+    t = np.array([0.0, 0.05, 0.1])
+    ref_dy = R.rhs_into(h._system, y0, threads=1)
+    ref_rk = run_rk("dopri5", h._system, y0, t, 1e-10, 1e-12, 10 ** 5, 1e100, np.inf, threads=1)
+    ref_ty = run_taylor(h._system, h._gamma_program, y0, t, 1e-10, 1000, 1e100, np.inf,
+                        threads=1)
+    assert ref_rk[1][5] == 1 and ref_ty[1][5] == 1
+    monkeypatch.setattr(R, "PARALLEL_TERMS_PER_THREAD", 1)
+    want = min(2, numba.get_num_threads()) if numba.config.NUMBA_NUM_THREADS >= 2 else 1
+    assert np.array_equal(R.rhs_into(h._system, y0, threads=2), ref_dy)
+    rk = run_rk("dopri5", h._system, y0, t, 1e-10, 1e-12, 10 ** 5, 1e100, np.inf, threads=2)
+    ty = run_taylor(h._system, h._gamma_program, y0, t, 1e-10, 1000, 1e100, np.inf, threads=2)
+    assert rk[1][5] == want and ty[1][5] == want
+    assert np.array_equal(rk[0], ref_rk[0]) and np.array_equal(rk[1][:5], ref_rk[1][:5])
+    assert np.array_equal(ty[0], ref_ty[0]) and np.array_equal(ty[1][:5], ref_ty[1][:5])
+
+
+def test_taylor_program_check_is_not_skipped_for_new_arrays():
+    h, y0 = _tied(4)
+    prog = h._gamma_program
+    t = np.array([0.0, 0.01])
+    run_taylor(h._system, prog, y0, t, 1e-10, 100, 1e100, np.inf)  # checked and remembered
+    bad = (prog[0], np.full_like(prog[1], 99), prog[2], prog[3]) if prog[1].size else \
+        (prog[0], prog[1], prog[2], np.full_like(prog[3], 99))
+    if prog[1].size == 0 and prog[3].size == 0:
+        pytest.skip("empty program")
+    with pytest.raises(ValueError, match="program"):
+        run_taylor(h._system, bad, y0, t, 1e-10, 100, 1e100, np.inf)
