@@ -233,6 +233,9 @@ def test_finite_width_flow_and_refusals():
     b = matrix_flow(m, S, t, order=2)
     for n in ("mu_1", "q_11", "q_12"):
         assert np.allclose(a.observable(n), b.observable(n), atol=1e-8)
+    assert fw.finite_width_text(m).startswith("no finite-width terms")
+    txt = fw.finite_width_text(_h2_scenario(20).model())
+    assert "(2/d) * [6 mu_1111 + -8 mu_1122 + -4 mu_1212 + 6 mu_2222]" in txt
     with pytest.raises(ValueError, match="degree <= 4"):
         fw.finite_width_flow(attndyn.TiedModel(2, [0], lambda G: G[0, 0, 0] ** 6), S, t)
 

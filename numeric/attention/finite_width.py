@@ -157,3 +157,27 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
     if raise_on_failure and sol.status != 0:
         raise IntegrationError(sol.message)
     return res
+
+
+def finite_width_text(model) -> str:
+    """The finite-width terms of ``Phi_d`` with their order in ``1/d``, one line per
+    cumulant: ``sum_words coef * mu_word`` over canonical words (``mu_klm = Tr(S_k S_l
+    S_m)/d``; ``coef`` sums ``c3`` or ``c4`` over the orderings with that trace)."""
+    from attndyn.symbolic.printing import word_label
+    from attndyn.symbolic.words import canonical
+    model = check_model(model)
+    c3, c4 = finite_width_coefficients(model)
+    K = model.K
+    lines = []
+    for order, c, pref, tag in ((3, c3, "4/(3 sqrt(d))", "kappa_3, O(d^-1/2)"),
+                                (4, c4, "2/d", "kappa_4, O(1/d)")):
+        terms = {}
+        for idx in itertools.product(range(K), repeat=order):
+            if c[idx] != 0.0:
+                w = tuple(canonical(idx))
+                terms[w] = terms.get(w, 0.0) + c[idx]
+        terms = {w: v for w, v in terms.items() if v != 0.0}
+        if terms:
+            body = " + ".join(f"{v:g} {word_label(w, K)}" for w, v in terms.items())
+            lines.append(f"Phi_d - Phi += ({pref}) * [{body}]   ({tag})")
+    return "\n".join(lines) if lines else "no finite-width terms (a loss of degree <= 2 in G)"
