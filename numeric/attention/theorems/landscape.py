@@ -193,7 +193,7 @@ def _potential(model):
 
 def _all_symbols(model, pot):
     """Every order-parameter symbol of the potential (also those phi does not contain)."""
-    if model.kind == "tied":
+    if getattr(pot, "kind", None) == "tied":   # a TiedPotential: its q matrix
         return [pot.q[k, l] for k in range(model.K) for l in range(k, model.K)]
     out = []
     for name, M in pot.law.order_parameters.items():
