@@ -65,7 +65,10 @@ def taylor_signature(slot_dtype=np.uint8):
         _i64, _f64,         # gather, consts
         types.uint32[::1], types.uint64[:, ::1],  # rows, groups (grouped layout)
         types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
-        _f64, _i64, _i64,   # slot_coef, slot_ent, gblocks (group blocks for the threads)
+        _f64, _i64,         # slot_coef, slot_ent
+        types.uint32[::1], types.uint64[:, ::1], types.uint32[::1], _f64,  # constant-Gamma
+        # layout (crows, cgroups, csrc, cval: nonzero terms, values spelt out) or empty
+        _i64,               # cgblocks (its group blocks for the threads)
         _i64, _i64, _f64, _i64,  # program: mono_ptr, mono_vars, mono_coef, mono_out
         types.int64,        # n_grad
         types.boolean,      # constant Gamma
@@ -137,7 +140,8 @@ def _split_rows(rows, groups, src, slot, slot_coef, slot_u, y, Zk, acc):
 
 
 def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, rows, groups,
-            src, slot, slot_coef, slot_ent, gblocks, mono_ptr, mono_vars, mono_coef, mono_out,
+            src, slot, slot_coef, slot_ent, crows, cgroups, csrc, cval, cgblocks, mono_ptr,
+            mono_vars, mono_coef, mono_out,
             n_grad, const_gamma, ys, info, tinfo, yend):
     n = y0.size
     nx = gather.size
@@ -168,8 +172,6 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, ro
         if used[e] >= 0:
             used_ent[used[e]] = e
     Z = np.zeros((1, 1, 1)) if const_gamma else np.zeros((p + 1, nu, n))
-    # constant Gamma: one table for every product, spelt out per term
-    val = np.empty(src.size if const_gamma else 0)
     acc = np.empty(nu)
     y = y0.copy()
     t = t0
@@ -201,13 +203,10 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, ro
                     G[0, n_grad + i] = consts[i]
                 for s in range(tab.size):
                     tab[s] = slot_coef[s] * G[0, slot_ent[s]]
-                if const_gamma:
-                    for q in range(val.size):
-                        val[q] = tab[slot[q]]
             inv = 1.0 / (k + 1)
             if const_gamma:
                 # the parallel kernel's copy of this function calls the parallel twin
-                apply_groups_values(rows, groups, src, val, Y[k], dy, gblocks)
+                apply_groups_values(crows, cgroups, csrc, cval, Y[k], dy, cgblocks)
                 for i in range(n):
                     Y[k + 1, i] = dy[i] * inv
             else:
@@ -347,6 +346,48 @@ def _checked_program(program, nx: int, n_grad: int) -> bool:
     return const
 
 
+_NO_LAYOUT = (np.zeros(0, dtype=np.uint32), np.zeros((0, 4), dtype=np.uint64),
+              np.zeros(0, dtype=np.uint32), np.zeros(0))
+_CONST: dict = {}
+
+
+def _const_layout(s, program) -> tuple:
+    """The constant-Gamma operator of ``s``: ``(rows, groups, src, val)``, the grouped
+    layout (:func:`attndyn.kernels.rhs.group_rows`) of the terms whose value
+    ``val = slot_coef[slot] * g[slot_ent[slot]]`` is not zero (``g = (Gamma, consts)``,
+    Gamma from the program as the kernel's order-0 step adds it up, so the same values).
+    Zero terms (the decay without weight decay: a sixth of them at order 16) would only
+    add zeros to the Taylor coefficients. Made once per set of array objects."""
+    arrs = (s.indptr, s.src, s.slot, s.slot_coef, s.slot_ent, s.consts) + tuple(program)
+    key = id(s.indptr)
+    hit = _CONST.get(key)
+    if hit is not None and len(hit[0]) == len(arrs) and all(
+            r() is a for r, a in zip(hit[0], arrs)):
+        return hit[1]
+    ptr, var, coef, out = program
+    g = np.zeros(s.n_grad + s.consts.size)
+    for m in range(coef.size):  # constant program: every monomial is a bare coefficient
+        g[out[m]] += coef[m]
+    g[s.n_grad:] = s.consts
+    tab = s.slot_coef * g[s.slot_ent]
+    val = tab[s.slot]
+    keep = val != 0.0
+    csum = np.zeros(val.size + 1, dtype=np.int64)
+    np.cumsum(keep, out=csum[1:])
+    indptr = np.ascontiguousarray(csum[s.indptr.astype(np.int64)], dtype=np.uint64)
+    from .rhs import group_rows
+    lay = group_rows(indptr, s.src[keep], val[keep])
+    out_t = (lay.rows, lay.groups, lay.src, np.ascontiguousarray(lay.slot, dtype=np.float64))
+    try:
+        refs = tuple(weakref.ref(a) for a in arrs)
+    except TypeError:
+        return out_t
+    if hit is None:
+        weakref.finalize(s.indptr, _CONST.pop, key, None)
+    _CONST[key] = (refs, out_t)
+    return out_t
+
+
 def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order=None,
                t0=0.0, threads=None):
     """Integrate a fused ``system`` with a polynomial Gamma ``program`` from ``y0`` at
@@ -369,10 +410,15 @@ def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order
     yend = np.empty(y0.size)
     s = system
     lay = layout_args(s)
-    nthr = auto_threads(s.src.size, threads) if const else 1
+    if const:
+        clay = _const_layout(s, program)
+        nthr = auto_threads(clay[2].size, threads)
+    else:
+        clay = _NO_LAYOUT
+        nthr = 1
     taylor_kernel(s.slot.dtype, nthr > 1)(
         y0, float(t0), t_eval, float(tol), p, float(h_max), int(max_steps), float(blowup),
-        s.gather, s.consts, *lay, s.slot_coef, s.slot_ent, group_blocks(lay[1], nthr), ptr, var,
-        coef, out, s.n_grad, const, ys, info, tinfo, yend)
+        s.gather, s.consts, *lay, s.slot_coef, s.slot_ent, *clay, group_blocks(clay[1], nthr),
+        ptr, var, coef, out, s.n_grad, const, ys, info, tinfo, yend)
     info[5] = nthr
     return ys, info, tinfo, yend, p

@@ -143,3 +143,24 @@ def test_taylor_program_check_is_not_skipped_for_new_arrays():
         pytest.skip("empty program")
     with pytest.raises(ValueError, match="program"):
         run_taylor(h._system, bad, y0, t, 1e-10, 100, 1e100, np.inf)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 1.0])
+def test_taylor_constant_operator_drops_only_zero_terms(weight_decay):
+    """The Taylor kernel's constant-Gamma operator (kernels/taylor.py, ``_const_layout``)
+    keeps every nonzero term with its value: its product is the full product (zero terms
+    only add zeros), and without weight decay the decay terms are gone."""
+    from attndyn.kernels.taylor import _const_layout
+    h, y0 = _tied(8, weight_decay)
+    s = R.fused_system(h._system)
+    rows, groups, src, val = _const_layout(s, h._gamma_program)
+    assert _const_layout(s, h._gamma_program)[3] is val  # cached per array set
+    y = y0 * (1.0 + 0.1 * np.random.default_rng(0).standard_normal(y0.size))
+    got = np.full_like(y, np.nan)
+    R.apply_groups_values(rows, groups, src, val, y, got, np.zeros(2, np.int64))
+    ref = R.rhs_into(s, y)  # Gamma is constant: the RHS is this linear operator
+    assert np.array_equal(got, ref)
+    n_decay = int(np.count_nonzero(s.slot_ent[s.slot] == s.n_grad))
+    assert n_decay > 0
+    expect = s.src.size - (n_decay if weight_decay == 0.0 else 0)
+    assert src.size == val.size == expect and np.all(val != 0.0)
