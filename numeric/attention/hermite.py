@@ -23,8 +23,10 @@ bounded from above (``max(T, 0)`` plus the allowances below), plus the error
 of the coefficients in the partial sums. The coefficients are integrated per
 variance, in the kernel, by a trapezoidal rule in ``z``; its step is chosen
 here, at construction, from a ladder until the coefficients (``n < M_max``)
-and ``E[u^2]`` agree with those of the rule with half the step at variances
-``v_max 4^-j`` (``j = 0..4``, ``v_max`` the largest variance allowed); the
+and ``E[u^2]`` agree with those of the rule with half the step (one rule per
+band of variances ``(v_max 2^-(j+1), v_max 2^-j]``, ``j = 0..7``, the last down
+to 0, checked at the band's top, middle and bottom; ``v_max`` the largest
+variance allowed); the
 difference is recorded as the coefficients' error ``eps_q`` (relative to
 ``sqrt(E u^2)``; a verified, not a proven, quantity) and enters the stated
 bound together with a worst-case rounding allowance. So the stated bound is
@@ -54,7 +56,7 @@ __all__ = ["HermitePotential", "hermite_potential", "HERMITE_ACTIVATIONS", "mse_
 HERMITE_ACTIVATIONS = tuple(sorted(ACTIVATION_CODES))
 _STEPS = (0.4, 0.3, 0.25, 0.2, 0.15, 0.12, 0.1, 0.08, 0.065, 0.05, 0.04, 0.03, 0.025)
 _EPS = float(np.finfo(float).eps)
-_BANDS = 4  # variance bands (v_max 4^-(j+1), v_max 4^-j], the last down to 0
+_BANDS = 8  # variance bands (v_max 2^-(j+1), v_max 2^-j], the last down to 0
 
 
 def _he_table(z, M):
@@ -220,17 +222,18 @@ class HermitePotential:
 
     # -- construction ------------------------------------------------------------------------
     def _choose_rule(self, vmax):
-        """One trapezoid rule per variance band ``(v_top / 4, v_top]``, ``v_top = v_max 4^-j``
+        """One trapezoid rule per variance band ``(v_top / 2, v_top]``, ``v_top = v_max 2^-j``
         (the last band reaches down to 0): the largest step of the ladder whose
-        coefficients and moments agree with the half step's at ``v_top``, ``v_top / 2``
-        and ``v_top / 4`` (the last band also at ``v_top / 16, v_top / 64``)."""
+        coefficients and moments agree with the half step's at ``v_top``,
+        ``v_top / sqrt 2`` and ``v_top / 2`` (the last band also at ``v_top / 16, v_top / 256``)."""
         codes = sorted({ACTIVATION_CODES[self.student], ACTIVATION_CODES[self.teacher]})
         target = 64 * _EPS   # agreement wanted between a rule and the one of half its step
         bands = []
         dq_all = dE_all = 0.0
         for j in range(_BANDS):
-            vtop = vmax * 4.0 ** (-j)
-            vs = [vtop, vtop / 2, vtop / 4] + ([vtop / 16, vtop / 64] if j == _BANDS - 1 else [])
+            vtop = vmax * 2.0 ** (-j)
+            vs = [vtop, vtop / math.sqrt(2), vtop / 2] + ([vtop / 16, vtop / 256]
+                                                          if j == _BANDS - 1 else [])
             for h in _STEPS:
                 fine = _rule(h / 2, self.m_max, vtop)
                 coarse = _rule(h, self.m_max, vtop)
