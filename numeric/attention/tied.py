@@ -585,6 +585,8 @@ class TiedHierarchy:
                 ys[n_out:n_out + k] = sub[:k]
                 n_out += k
                 info[2:5] += inf[2:5]
+                # the kernels report the threads they ran on last (auto_threads by size)
+                self._last_threads = int(inf[5]) if inf.size > 5 else 1
                 t, h = float(tin[0]), float(tin[1])
                 status = int(inf[0])
                 if status != -2 or info[2] >= max_steps:
@@ -713,6 +715,7 @@ class TiedHierarchy:
                 "integrator": self._last_integrator}
         if self._last_integrator == "taylor":
             diag["taylor_order"] = self._last_taylor_order
+        diag["threads"] = getattr(self, "_last_threads", 1)
         message = status_message(status, float(tinfo[0]), int(info[2]), blowup,
                                  time_limit or 0.0)
         import copy
