@@ -172,6 +172,7 @@ def run(command_name: str, args) -> int:
     if args.json:
         print(json.dumps({"status": cmp.status, "message": cmp.message, "t": cmp.t.tolist(),
                           "errors": jsonable(cmp.errors), "params": jsonable(p),
+                          "assumptions": cmp.params.get("assumptions", []),
                           "sgd": {n: cmp.sgd.y[i].tolist() for i, n in enumerate(cmp.sgd.names)},
                           "theory": {n: cmp.theory.y[i].tolist()
                                      for i, n in enumerate(cmp.theory.names)},
