@@ -61,7 +61,10 @@ def _read_bandwidth() -> float:
 
 
 def _best(fn, reps, rounds=5):
+    t0 = time.perf_counter()
     fn()
+    if reps == 0:  # as many calls per round as fit in about 20 ms
+        reps = max(1, int(0.02 / max(time.perf_counter() - t0, 1e-6)))
     best = np.inf
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -118,6 +121,7 @@ def table_rhs(orders) -> None:
            f"{'2 threads':>9} {'x bw':>5} {'auto':>4} {'landed':>7} {'scipy A@y':>9}   (ns/term)")
     print(hdr)
     print("-" * len(hdr))
+    verdicts = []
     for M in orders:
         h = model.hierarchy(M)
         s = fused_system(h._system)
@@ -131,13 +135,24 @@ def table_rhs(orders) -> None:
         args = (y, s.gfun, s.gparams, s.gather, s.consts, *lay, s.slot_coef, s.slot_ent,
                 np.array([0, lay[1].shape[0]]), *bufs, dy)
         reps = max(3, int(2e7 // max(h.n_terms, 1)))
-        fns = {1: lambda: k1(*args)}
+        gather, consts, ip64, src32, ent, coef = _unfused_args(h)
+        dyu = np.empty_like(y)
+        uargs = (y, s.gfun, s.gparams, gather, consts, ip64, src32, ent, coef, np.empty(4),
+                 np.empty(4), np.empty(5), dyu)
+        A = _csr(h)
+        # the one-thread variants in the same rounds, alternated: a load change hits them
+        # alike; two threads after them (idle OpenMP workers spin a while after a parallel
+        # call, which would slow the one-thread calls that follow it)
+        fns = {1: lambda: k1(*args), "landed": lambda: prev.sparse_rhs(*uargs),
+               "scipy": lambda: A @ y}
+        best = _interleaved(fns, reps)
         if nthr >= 2:
             numba.set_num_threads(2)
             k2 = rhs_kernel(s.slot.dtype, parallel=True)
             args2 = args[:11] + (group_blocks(lay[1], 2),) + args[12:]
             fns[2] = lambda: k2(*args2)
-        best = _interleaved(fns, reps)
+            best.update(_interleaved({2: fns[2]}, reps))
+            time.sleep(0.5)  # let the spinning workers go to sleep before the next timing
         fns[1]()
         ref = dy.copy()
         par = bwp = "-"
@@ -146,20 +161,20 @@ def table_rhs(orders) -> None:
             assert np.array_equal(dy, ref)  # two threads: the same bits
             par = f"{best[2] / h.n_terms * 1e9:9.2f}"
             bwp = f"{best[2] / h.n_terms * 1e9 / ideal:5.2f}"
-        gather, consts, ip64, src32, ent, coef = _unfused_args(h)
-        dyu = np.empty_like(y)
-        uargs = (y, s.gfun, s.gparams, gather, consts, ip64, src32, ent, coef, np.empty(4),
-                 np.empty(4), np.empty(5), dyu)
-        tu = _best(lambda: prev.sparse_rhs(*uargs), reps)
-        assert np.array_equal(dyu, ref)  # the fused kernel gives the same bits
-        A = _csr(h)
-        ts = _best(lambda: A @ y, reps)
+        fns["landed"]()
+        assert np.array_equal(dyu, ref)  # the fused kernel gives the landed kernel's bits
+        tu, ts = best["landed"], best["scipy"]
         ns = best[1] / h.n_terms * 1e9
         print(f"{M:5d} {h.n_moments:9d} {h.n_terms:10d} {bpt:4.1f} {ns:8.2f} {ns / ideal:5.2f} "
               f"{par:>9} {bwp:>5} {auto_threads(h.n_terms):4d} {tu / h.n_terms * 1e9:7.2f} "
               f"{ts / h.n_terms * 1e9:9.2f}")
+        if M in (20, 22):
+            verdicts.append(f"order {M}: {ns:.2f} ns/term one thread ({ns / ideal:.2f}x bw), "
+                            f"{'met' if ns <= 1.0 and ns / ideal <= 2.5 else 'NOT met'}")
     print(f"auto: the threads the integrators and rhs() use at that size (NUMBA_NUM_THREADS = "
           f"{nthr}); landed: the kernel before issue 11")
+    for v in verdicts:
+        print(f"acceptance (<= 1.0 ns/term and <= 2.5x bw on one core): {v}")
 
 
 def _interleaved(fns, reps, rounds=7):
@@ -199,7 +214,7 @@ def _heyoka_run(A, y0, T, tol):
         ta.state[:] = y0
         ta.propagate_until(T)
         return ta.state.copy()
-    best = _best(run, 1, 5)
+    best = _best(run, 0, 7)
     return best, run(), build, ta.order
 
 
@@ -222,7 +237,7 @@ def table_integrate(M: int = 16, T: float = 0.1, rtol: float = 1e-10) -> None:
         def run(name=name):
             return h.integrate(y0, t, rtol=rtol, atol=rtol * 1e-2, check=None, integrator=name,
                                method="truncation")
-        best = _best(run, 1, 7)
+        best = _best(run, 0, 7)
         r = run()
         rows.append((f"attndyn {name}", best, float(np.abs(r.y[:, -1] - ref).max()) / scale,
                      r.diagnostics["steps"], ""))
@@ -237,7 +252,7 @@ def table_integrate(M: int = 16, T: float = 0.1, rtol: float = 1e-10) -> None:
                            model.gradient_function, model.gradient_parameters, gather, consts,
                            ip64, src32, ent, coef, 4, ys, info, tinfo)
         return ys, info
-    best = _best(run_prev, 1, 7)
+    best = _best(run_prev, 0, 7)
     ys, info = run_prev()
     rows.insert(0, ("landed DP5(4) (before issue 11)", best,
                     float(np.abs(ys[-1] - ref).max()) / scale, int(info[2]), ""))
@@ -265,6 +280,15 @@ def table_integrate(M: int = 16, T: float = 0.1, rtol: float = 1e-10) -> None:
     print("-" * len(hdr))
     for name, best, err, steps, note in rows:
         print(f"{name:<32} {best * 1e3:9.3f} {dp5 / best:8.2f} {err:11.2e} {steps:6d}  {note}")
+    tay = next(r for r in rows if r[0] == "attndyn taylor")
+    ok = dp5 / tay[1] >= 10.0 and tay[2] <= 1e-12
+    print(f"acceptance (Taylor >= 10x the landed DP5(4), error <= 1e-12): {dp5 / tay[1]:.2f}x, "
+          f"error {tay[2]:.1e}: {'met' if ok else 'NOT met'}")
+    if hy is not None:
+        print(f"acceptance (within 3x of heyoka): Taylor / heyoka = {tay[1] / hy[0]:.2f}: "
+              f"{'met' if tay[1] <= 3.0 * hy[0] else 'NOT met'}")
+    else:
+        print("acceptance (within 3x of heyoka): heyoka not installed, not measured")
 
 
 _READY = f"""
