@@ -409,11 +409,12 @@ def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order
     tinfo = np.zeros(2)
     yend = np.empty(y0.size)
     s = system
-    lay = layout_args(s)
-    if const:
+    if const:  # only the constant operator is used: the full layout is not even made
         clay = _const_layout(s, program)
+        lay = _NO_LAYOUT[:3] + (s.slot[:0],)
         nthr = auto_threads(clay[2].size, threads)
     else:
+        lay = layout_args(s)
         clay = _NO_LAYOUT
         nthr = 1
     taylor_kernel(s.slot.dtype, nthr > 1)(
