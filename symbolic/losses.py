@@ -15,12 +15,17 @@ paper's equations in its docstring:
   a single Gaussian argument ``Tr[Y S]/d``;
 - :func:`two_layer_attention`: the multi-layer multi-head example of appendix
   B.1 (eqs. 50-53) for two layers, written through the effective bilinear
-  forms ``X0 S~ X0^T / sqrt(d)``.
+  forms ``X0 S~ X0^T / sqrt(d)``;
+- :func:`autoregressive` (B.2, eqs. 54-58), :func:`multiple_location` (B.3,
+  eqs. 59-61) and :func:`multi_step_reasoning` (B.4, eqs. 62-65): the other
+  examples of appendix B, each with the network itself in ``extra["forward"]``
+  and its effective matrices (order parameters: :func:`bilinear_order_parameters`).
 
 :func:`loss_from_spec` parses the command-line specs ``"mse:h2,h2"``,
 ``"mse:relu"``, ``"softmax"``, ``"softmax:L=2,beta=1"``, ``"denoising"``,
-``"denoising:ell=(a-1)**2/2"``, ``"attention2:heads=1"`` or a raw expression
-in ``G`` such as ``"(G[0,0,0]-G[0,0,1])**2"``.
+``"denoising:ell=(a-1)**2/2"``, ``"attention2:heads=1"``, ``"autoregressive:heads=1"``,
+``"multilocation:act=tanh"``, ``"reasoning"`` or a raw expression in ``G`` such as
+``"(G[0,0,0]-G[0,0,1])**2"``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from .parse import (_check_numbers, as_sympy, parse_expression, parse_float,
 
 __all__ = ["Loss", "mse_teacher_student", "softmax_teacher_student", "matrix_denoising",
            "denoising_order_parameters", "two_layer_attention", "TwoLayerAttention",
-           "hermite_activation", "loss_from_spec", "row_softmax"]
+           "hermite_activation", "loss_from_spec", "row_softmax", "autoregressive",
+           "multiple_location", "multi_step_reasoning", "bilinear_order_parameters"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -285,6 +291,279 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
                "network_output": net_output})
 
 
+# -- appendix B.2-B.4 (issue 18) --------------------------------------------------------------
+#: Most context tokens of the appendix-B.2/B.4 examples and of B.3 (whose label enumerates
+#: the gate patterns through a recursion over the L^2 pairs)
+MAX_B_TOKENS = 6
+MAX_B3_TOKENS = 3
+MAX_B_HEADS = 4
+
+
+def _check_small_int(v, name, lo, hi):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+        raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+    return int(v)
+
+
+def _sigmoid(z):
+    return 1 / (1 + sp.exp(-z))
+
+
+def _softmax_list(row, beta=1):
+    """Softmax of a list of SymPy expressions (one row; :func:`row_softmax` is square)."""
+    ex = [sp.exp(beta * v) for v in row]
+    z = sp.Add(*ex)
+    return [e / z for e in ex]
+
+
+def bilinear_order_parameters(mats) -> dict:
+    """Untied order parameters of effective matrices ``M_k`` (``d x d``) for forms
+    ``G_ijk = x_i^T M_k x_j / sqrt(d)``, ``x_i ~ N(0, I_d)`` independent:
+    ``m_k = Tr M_k / sqrt(d)``, ``q1_kl = Tr(M_k M_l^T)/d``, ``q2_kl = Tr(M_k M_l)/d``,
+    so ``E G_ijk = delta_ij m_k`` and
+    ``Cov(G_ijk, G_i'j'l) = d_ii' d_jj' q1_kl + d_ij' d_ji' q2_kl`` exactly at any ``d``."""
+    M = [np.asarray(a, dtype=float) for a in mats]
+    if not M or any(a.ndim != 2 or a.shape != M[0].shape or a.shape[0] != a.shape[1]
+                    for a in M):
+        raise ValueError("mats must be a non-empty list of square matrices of one size")
+    d = M[0].shape[0]
+    K = len(M)
+    m = np.array([np.trace(a) / np.sqrt(d) for a in M])
+    q1 = np.array([[np.sum(M[k] * M[l]) / d for l in range(K)] for k in range(K)])
+    q2 = np.array([[np.sum(M[k] * M[l].T) / d for l in range(K)] for k in range(K)])
+    return {"m": m, "q1": q1, "q2": q2}
+
+
+def _pair_index(H2):
+    """(a, b) with a <= b over 2H value matrices -> position in the pair list."""
+    pairs = [(a, b) for a in range(H2) for b in range(a, H2)]
+    return pairs, {p: i for i, p in enumerate(pairs)}
+
+
+def autoregressive(L: int = 2, heads: int = 1) -> Loss:
+    """Autoregressive next-token prediction (paper 003, appendix B.2, eqs. 54-58).
+
+    ``L`` context tokens ``x_1..x_L ~ N(0, I_d)`` (the paper's ``L - 1``; the
+    query is the last one, ``x_L`` here). Student (eq. 54):
+    ``xhat = sum_h sum_j alpha_jh V_h x_j`` with
+    ``alpha_.h = softmax_j(x_L^T W_h x_j / sqrt d)``. Teacher (eqs. 55-56): the
+    next token ``y = sum_h sum_j a_jh V*_h x_j`` with independent gates
+    ``a_jh ~ Bernoulli(p_jh)``, ``p_jh = sigmoid(x_L^T M_h x_j / sqrt d)`` (our
+    reading of eq. 56: the gate of token ``j`` reads the query against ``x_j``
+    through the teacher's ``M_h``). Loss: ``||xhat - y||^2 / d`` (eq. 57; the
+    ``1/d`` makes it ``O(1)``) averaged over the gates, a function of ``G``:
+
+        (1/d) ||sum_j U_j x_j||^2 + (1/d) sum_jh p_jh (1 - p_jh) ||V*_h x_j||^2,
+        U_j = sum_h (alpha_jh V_h - p_jh V*_h),
+
+    whose pieces ``x_j^T V_a^T V_b x_j' / d`` are the forms of
+    ``M_ab = V_a^T V_b / sqrt d``. Forms (``K = 2H + H(2H+1)``), in order:
+    ``W_1..W_H`` (student scores), ``M_1..M_H`` (teacher gates), then ``M_ab`` for
+    ``a <= b`` over ``(V_1..V_H, V*_1..V*_H)``. The ``M_ab`` are neither centred
+    nor symmetric: the untied law. ``extra``: ``effective_matrices(W, M, V, Vs)``,
+    ``forward(X, W, M, V, Vs, rng)`` (the network itself on tokens ``X`` of shape
+    ``(L, d)``, gates drawn from ``rng``), ``student_forms``, ``teacher_forms``.
+    """
+    L = _check_small_int(L, "L (context tokens)", 1, MAX_B_TOKENS)
+    H = _check_small_int(heads, "heads", 1, MAX_B_HEADS)
+    pairs, pos = _pair_index(2 * H)
+    K = 2 * H + len(pairs)
+    names = ([f"W_{h + 1}" for h in range(H)] + [f"M*_{h + 1}" for h in range(H)]
+             + [f"V{'*' if a >= H else ''}_{a % H + 1}^T V{'*' if b >= H else ''}_{b % H + 1}"
+                f" / sqrt d" for a, b in pairs])
+
+    def F(G, j, jp, a, b):
+        # x_j^T V_a^T V_b x_j' / d as a form of M_ab (a <= b) or of M_ba transposed
+        return G[j, jp, 2 * H + pos[(a, b)]] if a <= b else G[jp, j, 2 * H + pos[(b, a)]]
+
+    def fn(G):
+        Ls = G.shape[0]
+        q = Ls - 1
+        alpha = [_softmax_list([G[q, j, h] for j in range(Ls)]) for h in range(H)]
+        p = [[_sigmoid(G[q, j, H + h]) for j in range(Ls)] for h in range(H)]
+        coef = [[alpha[h][j] for h in range(H)] + [-p[h][j] for h in range(H)]
+                for j in range(Ls)]
+        total = 0
+        for j in range(Ls):
+            for jp in range(Ls):
+                for a in range(2 * H):
+                    for b in range(2 * H):
+                        total += coef[j][a] * coef[jp][b] * F(G, j, jp, a, b)
+        for j in range(Ls):
+            for h in range(H):
+                total += p[h][j] * (1 - p[h][j]) * F(G, j, j, H + h, H + h)
+        return total
+
+    def effective_matrices(W, M, V, Vs):
+        """The ``K`` effective matrices from the weights (lists of ``H`` d x d arrays)."""
+        W, M, V, Vs = ([np.asarray(a, dtype=float) for a in x] for x in (W, M, V, Vs))
+        if not (len(W) == len(M) == len(V) == len(Vs) == H):
+            raise ValueError(f"W, M, V, Vs must hold {H} matrices each")
+        d = W[0].shape[0]
+        vals = V + Vs
+        return W + M + [vals[a].T @ vals[b] / np.sqrt(d) for a, b in pairs]
+
+    def forward(X, W, M, V, Vs, rng):
+        """``||xhat - y||^2 / d`` of the network on tokens ``X`` (shape ``(L, d)``), the
+        gates ``a_jh`` drawn from the numpy Generator ``rng``."""
+        X = np.asarray(X, dtype=float)
+        Ls, d = X.shape
+        q = X[-1]
+        xhat = np.zeros(d)
+        y = np.zeros(d)
+        for h in range(H):
+            s = X @ (W[h].T @ q) / np.sqrt(d)
+            s = np.exp(s - s.max())
+            alpha = s / s.sum()
+            pg = 1 / (1 + np.exp(-(X @ (M[h].T @ q)) / np.sqrt(d)))
+            a = rng.random(Ls) < pg
+            xhat += V[h] @ (alpha @ X)
+            y += Vs[h] @ (a.astype(float) @ X)
+        return float(np.sum((xhat - y) ** 2) / d)
+
+    return Loss(f"autoregressive:L={L},heads={H}", fn,
+                f"||xhat - y||^2 / d, next-token prediction with {H}-head softmax attention over "
+                f"{L} context tokens and Bernoulli gates (paper 003, appendix B.2)",
+                min_K=K, L=L,
+                extra={"heads": H, "names": names, "pairs": pairs,
+                       "student_forms": list(range(H)) + [2 * H + i for i, (a, b) in
+                                                         enumerate(pairs) if a < H],
+                       "teacher_forms": list(range(H, 2 * H)) + [2 * H + i for i, (a, b) in
+                                                                enumerate(pairs) if a >= H],
+                       "effective_matrices": effective_matrices, "forward": forward})
+
+
+def multiple_location(L: int = 2, act="tanh", *, polarity=None, alpha=None) -> Loss:
+    """Multiple-location regression (paper 003, appendix B.3, eqs. 59-61).
+
+    Student score ``f = sum_ij alpha_ij sigma(x_i^T W x_j / sqrt d)`` (eq. 59 before
+    the sign); label ``y = sign(sum_ij S_ij eps_ij)`` (eq. 60) with independent
+    ``eps_ij ~ Bernoulli(sigmoid(x_i^T W* x_j / sqrt d))`` (eq. 61, ``g`` the
+    logistic function) and polarities ``S_ij = +-1``. The sign is not
+    differentiable, so the loss trains the score: ``(1/2)(f - y)^2`` averaged over
+    the ``eps`` (a function of ``G``):
+
+        (1/2)(f^2 - 2 f E[y] + E[y^2]),  E[y] = P(s > 0) - P(s < 0),  E[y^2] = 1 - P(s = 0),
+
+    ``s = sum S_ij eps_ij``, whose law is built pair by pair (``P_k(n) = (1 - g_k)
+    P_(k-1)(n) + g_k P_(k-1)(n - S_k)``, never expanded). Forms: 0 = student ``W``,
+    1 = teacher ``W*``. ``polarity`` (``L x L`` of +-1) defaults to +1 on the
+    diagonal and -1 off it; ``alpha`` to ``1/L^2``; ``act`` (``sigma``) is an activation name or a polynomial
+    string in ``x`` (safe parser) or an :class:`~attndyn.symbolic.activations.Activation`. ``extra["forward"](X, W, Ws, rng)``
+    computes ``(1/2)(f - y)^2`` with the ``eps`` drawn from ``rng``.
+    """
+    L = _check_small_int(L, "L (tokens)", 1, MAX_B3_TOKENS)
+    act = activation(act, "act")
+    if polarity is None:
+        Sp = [[1 if i == j else -1 for j in range(L)] for i in range(L)]
+    else:
+        Sp = np.asarray(polarity)
+        if Sp.shape != (L, L) or not np.all(np.isin(Sp, (-1, 1))):
+            raise ValueError(f"polarity must be an {L} x {L} array of +1 and -1")
+        Sp = [[int(v) for v in row] for row in Sp]
+    if alpha is None:
+        al = [[sp.Rational(1, L * L)] * L for _ in range(L)]
+    else:
+        a = np.asarray(alpha, dtype=float)
+        if a.shape != (L, L) or not np.all(np.isfinite(a)):
+            raise ValueError(f"alpha must be a finite {L} x {L} array")
+        al = [[_coefficient(float(v), "alpha") for v in row] for row in a]
+
+    def fn(G):
+        Ls = G.shape[0]
+        f = sum(al[i][j] * act(G[i, j, 0]) for i in range(Ls) for j in range(Ls))
+        dist = {0: sp.Integer(1)}          # law of s, pair by pair
+        for i in range(Ls):
+            for j in range(Ls):
+                g = _sigmoid(G[i, j, 1])
+                new = {}
+                for n, pn in dist.items():
+                    new[n] = new.get(n, 0) + (1 - g) * pn
+                    m = n + Sp[i][j]
+                    new[m] = new.get(m, 0) + g * pn
+                dist = new
+        Ey = sum(pn for n, pn in dist.items() if n > 0) - sum(pn for n, pn in dist.items() if n < 0)
+        Ey2 = 1 - dist.get(0, 0)
+        return sp.Rational(1, 2) * (f ** 2 - 2 * f * Ey + Ey2)
+
+    alnum = np.array([[float(v) for v in row] for row in al])
+    from .activations import X as _x
+    act_np = sp.lambdify(_x, act.expr, "numpy")
+    Snum = np.array(Sp, dtype=float)
+
+    def forward(X, W, Ws, rng):
+        """``(1/2)(f - y)^2`` on tokens ``X`` (shape ``(L, d)``), the ``eps`` from ``rng``."""
+        X = np.asarray(X, dtype=float)
+        d = X.shape[1]
+        A = X @ W @ X.T / np.sqrt(d)
+        B = X @ Ws @ X.T / np.sqrt(d)
+        f = float(np.sum(alnum * act_np(A)))
+        eps = rng.random(B.shape) < 1 / (1 + np.exp(-B))
+        y = float(np.sign(np.sum(Snum * eps)))
+        return 0.5 * (f - y) ** 2
+
+    return Loss(f"multilocation:L={L},act={act.name}", fn,
+                f"(1/2)(sum_ij alpha_ij {act.name}(G_ij0) - sign(sum_ij S_ij eps_ij))^2, eps_ij ~ "
+                "Bernoulli(sigmoid(G_ij1)) averaged (paper 003, appendix B.3)", min_K=2, L=L,
+                extra={"activation": act, "polarity": Snum, "alpha": alnum,
+                       "effective_matrices": lambda W, Ws: [np.asarray(W, float),
+                                                            np.asarray(Ws, float)],
+                       "forward": forward, "student_forms": [0], "teacher_forms": [1]})
+
+
+def multi_step_reasoning(L: int = 3) -> Loss:
+    """Multi-step reasoning (paper 003, appendix B.4, eqs. 62-65).
+
+    ``L`` tokens: context ``x_1..x_(L-1)`` and query ``x_L``. Teacher (eqs. 62-63):
+    two latent pointers ``eps_h`` drawn independently with
+    ``P(eps_h = k) = softmax_k(x_L^T W*_h x_k / sqrt d)`` over the context, and
+    ``y = x_eps1^T U* x_eps2 / sqrt d``. Student (eqs. 64-65):
+    ``z_h = sum_j alpha_jh x_j``, ``alpha_.h = softmax_j(x_L^T W_h x_j / sqrt d)``,
+    ``yhat = z_1^T Wt z_2 / sqrt d``. (The ``1/sqrt d`` of the bilinear outputs makes
+    them ``O(1)``.) Loss ``(1/2)(yhat - y)^2`` averaged over the pointers:
+
+        (1/2)(yhat^2 - 2 yhat sum_kk' pi_k1 pi_k'2 G_kk'U + sum_kk' pi_k1 pi_k'2 G_kk'U^2).
+
+    Forms: 0, 1 = student ``W_1, W_2``; 2 = ``Wt``; 3, 4 = teacher ``W*_1, W*_2``;
+    5 = ``U*``. ``extra["forward"](X, W1, W2, Wt, Ws1, Ws2, Us, rng)`` is the network
+    with the pointers drawn from ``rng``.
+    """
+    L = _check_small_int(L, "L (tokens, context + query)", 2, MAX_B_TOKENS)
+
+    def fn(G):
+        Ls = G.shape[0]
+        q, ctx = Ls - 1, range(Ls - 1)
+        a = [_softmax_list([G[q, j, h] for j in ctx]) for h in (0, 1)]
+        pi = [_softmax_list([G[q, j, 3 + h] for j in ctx]) for h in (0, 1)]
+        yhat = sum(a[0][j] * a[1][jp] * G[j, jp, 2] for j in ctx for jp in ctx)
+        Ey = sum(pi[0][k] * pi[1][kp] * G[k, kp, 5] for k in ctx for kp in ctx)
+        Ey2 = sum(pi[0][k] * pi[1][kp] * G[k, kp, 5] ** 2 for k in ctx for kp in ctx)
+        return sp.Rational(1, 2) * (yhat ** 2 - 2 * yhat * Ey + Ey2)
+
+    def sm(v):
+        v = np.exp(v - v.max())
+        return v / v.sum()
+
+    def forward(X, W1, W2, Wt, Ws1, Ws2, Us, rng):
+        """``(1/2)(yhat - y)^2`` on tokens ``X`` (shape ``(L, d)``, query last)."""
+        X = np.asarray(X, dtype=float)
+        d = X.shape[1]
+        C, q = X[:-1], X[-1]
+        z = [sm(C @ (W.T @ q) / np.sqrt(d)) @ C for W in (W1, W2)]
+        yhat = z[0] @ Wt @ z[1] / np.sqrt(d)
+        e = [rng.choice(C.shape[0], p=sm(C @ (W.T @ q) / np.sqrt(d))) for W in (Ws1, Ws2)]
+        y = C[e[0]] @ Us @ C[e[1]] / np.sqrt(d)
+        return 0.5 * float(yhat - y) ** 2
+
+    return Loss(f"reasoning:L={L}", fn,
+                "(1/2)(z_1^T Wt z_2 - x_eps1^T U* x_eps2)^2 / d with softmax pointers, averaged "
+                "(paper 003, appendix B.4)", min_K=6, L=L,
+                extra={"names": ["W_1", "W_2", "Wt", "W*_1", "W*_2", "U*"],
+                       "effective_matrices": lambda *mats: [np.asarray(m, float) for m in mats],
+                       "forward": forward, "student_forms": [0, 1, 2],
+                       "teacher_forms": [3, 4, 5]})
+
+
 # -- CLI specs -----------------------------------------------------------------------------
 #: Largest ``heads`` of :func:`two_layer_attention` (``2 (1 + 3H + H^2)`` forms).
 MAX_HEADS = 8
@@ -355,6 +634,9 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
                                 number, ``0 < |beta| <= 100``)
     ``denoising[:ell=<expr>]``  :func:`matrix_denoising` (``ell`` in ``a``)
     ``attention2[:heads=..,output=..]`` :func:`two_layer_attention` (``heads <= 8``)
+    ``autoregressive[:heads=..]`` :func:`autoregressive` over the ``L`` tokens (``heads <= 4``)
+    ``multilocation[:act=..]``  :func:`multiple_location` (``L <= 3``; ``act`` an activation)
+    ``reasoning``               :func:`multi_step_reasoning` (``L - 1`` context tokens + query)
     anything else               an expression in ``G[i,j,k]`` (0-based; ``G1..GK`` for
                                 ``L = 1``) with ``exp, log, sqrt, tanh, erf, abs, max,
                                 min, relu, sigmoid, softplus, gelu, h<k>, He<k>``
@@ -412,18 +694,39 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
             raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
                              "(attention2 takes heads, output)")
         loss = two_layer_attention(H, out)
+    elif head in ("autoregressive", "multilocation", "reasoning"):
+        kv = _kv(rest, spec)
+        allowed = {"autoregressive": ("heads",), "multilocation": ("act",),
+                   "reasoning": ()}[head]
+        unknown = sorted(set(kv) - set(allowed))
+        if unknown:
+            raise ValueError(f"loss spec {_short(spec)}: unknown options {unknown} ({head} takes "
+                             f"{', '.join(allowed) if allowed else 'no options'})")
+        if head == "autoregressive":
+            H = parse_int(kv.get("heads", "1"), "autoregressive option heads", 1, MAX_B_HEADS)
+            loss = autoregressive(L, H) if L <= MAX_B_TOKENS else None
+        elif head == "multilocation":
+            loss = multiple_location(L, kv.get("act", "tanh")) if L <= MAX_B3_TOKENS else None
+        else:
+            loss = multi_step_reasoning(L) if 2 <= L <= MAX_B_TOKENS else None
+        if loss is None:
+            hi = MAX_B3_TOKENS if head == "multilocation" else MAX_B_TOKENS
+            raise ValueError(f"loss spec {_short(spec)} needs L in [{2 if head == 'reasoning' else 1}, "
+                             f"{hi}] tokens, got L = {L}")
     if loss is not None:
         if loss.L is not None and loss.L != L:
             raise ValueError(f"loss {loss.name} needs L = {loss.L}, got L = {L}")
         if K < loss.min_K:
             raise ValueError(f"loss {loss.name} needs K >= {loss.min_K} indices, got K = {K}")
-        if loss.name.startswith("attention2") and K != loss.min_K:
+        if loss.name.startswith(("attention2", "autoregressive", "multilocation", "reasoning")) \
+                and K != loss.min_K:
             raise ValueError(f"loss {loss.name} uses exactly K = {loss.min_K} forms, got K = {K}")
         return loss, ()
     # raw expression in G
     if not re.search(r"\bG\s*\[", spec) and not (L == 1 and re.search(r"\bG\d+\b", spec)):
         raise ValueError(f"unknown loss spec {_short(spec)}: use mse:<act>[,<act>], softmax, "
-                         "denoising, attention2, or an expression in G[i,j,k]")
+                         "denoising, attention2, autoregressive, multilocation, reasoning, or an "
+                         "expression in G[i,j,k]")
     expr, found = parse_loss(spec, K, L, params=params, what="loss")
     raw = Loss(f"expr:{spec}", lambda _G, e=expr: e, spec, min_K=1, L=L, params=found)
     return raw, found
