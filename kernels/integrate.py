@@ -299,8 +299,8 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
             for j in range(s):
                 acc += B[j] * Kst[j, i]
             ynew[i] = y[i] + hs * acc
-        _f(ynew, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent, blocks,
-           xbuf, gout, g, tab, Kst[s])
+        _f(ynew, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent,
+           blocks, xbuf, gout, g, tab, Kst[s])
         nfev += s
         steps += 1
         en = _err_norm(Kst, E, E3, kind, hs, y, ynew, rtol, atol, scale, err)
