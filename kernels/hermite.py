@@ -53,7 +53,7 @@ last bound): give each thread its own copy::
     header (40): version, K, ks, kt, n_groups, N (largest band), M_max, act_s,
                  act_t, rtol, atol, q_max, exits, off_exit, max_bound, n_over,
                  last_M, off_groups, -, -, -, -, off_side, side_size, eps_q,
-                 off_last, M_fixed, -, rnd, eps_E, n_bands, off_bands, ...
+                 off_last, M_fixed, -, rnd, eps_E, n_bands, off_bands, off_buf, ...
                  (eps_q: error of a coefficient relative to sqrt(E u^2), quadrature
                  and rounding; eps_E: relative error of E u^2 and of the one-variable
                  expectations; rnd: relative rounding of the sums of squares and series)
@@ -69,6 +69,7 @@ last bound): give each thread its own copy::
               nlim (M_max/8)  nodes needed by each block of 8 coefficients; n_E for moments
     sides (2 n_groups)      per side: v, n_done, n_eval, E u_j^2 (3), E single, band,
                             pad (16), coefficients (3, M_max), even/odd values (6, N)
+    scratch (8)             the activation values of one node
 """
 
 from __future__ import annotations
@@ -354,8 +355,9 @@ def hermite_grad(x, p, out):
     ``out = Gamma.ravel()``; the stated bound of each entry goes to the last-bound
     record of ``p`` (see the module doc). Wrong sizes, a variance outside
     ``(0, q_max]`` or a non-finite ``q``: NaN (and the exit counter goes up)."""
-    K = int(p[1])
-    if p[0] != VERSION or x.size != K * K or out.size != K * K:
+    K = int(p[1]) if p.size >= HERMITE_HEADER else 0
+    if (K == 0 or p[0] != VERSION or x.size != K * K or out.size != K * K
+            or p.size < int(p[32]) + 8):
         for k in range(out.size):
             out[k] = np.nan
         return
@@ -416,7 +418,8 @@ def hermite_grad(x, p, out):
         rho = 1.0
     elif rho < -1.0:
         rho = -1.0
-    buf = np.empty(6 + 3 * BLOCK)
+    ob_ = int(p[32])
+    buf = p[ob_:ob_ + 8]  # scratch in p: no allocation per call
     off_g = int(p[17])
     off_side = int(p[22])
     ss = int(p[23])

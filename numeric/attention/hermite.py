@@ -294,16 +294,18 @@ class HermitePotential:
             chunks += [z, w2, H.ravel(), nlim.astype(float)]
         off_side = off
         h = np.zeros(HERMITE_HEADER)
-        h[:32] = [VERSION, K, self.ks, self.kt, G, N, Mmax, ACTIVATION_CODES[self.student],
+        off_buf = off_side + 2 * G * ss
+        h[:33] = [VERSION, K, self.ks, self.kt, G, N, Mmax, ACTIVATION_CODES[self.student],
                   ACTIVATION_CODES[self.teacher], self.rtol, self.atol, self.q_max, 0.0,
                   off_exit, 0.0, 0.0, 0.0, off_g, 0.0, 0.0, 0.0, 0.0, off_side, ss,
-                  self.eps_q, off_last, 0.0, 0.0, self._rnd, self.eps_E, nb, off_bands]
+                  self.eps_q, off_last, 0.0, 0.0, self._rnd, self.eps_E, nb, off_bands, off_buf]
         sides = np.zeros(2 * G * ss)
         for k in range(2 * G):
             sides[k * ss] = -1.0          # no cached variance
         grp = np.array([x for sa in self.groups for x in sa], dtype=float)
         return np.ascontiguousarray(np.concatenate(
-            [h, np.zeros(2 * K * K), grp, np.array(table, dtype=float)] + chunks + [sides]))
+            [h, np.zeros(2 * K * K), grp, np.array(table, dtype=float)] + chunks
+            + [sides, np.zeros(8)]))
 
     # -- TiedModel interface ------------------------------------------------------------------
     def gradient_function(self):
