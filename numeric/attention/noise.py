@@ -254,8 +254,12 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
     - ``mean_matrix``: the change of the traces of the mean update ``E[S']`` (what a
       corrected flow of the mean matrix alone predicts: for ``q_kk`` it misses the
       variance of the update);
-    - ``corrected = flow + noise`` (exact through ``eta^2``; ``q_kk`` also has
-      ``eta^3``, ``eta^4`` terms, of relative size ``eta/B`` and below).
+    - ``eta3``: the ``eta^3`` term of ``q_kk``, ``-4 c eta^3 E Tr(A S A^2 S)/d``, from the
+      batch mean's second and third central moments (``1/B``, ``1/B^2``) with the
+      single-sample ``E Tr(a S a a S)`` from six-factor quadratic-form moments (exact
+      route only; zero for ``t_k``, ``q_kl``, which are quadratic in ``N``);
+    - ``corrected = flow + noise + eta3``: exact through ``eta^3`` (``q_kk`` has an
+      ``eta^4`` term left out).
 
     ``q_kk``: ``Tr(N^2 S N^2 S)/d`` with ``N^2 = c^2 - 2 c eta A + eta^2 A^2``, so its
     ``eta^2`` term is ``c^2 (2 E Tr(A^2 S^2) + 4 E Tr(ASAS))/d``.
@@ -330,7 +334,41 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
         else:
             mean_m.append(flow[j] + noise[j])
     flow, noise, mean_m = (np.array(v, dtype=float) for v in (flow, noise, mean_m))
-    return {"names": names, "flow": flow, "noise": noise, "corrected": flow + noise,
+    # the eta^3 term of q_kk, -4 c eta^3 E Tr(A S A^2 S)/d (exact route only): batch mean
+    # A = Abar + dA with E[dA (x) dA] = C2/B and third central moment kappa_3/B^2
+    eta3 = np.zeros_like(flow)
+    if exact:
+        def F0(X, Y):  # single-sample E Tr(a X a Y) - Tr(Abar X Abar Y), X symmetric
+            Ys = 0.5 * (Y + Y.T)
+            return F(X, Ys) - float(np.trace(Abar @ X @ Abar @ Ys))
+        SA_ = Sk @ Abar
+        T0 = float(np.trace(Abar @ Sk @ Abar @ Abar @ Sk))
+        c2 = (F0(Sk, Abar @ Sk) + F0(0.5 * (SA_ + SA_.T), Sk) + F0(I, Sk @ Abar @ Sk))
+        # single-sample E Tr(a S a a S) = (8/d^(3/2)) E[u^3 (Q_I Q_S^2 - 2 Q_S^2 - Q_I Q_S2
+        #                                                    + 3 Q_S2 - Tr S^2)]
+        S2 = Sk @ Sk
+        trS2 = float(np.trace(S2))
+        sd = math.sqrt(d)
+
+        def Eu3(extra, cent):
+            out = qf_moment([M] * 3 + extra, [True] * 3 + cent) / sd ** 3
+            if beta != 0.0:
+                out += 3 * beta * qf_moment([M] * 2 + extra, [True] * 2 + cent) / d
+                out += 3 * beta ** 2 * qf_moment([M] + extra, [True] + cent) / sd
+                out += beta ** 3 * (qf_moment(extra, cent) if extra else 1.0)
+            return out
+        Eaaa = (8.0 / sd ** 3) * (Eu3([I, Sk, Sk], [False] * 3) - 2.0 * Eu3([Sk, Sk], [False] * 2)
+                                  - Eu3([I, S2], [False] * 2) + 3.0 * Eu3([S2], [False])
+                                  - trS2 * Eu3([], []))
+        # third central moment of one sample: E T(a,a,a) - [E T(Abar,a,a) + E T(a,Abar,a)
+        # + E T(a,a,Abar)] + 2 T(Abar,Abar,Abar); the bracket is c2 + 3 T0 in F0 terms
+        k3 = Eaaa - (c2 + 3.0 * T0) + 2.0 * T0
+        ET = T0 + c2 / B + k3 / B ** 2
+        for j, key in enumerate(keys):
+            if key[0] == "q" and key[2] == k:
+                eta3[j] = -4.0 * c * eta ** 3 * ET / d
+    return {"names": names, "flow": flow, "noise": noise, "corrected": flow + noise + eta3,
+            "eta3": eta3,
             "mean_matrix": mean_m, "eta": eta, "batch": B, "d": d, "exact": bool(exact),
             "eta_d_over_B": eta * d / B}
 
@@ -540,9 +578,9 @@ def one_step_check(model, configs, *, eta, batches=(16, 64), n_batches: int = 10
     against :func:`one_step_prediction` (exact through ``eta^2``). Returns one dict per
     (configuration, batch, observable) with ``empirical``, ``se``, ``flow``,
     ``corrected``, ``mean_matrix``, the z-scores ``z_flow``, ``z_corrected``,
-    ``z_mean_matrix`` (difference over the standard error) and ``eta3_over_se``, the
-    measured ``eta^3 + eta^4`` part of the change (not in the prediction) over the
-    standard error."""
+    ``z_mean_matrix`` (difference over the standard error), and the predicted and
+    measured ``eta^3`` parts and the measured ``eta^4`` part (not in the prediction) over
+    the standard error."""
     ss = np.random.SeedSequence(seed if not isinstance(seed, np.random.SeedSequence)
                                 else seed.entropy)
     rows = []
@@ -560,19 +598,22 @@ def one_step_check(model, configs, *, eta, batches=(16, 64), n_batches: int = 10
                     "z_flow": (e["mean"][i] - p["flow"][i]) / se,
                     "z_corrected": (e["mean"][i] - p["corrected"][i]) / se,
                     "z_mean_matrix": (e["mean"][i] - p["mean_matrix"][i]) / se,
-                    "eta3_over_se": float(e["by_order"][i, 3:].sum()) / se})
+                    "eta3_pred_over_se": float(p["eta3"][i]) / se,
+                    "eta3_over_se": float(e["by_order"][i, 3]) / se,
+                    "eta4_over_se": float(e["by_order"][i, 4]) / se})
     return rows
 
 
 def check_table(rows) -> str:
     """:func:`one_step_check` rows as a text table."""
     head = (f"{'cfg':>3} {'B':>4} {'obs':<6}{'empirical':>12}{'se':>10}{'z flow':>9}"
-            f"{'z mean-S':>10}{'z corr':>8}{'eta^3/se':>9}")
+            f"{'z mean-S':>10}{'z corr':>8}{'eta3 pred':>10}{'eta3 meas':>10}{'eta4':>7}")
     lines = [head]
     for r in rows:
         lines.append(f"{r['config']:>3} {r['batch']:>4} {r['name']:<6}{r['empirical']:>12.4e}"
                      f"{r['se']:>10.2e}{r['z_flow']:>9.1f}{r['z_mean_matrix']:>10.1f}"
-                     f"{r['z_corrected']:>8.2f}{r['eta3_over_se']:>9.2f}")
+                     f"{r['z_corrected']:>8.2f}{r['eta3_pred_over_se']:>10.2f}"
+                     f"{r['eta3_over_se']:>10.2f}{r['eta4_over_se']:>7.2f}")
     return "\n".join(lines)
 
 
