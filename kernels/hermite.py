@@ -401,7 +401,7 @@ def hermite_grad(x, p, out):
                 a = lmax * u0 * u0
                 c = lmax * u1 * u1
                 b = lmax * u0 * u1
-    if ok and not (a > 0.0 and c > 0.0 and a <= qmax and c <= qmax):
+    if ok and not (a > 0.0 and c > 0.0 and a * c > 0.0 and a <= qmax and c <= qmax):
         ok = False
     if not ok:
         if p[12] == 0.0:

@@ -317,3 +317,16 @@ def test_hierarchy_on_the_hermite_route():
     assert r_h.status == 0 and r_c.status == 0
     np.testing.assert_allclose(r_h.y, r_c.y, rtol=1e-8, atol=1e-10)
     assert hp.exits == 0 and hp.over_tolerance == 0 and 0 < hp.max_bound < 1e-9
+
+
+def test_arbitrary_input_never_crashes(pots):
+    """Any q (negative, indefinite, huge, tiny): finite Gamma or NaN with the exit counted."""
+    hp = pots["softplus"]
+    f, p = hp.gradient_function(), hp.parameters().copy()
+    rng = np.random.default_rng(9)
+    out = np.empty(4)
+    for _ in range(400):
+        x = rng.standard_normal(4) * 10.0 ** rng.uniform(-200, 2)
+        before = p[12]
+        f(np.ascontiguousarray(x), p, out)
+        assert np.all(np.isfinite(out)) or (np.all(np.isnan(out)) and p[12] == before + 1)
