@@ -81,6 +81,11 @@ def test_measure_weak_recovery_is_seeded_and_tracks_the_flow():
     for ts, tf in zip(a["T_sgd"], a["T_flow"]):
         assert abs(ts / tf - 1) < 0.1
     assert all(n == 16 * math.ceil(t / a["dt"]) for n, t in zip(a["samples"], a["T_sgd"]))
+    for kw, frag in (({"d": 2}, "d must be"), ({"n_seeds": 0}, "n_seeds"),
+                     ({"c": -0.1}, "c must be"), ({"T_max": math.inf}, "T_max")):
+        args = {"d": 32, "c": 0.1, "n_seeds": 1, "seed": 0, "T_max": 0.9, **kw}
+        with pytest.raises(ValueError, match=frag):
+            cor3.measure_weak_recovery(m, args.pop("d"), args.pop("c"), **args)
 
 
 def test_pl_identity_on_a_flow():
@@ -138,7 +143,7 @@ def test_recovery_default_and_slow_budgets():
 
 @pytest.mark.slow
 def test_cor3_slow_budget():
-    """d = 50..400 for h1 (judged) and h2 (reported: its finite-d SGD runs ahead of the
+    """d = 50..283 for h1 (judged) and h2 (reported: its finite-d SGD runs ahead of the
     Gaussian-equivalent flow, see docs/theorems.md)."""
     r = cor3.check_cor3("slow", 0)
     _check_ok(r)
