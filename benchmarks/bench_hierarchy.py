@@ -179,17 +179,27 @@ def table_rhs(orders) -> None:
 
 def _interleaved(fns, reps, rounds=7):
     """Best time per call of each function, the functions alternated round by round (so a
-    load change on a shared machine hits them alike)."""
+    load change on a shared machine hits them alike); ``reps``: calls per round, one number
+    or one per function."""
     best = {k: np.inf for k in fns}
     for f in fns.values():
         f()
     for _ in range(rounds):
         for k, f in fns.items():
+            n = reps[k] if isinstance(reps, dict) else reps
             t0 = time.perf_counter()
-            for _ in range(reps):
+            for _ in range(n):
                 f()
-            best[k] = min(best[k], (time.perf_counter() - t0) / reps)
+            best[k] = min(best[k], (time.perf_counter() - t0) / n)
     return best
+
+
+def _reps(fn, budget=0.02):
+    """Calls that fit in about ``budget`` seconds (at least one), from one timed call."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    return max(1, int(budget / max(time.perf_counter() - t0, 1e-6)))
 
 
 def _heyoka_run(A, y0, T, tol):
@@ -232,15 +242,6 @@ def table_integrate(M: int = 16, T: float = 0.1, rtol: float = 1e-10) -> None:
     ref = h.integrate(y0, t, rtol=1e-14, atol=1e-16, check=None, integrator="dop853",
                       method="truncation").y[:, -1]
     scale = max(1.0, float(np.abs(ref).max()))
-    rows = []
-    for name in ("taylor", "dopri5", "dop853"):
-        def run(name=name):
-            return h.integrate(y0, t, rtol=rtol, atol=rtol * 1e-2, check=None, integrator=name,
-                               method="truncation")
-        best = _best(run, 0, 7)
-        r = run()
-        rows.append((f"attndyn {name}", best, float(np.abs(r.y[:, -1] - ref).max()) / scale,
-                     r.diagnostics["steps"], ""))
     prev = _previous()
     gather, consts, ip64, src32, ent, coef = _unfused_args(h)
 
@@ -252,10 +253,24 @@ def table_integrate(M: int = 16, T: float = 0.1, rtol: float = 1e-10) -> None:
                            model.gradient_function, model.gradient_parameters, gather, consts,
                            ip64, src32, ent, coef, 4, ys, info, tinfo)
         return ys, info
-    best = _best(run_prev, 0, 7)
+
+    def run_attndyn(name):
+        return lambda: h.integrate(y0, t, rtol=rtol, atol=rtol * 1e-2, check=None,
+                                   integrator=name, method="truncation")
+    names = ("taylor", "dopri5", "dop853")
+    fns = {"landed": run_prev, **{n: run_attndyn(n) for n in names}}
+    # alternated round by round (the ratio to the landed DP5(4) is the acceptance figure)
+    best = _interleaved(fns, {k: _reps(f) for k, f in fns.items()}, rounds=9)
     ys, info = run_prev()
-    rows.insert(0, ("landed DP5(4) (before issue 11)", best,
-                    float(np.abs(ys[-1] - ref).max()) / scale, int(info[2]), ""))
+    rows = [("landed DP5(4) (before issue 11)", best["landed"],
+             float(np.abs(ys[-1] - ref).max()) / scale, int(info[2]), "")]
+    for name in names:
+        r = fns[name]()
+        note = (f"order {r.diagnostics.get('taylor_order')}, " if name == "taylor" else "") \
+            + f"{r.diagnostics.get('threads', 1)} thread(s)"
+        rows.append((f"attndyn {name}", best[name],
+                     float(np.abs(r.y[:, -1] - ref).max()) / scale, r.diagnostics["steps"],
+                     note))
     A = _csr(h)
     for meth in ("RK45", "DOP853"):
         def run(meth=meth):
