@@ -29,10 +29,12 @@ Parameter vector ``p`` (float64)::
     lo (D), hi (D)      the box
     runs (n_runs, D+2)  per run: d * nmax + j for every coordinate d (j: the degree;
                         for run_dim the first degree of the run), its length, and
-                        its offset in coef
+                        its offset in coef; stored as int64 bit patterns
+                        (``p.view(np.int64)`` reads them)
     coef (rows, D)      Chebyshev coefficients of the D unique Gamma entries, one
                         row per degree of each run
     nd (D)              1 + the highest degree used in each coordinate
+    scratch (D*nmax + 2D)  Chebyshev tables, coordinates and sums of one call
 
 The parameter vector is written by evaluation (the exit counter): give each
 thread its own copy.
@@ -48,7 +50,7 @@ from .rhs import GRAD_SIG
 __all__ = ["SURROGATE_HEADER", "surrogate_grad", "surrogate_batch", "pack_surrogate"]
 
 SURROGATE_HEADER = 16
-VERSION = 1.0
+VERSION = 2.0  # 2: int64 run table, scratch at the end
 
 
 def pack_surrogate(K, lo, hi, idx, coef, nmax, slack=1e-12):
@@ -94,7 +96,9 @@ def pack_surrogate(K, lo, hi, idx, coef, nmax, slack=1e-12):
         for k in range(k0, k1 + 1):
             cvals.append(g.get(k, np.zeros(D)))
         off += (k1 - k0 + 1) * D
-    runs = np.asarray(runs, dtype=np.float64).reshape(-1, D + 2)
+    # the run table holds int64 bit patterns (read through an int64 view: no float -> int
+    # conversions in the loop); they are moved, never computed with
+    runs = np.asarray(runs, dtype=np.int64).reshape(-1, D + 2).view(np.float64)
     cvals = np.asarray(cvals, dtype=np.float64).reshape(-1, D)
     h = np.zeros(SURROGATE_HEADER)
     off_exit = SURROGATE_HEADER
@@ -107,7 +111,7 @@ def pack_surrogate(K, lo, hi, idx, coef, nmax, slack=1e-12):
     h[:16] = [VERSION, K, D, runs.shape[0], nmax, 0.0, off_exit, off_lo, off_hi, off_idx,
               off_coef, D, slack, run_dim, cvals.shape[0], off_nd]
     return np.ascontiguousarray(np.concatenate([
-        h, np.zeros(K * K), lo, hi, runs.ravel(), cvals.ravel(), nd]))
+        h, np.zeros(K * K), lo, hi, runs.ravel(), cvals.ravel(), nd, np.zeros(D * nmax + 2 * D)]))
 
 
 @njit(GRAD_SIG, cache=True)
@@ -127,11 +131,17 @@ def surrogate_grad(x, p, out):
     slack = p[12]
     run_dim = int(p[13])
     off_nd = int(p[15])
-    if p[0] != 1.0 or x.size != K * K or out.size != K * K:
+    if p[0] != VERSION or x.size != K * K or out.size != K * K:
         for k in range(out.size):
             out[k] = np.nan
         return
-    T = np.empty(D * nmax + 2 * D)
+    off_s = off_nd + D
+    if p.size < off_s + D * nmax + 2 * D:
+        for k in range(out.size):
+            out[k] = np.nan
+        return
+    # scratch at the end of p (no allocation per call): Chebyshev tables, coordinates, sums
+    T = p[off_s:off_s + D * nmax + 2 * D]
     c = T[D * nmax:D * nmax + D]
     acc = T[D * nmax + D:]
     inside = True
@@ -168,8 +178,14 @@ def surrogate_grad(x, p, out):
             if nd > 1:
                 T[base + 1] = s
                 s2 = 2.0 * s
+                # the recurrence in registers (a store/reload per step would lengthen the chain)
+                t1 = 1.0
+                t0 = s
                 for j in range(2, nd):
-                    T[base + j] = s2 * T[base + j - 1] - T[base + j - 2]
+                    tn = s2 * t0 - t1
+                    T[base + j] = tn
+                    t1 = t0
+                    t0 = tn
     if not inside:
         if p[5] == 0.0:
             for k in range(K):
@@ -180,6 +196,7 @@ def surrogate_grad(x, p, out):
             out[k] = np.nan
         return
     W = D + 2
+    pi = p.view(np.int64)  # the run table's integers
     if D == 3:
         # K = 2, the common case: unrolled, the inner loop dense
         a0 = 0.0
@@ -190,10 +207,10 @@ def surrogate_grad(x, p, out):
             pre = 1.0
             for d in range(3):
                 if d != run_dim:
-                    pre *= T[int(p[b + d])]
-            k0 = int(p[b + run_dim])
-            ln = int(p[b + 3])
-            cb = off_coef + int(p[b + 4])
+                    pre *= T[pi[b + d]]
+            k0 = pi[b + run_dim]
+            ln = pi[b + 3]
+            cb = off_coef + pi[b + 4]
             # two interleaved partial sums per entry: the additions of one chain wait
             # for the previous one (no reassociation without fastmath)
             s0 = 0.0
@@ -235,10 +252,10 @@ def surrogate_grad(x, p, out):
             pre = 1.0
             for d in range(D):
                 if d != run_dim:
-                    pre *= T[int(p[b + d])]
-            k0 = int(p[b + run_dim])
-            ln = int(p[b + D])
-            cb = off_coef + int(p[b + D + 1])
+                    pre *= T[pi[b + d]]
+            k0 = pi[b + run_dim]
+            ln = pi[b + D]
+            cb = off_coef + pi[b + D + 1]
             for k in range(ln):
                 tk = pre * T[k0 + k]
                 for o in range(D):
