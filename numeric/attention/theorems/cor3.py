@@ -268,9 +268,15 @@ def fit_scaling(dims, samples, *, se_floor: float = 1e-3) -> dict:
     power of ``log d`` and a free power of ``d``.
 
     ``samples[i]`` holds the per-seed ``N_wr`` at ``dims[i]``. Each point is the
-    mean of ``log N`` over its seeds with standard error ``sd / sqrt(n)``
-    (``ddof = 1``; at least ``se_floor``, the resolution of the crossing-time
-    interpolation). Weighted least squares in log space:
+    mean of ``log N`` over its seeds. Its standard error comes from a pooled model
+    of the seed-to-seed spread, because a handful of seeds per ``d`` estimates its
+    own variance poorly: ``log s_d^2`` (sample variances, ``ddof = 1``) is fitted
+    by least squares weighted by the degrees of freedom against ``log d``,
+    ``sigma_d^2 = exp(a) d^(-2 beta)`` (``spread_exponent`` = ``beta``, the finite-d
+    fluctuations of the start shrink like ``d^-beta``), and
+    ``se_d = max(sigma_d / sqrt(n_d), se_floor)`` (``se_floor``: the resolution of
+    the crossing-time interpolation). The per-point ``sd / sqrt(n)`` are reported
+    as ``se_own``. Weighted least squares in log space:
 
     - ``log N = log A + 2 log d + k log log d`` for ``k = 0, 1, 2`` (one free
       parameter ``log A``): ``chi2``, ``AIC = chi2 + 2`` and the Akaike weights;
@@ -282,17 +288,22 @@ def fit_scaling(dims, samples, *, se_floor: float = 1e-3) -> dict:
       the slope each law has on these ``d`` (``2 + k / mean log d`` roughly).
     """
     dims = np.asarray(dims, dtype=float)
-    if dims.ndim != 1 or dims.size < 3:
-        raise ValueError("fit_scaling needs at least 3 dimensions")
-    ybar, se = [], []
+    if dims.ndim != 1 or dims.size < 3 or len(samples) != dims.size:
+        raise ValueError("fit_scaling needs at least 3 dimensions, one sample list each")
+    ybar, var, n = [], [], []
     for s in samples:
         s = np.asarray(s, dtype=float)
         if s.size < 2 or not np.all(np.isfinite(s)) or np.any(s <= 0):
             raise ValueError("each d needs >= 2 finite positive N_wr values")
         ly = np.log(s)
         ybar.append(ly.mean())
-        se.append(max(ly.std(ddof=1) / math.sqrt(ly.size), se_floor))
-    ybar, se = np.array(ybar), np.array(se)
+        var.append(max(ly.var(ddof=1), 1e-300))
+        n.append(ly.size)
+    ybar, var, n = np.array(ybar), np.array(var), np.array(n, dtype=float)
+    se_own = np.sqrt(var / n)
+    cv, _, _ = _wls(np.column_stack([np.ones(dims.size), np.log(dims)]), np.log(var), n - 1)
+    sigma2 = np.exp(cv[0] + cv[1] * np.log(dims))
+    se = np.maximum(np.sqrt(sigma2 / n), se_floor)
     w = 1.0 / se ** 2
     ld = np.log(dims)
     lld = np.log(ld)
@@ -317,6 +328,7 @@ def fit_scaling(dims, samples, *, se_floor: float = 1e-3) -> dict:
         cb, _, _ = _wls(np.column_stack([np.ones_like(ld), ld]), 2 * ld + k * lld, w)
         b_expected[name] = float(cb[1])
     return {"d": dims.tolist(), "mean_log_N": ybar.tolist(), "se_log_N": se.tolist(),
+            "se_own": se_own.tolist(), "spread_exponent": float(-cv[1] / 2),
             "models": models, "preferred": preferred,
             "k_hat": float(coef[1]), "k_se": k_se, "k_se_scaled": k_se * infl,
             "k_chi2": chi2k, "k_dof": dof,
