@@ -328,6 +328,21 @@ def _structure_cache_dir():
     return private_dir("structures")
 
 
+def _json_copy(x):
+    """A deep copy of a JSON-like record (dicts, lists, tuples of scalars); about 5x
+    cheaper than ``copy.deepcopy``, which is a fixed cost of every integrate call."""
+    if type(x) is dict:
+        return {k: _json_copy(v) for k, v in x.items()}
+    if type(x) is list:
+        return [_json_copy(v) for v in x]
+    if type(x) is tuple:
+        return tuple(_json_copy(v) for v in x)
+    if x is None or type(x) in (str, int, float, bool):
+        return x
+    import copy
+    return copy.deepcopy(x)
+
+
 class TiedHierarchy:
     """The truncated tied hierarchy of one model at one order."""
 
@@ -718,8 +733,7 @@ class TiedHierarchy:
         diag["threads"] = getattr(self, "_last_threads", 1)
         message = status_message(status, float(tinfo[0]), int(info[2]), blowup,
                                  time_limit or 0.0)
-        import copy
-        params = copy.deepcopy(self._params_base)
+        params = _json_copy(self._params_base)
         params.update({"order": self.order, "rtol": rtol, "atol": atol,
                        "integrator": self._last_integrator})
         res = Trajectory(t=t_eval[:n_out].copy(), y=ys[:n_out].T.copy(), names=list(self.names),
