@@ -205,7 +205,8 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, ro
                     tab[s] = slot_coef[s] * G[0, slot_ent[s]]
             inv = 1.0 / (k + 1)
             if const_gamma:
-                # the parallel kernel's copy of this function calls the parallel twin
+                # two rows at a time (rhs._groups_values); the parallel kernel's copy of
+                # this function calls the parallel twin
                 apply_groups_values(crows, cgroups, csrc, cval, Y[k], dy, cgblocks)
                 for i in range(n):
                     Y[k + 1, i] = dy[i] * inv
