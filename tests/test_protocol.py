@@ -258,9 +258,23 @@ def _names_in(node):
             yield sub.attr
 
 
+def _reads_model_kind(node) -> bool:
+    """``model.kind`` / ``self.model.kind`` or ``getattr(model, "kind", ...)`` inside ``node``."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr == "kind" \
+                and "model" in ast.unparse(sub.value).lower():
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) \
+                and sub.func.id == "getattr" and len(sub.args) >= 2 \
+                and isinstance(sub.args[1], ast.Constant) and sub.args[1].value == "kind":
+            return True
+    return False
+
+
 def kind_checks(path: pathlib.Path) -> list:
-    """``isinstance``/``issubclass``/``type(...) is`` tests naming a model class, and
-    uses of ``_model_kind`` or comparisons of ``model.kind``."""
+    """``isinstance``/``issubclass``/``type(...) is`` tests naming a model class, uses of
+    ``_model_kind``, comparisons of ``model.kind`` and tables looked up by it
+    (``TABLE[model.kind]``, ``TABLE.get(getattr(model, "kind"))``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     path = path.relative_to(ROOT) if ROOT in path.parents else path
     out = []
@@ -273,8 +287,13 @@ def kind_checks(path: pathlib.Path) -> list:
             names = set(_names_in(node))
             text = ast.unparse(node)
             if ("type(" in text and MODEL_CLASSES & names) or (
-                    "model.kind" in text or "_model_kind" in text):
+                    "model.kind" in text or "_model_kind" in text or _reads_model_kind(node)):
                 out.append(f"{path}:{node.lineno}: {text}")
+        elif isinstance(node, ast.Subscript) and _reads_model_kind(node.slice):
+            out.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "get" and node.args and _reads_model_kind(node.args[0]):
+            out.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, (ast.Name, ast.Attribute)) and "_model_kind" in set(_names_in(node)):
             out.append(f"{path}:{node.lineno}: _model_kind")
         elif isinstance(node, ast.FunctionDef) and node.name == "_model_kind":
@@ -296,6 +315,9 @@ def test_the_kind_check_detector_finds_them(tmp_path):
                  "    if isinstance(model, (TiedModel, int)):\n        return 1\n"
                  "    if type(model) is SModel or model.kind == 'untied':\n        return 2\n"
                  "    return _model_kind(x)\n"
-                 "def g(model):\n    return isinstance(model, dict) and model.trainable\n")
+                 "def g(model):\n    return isinstance(model, dict) and model.trainable\n"
+                 "def h(model, T):\n    a = T[model.kind]\n"
+                 "    b = T.get(getattr(model, 'kind', None))\n"
+                 "    return getattr(model, 'kind') != 's', res.kind, {'kind': model.kind}\n")
     lines = {int(h.split(":")[1]) for h in kind_checks(p)}
-    assert lines == {2, 4, 6}
+    assert lines == {2, 4, 6, 10, 11, 12}

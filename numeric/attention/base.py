@@ -161,6 +161,15 @@ class AttentionModel(abc.ABC):
     time_scales: ClassVar[tuple] = ()
     theories: ClassVar[tuple] = ()
     alphabet = None
+    #: The feasible set Q of Corollary 1 as data (read by ``theorems/landscape.py``): the
+    #: Gram matrices of order parameters that must be PSD, each ``("q",)`` (the matrix of
+    #: the symbols ``q_kl`` itself) or ``("P", "R", s)`` (``(P + s R)/2``); whether every
+    #: free entry is ``>= 0`` as well; the prefixes of unconstrained order parameters; the
+    #: set in words. Empty: no feasible set is known for the parameterisation.
+    feasible_grams: ClassVar[tuple] = ()
+    feasible_nonnegative: ClassVar[bool] = False
+    feasible_free: ClassVar[tuple] = ()
+    feasible_text: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -188,6 +197,19 @@ class AttentionModel(abc.ABC):
         """Names of the SGD observables (``"loss"`` last), the rows of :func:`~attndyn.sgd`."""
 
     # -- theory capabilities ---------------------------------------------------
+    def landscape_potential(self):
+        """The closed-form potential whose ``phi`` Corollary 1 minimises over the feasible
+        set (``None`` when the loss takes a numeric route)."""
+        return getattr(self, "potential", None)
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """The assumptions of the theorem behind this model's theory, checked at the
+        initial weights ``init``: a list of
+        :class:`~attndyn.numeric.attention.theorems.assumptions.Verdict` (empty when the
+        parameterisation has no diagnostics). ``quick``: the cheap versions (what
+        ``compare`` runs)."""
+        return []
+
     def hierarchy(self, order: int):
         """The truncated moment hierarchy at ``order`` (a capability)."""
         raise CapabilityError(f"{type(self).__name__} has no moment hierarchy")

@@ -91,6 +91,9 @@ class SModel(AttentionModel):
     time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),)
     theories = ("ode", "flow")
     alphabet = None  # no words: the theory closes in t, Psi, Omega (Theorem 4)
+    feasible_grams = (("Omega", "Psi", +1), ("Omega", "Psi", -1))
+    feasible_text = ("direct S: (Omega + Psi)/2 and (Omega - Psi)/2 PSD (Gram matrices of the "
+                     "symmetric and antisymmetric parts); exact")
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, params: dict | None = None):
@@ -128,6 +131,11 @@ class SModel(AttentionModel):
                 S = (S + S.T) / math.sqrt(2.0)
             out.append(S)
         return out
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """Theorem 4's Assumptions 9.1 and 9.4 at ``init`` (the matrices S_k)."""
+        from .theorems.assumptions import direct_diagnostics
+        return direct_diagnostics(self, init, quick)
 
     def sgd_runner(self, init, order=None) -> SGDRunner:
         if order is not None:

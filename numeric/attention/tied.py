@@ -71,6 +71,9 @@ class TiedModel(AttentionModel):
     kind = "tied"
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
     theories = ("flow", "hierarchy", "limit")
+    feasible_grams = (("q",),)
+    feasible_nonnegative = True
+    feasible_text = "tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix of PSD matrices)"
     #: ``compare(..., correction=)`` choices (issue 16, numeric/attention/noise.py)
     corrections = ("none", "noise", "noise+finite-d", "finite-d")
 
@@ -263,6 +266,11 @@ class TiedModel(AttentionModel):
         # W_k entries N(0, scale_k^2 / d_k), so t_k ~ scale_k^2
         return [rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k]))
                 for k in range(self.K)]
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """Theorem 2's Assumptions 2.1, 2.2, 2.4 and 3 at ``init`` (factors or matrices)."""
+        from .theorems.assumptions import tied_diagnostics
+        return tied_diagnostics(self, init, quick)
 
     def sgd_runner(self, init, order=None) -> SGDRunner:
         return _TiedRunner(self, self.check_init(init), check_order_arg(order, 2))

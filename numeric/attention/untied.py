@@ -165,6 +165,20 @@ class UntiedModel(AttentionModel):
         return _UntiedRunner(self, self.check_factors(init), check_order_arg(order, 2))
 
     theories = ("flow", "slaved", "hierarchy")
+    feasible_grams = (("q1", "q2", +1), ("q1", "q2", -1))
+    feasible_free = ("m",)
+    feasible_text = ("untied: m free; (q1 + q2)/2 and (q1 - q2)/2 PSD (Gram matrices of the "
+                     "symmetric and antisymmetric parts of M); exact")
+
+    def landscape_potential(self):
+        """The untied potential's ``phi`` in (m, q1, q2), without the m-Hessian."""
+        from attndyn.symbolic.potential import untied_potential
+        return untied_potential(self.loss, self.K, self.L, self.C, hessian=False)
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """Theorem 3's Assumptions 4.1, 4.4, 5 and 6 at ``init`` (untied pairs)."""
+        from .theorems.assumptions import untied_diagnostics
+        return untied_diagnostics(self, init, quick)
 
     def check_theory(self, theory, order):
         """compare: ``"flow"`` (the full finite-d flow, default), ``"slaved"`` (m = m*(q))

@@ -27,7 +27,8 @@ import numpy as np
 
 __all__ = ["Verdict", "diagnose", "note_truncation", "assumption_2_1", "assumption_2_2", "assumption_2_4", "assumption_2",
            "assumption_3", "assumption_4_4", "assumption_5", "assumption_6",
-           "assumption_9_4", "tied_factors_or_matrices"]
+           "assumption_9_4", "tied_factors_or_matrices", "tied_diagnostics",
+           "untied_diagnostics", "direct_diagnostics"]
 
 
 @dataclass(frozen=True)
@@ -403,7 +404,8 @@ def assumption_9_4(model, init) -> Verdict:
 # ---------------------------------------------------------------------------------------
 # what compare and integrate report
 
-def _tied_diagnostics(model, init, quick):
+def tied_diagnostics(model, init, quick=False):
+    """Theorem 2 (tied): Assumptions 2.1, 2.2, 2.4 and, for one student and one teacher, 3."""
     out = [assumption_2_1(model), assumption_2_2(model, init), assumption_2_4(model, init)]
     if model.K == 2 and len(model.trainable) == 1:
         s = model.trainable[0]
@@ -411,7 +413,8 @@ def _tied_diagnostics(model, init, quick):
     return out
 
 
-def _untied_diagnostics(model, init, quick):
+def untied_diagnostics(model, init, quick=False):
+    """Theorem 3 (untied): Assumptions 4.1, 4.4, 5 and, for one student and one teacher, 6."""
     out = [assumption_2_1(model, derivatives=6, label="4.1"), assumption_4_4(model, init),
            assumption_5(model, init)]
     if model.K == 2 and len(model.trainable) == 1:
@@ -420,23 +423,19 @@ def _untied_diagnostics(model, init, quick):
     return out
 
 
-def _direct_diagnostics(model, init, quick):
+def direct_diagnostics(model, init, quick=False):
+    """Theorem 4 (direct S): Assumptions 9.1 and 9.4."""
     return [assumption_2_1(model, label="9.1"), assumption_9_4(model, init)]
-
-
-# model.kind -> the assumptions of its theorem (Theorem 2 tied, 3 untied, 4 direct S)
-_DIAGNOSTICS = {"tied": _tied_diagnostics, "untied": _untied_diagnostics,
-                "s": _direct_diagnostics}
 
 
 def diagnose(model, init, quick: bool = False) -> list:
     """The assumptions of the theorem behind ``model``'s theory, at the initial weights
     ``init`` (tied factors or matrices, untied pairs, direct-S matrices): tied 2.1, 2.2,
     2.4 and 3; untied 4.1, 4.4, 5 and 6; direct S 9.1 and 9.4. ``quick``: the cheap
-    version of Assumption 6 (what ``compare`` runs). A model kind without diagnostics gets
+    version of Assumption 6 (what ``compare`` runs). Each model says which assumptions
+    its theorem has (``AttentionModel.assumptions``); one without diagnostics gives
     ``[]``."""
-    fn = _DIAGNOSTICS.get(getattr(model, "kind", None))
-    return [] if fn is None else fn(model, init, quick)
+    return list(model.assumptions(init, quick=quick))
 
 
 def note_truncation(model, mu0, res) -> None:

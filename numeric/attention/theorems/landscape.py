@@ -57,7 +57,8 @@ class FeasibleSet:
     others; ``grams``: per Gram matrix, a function ``values -> K x K`` matrix that must be
     PSD; ``nonneg``: indices of symbols that must be ``>= 0``; ``exact``: whether the set is
     the closure of the realisable set (``False``: an outer bound); ``text``: the set in
-    words."""
+    words; ``layout``: how the Gram matrices are built (the model's ``feasible_grams``);
+    ``free_prefixes``: unconstrained order parameters (the model's ``feasible_free``)."""
 
     kind: str
     K: int
@@ -70,6 +71,8 @@ class FeasibleSet:
     exact: bool
     text: str
     scale: float = 1.0
+    layout: tuple = ()
+    free_prefixes: tuple = ()
 
     def values(self, x) -> np.ndarray:
         """All symbol values from the free ones ``x``."""
@@ -141,48 +144,39 @@ def feasible_set(model, teacher: dict) -> FeasibleSet:
                 raise ValueError(f"teacher must give the fixed order parameter {n} "
                                  f"(given: {sorted(teacher)})")
             fixed[s] = float(teacher[n])
-    kind = model.kind
-    if kind == "tied":
-        q = _sym_matrix(syms, index, K, "q")
-        grams = [q]
-        nonneg = [i for i, n in enumerate(names) if free[i]]
-        exact = len(tr) == 1 and K == 2
-        text = ("tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix of PSD matrices)"
-                + ("; exact: 0 <= q_12 <= sqrt(q_11 q_22)" if exact else
-                   "; an outer bound with more than one student or teacher"))
-    elif kind == "s":
-        Om = _sym_matrix(syms, index, K, "Omega")
-        Ps = _sym_matrix(syms, index, K, "Psi")
-        grams = [lambda v: (Om(v) + Ps(v)) / 2, lambda v: (Om(v) - Ps(v)) / 2]
-        nonneg, exact = [], True
-        text = ("direct S: (Omega + Psi)/2 and (Omega - Psi)/2 PSD (Gram matrices of the "
-                "symmetric and antisymmetric parts); exact")
-    elif kind == "untied":
-        q1 = _sym_matrix(syms, index, K, "q1")
-        q2 = _sym_matrix(syms, index, K, "q2")
-        grams = [lambda v: (q1(v) + q2(v)) / 2, lambda v: (q1(v) - q2(v)) / 2]
-        nonneg, exact = [], True
-        text = ("untied: m free; (q1 + q2)/2 and (q1 - q2)/2 PSD (Gram matrices of the "
-                "symmetric and antisymmetric parts of M); exact")
-    else:
+    layout = tuple(model.feasible_grams)
+    if not layout:
         raise ValueError(f"feasible_set: no feasible set for a {type(model).__name__}")
+    grams = [_gram(index, K, spec) for spec in layout]
+    text = model.feasible_text
+    if model.feasible_nonnegative:
+        nonneg = [i for i, n in enumerate(names) if free[i]]
+        # doubly non-negative 2 x 2 matrices are Frobenius Gram matrices of PSD matrices
+        exact = len(tr) == 1 and K == 2
+        text += ("; exact: 0 <= q_12 <= sqrt(q_11 q_22)" if exact else
+                 "; an outer bound with more than one student or teacher")
+    else:
+        nonneg, exact = [], True
     scale = max([1.0] + [abs(v) for v in fixed.values()])
     _ = sp  # the symbols are SymPy's
-    return FeasibleSet(kind, K, tr, syms, free, fixed, grams, nonneg, exact, text, scale)
+    return FeasibleSet(model.kind, K, tr, syms, free, fixed, grams, nonneg, exact, text, scale,
+                       layout, tuple(model.feasible_free))
+
+
+def _gram(index, K, spec):
+    """``values -> K x K`` Gram matrix for one entry of a model's ``feasible_grams``:
+    ``("q",)`` the matrix of the ``q_kl`` itself, ``("P", "R", s)`` ``(P + s R)/2``."""
+    if len(spec) == 1:
+        return _sym_matrix(None, index, K, spec[0])
+    P = _sym_matrix(None, index, K, spec[0])
+    R = _sym_matrix(None, index, K, spec[1])
+    sgn = spec[2]
+    return lambda v: (P(v) + sgn * R(v)) / 2
 
 
 def _potential(model):
     """The closed-form potential of a model (``phi`` a SymPy expression)."""
-    kind = model.kind
-    if kind == "tied":
-        pot = model.potential
-    elif kind == "s":
-        pot = model.potential
-    elif kind == "untied":
-        from attndyn.symbolic.potential import untied_potential
-        pot = untied_potential(model.loss, model.K, model.L, model.C, hessian=False)
-    else:
-        raise ValueError(f"no potential for a {type(model).__name__}")
+    pot = model.landscape_potential()
     if pot is None or not hasattr(pot, "phi"):
         raise ValueError("Corollary 1's minimisation needs a closed-form potential (this loss "
                          "takes the numeric route)")
@@ -193,7 +187,7 @@ def _potential(model):
 
 def _all_symbols(model, pot):
     """Every order-parameter symbol of the potential (also those phi does not contain)."""
-    if getattr(pot, "kind", None) == "tied":   # a TiedPotential: its q matrix
+    if getattr(pot, "law", None) is None:   # a TiedPotential: its q matrix
         return [pot.q[k, l] for k in range(model.K) for l in range(k, model.K)]
     out = []
     for name, M in pot.law.order_parameters.items():
@@ -227,15 +221,6 @@ def _lambdas(fs: FeasibleSet, phi):
     return (lambda v: float(f(*v))), (lambda v: np.array(g(*v), dtype=float))
 
 
-def _gram_prefixes(kind):
-    """How the Gram matrices are built from the symbols: ``("q",)`` (tied ``q``) or
-    ``(P, R, sign)`` for ``(P + sign R)/2`` (direct S and untied)."""
-    if kind == "tied":
-        return [("q",)]
-    p, r = {"s": ("Omega", "Psi"), "untied": ("q1", "q2")}[kind]
-    return [(p, r, +1), (p, r, -1)]
-
-
 def _val(v, names, prefixes, k, l):
     a, b = min(k, l) + 1, max(k, l) + 1
     if len(prefixes) == 1:
@@ -256,7 +241,7 @@ def _draw_start(fs: FeasibleSet, rng) -> np.ndarray:
             v[i] = fs.fixed[s]
     teach = [k for k in range(K) if k not in tr]
     grams = []
-    for prefixes in _gram_prefixes(fs.kind):
+    for prefixes in fs.layout:
         tg = np.array([[_val(v, names, prefixes, k, l) for l in teach] for k in teach])
         n = len(teach) + len(tr) + 1
         vecs = np.zeros((K, n))
@@ -276,16 +261,15 @@ def _draw_start(fs: FeasibleSet, rng) -> np.ndarray:
         for l in range(k, K):
             if not (k in trs or l in trs):
                 continue
-            if fs.kind == "tied":
-                v[names.index(f"q_{k + 1}{l + 1}")] = grams[0][k, l]
-            else:
-                p, r, _ = _gram_prefixes(fs.kind)[0]
+            if len(fs.layout) == 1:          # the order parameters are the Gram matrix
+                v[names.index(f"{fs.layout[0][0]}_{k + 1}{l + 1}")] = grams[0][k, l]
+            else:                            # (P + R)/2 and (P - R)/2 are the Gram matrices
+                p, r, _ = fs.layout[0]
                 v[names.index(f"{p}_{k + 1}{l + 1}")] = grams[0][k, l] + grams[1][k, l]
                 v[names.index(f"{r}_{k + 1}{l + 1}")] = grams[0][k, l] - grams[1][k, l]
-    if fs.kind == "untied":
-        for i, nm in enumerate(names):
-            if fs.free[i] and nm.startswith("m_"):
-                v[i] = rng.normal(0.0, 1.0)
+    for i, nm in enumerate(names):
+        if fs.free[i] and nm.split("_", 1)[0] in fs.free_prefixes:
+            v[i] = rng.normal(0.0, 1.0)
     return v[fs.free]
 
 
