@@ -124,7 +124,8 @@ def test_specs_and_bad_input():
     assert loss_from_spec("autoregressive:heads=1", 5, 2)[0].name == "autoregressive:L=2,heads=1"
     assert loss_from_spec("multilocation:act=h2", 2, 2)[0].name == "multilocation:L=2,act=h2"
     assert loss_from_spec("reasoning", 6, 3)[0].name == "reasoning:L=3"
-    for spec, K, L, frag in [("autoregressive:heads=1", 4, 2, "needs K >= 5"), ("autoregressive:heads=1", 6, 2, "exactly K = 5"),
+    for spec, K, L, frag in [("autoregressive:heads=1", 4, 2, "needs K >= 5"),
+                             ("autoregressive:heads=1", 6, 2, "exactly K = 5"),
                              ("autoregressive:heads=99", 5, 2, "heads"),
                              ("multilocation:act=__import__('os')", 2, 2, "unknown activation"),
                              ("multilocation", 2, 4, "L in"),

@@ -58,7 +58,8 @@ import numpy as np
 from attndyn.numeric.core.checks import CheckResult, register
 from attndyn.numeric.core.validate import resolve_seed
 
-__all__ = ["crossing_time", "overlap_p12", "eq17_slopes", "weak_recovery_theory", "measure_weak_recovery",
+__all__ = ["crossing_time", "overlap_p12", "eq17_slopes", "weak_recovery_theory",
+           "measure_weak_recovery",
            "fit_scaling", "check_cor3", "Cor3Config", "SCALING_MODELS", "config"]
 
 #: the three laws compared: name -> power ``k`` of ``log d`` in ``A d^2 (log d)^k``
@@ -168,7 +169,8 @@ def weak_recovery_theory(model, c: float, *, scale: float = math.sqrt(0.5),
     square Gaussian factors with entries ``N(0, scale^2/d)`` (Wishart, aspect 1).
 
     Returns :func:`eq17_slopes`, the linear escape time ``T_lin = c / |slope_eq17|``
-    and the limit flow's crossing time ``T_inf`` of ``|p_12| = c`` (``inf`` if not before ``T_max``): bracketed on
+    and the limit flow's crossing time ``T_inf`` of ``|p_12| = c`` (``inf`` if not
+    before ``T_max``): bracketed on
     ``n_grid`` points of ``[0, T_max]``, then interpolated on ``n_fine`` points of
     the bracket (``grid_step`` is their spacing).
     """
@@ -395,8 +397,9 @@ def check_cor3(budget, seed, progress=None) -> CheckResult:
     ss = resolve_seed(seed)
     main_ss, extra_ss = ss.spawn(2)
     main = _run_activation(cfg.activation, cfg, main_ss, progress)
+    n_extra = max(1, len(cfg.extra_activations))
     extras = [_run_activation(a, cfg, e, progress, n_dims=4)
-              for a, e in zip(cfg.extra_activations, extra_ss.spawn(max(1, len(cfg.extra_activations))))]
+              for a, e in zip(cfg.extra_activations, extra_ss.spawn(n_extra))]
     fit = main["fit"]
     k_err = abs(fit["k_hat"] - 1.0)
     ok = (fit["preferred"] == "d^2 log d" and k_err <= K_TOL
