@@ -164,3 +164,19 @@ def test_taylor_constant_operator_drops_only_zero_terms(weight_decay):
     assert n_decay > 0
     expect = s.src.size - (n_decay if weight_decay == 0.0 else 0)
     assert src.size == val.size == expect and np.all(val != 0.0)
+
+
+def test_taylor_absmax_bits():
+    """The Taylor step size's max |v| from sign-cleared bit patterns: the float maximum,
+    and NaN whenever an entry is NaN (a float max() would skip it)."""
+    from attndyn.kernels.taylor import _absmax
+    rng = np.random.default_rng(5)
+    buf = np.zeros(1)
+    for _ in range(20):
+        v = rng.standard_normal(int(rng.integers(1, 300))) * 10.0 ** rng.integers(-300, 300)
+        assert _absmax(v, buf) == np.max(np.abs(v))
+    assert _absmax(np.array([-0.0, 0.0]), buf) == 0.0
+    assert _absmax(np.zeros(0), buf) == 0.0
+    assert _absmax(np.array([1.0, -np.inf, 2.0]), buf) == np.inf
+    assert np.isnan(_absmax(np.array([1.0, np.nan, np.inf]), buf))
+    assert np.isnan(_absmax(np.array([-np.nan, 1.0]), buf))
