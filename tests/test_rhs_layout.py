@@ -180,3 +180,20 @@ def test_taylor_absmax_bits():
     assert _absmax(np.array([1.0, -np.inf, 2.0]), buf) == np.inf
     assert np.isnan(_absmax(np.array([1.0, np.nan, np.inf]), buf))
     assert np.isnan(_absmax(np.array([-np.nan, 1.0]), buf))
+
+
+def test_taylor_workspace_reuse_gives_fresh_results(monkeypatch):
+    """The per-thread coefficient workspace (kernels/taylor.py) carries nothing between
+    runs: alternating orders and sizes give the results of fresh arrays."""
+    import attndyn.kernels.taylor as T
+    runs = []
+    for order, wd in ((6, 0.0), (4, 1.0), (6, 0.0)):
+        h, y0 = _tied(order, wd)
+        t = np.array([0.0, 0.05, 0.1])
+        runs.append((h, y0, t, run_taylor(h._system, h._gamma_program, y0, t, 1e-10, 1000,
+                                          1e100, np.inf, order=9 + order)))
+    monkeypatch.setattr(T, "WORKSPACE_KEEP_BYTES", 0)
+    for h, y0, t, (ys, info, *_) in runs:
+        ys2, info2, *_ = run_taylor(h._system, h._gamma_program, y0, t, 1e-10, 1000, 1e100,
+                                    np.inf, order=9 + h.order)
+        assert np.array_equal(ys, ys2) and np.array_equal(info, info2)
