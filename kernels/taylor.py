@@ -229,9 +229,10 @@ def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, ro
             if const_gamma:
                 # two rows at a time (rhs._groups_values); the parallel kernel's copy of
                 # this function calls the parallel twin
-                apply_groups_values(crows, cgroups, csrc, cval, Y[k], dy, cgblocks)
+                apply_groups_values(crows, cgroups, csrc, cval, Y[k], Y[k + 1], cgblocks)
+                yk1 = Y[k + 1]
                 for i in range(n):
-                    Y[k + 1, i] = dy[i] * inv
+                    yk1[i] *= inv
             else:
                 _split_rows(rows, groups, src, slot, slot_coef, slot_u, Y[k], Z[k], acc)
                 for i in range(n):
@@ -441,7 +442,7 @@ def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order
     if not 2 <= p <= 60:
         raise ValueError(f"order must be an int in 2..60, got {p}")
     ptr, var, coef, out = program
-    ys = np.zeros((t_eval.size, y0.size))
+    ys = np.empty((t_eval.size, y0.size))  # rows past info[1] are not outputs
     info = np.zeros(6, dtype=np.int64)
     tinfo = np.zeros(2)
     yend = np.empty(y0.size)
