@@ -85,8 +85,8 @@ class Cor3Config:
 _CONFIGS = {
     "small": Cor3Config(dims=(24, 34, 48, 68, 96), seeds=(8, 6, 5, 4, 3)),
     "default": Cor3Config(),
-    # d = 200 takes about 4 min per seed on a shared 2-core machine (N ~ d^4 log d work)
-    "slow": Cor3Config(dims=(50, 71, 100, 141, 200), seeds=(6, 5, 4, 4, 3),
+    # d = 283 takes 1-18 min per seed on the shared 2-core machine, by its load (d^4 log d)
+    "slow": Cor3Config(dims=(50, 71, 100, 141, 200, 283), seeds=(6, 5, 4, 4, 3, 2),
                        extra_activations=("h2",)),
 }
 
