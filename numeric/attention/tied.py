@@ -589,7 +589,7 @@ class TiedHierarchy:
                               h_init=h, t0=t)
         self._last_integrator = name
         start = time.perf_counter()
-        ys = np.zeros((t_eval.size, y0.size))
+        ys = None  # the first chunk's own array when it holds every output (no copy)
         info = np.zeros(5, dtype=np.int64)
         tinfo = np.zeros(2)
         y, t, h, n_out = y0, 0.0, 0.0, 0
@@ -605,7 +605,12 @@ class TiedHierarchy:
             while True:
                 sub, inf, tin, y = chunk_run(y, t_eval[n_out:], t, h, chunk)
                 k = int(inf[1])
-                ys[n_out:n_out + k] = sub[:k]
+                if ys is None and k == t_eval.size:
+                    ys = sub
+                else:
+                    if ys is None:
+                        ys = np.zeros((t_eval.size, y0.size))
+                    ys[n_out:n_out + k] = sub[:k]
                 n_out += k
                 info[2:5] += inf[2:5]
                 # the kernels report the threads they ran on last (auto_threads by size)
