@@ -127,14 +127,25 @@ def _absmax(v, buf):
 @njit(cache=True)
 def _horner(Y, p, tau, out):
     """``out[i] = sum_k Y[k, i] tau^k`` by Horner's rule, ``k`` outer so the loop over
-    ``i`` vectorises (each entry sees the same operations in the same order)."""
+    ``i`` vectorises, four coefficients per pass over ``out`` (each entry sees the same
+    operations in the same order; 33 -> 21 us at order 16, measured)."""
     n = out.size
     for i in range(n):
         out[i] = Y[p, i]
-    for k in range(p - 1, -1, -1):
-        yk = Y[k]
+    k = p - 1
+    while k >= 3:
+        a = Y[k]
+        b = Y[k - 1]
+        c = Y[k - 2]
+        d = Y[k - 3]
         for i in range(n):
-            out[i] = out[i] * tau + yk[i]
+            out[i] = (((out[i] * tau + a[i]) * tau + b[i]) * tau + c[i]) * tau + d[i]
+        k -= 4
+    while k >= 0:
+        a = Y[k]
+        for i in range(n):
+            out[i] = out[i] * tau + a[i]
+        k -= 1
 
 
 @njit(cache=True)
