@@ -36,6 +36,7 @@ import tempfile
 import warnings
 
 __all__ = ["CacheWarning", "folder_problem", "ensure_private_dir", "private_dir",
+           "kernels_source_hash", "numba_cache_dirs", "drop_stale_numba_cache",
            "numba_cache_root", "numba_root_problem", "numba_locator_fallback"]
 
 
@@ -245,3 +246,107 @@ def numba_locator_fallback(pkg_dir) -> pathlib.Path | None:
     set_numba_cache_root(folder)
     warn_once(f"{reason}; numba caches in {folder} instead", stacklevel=3)
     return folder
+
+
+# -- numba's cache across modules -------------------------------------------------
+#
+# numba stamps a cached function with the hash of its *own* source file. A kernel that
+# calls (and so inlines) a jitted function of another module keeps its cached machine
+# code when only the callee's file changes: stale code, silently. The kernels import
+# each other, so the package's cache is treated as one unit: a stamp file holds the
+# hash of every kernels source, and a different stamp drops the package's cache files.
+
+_STAMP = "attndyn-kernels.sources"
+
+
+def kernels_source_hash(pkg_dir) -> str:
+    """SHA-256 over the names and contents of every ``*.py`` file in ``pkg_dir``."""
+    import hashlib
+    h = hashlib.sha256()
+    for p in sorted(pathlib.Path(pkg_dir).glob("*.py")):
+        h.update(p.name.encode() + b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def numba_cache_dirs(pkg_dir, user_wide: bool = True) -> list:
+    """The folders where numba may keep cache files of modules in ``pkg_dir``: the
+    in-tree ``__pycache__``, and the package's subfolder of ``NUMBA_CACHE_DIR`` and (with
+    ``user_wide``) of numba's user-wide folder (numba names it after the folder and a
+    SHA-1 of its path)."""
+    import hashlib
+    sub = os.path.dirname(os.path.abspath(os.path.join(pkg_dir, "x.py")))
+    name = "_".join([os.path.split(sub)[-1], hashlib.sha1(sub.encode()).hexdigest()])
+    out = [os.path.join(pkg_dir, "__pycache__")]
+    root = numba_cache_root()
+    if root:
+        out.append(os.path.join(root, name))
+    if user_wide:
+        out.append(os.path.join(_user_wide_numba_dir(), name))
+    return out
+
+
+def drop_stale_numba_cache(pkg_dir, digest: str | None = None) -> list:
+    """Remove numba's cache files (``*.nbi``, ``*.nbc``) of the modules in ``pkg_dir``
+    from every folder whose stamp is not ``digest`` (the current source hash), then
+    stamp it. Returns the folders that were cleared. Only files of this package are
+    touched (in-tree ``__pycache__`` holds no other package's numba files, and the other
+    folders are this package's own subfolders); errors (a read-only folder, a file
+    removed by another process at the same time) are ignored: numba then recompiles or
+    fails as it would have."""
+    digest = kernels_source_hash(pkg_dir) if digest is None else digest
+    cleared = []
+    folders = numba_cache_dirs(pkg_dir, user_wide=False)
+    in_tree_ok = False
+    for k, folder in enumerate(folders):
+        ok, was_cleared = _stamp_folder(folder, digest)
+        in_tree_ok = in_tree_ok or (k == 0 and ok)
+        if was_cleared:
+            cleared.append(folder)
+    if not in_tree_ok:
+        # numba falls back to its user-wide folder only when the in-tree one is not
+        # usable (asking numba for that folder imports numba: not on the usual path)
+        folder = numba_cache_dirs(pkg_dir)[-1]
+        if _stamp_folder(folder, digest)[1]:
+            cleared.append(folder)
+    return cleared
+
+
+def _stamp_folder(folder, digest) -> tuple:
+    """``(usable, cleared)``: whether ``folder`` is a writable cache folder stamped with
+    ``digest`` now, and whether its numba files were dropped (or it was made) for that."""
+    stamp = os.path.join(folder, _STAMP)
+    if not os.path.isdir(folder):
+        # stamp the folder numba is about to fill, so that its first files are not taken
+        # for stale ones by the next process
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError:
+            return False, False
+    if not _can_write(folder):
+        return False, False
+    try:
+        with open(stamp, encoding="ascii") as f:
+            if f.read().strip() == digest:
+                return True, False
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False, False
+    for n in names:
+        if n.endswith((".nbi", ".nbc")):
+            try:
+                os.unlink(os.path.join(folder, n))
+            except OSError:
+                pass
+    try:
+        tmp = f"{stamp}.{os.getpid()}"
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(digest + "\n")
+        os.replace(tmp, stamp)
+    except OSError:
+        return False, True
+    return True, True
