@@ -37,6 +37,7 @@ import warnings
 
 __all__ = ["CacheWarning", "folder_problem", "ensure_private_dir", "private_dir",
            "kernels_source_hash", "numba_cache_dirs", "drop_stale_numba_cache",
+           "kernels_digest", "drop_stale_dependent_cache",
            "numba_cache_root", "numba_root_problem", "numba_locator_fallback"]
 
 
@@ -268,6 +269,27 @@ def kernels_source_hash(pkg_dir) -> str:
         h.update(p.read_bytes())
         h.update(b"\0")
     return h.hexdigest()
+
+
+_KERNELS_DIGEST: list = []
+
+
+def kernels_digest() -> str:
+    """:func:`kernels_source_hash` of this package's kernels, once per process."""
+    if not _KERNELS_DIGEST:
+        _KERNELS_DIGEST.append(kernels_source_hash(os.path.dirname(os.path.abspath(__file__))))
+    return _KERNELS_DIGEST[0]
+
+
+def drop_stale_dependent_cache(folder, own_sources: bool = True) -> list:
+    """:func:`drop_stale_numba_cache` for a folder of modules whose cached kernels call
+    (and so inline) the package's kernels: stamped by the kernels' sources and, with
+    ``own_sources``, the folder's own (modules that call each other). Generated sources
+    take ``own_sources=False``: each file is its own unit, which numba already stamps."""
+    import hashlib
+    own = kernels_source_hash(folder) if own_sources else ""
+    digest = hashlib.sha256((kernels_digest() + own).encode()).hexdigest()
+    return drop_stale_numba_cache(folder, digest)
 
 
 def numba_cache_dirs(pkg_dir, user_wide: bool = True) -> list:

@@ -104,3 +104,19 @@ def test_numbas_user_wide_folder_is_stamped_when_in_tree_is_unusable(tmp_path, m
     assert cd.drop_stale_numba_cache(pkg) == [str(wide)]
     assert _left(wide) == ["a.cpython-312.pyc"]
     assert cd.drop_stale_numba_cache(pkg) == []
+
+
+def test_dependent_folders_follow_the_kernels_and_optionally_their_own_sources(tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(ncfg, "CACHE_DIR", "")
+    monkeypatch.setattr(cd, "_user_wide_numba_dir", lambda: str(tmp_path / "userwide"))
+    gen, mod = _pkg(tmp_path / "gen"), _pkg(tmp_path / "mod")
+    for folder, own in ((gen, False), (mod, True)):
+        cd.drop_stale_dependent_cache(folder, own_sources=own)
+        _fill(folder / "__pycache__")
+        (folder / "c.py").write_text("x = 1\n")           # a new generated file / module
+        cleared = cd.drop_stale_dependent_cache(folder, own_sources=own)
+        assert bool(cleared) is own
+    monkeypatch.setattr(cd, "_KERNELS_DIGEST", ["another kernels version"])
+    assert cd.drop_stale_dependent_cache(gen, own_sources=False) == [str(gen / "__pycache__")]

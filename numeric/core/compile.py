@@ -32,8 +32,9 @@ import traceback
 import types
 import warnings
 
-from attndyn.kernels._cachedir import (CacheWarning, folder_problem, numba_cache_root, numba_root_problem,
-                                       private_dir, warn_once)
+from attndyn.kernels._cachedir import (CacheWarning, drop_stale_dependent_cache, folder_problem,
+                                       numba_cache_root, numba_root_problem, private_dir,
+                                       warn_once)
 __all__ = ["cache_dir", "load_generated", "CompileError", "numba_cache_folder"]
 
 
@@ -45,6 +46,7 @@ def source_hash(text: str) -> str:
 
 
 _loaded: dict = {}
+_stamped: set = set()
 
 
 class CompileError(RuntimeError):
@@ -167,6 +169,10 @@ def _load_module(source: str, h: str, modname: str, funcname: str):
             return _exec_uncached(modname, source, f"<attndyn generated gen_{h}>")
         except Exception as exc:
             raise _compile_error(funcname, f"gen_{h}, uncached", exc) from exc
+    if str(folder) not in _stamped:
+        # generated kernels call the package's kernels: their cache goes when those change
+        drop_stale_dependent_cache(folder, own_sources=False)
+        _stamped.add(str(folder))
     path = folder / f"gen_{h}.py"
     if not path.exists() or path.read_text() != source:
         tmp = folder / f".gen_{h}.{os.getpid()}.tmp"

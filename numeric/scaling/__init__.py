@@ -3,7 +3,14 @@ re-exported here, so ``attndyn.numeric.scaling.threshold_compute`` works), their
 (:mod:`.plots`) and the Lambert W front end (:mod:`.lambertw`).
 Imports nothing from :mod:`attndyn.numeric.attention`."""
 
-from . import bounds as _bounds
+import os as _os
+
+from attndyn.kernels._cachedir import drop_stale_dependent_cache as _drop_stale
+
+# the bounds' cached kernels inline the Lambert W kernels: their cache goes when those change
+_drop_stale(_os.path.dirname(_os.path.abspath(__file__)))
+
+from . import bounds as _bounds  # noqa: E402
 from .bounds import *  # noqa: F401,F403  (the public bounds API)
 from .bounds import __all__  # noqa: F401
 
