@@ -111,6 +111,8 @@ def test_dependent_folders_follow_the_kernels_and_optionally_their_own_sources(t
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setattr(ncfg, "CACHE_DIR", "")
     monkeypatch.setattr(cd, "_user_wide_numba_dir", lambda: str(tmp_path / "userwide"))
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "mod").mkdir()
     gen, mod = _pkg(tmp_path / "gen"), _pkg(tmp_path / "mod")
     for folder, own in ((gen, False), (mod, True)):
         cd.drop_stale_dependent_cache(folder, own_sources=own)
