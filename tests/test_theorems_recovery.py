@@ -143,7 +143,7 @@ def test_recovery_default_and_slow_budgets():
 
 @pytest.mark.slow
 def test_cor3_slow_budget():
-    """d = 50..283 for h1 (judged) and h2 (reported: its finite-d SGD runs ahead of the
+    """d = 50..400 for h1 (judged) and h2 (reported: its finite-d SGD runs ahead of the
     Gaussian-equivalent flow, see docs/theorems.md)."""
     r = cor3.check_cor3("slow", 0)
     _check_ok(r)

@@ -85,8 +85,8 @@ class Cor3Config:
 _CONFIGS = {
     "small": Cor3Config(dims=(24, 34, 48, 68, 96), seeds=(8, 6, 5, 4, 3)),
     "default": Cor3Config(),
-    # d = 283 takes 1-18 min per seed on the shared 2-core machine, by its load (d^4 log d)
-    "slow": Cor3Config(dims=(50, 71, 100, 141, 200, 283), seeds=(6, 5, 4, 4, 3, 2),
+    # measured: d = 283 1.4 min a seed at load 1, d = 400 4-8 min a seed at load 2-3 (~d^4 log d)
+    "slow": Cor3Config(dims=(50, 71, 100, 141, 200, 283, 400), seeds=(6, 5, 4, 4, 3, 2, 2),
                        extra_activations=("h2",)),
 }
 
