@@ -10,7 +10,6 @@
   variance; ``E[ell]`` matches the untied potential.
 """
 
-import itertools
 import math
 
 import numpy as np
@@ -82,53 +81,16 @@ def test_eq4_mean_and_covariance_monte_carlo():
 
 
 # -- E[loss] -> Phi ----------------------------------------------------------------------------
-class _Traces:
-    """Tr(S_w1 ... S_wn)/1 for words w, with the products of prefixes shared."""
-
-    def __init__(self, mats):
-        self.mats = mats
-        self.prod = {}
-        self.tr = {}
-
-    def product(self, word):
-        if word not in self.prod:
-            self.prod[word] = (self.mats[word[0]] if len(word) == 1
-                               else self.product(word[:-1]) @ self.mats[word[-1]])
-        return self.prod[word]
-
-    def trace(self, word):
-        if word not in self.tr:
-            if len(word) == 1:
-                self.tr[word] = float(np.trace(self.mats[word[0]]))
-            else:   # Tr(A B) = sum A * B^T: no product for the last letter
-                self.tr[word] = float(np.sum(self.product(word[:-1]) * self.mats[word[-1]].T))
-        return self.tr[word]
+# the exact finite-d moments are the theorem check's own (numeric/attention/theorems/thm1.py):
+# this test holds them to Phi and to the predicted decay of each cumulant's part
+from attndyn.numeric.attention.theorems.thm1 import _moment, _set_partitions, _Traces  # noqa: E402
 
 
-def _joint_cumulant(tr, block, d):
-    """kappa(G_a1..G_an) of G_a = (x^T S_a x - Tr S_a)/sqrt(d), x ~ N(0, I_d):
-    2^(n-1) sum over the (n-1)! orderings of the rest of Tr(S_a1 S_s2 ... S_sn) / d^(n/2)."""
-    n = len(block)
-    if n == 1:
-        return 0.0
-    tot = sum(tr.trace((block[0],) + perm) for perm in itertools.permutations(block[1:]))
-    return 2 ** (n - 1) * tot / d ** (n / 2)
-
-
-def _moment(tr, word, d, cache):
-    """E[prod G_w] from the joint cumulants (sum over set partitions, no singletons)."""
-    key = tuple(sorted(word))
-    if key not in cache:
-        tot = 0.0
-        for part in multiset_partitions(list(range(len(word)))):
-            if any(len(b) == 1 for b in part):
-                continue
-            term = 1.0
-            for b in part:
-                term *= _joint_cumulant(tr, tuple(word[i] for i in b), d)
-            tot += term
-        cache[key] = tot
-    return cache[key]
+def test_the_set_partitions_are_sympys():
+    for n in range(1, 7):
+        ours = sorted(sorted(tuple(b) for b in p) for p in _set_partitions(list(range(n))))
+        ref = sorted(sorted(tuple(b) for b in p) for p in multiset_partitions(list(range(n))))
+        assert ours == ref
 
 
 def test_expected_loss_approaches_phi_exact_cumulants():
