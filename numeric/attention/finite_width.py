@@ -44,7 +44,7 @@ def finite_width_coefficients(model):
     of degree <= 4 in ``G``; ``ValueError`` for any other loss."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import g_array
+    from attndyn.symbolic.potential import _call_loss, g_array
     model = check_model(model)
     if "noise" not in getattr(model, "corrections", ("none",)) or model.L != 1 \
             or model.loss is None:
@@ -54,7 +54,7 @@ def finite_width_coefficients(model):
     G = g_array(1, K)
     syms = [G[0, 0, k] for k in range(K)]
     subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
-    expr = sp.expand(sp.sympify(model.loss(G)).subs(subs))
+    expr = sp.expand(_call_loss(model.loss, G).subs(subs))
     try:
         poly = sp.Poly(expr, *syms)
     except sp.PolynomialError:

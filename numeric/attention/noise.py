@@ -123,7 +123,7 @@ def quadratic_loss(model):
     ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly. ``ValueError`` otherwise."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import g_array
+    from attndyn.symbolic.potential import _call_loss, g_array
     model = check_model(model)
     if model.L != 1:
         raise ValueError(f"the exact one-step noise term needs L = 1, got L = {model.L}")
@@ -132,7 +132,7 @@ def quadratic_loss(model):
     K = model.K
     G = g_array(1, K)
     syms = [G[0, 0, k] for k in range(K)]
-    expr = sp.sympify(model.loss(G))  # a SymPy expression built by the model's own callable
+    expr = _call_loss(model.loss, G)
     subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
     expr = sp.expand(expr.subs(subs))
     try:
@@ -191,14 +191,14 @@ def noise_potential(model):
     function ``l_k l_l`` instead of the loss). Exact routes only."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import g_array, tied_potential
+    from attndyn.symbolic.potential import _call_loss, g_array, tied_potential
     model = check_model(model)
     if model.L != 1 or model.loss is None:
         raise ValueError("noise_potential needs L = 1 and the model's loss callable")
     K = model.K
     psyms = [sp.Symbol(str(k), real=True) for k in model.params]
     G = g_array(1, K)
-    base = sp.sympify(model.loss(G))
+    base = _call_loss(model.loss, G)
     syms = [G[0, 0, k] for k in range(K)]
     ders = [sp.diff(base, s) for s in syms]
     out = [[None] * K for _ in range(K)]
