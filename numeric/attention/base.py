@@ -160,6 +160,9 @@ class AttentionModel(abc.ABC):
     kind: ClassVar[str] = "abstract"
     time_scales: ClassVar[tuple] = ()
     theories: ClassVar[tuple] = ()
+    #: the finite-learning-rate / finite-width corrections its theory takes
+    #: (``compare(..., correction=)``, issue 16); ``"none"`` always
+    corrections: ClassVar[tuple] = ("none",)
     alphabet = None
     #: The feasible set Q of Corollary 1 as data (read by ``theorems/landscape.py``): the
     #: Gram matrices of order parameters that must be PSD, each ``("q",)`` (the matrix of
