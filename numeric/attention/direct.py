@@ -90,6 +90,9 @@ class SModel(AttentionModel):
     kind = "s"
     time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),)
     theories = ("ode", "flow")
+    #: the mini-batch noise terms of :mod:`.noise_direct` on the closed ODE: ``"noise"``
+    #: (leading order in 1/d) and ``"noise+finite-d"`` (exact in d, L = 1, quadratic losses)
+    corrections = ("none", "noise", "noise+finite-d")
     alphabet = None  # no words: the theory closes in t, Psi, Omega (Theorem 4)
     feasible_grams = (("Omega", "Psi", +1), ("Omega", "Psi", -1))
     feasible_text = ("direct S: (Omega + Psi)/2 and (Omega - Psi)/2 PSD (Gram matrices of the "
@@ -150,8 +153,17 @@ class SModel(AttentionModel):
             raise ValueError("order does not apply to an SModel")
         return theory, None
 
-    def theory(self, init, t, *, theory: str, order, check, words, **kwargs) -> Trajectory:
-        """The closed ODE (402)-(404) (``"ode"``) or the S matrix flow (``"flow"``)."""
+    def theory(self, init, t, *, theory: str, order, check, words, correction="none",
+               eta=None, batch=None, **kwargs) -> Trajectory:
+        """The closed ODE (402)-(404) (``"ode"``) or the S matrix flow (``"flow"``);
+        ``correction="noise"`` (with the SGD's ``eta`` and ``batch``): the closed ODE with
+        the mini-batch noise terms of :mod:`attndyn.numeric.attention.noise_direct`."""
+        if correction not in (None, "none"):
+            if theory != "ode":
+                raise ValueError(f"correction={correction!r} for an SModel applies to "
+                                 f"theory='ode' (the closed ODE), got theory={theory!r}")
+            return self.integrate(init, t, correction=correction, eta=eta, batch=batch,
+                                  **kwargs)
         if theory == "ode":
             return self.integrate(init, t, **kwargs)
         return self.matrix_flow(init, t, **kwargs)
@@ -318,10 +330,16 @@ class SModel(AttentionModel):
 
     def integrate(self, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
                   method: str = "DOP853", blowup: float = 1e8,
-                  raise_on_failure: bool = False) -> Trajectory:
+                  raise_on_failure: bool = False, correction: str = "none", eta=None,
+                  batch=None, d=None) -> Trajectory:
         """Integrate the closed ODE (402)-(404) from ``init`` (matrices ``S_k``,
         or ``(t, Psi, Omega)``) and report every observable at ``t_eval``
         (``tau = eta n / d``).
+
+        ``correction="noise"`` adds the mini-batch noise terms ``(eta d / B) chi_k chi_l
+        Lambda^{Psi,Omega}_kl`` to eqs. (403)-(404)
+        (:mod:`attndyn.numeric.attention.noise_direct`); it needs ``eta``, ``batch`` and
+        the dimension (from the matrices in ``init``, or ``d``).
 
         Returns a :class:`Trajectory` of kind ``"smodel"`` with
         ``.observable("t", k)``, ``.observable("Psi", k, l)``,
@@ -334,10 +352,17 @@ class SModel(AttentionModel):
         rtol, atol, blowup, _ = check_solver_args(rtol, atol, blowup, method)
         self.gradient_function  # noqa: B018  (raise early for a loss no route can treat)
         y0 = self._pack(t0, Psi0, Om0)
+        ode, extra = self._ode, {}
+        if correction not in (None, "none"):
+            from .noise_direct import noise_setup
+            ode, extra = noise_setup(self, init, correction=correction, eta=eta, batch=batch,
+                                     d=d)
+        elif eta is not None or batch is not None or d is not None:
+            raise ValueError("eta, batch and d apply to correction='noise' only")
 
         T = float(t_eval[-1])
         if T > 0:
-            sol = solve_flow(self._ode, y0, t_eval, rtol=rtol, atol=atol, method=method,
+            sol = solve_flow(ode, y0, t_eval, rtol=rtol, atol=atol, method=method,
                              blowup=blowup, what="closed S ODE (402)-(404)")
             ys, ts, status = sol.y, sol.t, sol.status
             message = ("success: the closed S ODE (402)-(404) reached the last time"
@@ -356,6 +381,7 @@ class SModel(AttentionModel):
         params = self.params_dict()
         params.update({"rtol": rtol, "atol": atol, "method": method,
                        "time": "tau = eta * n / d"})
+        params.update(extra)
         res = Trajectory(t=np.asarray(ts, float), y=out, names=self.names, kind="smodel",
                          params=params, status=status, message=message,
                          diagnostics={"time": "tau = eta * n / d"})
