@@ -184,54 +184,102 @@ def _obs_keys(K, k):
 # the Gaussian engine: Lambda_kl(q) = E[dl/dG_k dl/dG_l]
 
 def noise_potential(model):
-    """The noise coefficients ``Lambda_kl(q) = E[dloss/dG_k dloss/dG_l]`` (``L = 1``), as a
-    :class:`attndyn.symbolic.potential.TiedPotential` whose ``phi`` is a ``K x K``
-    SymPy matrix in the overlaps ``q``: each entry is the Gaussian-equivalent potential
-    of the product of two first derivatives (paper 003, Theorem 1, applied to the
-    function ``l_k l_l`` instead of the loss). Exact routes only."""
+    """The noise coefficients ``Lambda_kl(q) = E[dloss/dG_k dloss/dG_l]`` (``L = 1``) for
+    the trainable pairs ``k, l`` (the others are 0: a fixed teacher gets no noise): each
+    entry is the Gaussian-equivalent potential of the product of two first derivatives
+    (paper 003, Theorem 1, applied to the function ``l_k l_l`` instead of the loss). A
+    closed form where the exact routes have one (polynomials, products of erf/ReLU/...),
+    the compiled Gaussian quadrature of the numeric route otherwise (``tanh``, ``erf``
+    derivatives, ...). Returns a callable ``q -> K x K array`` with ``.text()``."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array, tied_potential
+    from attndyn.symbolic.potential import RouteError, _call_loss, g_array, tied_potential
     model = check_model(model)
     if model.L != 1 or model.loss is None:
         raise ValueError("noise_potential needs L = 1 and the model's loss callable")
     K = model.K
     psyms = [sp.Symbol(str(k), real=True) for k in model.params]
+    values = [float(v) for v in model.params.values()]
     G = g_array(1, K)
     base = _call_loss(model.loss, G)
     syms = [G[0, 0, k] for k in range(K)]
     ders = [sp.diff(base, s) for s in syms]
-    out = [[None] * K for _ in range(K)]
-    pots = {}
-    for k in range(K):
-        for l in range(k, K):
+    tr = sorted(model.trainable)
+    entries = {}
+    for ai, k in enumerate(tr):
+        for l in tr[ai:]:
             f = sp.expand(ders[k] * ders[l])
-            pot = tied_potential(lambda G2, f=f: f.subs({syms[m]: G2[0, 0, m] for m in range(K)}),
-                                 K, 1, None, params=psyms, route="exact")
-            pots[(k, l)] = pot
-            out[k][l] = out[l][k] = pot.phi
-    q = pots[(0, 0)].q
-    return _NoisePotential(K, q, sp.ImmutableMatrix(out), tuple(psyms),
-                           [float(v) for v in model.params.values()])
+
+            def fun(G2, f=f):
+                return f.subs({syms[m]: G2[0, 0, m] for m in range(K)})
+            try:
+                pot = tied_potential(fun, K, 1, None, params=psyms, route="exact")
+                entries[(k, l)] = ("exact", pot.phi, pot.q)
+            except RouteError:
+                from .potentials import tied_potential as numeric_tied
+                pot = numeric_tied(fun, K, 1, None, params=psyms, route="numeric",
+                                   param_values=dict(zip(psyms, values)) if psyms else None)
+                entries[(k, l)] = ("numeric", pot, f)
+    return _NoisePotential(K, entries, tuple(psyms), values)
 
 
 class _NoisePotential:
-    """``Lambda(q)`` (``K x K``) with a numeric evaluator."""
+    """``Lambda(q)`` (``K x K``): lambdified closed forms and compiled quadratures."""
 
-    def __init__(self, K, q, lam, params, values):
+    def __init__(self, K, entries, params, values):
         import sympy as sp
-        self.K, self.q, self.lam, self.params, self.values = K, q, lam, params, values
-        args = [q[k, l] for k in range(K) for l in range(k, K)] + list(params)
-        self._f = sp.lambdify(args, lam, "numpy")
+        self.K, self.params, self.values = K, params, values
+        self.entries = entries
+        self._f = {}
+        for key, (route, a, b) in entries.items():
+            if route == "exact":
+                q = b
+                args = [q[k, l] for k in range(K) for l in range(k, K)] + list(params)
+                self._f[key] = (route, sp.lambdify(args, a, "numpy"))
+            else:
+                self._f[key] = (route, a)
+
+    @property
+    def q(self):
+        """The overlap symbols of the closed forms (``None`` if every entry is numeric)."""
+        return next((b for route, a, b in self.entries.values() if route == "exact"), None)
+
+    @property
+    def lam(self):
+        """``Lambda`` as a ``K x K`` SymPy matrix in ``q`` (closed forms only)."""
+        import sympy as sp
+        if any(v[0] != "exact" for v in self.entries.values()):
+            raise ValueError("Lambda has no closed form for this loss (numeric route)")
+        out = sp.zeros(self.K, self.K)
+        for (k, l), (_, a, _) in self.entries.items():
+            out[k, l] = out[l, k] = a
+        return sp.ImmutableMatrix(out)
+
+    @property
+    def routes(self) -> dict:
+        """``{(k, l): "exact" | "numeric"}``."""
+        return {k: v[0] for k, v in self.entries.items()}
 
     def __call__(self, q) -> np.ndarray:
         q = np.asarray(q, dtype=float)
-        args = [q[k, l] for k in range(self.K) for l in range(k, self.K)]
-        return np.array(self._f(*args, *self.values), dtype=float).reshape(self.K, self.K)
+        out = np.zeros((self.K, self.K))
+        args = None
+        for (k, l), (route, f) in self._f.items():
+            if route == "exact":
+                if args is None:
+                    args = [q[a, b] for a in range(self.K) for b in range(a, self.K)]
+                v = float(f(*args, *self.values))
+            else:
+                v = f.phi_at(q=0.5 * (q + q.T))
+            out[k, l] = out[l, k] = v
+        return out
 
     def text(self) -> str:
-        return "\n".join(f"Lambda_{k + 1}{l + 1} = {self.lam[k, l]}"
-                         for k in range(self.K) for l in range(k, self.K))
+        lines = []
+        for (k, l), (route, a, b) in self.entries.items():
+            expr = a if route == "exact" else f"E[{b}] (Gaussian quadrature)"
+            lines.append(f"Lambda_{k + 1}{l + 1} = {expr}")
+        return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------
@@ -940,3 +988,169 @@ def plot_noise_check(res: dict, ax=None):
         a.set_title(f"{n} minus the matrix flow")
     axes[0].legend(fontsize=7)
     return ax
+
+
+# ---------------------------------------------------------------------------
+# the noise terms inside the truncated hierarchy (any tied L = 1 loss)
+
+class NoiseRows:
+    """The noise terms of a truncated tied hierarchy as arrays (:func:`noise_terms` per
+    word): ``dN[target[j]] += coef[j] * Lambda[k[j], l[j]] * y[a[j]] * y[b[j]]``, with index
+    ``n_moments`` standing for the empty word (``mu_() = 1``). Every word in a term has
+    at most the length of its row, so the rows close within the truncation."""
+
+    def __init__(self, hierarchy):
+        model = hierarchy.model
+        words = hierarchy.words
+        n = len(words)
+        pos = {tuple(w): i for i, w in enumerate(words)}
+        alpha = model.alphabet
+
+        def idx(w):
+            if not w:
+                return n
+            return pos[tuple(canonical(tuple(w), alpha))]
+        from attndyn.symbolic.words import canonical
+        tgt, coef, kk, ll, ia, ib = [], [], [], [], [], []
+        for i, w in enumerate(words):
+            for c, k, l, a, b in noise_terms(w, model.trainable):
+                tgt.append(i)
+                coef.append(c)
+                kk.append(k)
+                ll.append(l)
+                ia.append(idx(a))
+                ib.append(idx(b))
+        self.n = n
+        self.K = model.K
+        self.target = np.array(tgt, dtype=np.int64)
+        self.coef = np.array(coef, dtype=np.float64)
+        self.kl = np.array(kk, dtype=np.int64) * model.K + np.array(ll, dtype=np.int64)
+        self.a = np.array(ia, dtype=np.int64)
+        self.b = np.array(ib, dtype=np.int64)
+        self.q_index = np.array([[idx((k, l)) for l in range(model.K)]
+                                 for k in range(model.K)], dtype=np.int64)
+        self._ext = np.ones(n + 1)
+
+    @property
+    def n_terms(self) -> int:
+        return int(self.target.size)
+
+    def q(self, y) -> np.ndarray:
+        """The overlaps ``q_kl`` (words of length 2) of the state ``y``."""
+        return np.asarray(y)[self.q_index]
+
+    def __call__(self, y, lam) -> np.ndarray:
+        """``N(y)`` with the ``K x K`` coefficients ``lam`` (the hierarchy's noise rows)."""
+        ext = self._ext
+        ext[:self.n] = y
+        vals = self.coef * np.asarray(lam, dtype=float).ravel()[self.kl] * ext[self.a] * ext[self.b]
+        return np.bincount(self.target, weights=vals, minlength=self.n)
+
+
+def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float = 1e-10,
+                    atol: float = 1e-12, check="auto", conv_tol: float = 1e-6,
+                    blowup: float = 1e100, method: str = "DOP853",
+                    raise_on_failure: bool = False):
+    """The truncated tied hierarchy with the mini-batch noise terms (issue 16):
+
+        d mu_alpha/dt = [eq. (11), truncated] + (eta d / B) N_alpha(mu),
+
+    ``N_alpha`` from :func:`noise_terms` with ``Lambda_kl(q) = E[l_k l_l]`` from the
+    Gaussian engine (:func:`noise_potential`), at leading order in ``1/d``. The
+    fluctuations of the normalised traces are ``O(sqrt(eps / d))``, so ``E[Gamma(q) mu]
+    = Gamma(E q) E mu`` at that order: for any loss and any set of trainable indices
+    these rows describe the SGD mean of the moments to first order in ``eps = eta d /
+    B``, the variance effect (``E q_kk != q_kk(E S)``) included, since the rows are
+    written for ``E mu`` itself. ``d`` enters only through ``eps``.
+
+    ``mu0``: as for :meth:`TiedHierarchy.integrate` (the ``K`` matrices ``S_k``, a law,
+    a moment array or dict); ``d`` is read from matrices and must be given otherwise.
+    ``check="auto"``: the same corrected system at ``order - 2`` (order >= 4), and status
+    2 where the moments of length <= 2 differ by more than ``conv_tol * max(1, |mu|)``
+    (``diagnostics["truncation_error"]``); ``None``: no check. Returns a
+    :class:`Trajectory` (``kind = "hierarchy_noise"``) with status and message (blow-up
+    -3, solver failure -1), or raises with ``raise_on_failure``.
+    """
+    from attndyn.kernels.rhs import rhs_into
+
+    from ..core.results import IntegrationError, Trajectory, TruncationNotConverged
+    from ..core.validate import _check_pos_float, check_t_eval
+    from .flow import solve_flow
+    eta, B = _check_eta_batch(eta, batch)
+    h = hierarchy
+    model = h.model
+    if model.L != 1:
+        raise ValueError(f"correction='noise' in the hierarchy needs L = 1, got L = {model.L}")
+    t_eval = check_t_eval(t_eval)
+    conv_tol = _check_pos_float(conv_tol, "conv_tol")
+    if check not in (None, "auto"):
+        raise ValueError(f"check must be None or 'auto' with correction='noise', got {check!r}")
+    is_mats = isinstance(mu0, (list, tuple)) and len(mu0) == model.K and all(
+        np.ndim(m) == 2 for m in mu0)
+    if is_mats:
+        d_m = int(np.shape(mu0[0])[0])
+        if d is not None and int(d) != d_m:
+            raise ValueError(f"d = {d} but the matrices are {d_m} x {d_m}")
+        d = d_m
+    if d is None:
+        raise ValueError("correction='noise' needs the width d (eps = eta d / B): give mu0 "
+                         "as the K matrices S_k, or pass d=")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
+        raise ValueError(f"d must be an int >= 2, got {d!r}")
+    d = int(d)
+    eps = eta * d / B
+    lamf = noise_potential(model)
+
+    def run(hh, y_init):
+        system, rows = hh._system, NoiseRows(hh)
+
+        def rhs(t, y):
+            y = np.ascontiguousarray(y)
+            return rhs_into(system, y) + eps * rows(y, lamf(rows.q(y)))
+        return solve_flow(rhs, y_init, t_eval, rtol=rtol, atol=atol, method=method,
+                          blowup=blowup, what=f"noise-corrected hierarchy (order {hh.order})")
+    y0 = h.initial_state(mu0)
+    sol = run(h, y0)
+    params = h.model.params_dict()
+    params.update({"order": h.order, "correction": "noise", "d": d, "eta": eta, "batch": B,
+                   "eta_d_over_B": eps, "rtol": rtol, "atol": atol})
+    n_out = sol.t.size
+    res = Trajectory(t=t_eval[:n_out].copy(), y=np.asarray(sol.y, float).reshape(len(y0), n_out),
+                     names=list(h.names), words=list(h.words), kind="hierarchy_noise",
+                     params=params, status=int(sol.status),
+                     message=(f"success: truncated hierarchy (order {h.order}) with the noise "
+                              f"terms, first order in eta d / B = {eps:.3g}"
+                              if sol.status == 0 else sol.message),
+                     diagnostics={"eta_d_over_B": eps, "noise_terms": NoiseRows(h).n_terms})
+    if sol.status == 0 and check == "auto" and h.order >= 4:
+        low = type(h)(model, h.order - 2)
+        pos = {tuple(w): i for i, w in enumerate(h.words)}
+        sub = np.array([pos[tuple(w)] for w in low.words])
+        sl = run(low, y0[sub])
+        short = [i for i, w in enumerate(low.words) if len(w) <= 2]
+        err = {}
+        if sl.status == 0:
+            diff = np.abs(sol.y[sub[short]] - sl.y[short])
+            scale = np.maximum(1.0, np.abs(sol.y[sub[short]]))
+            bad = np.any(diff > conv_tol * scale, axis=0)
+            err = {low.names[i]: float(diff[j].max()) for j, i in enumerate(short)}
+            res.diagnostics["truncation_error"] = err
+            if bad.any():
+                t_bad = float(t_eval[int(np.argmax(bad))])
+                res.status = NOT_CONVERGED
+                res.message = (f"truncation not converged: orders {h.order} and {h.order - 2} "
+                               f"differ by more than conv_tol = {conv_tol:g} from t = "
+                               f"{t_bad:.4g} on (max {max(err.values()):.3g})")
+                res.diagnostics["t_converged"] = float(t_eval[max(int(np.argmax(bad)) - 1, 0)])
+        else:
+            res.message += f"; convergence not checked: order {h.order - 2} failed ({sl.message})"
+    elif sol.status == 0 and check == "auto":
+        res.message += "; convergence not checked (order < 4)"
+    if raise_on_failure and res.status != 0:
+        exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
+        raise exc(res.message)
+    return res
+
+
+#: the status of a truncation whose convergence check failed (as in tied.py)
+NOT_CONVERGED = 2

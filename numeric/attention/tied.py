@@ -299,12 +299,17 @@ class TiedModel(AttentionModel):
         derived rows ``p_kl`` and ``loss = Phi(q)``."""
         S = [W @ W.T for W in self.check_init(init)]
         correction = kwargs.pop("correction", "none")
-        if correction not in (None, "none"):  # issue 16: the moment-level flow
+        if correction not in (None, "none"):  # issue 16
             from .noise import noise_corrected_flow
-            if theory != "flow" or order > 2:
-                raise ValueError(f"correction={correction!r} is implemented for theory='flow' "
-                                 f"with order <= 2 (t_k, q_kl); got theory={theory!r}, "
-                                 f"order={order}; the hierarchy and limit take correction='none'")
+            if theory in ("hierarchy", "limit"):
+                if correction != "noise":
+                    raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', "
+                                     f"got {correction!r}")
+                return self._noise_theory(init, S, t, theory, order, check, words, kwargs)
+            if order > 2:
+                raise ValueError(f"correction={correction!r} with theory='flow' reports t_k, "
+                                 f"q_kl (order <= 2); got order={order}; theory='hierarchy' "
+                                 "takes correction='noise' at any order")
             if correction == "finite-d":  # the finite-width potential (degree <= 4 losses)
                 from .finite_width import finite_width_flow
                 opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "method") if k in kwargs}
@@ -325,6 +330,36 @@ class TiedModel(AttentionModel):
             kwargs.setdefault("method", "truncation")  # the truncation itself, with its status
             th = self.hierarchy(order).integrate(S, t, check=check, **kwargs)
         return _tied_theory_derived(self, th, words)
+
+
+def _noise_theory(self, init, S, t, theory, order, check, words, kwargs):
+    """``theory="hierarchy"`` / ``"limit"`` with ``correction="noise"``: the truncated
+    hierarchy with the noise rows, from the matrices (hierarchy) or from the law of the
+    factors (limit, ``d -> infinity`` at fixed ``eta d / B``; the truncation ``order``
+    keyword of the limit is its longest reported word, the hierarchy runs at
+    ``hierarchy_order``, default ``max(order, 8)``)."""
+    from .noise import noise_hierarchy
+    eta, batch = kwargs.pop("eta"), kwargs.pop("batch")
+    opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "conv_tol", "blowup") if k in kwargs}
+    chk = "auto" if check == "auto" else (None if check is None else "auto")
+    if theory == "hierarchy":
+        h_order = order
+        mu0, d = S, None
+    else:
+        from .limit import law_of_factors
+        h_order = kwargs.pop("hierarchy_order", max(order, 8))
+        law = kwargs.pop("law", None)
+        mu0 = law_of_factors(self, self.check_init(init)) if law is None else law
+        d = S[0].shape[0]
+    unknown = sorted(kwargs)
+    if unknown:
+        raise ValueError(f"correction='noise' (theory={theory!r}) does not take {unknown}")
+    th = noise_hierarchy(self.hierarchy(h_order), mu0, t, eta=eta, batch=batch, d=d,
+                         check=chk, **opts)
+    return _tied_theory_derived(self, th, words)
+
+
+TiedModel._noise_theory = _noise_theory
 
 
 def _structure_cache_dir():
@@ -419,10 +454,19 @@ class TiedHierarchy:
             raise ValueError("closed_form=True needs a symbolic loss, not a numeric potential")
         return closed_form_gamma(self.structure, pot.gamma, pot.q, latex=latex)
 
-    def text(self, closed_form: bool = False) -> str:
+    def text(self, closed_form: bool = False, correction: str = "none") -> str:
         """``d mu_alpha/dt = ...``, one line per moment, printed from the structure arrays;
-        with ``closed_form`` each ``Gamma_kl`` is written out in the overlaps ``q``."""
-        return "\n".join(hierarchy_text(self.structure, self._closed_gamma(closed_form, False)))
+        with ``closed_form`` each ``Gamma_kl`` is written out in the overlaps ``q``. With
+        ``correction="noise"`` the mini-batch noise rows follow, each marked with its
+        order ``eta d / B``, and the ``Lambda_kl`` they use (issue 16)."""
+        out = "\n".join(hierarchy_text(self.structure, self._closed_gamma(closed_form, False)))
+        if correction in (None, "none"):
+            return out
+        if correction != "noise":
+            raise ValueError(f"correction must be 'none' or 'noise', got {correction!r}")
+        from .noise import noise_potential, noise_text
+        return (out + "\n# mini-batch noise, first order in eta d / B, leading order in 1/d:\n"
+                + noise_text(self.model, self.order) + "\n" + noise_potential(self.model).text())
 
     def latex(self, closed_form: bool = False) -> str:
         """The same equations as :meth:`text` in LaTeX (``aligned``), in the paper's notation."""
@@ -666,7 +710,8 @@ class TiedHierarchy:
                   max_steps: int = 1_000_000, blowup: float = 1e100, h_max: float = np.inf,
                   check="auto", conv_tol: float = 1e-6, raise_on_failure: bool = False,
                   method: str = "auto", integrator: str = "auto",
-                  time_limit: float | None = None, progress: bool | None = None) -> Trajectory:
+                  time_limit: float | None = None, progress: bool | None = None,
+                  correction: str = "none", eta=None, batch=None, d=None) -> Trajectory:
         """Integrate the truncated hierarchy from ``mu0`` and report the moments at ``t_eval``.
 
         Parameters
@@ -715,6 +760,13 @@ class TiedHierarchy:
         progress : bool, optional
             Progress bar for runs expected to take more than a few seconds;
             ``None`` (default) shows it only when stderr is a terminal.
+        correction, eta, batch, d :
+            ``"noise"``: add the mini-batch noise rows ``(eta d / B) N_alpha`` of SGD with
+            learning rate ``eta`` and batch ``batch`` (issue 16; any ``L = 1`` loss,
+            leading order in ``1/d``, :func:`attndyn.numeric.attention.noise.noise_hierarchy`;
+            ``d`` from matrices, else given). It runs the truncation (scipy DOP853 with
+            ``rtol``, ``atol``) with ``check`` ``"auto"`` or ``None``; ``method``,
+            ``integrator``, ``max_steps``, ``h_max``, ``time_limit`` do not apply.
 
         Returns
         -------
@@ -726,6 +778,21 @@ class TiedHierarchy:
         rtol = _check_pos_float(rtol, "rtol")
         atol = _check_pos_float(atol, "atol")
         blowup = _check_pos_float(blowup, "blowup")
+        if correction not in (None, "none"):
+            if correction != "noise":
+                raise ValueError(f"the hierarchy takes correction='none' or 'noise', got "
+                                 f"{correction!r} (the finite-d potential is a matrix-flow "
+                                 "correction: matrix_flow(..., correction='finite-d'))")
+            if eta is None or batch is None:
+                raise ValueError("correction='noise' needs the SGD's eta and batch")
+            if method not in ("auto", "truncation"):
+                raise ValueError(f"correction='noise' runs the truncation; method={method!r} "
+                                 "does not apply")
+            from .noise import noise_hierarchy
+            return noise_hierarchy(self, mu0, t_eval, eta=eta, batch=batch, d=d, rtol=rtol,
+                                   atol=atol, check="auto" if check == "auto" else check,
+                                   conv_tol=conv_tol, blowup=blowup,
+                                   raise_on_failure=raise_on_failure)
         # only +inf means "no cap"; nan and -inf are errors, not silent defaults
         h_max = np.inf if _is_pos_inf(h_max) else _check_pos_float(h_max, "h_max")
         conv_tol = _check_pos_float(conv_tol, "conv_tol")
