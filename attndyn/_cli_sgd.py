@@ -67,6 +67,11 @@ def add_arguments(command_name: str, parser) -> None:
         p.add_argument("--n-seeds", type=int, default=1,
                        help="independent SGD runs (SeedSequence.spawn), default 1")
         p.add_argument("--plot", default=None, help="save the comparison plot to this file")
+        p.add_argument("--correction", default="none",
+                       choices=("none", "noise", "noise+finite-d", "finite-d"),
+                       help="finite-eta / finite-d correction of the theory with this "
+                            "--eta, --batch, --d (default none; which ones a model takes: "
+                            "docs/finite-eta.md)")
 
 
 def _floats(text: str, name: str) -> list:
@@ -163,7 +168,7 @@ def run(command_name: str, args) -> int:
         raise ValueError("compare runs on the slow time (tau = eta n / d); drop --time fast")
     cmp = compare(model, init, eta=args.eta, batch=args.batch, t_eval=t_eval, seed=args.seed,
                   theory=args.theory, order=args.order, n_seeds=args.n_seeds, progress=progress,
-                  threads=args.threads)
+                  threads=args.threads, correction=args.correction)
     p = cmp.params
     saved = None
     if args.out:  # two labelled trajectories, both readable by attndyn.load_result
@@ -192,8 +197,8 @@ def run(command_name: str, args) -> int:
 
 def _print_comparison(cmp, p, saved):
     print(f"{p['model']} d={p['d']} B={p['batch']} eta={p['eta']:g} (eta*d/B = "
-          f"{p['eta'] * p['d'] / p['batch']:.3g}), theory={p['theory']}, seeds={p['n_seeds']}, "
-          f"time: {p['time']}")
+          f"{p['eta'] * p['d'] / p['batch']:.3g}), theory={p['theory']}, "
+          f"correction={p.get('correction', 'none')}, seeds={p['n_seeds']}, time: {p['time']}")
     print(cmp.table())
     name, val = cmp.worst()
     print(f"worst: {name} {val:.3e}; {cmp.message}")

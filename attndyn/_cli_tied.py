@@ -46,6 +46,9 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
                        help="write Gamma_kl out as functions of q")
         p.add_argument("--potential", action="store_true",
                        help="also print Phi(q) and Gamma(q)")
+        p.add_argument("--noise", action="store_true",
+                       help="also print the mini-batch noise rows of SGD, of order eta*d/B, "
+                            "and their coefficients Lambda_kl(q) (L = 1; text only)")
     elif command == "integrate":
         p.add_argument("--order", type=int, default=12, help="truncation order M (default 12)")
         p.add_argument("--t-end", type=float, default=0.2, help="final ODE time (default 0.2)")
@@ -64,6 +67,12 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
                        help="auto (default): the truncation while it has converged, the "
                             "d -> infinity limit of --init beyond; truncation: eq. (13) only; "
                             "limit: the d -> infinity solver only")
+        p.add_argument("--correction", choices=("none", "noise"), default="none",
+                       help="noise: add the mini-batch noise rows of SGD with --eta, --batch "
+                            "and width --d (default 100; first order in eta*d/B; the "
+                            "truncation only)")
+        p.add_argument("--eta", type=float, default=None, help="SGD learning rate (--correction)")
+        p.add_argument("--batch", type=int, default=None, help="SGD batch size (--correction)")
         p.add_argument("--out", default=None,
                        help="result file (.npz); without it the result goes to "
                             "attndyn-result.npz, and only when the run succeeds")
@@ -188,10 +197,19 @@ def _derive(args) -> int:
     header = (f"# tied hierarchy (paper 003, eq. 11) truncated at order {structure.order} (eq. 13): "
               f"K={K}, trainable={[k for k in structure.trainable]}, "
               f"{structure.n_moments} moments, {structure.n_terms} terms")
+    if args.noise and args.latex:
+        raise ValueError("--noise prints text; drop --latex")
     print("% " + header[2:] if args.latex else header)
     # streamed: the first lines of a large hierarchy appear at once
     for line in (hierarchy_latex if args.latex else hierarchy_text)(structure, gamma):
         print(line)
+    if args.noise:
+        from attndyn.numeric.attention.noise import noise_potential, noise_text
+        model = _build_model(args)
+        print("# mini-batch noise of SGD (issue 16), first order in eta*d/B, leading order "
+              "in 1/d:")
+        print(noise_text(model, structure.order))
+        print(noise_potential(model).text())
     return 0
 
 
@@ -206,8 +224,20 @@ def _integrate(args) -> int:
     init = _parse_init(args.init, model.K)
     h = model.hierarchy(args.order, max_terms=args.max_terms)
     t_eval = np.linspace(0.0, args.t_end, args.n_out)
+    extra = {}
+    if args.correction == "noise":
+        missing = [n for n in ("eta", "batch") if getattr(args, n) is None]
+        if missing:
+            raise ValueError("--correction noise needs " + ", ".join(f"--{n}" for n in missing))
+        if args.method == "limit":
+            raise ValueError("--correction noise runs the truncation; drop --method limit")
+        extra = {"correction": "noise", "eta": args.eta, "batch": args.batch, "d": args.d,
+                 "method": "truncation"}
+    elif any(getattr(args, n) is not None for n in ("eta", "batch")):
+        raise ValueError("--eta and --batch go with --correction noise")
     res = h.integrate(init, t_eval, rtol=args.rtol, atol=args.atol, check="auto",
-                      conv_tol=args.conv_tol, method=args.method)
+                      conv_tol=args.conv_tol, **({"method": args.method} if not extra
+                                                  else extra))
     res.params["init"] = args.init
     # a failed run overwrites nothing unless the user named the file
     path = res.save(args.out or DEFAULT_OUT) if (args.out or res.success) else None

@@ -22,7 +22,8 @@ def add_untied_arguments(command: str, p: argparse.ArgumentParser) -> None:
     if command == "integrate":
         g = p.add_argument_group("untied initial state (--model untied)")
         g.add_argument("--d", type=int, default=100,
-                       help="dimension of the Gaussian pairs (U_k, V_k) (default 100)")
+                       help="dimension d: of the Gaussian pairs (U_k, V_k) with --model "
+                            "untied; of eta*d/B with --correction noise (default 100)")
         g.add_argument("--seed", type=int, default=0, help="seed of the pairs (default 0)")
         g.add_argument("--scale", default="1",
                        help="entry scale per index, comma-separated (default 1: tA ~ tB ~ 1)")

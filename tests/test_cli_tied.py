@@ -62,6 +62,31 @@ def test_verify_fails_where_a_truncation_does_not_converge(capsys):
     assert not report["ok"]
 
 
+def test_noise_rows_in_derive_integrate_and_compare(tmp_path, capsys):
+    """Issue 16 from the command line: the printed noise rows, the corrected truncation,
+    and compare --correction."""
+    from attndyn import load_result
+    assert main(["derive", "--noise", "--order", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "d q_11/dt += (eta d / B) * [4 Lambda_11 mu_1 mu_1 + 2 Lambda_11 q_11]" in out
+    assert "Lambda_11 = 8*q_11 - 16*q_12 + 8*q_22" in out
+    path = tmp_path / "n.npz"
+    args = ["integrate", "--order", "8", "--t-end", "0.05", "--n-out", "3", "--out", str(path)]
+    assert main(args) == 0
+    base = load_result(path)
+    main(args + ["--correction", "noise", "--eta", "0.01", "--batch", "10", "--d", "100"])
+    capsys.readouterr()
+    r = load_result(path)
+    assert r.params["correction"] == "noise" and r.params["eta_d_over_B"] == pytest.approx(0.1)
+    # the noise raises q_11 (2 Lambda q_11 + 4 Lambda mu_1^2 > 0)
+    assert r.moment((0, 0))[-1] > base.moment((0, 0))[-1] + 1e-4
+    assert main(["compare", "--eta", "0.01", "--batch", "10", "--d", "40", "--t-end", "0.05",
+                 "--n-out", "3", "--correction", "noise", "--json"]) == 0
+    import json
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["params"]["correction"] == "noise"
+
+
 @pytest.mark.parametrize("argv,msg", [
     (["derive", "--order", "0"], "order"),
     (["derive", "--trainable", "7"], "trainable"),
@@ -69,6 +94,9 @@ def test_verify_fails_where_a_truncation_does_not_converge(capsys):
     (["integrate", "--t-end", "-1"], "t-end"),
     (["integrate", "--init", "wishart(1)"], "--init"),
     (["derive", "--loss", "G[0,0,0]**"], "loss"),
+    (["integrate", "--correction", "noise", "--eta", "0.01"], "--batch"),
+    (["integrate", "--eta", "0.01"], "--correction noise"),
+    (["derive", "--noise", "--latex"], "--latex"),
 ])
 def test_bad_options_one_line_error(argv, msg):
     out = subprocess.run([sys.executable, "-m", "attndyn", *argv], capture_output=True, text=True,
