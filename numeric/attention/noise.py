@@ -729,8 +729,13 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     the ``(8/d) [Tr(M^2 X) Tr Y + Tr X Tr(M^2 Y) + Tr(MX) Tr(MY)]`` terms of the
     fluctuation; the remaining ``O(1/d)`` single-trace pieces are left out.
 
-    Supported: tied, ``L = 1``, ``C = I``, one trainable index, a loss of degree <= 2
-    in ``G`` (constant ``Gamma``); anything else raises ``ValueError`` naming this.
+    When ``Gamma`` depends on ``q`` (any other loss; ``"noise"`` only) the flow and the
+    tangent flow run with ``Gamma(q(t))``, ``Lambda`` comes from :func:`noise_potential`,
+    and the shift of the overlaps by the correction itself moves ``Gamma``; that
+    feedback is a linear Volterra equation on the same grid (:func:`_gamma_feedback`).
+
+    Supported: tied, ``L = 1``, ``C = I``, one trainable index; ``"noise+finite-d"``
+    needs a loss of degree <= 2 in ``G``; anything else raises ``ValueError`` naming this.
     Returns a Trajectory with rows ``mu_k, q_kk, q_kl`` (flow values in
     ``diagnostics["flow"]``).
     """
@@ -746,11 +751,16 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         raise ValueError("correction='noise' is implemented for tied models with one trainable "
                          f"index (the moment-level flow); got {type(model).__name__} with "
                          f"trainable {list(getattr(model, 'trainable', []))}")
+    const = True  # a loss of degree <= 2 in G: constant Gamma, the congruence is exact
     try:
         H, b = quadratic_loss(model)
     except ValueError as exc:
-        raise ValueError("correction='noise' is implemented for losses of degree <= 2 in G "
-                         f"(constant Gamma, e.g. appendix D.3): {exc}") from None
+        if correction == "noise+finite-d":
+            raise ValueError("correction='noise+finite-d' is implemented for losses of degree "
+                             f"<= 2 in G (constant Gamma, e.g. appendix D.3): {exc}") from None
+        const = False
+        H = b = None
+        lamf = noise_potential(model)  # Lambda_kk(q): closed form or Gaussian quadrature
     C = np.array(model.C.evalf(), dtype=float)
     if not np.array_equal(C, np.eye(1)):
         raise ValueError("correction='noise' needs L = 1 and C = 1")
@@ -774,17 +784,35 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         raise ValueError(f"noise_corrected_flow would need about {nbytes / 1e9:.1f} GB "
                          f"(d = {d}, {N} grid times); use fewer output times or refine=1")
     Sl = {l: mats[l] for l in others}
-    Rfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
-    Rfix = Rfix + (gam / 4.0) * np.eye(d)
-    Mfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
     dd = d * d
+    q_fix = np.array([[np.sum(a * c) / d for c in mats] for a in mats])
+
+    def gamma_at(S):
+        """``Gamma(q)`` at the student ``S`` (the teachers' overlaps fixed)."""
+        q = q_fix.copy()
+        q[k, k] = np.sum(S * S) / d
+        for l in others:
+            q[k, l] = q[l, k] = np.sum(S * Sl[l]) / d
+        return q, model.gamma(q)
+    if const:
+        Rfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
+        Rfix = Rfix + (gam / 4.0) * np.eye(d)
+        Mfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
 
     def rhs(t, y):
         S = y[:dd].reshape(d, d)
         U = y[dd:].reshape(d, d)
-        R = 2.0 * H[k, k] * S + Rfix
+        if const:
+            g_kk = H[k, k]
+            R = 2.0 * g_kk * S + Rfix
+        else:
+            Gm = gamma_at(S)[1]
+            g_kk = Gm[k, k]
+            R = 2.0 * g_kk * S + (gam / 4.0) * np.eye(d)
+            for l in others:
+                R = R + Gm[k, l] * Sl[l]
         RS = R @ S
-        dS = -(RS + RS.T) + 2.0 * H[k, k] * (S @ S)
+        dS = -(RS + RS.T) + 2.0 * g_kk * (S @ S)
         # dS/dt = -2 Gamma_kk S^2 - sum_l Gamma_kl (S_l S + S S_l) - gamma/2 S
         #       = -(R S + S R) + 2 Gamma_kk S^2  (R carries 2 Gamma_kk S and gamma/4)
         return np.concatenate([dS.ravel(), (-(R @ U)).ravel()])
@@ -805,12 +833,21 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     Ss = 0.5 * (Ss + Ss.transpose(0, 2, 1))
     lam = np.empty(N)
     tk = np.empty(N)
-    Ms = []
+    gkk = np.empty(N)
+    Ms, qs, Gs = [], [], []
     for i in range(N):
-        M = H[k, k] * Ss[i] + Mfix
-        Ms.append(M)
-        lam[i] = 2.0 * float(np.sum(M * M)) / d + b[k] ** 2  # E[l_k^2] (exact = Gaussian)
         tk[i] = float(np.trace(Ss[i])) / d
+        if const:
+            M = H[k, k] * Ss[i] + Mfix
+            Ms.append(M)
+            lam[i] = 2.0 * float(np.sum(M * M)) / d + b[k] ** 2  # E[l_k^2] (exact = Gaussian)
+            gkk[i] = H[k, k]
+        else:
+            q, Gm = gamma_at(Ss[i])
+            qs.append(q)
+            Gs.append(Gm)
+            lam[i] = float(lamf(q)[k, k])
+            gkk[i] = Gm[k, k]
     fin = correction == "noise+finite-d"
     # Q families at every grid time: Q_I, Q_{S_f}, Q_{S_l}
     names_Y = ["I", "f"] + [f"l{l}" for l in others]
@@ -824,12 +861,14 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
             Q[2 + j, i] = (U.T @ Sl[l] @ U).ravel()
     # P families at every grid time: P_0, P_1, P_2 and (finite-d) the mean kick J and
     # the M-weighted P_M = U^-1 M U^-T, P_M2 = U^-1 M^2 U^-T
-    nP = 10 if fin else 3
+    nP = 10 if fin else (3 if const else 3 + len(others))
     X = np.empty((nP, N, nY, N))
     for r in range(N):
         Ui = np.linalg.inv(Us[r])
         S = Ss[r]
         fam = [Ui @ Ui.T, Ui @ S @ Ui.T, Ui @ (S @ S) @ Ui.T]
+        if not const:  # P_{M_l}, M_l = S_l S + S S_l: the directions Gamma_kl's change drives
+            fam += [Ui @ (Sl[l] @ S + S @ Sl[l]) @ Ui.T for l in others]
         if fin:
             M = Ms[r]
             M2 = M @ M
@@ -876,8 +915,10 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         inner = (np.einsum("rs,rs,rn->sn", A1, 2.0 * W1, X1)
                  + np.einsum("rs,rs,rn->sn", A1, W2, X0)
                  + np.einsum("rs,rs,rn->sn", A1, W0, X2))
-        second = np.einsum("sn,sn->n", w, inner)
-        out_Y[names_Y[y]] = (first - 2.0 * H[k, k] * second) / d
+        second = np.einsum("sn,s,sn->n", w, gkk, inner)
+        out_Y[names_Y[y]] = (first - 2.0 * second) / d
+    if not const:
+        out_Y = _gamma_feedback(model, k, others, qs, Gs, X, w, out_Y, fluct / eps, d)
     # flow values and corrected observables at the grid, then at t_eval
     tf = np.array([np.trace(S) / d for S in Ss])
     qkk = np.array([np.sum(S * S) / d for S in Ss])
@@ -921,6 +962,70 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
                       message=f"success: moment-level flow with correction={correction!r} "
                               f"(first order in eta d / B = {eps:.3g})",
                       diagnostics={"flow": y_flow, "grid": grid, "d": d})
+
+
+def _gamma_feedback(model, k, others, qs, Gs, X, w, out_Y, F_over_eps, d):
+    """The correction of ``tau(Delta Y)`` when ``Gamma`` depends on ``q`` (issue 16).
+
+    The mean shift ``eps Delta`` and the fluctuation ``F = E Tr(dS^2)/d`` move the
+    overlaps by ``delta q_kk = eps (2 tau(S Delta) + F/eps)``, ``delta q_kl = eps tau(S_l
+    Delta)``, and so ``Gamma`` by ``delta Gamma_km = sum_j dGamma_km/dq_j delta q_j``, which
+    adds ``-sum_m delta Gamma_km M_m``, ``M_k = 2 S^2``, ``M_l = S_l S + S S_l``, to the
+    drift of ``Delta``. Carried by the tangent flow, ``tau(Delta_1(t) Y) = -(1/d) sum_m
+    int_0^t c_m(s) <P_{M_m}(s), Q_Y(t)> ds`` with ``c_m = delta Gamma_km / eps``: a linear
+    Volterra equation for the overlaps on the trapezoid grid, solved at once. The
+    fluctuation's own feedback is ``O(eps/d)`` and left out."""
+    K = model.K
+    N = len(qs)
+    pairs = [(k, k)] + [(k, l) for l in others]    # the moving overlaps j
+    alpha = np.array([2.0] + [1.0] * len(others))  # delta q_j = alpha_j x_j + beta_j
+    beta = np.zeros((len(pairs), N))
+    beta[0] = F_over_eps
+    # J[s, m, j] = dGamma_km / dq_j at q(s), central differences (q_kl = q_lk moved together)
+    J = np.empty((N, len(pairs), len(pairs)))
+    ms = [k] + list(others)
+    for s_ in range(N):
+        q = qs[s_]
+        for j, (a, c) in enumerate(pairs):
+            h = 1e-5 * max(1.0, abs(q[a, c]))
+            qp, qm = q.copy(), q.copy()
+            qp[a, c] += h
+            qm[a, c] -= h
+            if a != c:
+                qp[c, a] += h
+                qm[c, a] -= h
+            dG = (model.gamma(qp) - model.gamma(qm)) / (2.0 * h)
+            J[s_, :, j] = [dG[k, m] for m in ms]
+    # Z[m, y, s, n] = <P_{M_m}(s), Q_y(n)>: P families 2 (P_2, doubled) and 3.. (P_{M_l})
+    nY = X.shape[2]
+    Z = np.empty((len(ms), nY, N, N))
+    Z[0] = 2.0 * X[2].transpose(1, 0, 2)   # X[p, s, y, n]
+    for i in range(len(others)):
+        Z[1 + i] = X[3 + i].transpose(1, 0, 2)
+    # the feedback rows y = 1 (f: S) and 2.. (S_l) belong to pairs j = 0, 1..
+    fb = list(range(1, 1 + len(pairs)))
+    nJ = len(pairs)
+    # x_y(n) = x0_y(n) - (1/d) sum_{m, s} w[s, n] Z[m, y, s, n] sum_j J[s, m, j] (alpha_j x_j(s) + beta_j(s))
+    A = np.zeros((nJ, N, nJ, N))
+    g = np.zeros((nJ, N))
+    for yi, y in enumerate(fb):
+        # kern[m, s, n] = w[s, n] Z[m, y, s, n]
+        kern = w[None, :, :] * Z[:, y]
+        A[yi] = -np.einsum("msn,smj->njs", kern, J * alpha[None, None, :]) / d
+        g[yi] = -np.einsum("msn,smj,js->n", kern, J, beta) / d
+    x0 = np.array([out_Y[list(out_Y)[y]] for y in fb])
+    Mat = np.eye(nJ * N) - A.reshape(nJ * N, nJ * N)
+    x = np.linalg.solve(Mat, (x0 + g).ravel()).reshape(nJ, N)
+    c = np.einsum("smj,js->ms", J, alpha[:, None] * x + beta)   # delta Gamma_km / eps
+    keys = list(out_Y)
+    new = dict(out_Y)
+    for y in range(nY):
+        if y in fb:
+            new[keys[y]] = x[fb.index(y)]
+        else:
+            kern = w[None, :, :] * Z[:, y]
+            new[keys[y]] = out_Y[keys[y]] - np.einsum("msn,ms->n", kern, c) / d
+    return new
 
 
 def fig4_noise_check(*, d: int = 400, eta: float = 0.01, batch: int = 512, T: float = 1.0,
