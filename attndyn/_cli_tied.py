@@ -49,6 +49,9 @@ def add_arguments(command: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--noise", action="store_true",
                        help="also print the mini-batch noise rows of SGD, of order eta*d/B, "
                             "and their coefficients Lambda_kl(q) (L = 1; text only)")
+        p.add_argument("--finite-d", action="store_true",
+                       help="also print the finite-width terms of the potential, of order "
+                            "d^-1/2 and 1/d (polynomial losses of degree <= 4, L = 1)")
     elif command == "integrate":
         p.add_argument("--order", type=int, default=12, help="truncation order M (default 12)")
         p.add_argument("--t-end", type=float, default=0.2, help="final ODE time (default 0.2)")
@@ -197,19 +200,24 @@ def _derive(args) -> int:
     header = (f"# tied hierarchy (paper 003, eq. 11) truncated at order {structure.order} (eq. 13): "
               f"K={K}, trainable={[k for k in structure.trainable]}, "
               f"{structure.n_moments} moments, {structure.n_terms} terms")
-    if args.noise and args.latex:
-        raise ValueError("--noise prints text; drop --latex")
+    if (args.noise or args.finite_d) and args.latex:
+        raise ValueError("--noise and --finite-d print text; drop --latex")
+    tail = []  # built first: a refusal comes before any output
+    if args.noise:
+        from attndyn.numeric.attention.noise import noise_potential, noise_text
+        model = _build_model(args)
+        tail += ["# mini-batch noise of SGD (issue 16), first order in eta*d/B, leading order "
+                 "in 1/d:", noise_text(model, structure.order), noise_potential(model).text()]
+    if args.finite_d:
+        from attndyn.numeric.attention.finite_width import finite_width_text
+        tail += ["# finite width (issue 16): Phi_d(S) - Phi(q), exact for degree <= 4:",
+                 finite_width_text(_build_model(args))]
     print("% " + header[2:] if args.latex else header)
     # streamed: the first lines of a large hierarchy appear at once
     for line in (hierarchy_latex if args.latex else hierarchy_text)(structure, gamma):
         print(line)
-    if args.noise:
-        from attndyn.numeric.attention.noise import noise_potential, noise_text
-        model = _build_model(args)
-        print("# mini-batch noise of SGD (issue 16), first order in eta*d/B, leading order "
-              "in 1/d:")
-        print(noise_text(model, structure.order))
-        print(noise_potential(model).text())
+    for line in tail:
+        print(line)
     return 0
 
 

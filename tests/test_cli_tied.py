@@ -70,6 +70,9 @@ def test_noise_rows_in_derive_integrate_and_compare(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "d q_11/dt += (eta d / B) * [4 Lambda_11 mu_1 mu_1 + 2 Lambda_11 q_11]" in out
     assert "Lambda_11 = 8*q_11 - 16*q_12 + 8*q_22" in out
+    assert main(["derive", "--finite-d", "--order", "2", "--loss", "(G1 - G2)**4"]) == 0
+    out = capsys.readouterr().out
+    assert "(kappa_4, O(1/d))" in out
     path = tmp_path / "n.npz"
     args = ["integrate", "--order", "8", "--t-end", "0.05", "--n-out", "3", "--out", str(path)]
     assert main(args) == 0
@@ -97,6 +100,7 @@ def test_noise_rows_in_derive_integrate_and_compare(tmp_path, capsys):
     (["integrate", "--correction", "noise", "--eta", "0.01"], "--batch"),
     (["integrate", "--eta", "0.01"], "--correction noise"),
     (["derive", "--noise", "--latex"], "--latex"),
+    (["derive", "--finite-d", "--loss", "tanh(G1)"], "degree <= 4"),
 ])
 def test_bad_options_one_line_error(argv, msg):
     out = subprocess.run([sys.executable, "-m", "attndyn", *argv], capture_output=True, text=True,
