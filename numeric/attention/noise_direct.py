@@ -49,7 +49,8 @@ import numpy as np
 from .base import check_model
 
 __all__ = ["noise_coefficients", "one_step_prediction", "one_step_empirical", "noise_rhs",
-           "noise_text", "one_step_check", "check_table", "check_noise_args",
+           "noise_text", "one_step_check", "check_table", "check_noise_args", "random_configs",
+           "finite_d_terms", "noise_setup",
            "DirectNoiseCoefficients"]
 
 
@@ -539,6 +540,27 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
             "d": d}
 
 
+def random_configs(model, d: int, n: int, seed=0) -> list:
+    """``n`` random direct-S configurations for the one-step check: ``S_k = s_k Z_k +
+    h_k I`` with ``Z_k`` of i.i.d. ``N(0, 1/d)`` entries (not symmetric), ``s_k`` uniform
+    in ``[0.5, 1.2]`` and ``h_k`` uniform in ``[-0.5, 0.5]`` (so ``t_k = h_k + O(1/d)`` and
+    ``Omega_kk ~ s_k^2 + h_k^2``)."""
+    from ..core.validate import resolve_seed
+    model = _check_s_model(model)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
+        raise ValueError(f"d must be an int >= 2, got {d!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    rng = np.random.default_rng(resolve_seed(seed))
+    out = []
+    for _ in range(int(n)):
+        sc = rng.uniform(0.5, 1.2, size=model.K)
+        sh = rng.uniform(-0.5, 0.5, size=model.K)
+        out.append([sc[k] * rng.standard_normal((d, d)) / math.sqrt(d) + sh[k] * np.eye(d)
+                    for k in range(model.K)])
+    return out
+
+
 def one_step_check(model, configs, *, eta, batches=(16, 64), n_batches: int = 100_000,
                    seed=0, exact: bool = True) -> list:
     """The one-step check: for every configuration ``S`` and batch size, the empirical mean
@@ -599,6 +621,7 @@ def finite_d_terms(model, t, Psi, Omega, *, eta, batch, d, H=None, beta=None):
     ``Tr(Abar_k Abar_l)/d = 4 (m_kl/d)/d^2``. Per unit ``tau`` ``Psi_kl`` and ``Omega_kl``
     (``a`` is symmetric for ``L = 1``) gain ``chi_k chi_l [(eta d/B) E Tr(a_k a_l)/d +
     4 eta (1 - 1/B)(m_kl/d)/d]``: the noise at finite ``d`` and the learning-rate term.
+    (:func:`noise_setup` adds the Euler step's own ``O(eta/d)`` term, ``-(h/2) J_G G``.)
     Returns ``(dPsi, dOmega)``; ``ValueError`` for another loss or ``L``."""
     if H is None or beta is None:
         H, beta = _quadratic_loss(model)
@@ -621,7 +644,12 @@ def noise_setup(model, init, *, correction, eta, batch, d):
     (``d`` given too must agree), and is required for an ``(t, Psi, Omega)`` start.
     ``correction="noise"``: the leading-order terms ``(eta d / B) chi chi Lambda`` (any
     loss, any ``L``); ``"noise+finite-d"``: :func:`finite_d_terms` (``L = 1``, losses of
-    degree <= 2 in ``G``)."""
+    degree <= 2 in ``G``) and the ``O(eta/d)`` term of the Euler step: the mean of SGD
+    follows the map ``y -> y + h G(y) + O(h^2)`` (``h = eta/d``, ``G`` the corrected
+    right-hand side), whose modified equation is ``dy/dtau = G - (h/2) J_G G + O(h^2)``
+    (``J_G G`` by a central difference along ``G``). With both, the ODE is exact through
+    ``O(eta/d)`` and at every order in ``eta d / B`` for these losses (their drift and
+    noise coefficients are linear in the overlaps, so fluctuations do not enter the mean)."""
     if correction not in ("noise", "noise+finite-d"):
         raise ValueError(f"correction for an SModel must be 'none', 'noise' or "
                          f"'noise+finite-d', got {correction!r}")
@@ -659,7 +687,7 @@ def noise_setup(model, init, *, correction, eta, batch, d):
             return finite_d_terms(model, t, Psi, Om, eta=eta, batch=B, d=d_init, H=H,
                                   beta=beta)
 
-    def ode(tau, y):
+    def rhs(tau, y):
         dy = model._ode(tau, y)
         t = y[:K]
         Psi = y[K:K + K * K].reshape(K, K)
@@ -668,5 +696,19 @@ def noise_setup(model, init, *, correction, eta, batch, d):
         dy[K:K + K * K] += ap.ravel()
         dy[K + K * K:] += ao.ravel()
         return dy
+    ode = rhs
+    if correction == "noise+finite-d":
+        h = eta / d_init  # one step in tau
+
+        def ode(tau, y):
+            # the Euler step's own O(h) term (backward error analysis of y' = y + h G(y)):
+            # dy/dtau = G - (h/2) J_G G, J_G G by a central difference along G
+            g = rhs(tau, y)
+            nrm = float(np.max(np.abs(g)))
+            if nrm == 0.0:
+                return g
+            dlt = 1e-5 * max(1.0, float(np.max(np.abs(y)))) / nrm
+            jg = (rhs(tau, y + dlt * g) - rhs(tau, y - dlt * g)) / (2.0 * dlt)
+            return g - 0.5 * h * jg
     return ode, {"correction": correction, "eta": eta, "batch": B, "d": d_init,
                  "eta_d_over_B": eps}
