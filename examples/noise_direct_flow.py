@@ -23,7 +23,10 @@ from attndyn.numeric.attention.training import sgd_runs
 LOSSES = {
     "D3": lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2,
     "quartic": lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2 + (G[0, 0, 0] ** 2 - G[0, 0, 1] ** 2) ** 2 / 4,
+    # two tokens (L = 2, C = [[1, 0.5], [0.5, 1]]): Psi and Omega get different noise terms
+    "L2": lambda G: (G[0, 1, 0] - G[0, 1, 1]) ** 2 + (G[0, 0, 0] - G[1, 1, 1]) ** 2,
 }
+TOKENS = {"L2": (2, [[1.0, 0.5], [0.5, 1.0]])}
 NAMES = ["t_1", "Psi_11", "Omega_11", "Psi_12", "Omega_12"]
 
 
@@ -66,10 +69,11 @@ def main(argv=None):
     ap.add_argument("--ref-batch", type=int, default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    model = attndyn.SModel(2, [0], LOSSES[a.loss])
+    L, C = TOKENS.get(a.loss, (1, None))
+    model = attndyn.SModel(2, [0], LOSSES[a.loss], L=L, C=C)
     S = model.gaussian_init(a.d, scale=[1.0, 1.0], seed=7)
     t_eval = np.linspace(0.0, a.T, a.n_t)
-    corr = ["none", "noise"] + (["noise+finite-d"] if a.loss == "D3" else [])
+    corr = ["none", "noise"] + (["noise+finite-d"] if a.loss == "D3" else [])  # L = 1, degree 2
     res = {"args": vars(a), "cases": []}
     for eta in a.eta:
         t0 = time.perf_counter()
