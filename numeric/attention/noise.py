@@ -756,8 +756,15 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         H, b = quadratic_loss(model)
     except ValueError as exc:
         if correction == "noise+finite-d":
-            raise ValueError("correction='noise+finite-d' is implemented for losses of degree "
-                             f"<= 2 in G (constant Gamma, e.g. appendix D.3): {exc}") from None
+            # degree 3-4: the finite-width potential's correction is added (first order in
+            # both, the cross term eps/d left out); beyond: no finite-width term is exact
+            from .finite_width import finite_width_coefficients
+            try:
+                finite_width_coefficients(model)
+            except ValueError:
+                raise ValueError("correction='noise+finite-d' needs a loss that is a polynomial "
+                                 "of degree <= 4 in G (degree <= 2: the finite-d one-step terms; "
+                                 f"3-4: plus the finite-width potential): {exc}") from None
         const = False
         H = b = None
         lamf = noise_potential(model)  # Lambda_kk(q): closed form or Gaussian quadrature
@@ -848,7 +855,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
             Gs.append(Gm)
             lam[i] = float(lamf(q)[k, k])
             gkk[i] = Gm[k, k]
-    fin = correction == "noise+finite-d"
+    fin = correction == "noise+finite-d" and const  # the finite-d one-step second moment
     # Q families at every grid time: Q_I, Q_{S_f}, Q_{S_l}
     names_Y = ["I", "f"] + [f"l{l}" for l in others]
     nY = len(names_Y)
@@ -954,6 +961,18 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         else:  # teachers only: constant
             P = mats[w[0]] if len(w) == 1 else mats[w[0]] @ mats[w[1]]
             y[i] = y_flow[i] = float(np.trace(P)) / d
+    if correction == "noise+finite-d" and not const:  # plus the finite-width potential
+        from .finite_width import finite_width_flow
+        fw = finite_width_flow(model, mats, t_eval, rtol=rtol, atol=atol)
+        if fw.status != 0:
+            if raise_on_failure:
+                raise IntegrationError(fw.message)
+            return Trajectory(t=np.zeros(0), y=np.zeros((len(words), 0)),
+                              names=[word_label(w, K) for w in words], words=words,
+                              kind="noise_flow", params={"correction": correction},
+                              status=fw.status, message=fw.message)
+        for i, w in enumerate(words):
+            y[i] = y[i] + (fw.moment(w) - y_flow[i])
     params = model.params_dict()
     params.update({"d": d, "eta": eta, "batch": B, "correction": correction,
                    "eta_d_over_B": eps, "refine": int(refine), "rtol": rtol, "atol": atol})
