@@ -31,7 +31,11 @@ This module has
   :func:`one_step_empirical` (the realised change of every batch, split by the
   power of ``eta``, with standard errors);
 - the traced noise terms of the hierarchy, with their order ``eta d / B``:
-  :func:`noise_terms`, :func:`noise_text`.
+  :func:`noise_terms`, :func:`noise_text`, and the truncated hierarchy with them
+  (:class:`NoiseRows`, :func:`noise_hierarchy`; any ``L = 1`` loss);
+- the moment-level flow over long horizons, first order in ``eta d / B``
+  (:func:`noise_corrected_flow`; constant ``Gamma`` by congruence, ``q``-dependent
+  ``Gamma`` with the Volterra feedback of :func:`_gamma_feedback`).
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ from ..core.validate import real_array
 from .base import check_model
 
 __all__ = ["qf_moment", "quadratic_loss", "one_step_prediction", "one_step_empirical",
-           "noise_potential", "noise_terms", "noise_text", "OBSERVABLES"]
+           "noise_potential", "noise_terms", "noise_text", "NoiseRows", "noise_hierarchy",
+           "noise_corrected_flow", "check_correction", "CORRECTIONS", "fig4_noise_check",
+           "plot_noise_check", "OBSERVABLES"]
 
 #: the one-step observables, by kind: ("t", k), ("q", k, k), ("q", k, l)
 OBSERVABLES = ("t", "q_self", "q_cross")
