@@ -59,7 +59,11 @@ __all__ = ["noise_coefficients", "one_step_prediction", "one_step_empirical", "n
 
 def _check_s_model(model):
     model = check_model(model)
-    if getattr(model, "kind", None) != "s" or "noise" not in getattr(model, "corrections", ()):
+    # the capability, not a kind: the noise correction declared, and the closed
+    # (t, Psi, Omega) ODE of appendix E that this module extends (chi, _ode, gradients)
+    if "noise" not in getattr(model, "corrections", ()) or not all(
+            callable(getattr(model, a, None)) for a in ("_ode", "gradients", "order_parameters")) \
+            or getattr(model, "chi", None) is None:
         raise ValueError(f"model must be a direct-S model (SModel) with the noise correction, "
                          f"got {type(model).__name__}")
     if model.loss is None:
