@@ -84,6 +84,11 @@ def test_lambda_psi_omega_assignment_L2():
         meas, se = e["by_order"][i, 2], e["se_by_order"][i, 2]
         # leading order in 1/d: allow the statistical error and a 12 % finite-d part
         assert abs(meas - lam) < 4 * se + 0.12 * abs(lam), (e["names"][i], meas, lam, se)
+    # the drift (eta^1 part) of a quadratic loss is exact (Stein): the potential's A, B
+    p = nd.one_step_prediction(m, S, eta=eta, batch=1, exact=False)
+    assert p["names"] == e["names"]
+    z = (e["by_order"][:, 1] - p["flow"]) / e["se_by_order"][:, 1]
+    assert np.all(np.abs(z) < 4), z
 
 
 def _explicit_changes(m, S, eta, B, n, seed):
