@@ -66,6 +66,22 @@ def test_lambda_quartic_monte_carlo():
     assert lo[0, 0] == pytest.approx(lp[0, 0])
 
 
+def test_lambda_numeric_route_monte_carlo():
+    """A loss without closed forms for l l' (erf teacher-student): the quadrature route."""
+    m = attndyn.SModel(2, [0], lambda G: (sp.erf(G[0, 0, 0]) - sp.erf(G[0, 0, 1])) ** 2)
+    lam = nd.noise_coefficients(m)
+    assert lam.exprs[("Psi", 0, 0)] is None  # no closed form: numeric quadrature
+    Psi = np.array([[0.3, 0.1], [0.1, 0.4]])
+    Om = np.array([[1.0, 0.3], [0.3, 0.9]])
+    lp, lo = lam(Psi, Om)
+    from scipy.special import erf
+    G = np.random.default_rng(0).multivariate_normal([0, 0], Om + Psi, size=400_000)
+    l1 = 2 * (erf(G[:, 0]) - erf(G[:, 1])) * 2 / math.sqrt(math.pi) * np.exp(-G[:, 0] ** 2)
+    v = l1 ** 2
+    assert abs(v.mean() - lp[0, 0]) < 4 * v.std() / math.sqrt(v.size)
+    assert "numeric quadrature" in nd.noise_text(m)
+
+
 def test_lambda_psi_omega_assignment_L2():
     """L = 2 with a non-identity token covariance: the single-sample E Tr(a a^T)/d and
     E Tr(a a)/d (empirical, B = 1) approach Lambda^Omega and Lambda^Psi, which differ."""
@@ -96,7 +112,8 @@ def _explicit_changes(m, S, eta, B, n, seed):
     K, L = m.K, m.L
     d = S[0].shape[0]
     C = np.array(m.C.evalf(), dtype=float)
-    F = np.linalg.cholesky(C) if L > 1 else np.sqrt(C)
+    w, V = np.linalg.eigh(C)
+    F = V * np.sqrt(np.maximum(w, 0.0))
     rng = np.random.default_rng(resolve_seed(seed))
     Z = rng.standard_normal((n, B, L, d))
     X = np.einsum("ij,nbjd->nbid", F, Z) if L > 1 else Z * F[0, 0]

@@ -448,7 +448,10 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     K, L = model.K, model.L
     d = mats[0].shape[0]
     BL = B * L
-    per = 8.0 * (BL * d * (K + 2) + 4 * BL * BL * L + BL * L * K * 4)
+    n_tr = len(model.trainable)
+    # bytes per batch: tokens and X S (BL d (K + 2)), the Gram matrix and D_k Gm, D_k^T Gm
+    # ((2 + 2 n_tr) (BL)^2), the G and l arrays
+    per = 8.0 * (BL * d * (K + 2) + (2 + 2 * n_tr) * BL * BL + 4 * BL * L * (K + n_tr))
     if chunk is None:
         chunk = max(1, min(n_batches, int(2e8 // per)))
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
@@ -458,7 +461,8 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
                          "use a smaller chunk")
     rng = np.random.default_rng(resolve_seed(seed))
     C = np.array(model.C.evalf(), dtype=float)
-    F = np.linalg.cholesky(C + 0.0 * np.eye(L)) if L > 1 else np.sqrt(C)
+    w, V = np.linalg.eigh(C)
+    F = V * np.sqrt(np.maximum(w, 0.0))  # F F^T = C (C is PSD)
     chi = model.chi
     g = model.weight_decay
     c = 1.0 - eta * chi * g / d
@@ -479,13 +483,16 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     while done < n_batches:
         nb = min(chunk, n_batches - done)
         Z = rng.standard_normal((nb, B, L, d))
-        X = np.einsum("ij,nbjd->nbid", F, Z) if L > 1 else Z * F[0, 0]
+        X = np.einsum("ij,nbjd->nbid", F, Z) if L > 1 else Z * F[0, 0]  # x ~ N(0, C (x) I)
         Xf = X.reshape(nb * BL, d)
         XS = (Xf @ Scat).reshape(nb, B, L, K, d)
         # P[n,b,i,j,m] = x_bi^T S_m x_bj
         P = np.einsum("nbimd,nbjd->nbijm", XS, X)
         Gv = (P - C[None, None, :, :, None] * trS[None, None, None, None, :]) / sqd
         lv = dl(Gv)                                                   # (nb, B, L, L, n_tr)
+        if not np.all(np.isfinite(lv)):
+            raise ValueError("one_step_empirical: the loss derivative is not finite at some "
+                             "sample (S too large for this loss?)")
         Xb = X.reshape(nb, BL, d)
         Gm = np.matmul(Xb, Xb.transpose(0, 2, 1)).reshape(nb, B, L, B, L)
         Gin = np.einsum("nbibj->nbij", Gm)                            # x_bi . x_bj
