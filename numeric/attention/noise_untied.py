@@ -117,6 +117,21 @@ def _untied_expectation(model, expr_fn):
     psyms = [sp.Symbol(str(k), real=True) for k in model.params]
     vals = [float(v) for v in model.params.values()]
     pot = untied_potential(expr_fn, model.K, 1, None, params=psyms, hessian=False)
+    K = model.K
+    if isinstance(getattr(pot, "phi", None), sp.Expr):
+        # a symbolic route: lambdify once (pot.evaluate validates on every call, ~5 ms)
+        op = pot.order_parameters() if callable(pot.order_parameters) else pot.order_parameters
+        args = [op["m"][k] for k in range(K)]
+        args += [op["q1"][k, l] for k in range(K) for l in range(k, K)]
+        args += [op["q2"][k, l] for k in range(K) for l in range(k, K)]
+        fn = sp.lambdify(args + psyms, pot.phi, "numpy")
+        iu = np.triu_indices(K)
+
+        def f(m, q1, q2):
+            q1 = np.asarray(q1, float)
+            q2 = np.asarray(q2, float)
+            return float(fn(*np.asarray(m, float).reshape(K), *q1[iu], *q2[iu], *vals))
+        return f
 
     def f(m, q1, q2):
         return float(pot.evaluate(vals, m=np.asarray(m, float), q1=np.asarray(q1, float),
@@ -712,4 +727,177 @@ def noise_rhs(model, pairs, words=None, order: int = 2) -> dict:
     for w in words:
         out[_label(w, K)] = float(sum(coef * lam[k, l] * mu[a] * mu[bb]
                                       for coef, k, l, a, bb in tl[w]))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the noise-corrected truncated slow hierarchy
+
+def _noise_structure(H, model):
+    """Flat arrays of the noise terms of every word of the hierarchy ``H`` (the slaved
+    singletons ``M_k`` excluded): ``(target, coef, k, l, ia, ib)``, ``ia = ib = -1``
+    for the empty word (``mu = 1``)."""
+    K = model.K
+    tgt, coef, kk, ll, ia, ib = [], [], [], [], [], []
+    for i, w in enumerate(H.words):
+        if len(w) == 1 and w[0] % 4 in (M_, MT_):
+            continue  # m_k is slaved: its kick shifts beta instead (left out, O(eta sqrt d / B))
+        for c_, k, l, a, bb in noise_terms(w, model.trainable, K):
+            tgt.append(i)
+            coef.append(c_)
+            kk.append(k)
+            ll.append(l)
+            ia.append(H.index(a) if a else -1)
+            ib.append(H.index(bb) if bb else -1)
+    return tuple(np.array(v, dtype=np.int64 if j != 1 else np.float64)
+                 for j, v in enumerate((tgt, coef, kk, ll, ia, ib)))
+
+
+def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
+    """Integrate the truncated slow hierarchy plus ``eps N_alpha`` (scipy DOP853)."""
+    from scipy.integrate import solve_ivp
+
+    from . import untied_theory as ut
+    K = model.K
+    lamf = noise_coefficients(model)
+    H = ut.hierarchy(model, order_)
+    st = H.initial_state(pairs)
+    cm = ut.critical_mean(model, st, warn=False)
+    if not cm.success:
+        raise ut.RootError(f"root search failed: {cm.message}")
+    sysm = H._system(cm.m, tol=newton_tol)
+    tgt, coef, kk, ll, ia, ib = _noise_structure(H, model)
+    n = H.n_moments
+    msl = slice(ut._HEAD + K, ut._HEAD + 2 * K)
+
+    def rhs(t, y):
+        dy = ut._kernel_rhs(sysm, y)
+        if sysm.gparams[ut._H_FAIL] > 0:
+            return np.full(n, np.nan)
+        if eps == 0.0:
+            return dy
+        _, _, q1, q2 = ut._low_from_words(K, H.words, y)
+        lam = lamf(sysm.gparams[msl].copy(), q1, q2)
+        ye = np.append(y, 1.0)
+        vals = coef * lam[kk, ll] * ye[ia] * ye[ib]
+        return dy + eps * np.bincount(tgt, weights=vals, minlength=n)
+    with np.errstate(all="ignore"):
+        sol = solve_ivp(rhs, (0.0, float(tau_eval[-1])), st.mu, method="DOP853",
+                        t_eval=tau_eval, rtol=rtol, atol=atol)
+    return H, cm, sol
+
+
+def _check_noise_args(model, pairs, tau_eval, eta, batch):
+    from ..core.validate import check_t_eval
+    eta, Bsz = _check_eta_batch(eta, batch)
+    model = check_model(model)
+    if getattr(model, "kind", None) != "untied" or model.L != 1:
+        raise ValueError("the untied noise correction needs an UntiedModel with L = 1")
+    pairs = model.check_factors(pairs, "pairs")
+    tau_eval = check_t_eval(tau_eval, "tau_eval")
+    return model, pairs, tau_eval, eta, Bsz
+
+
+def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol: float = 1e-9,
+                    atol: float = 1e-12, check: bool = True, conv_tol: float = 1e-6,
+                    newton_tol: float = 1e-12, raise_on_failure: bool = False):
+    """The truncated untied slow hierarchy (eqs. 31-32, truncation eq. 892) with the
+    mini-batch noise terms: ``d mu_alpha / d tau = (eq. 32) + (eta d / B) N_alpha`` with
+    ``N_alpha`` of :func:`noise_terms` and ``Lambda = E[l l^T]`` from the Gaussian engine
+    at ``(m*, q1, q2)``, to first order in ``eta d / B`` and leading order in ``1/d``.
+
+    The drift is the hierarchy's own compiled right-hand side (``m = m*(q)`` by the
+    warm-started Newton of the coefficient function); the noise terms are added in
+    Python and the sum integrated by ``scipy.integrate.solve_ivp`` (DOP853). The means
+    stay slaved (the noise kick of the words ``M_k``, which would shift the bias
+    ``beta_k`` by an ``O(eta sqrt(d) / B)`` amount, is left out). Like every truncation
+    it is a short-time tool: with ``check`` the same corrected system is also run at
+    ``order + 2`` and the largest difference on the moments of length <= 2 is reported
+    in ``diagnostics["truncation_gap"]`` (status 2 above ``conv_tol``). Needs
+    ``L = 1``, ``C = 1``; rows as :meth:`UntiedHierarchy.integrate`.
+    """
+    from ..core.results import IntegrationError, TruncationNotConverged
+    from . import untied_theory as ut
+    model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
+    d = pairs[0][0].shape[0]
+    eps = eta * d / Bsz
+    H, cm, sol = _run_noise(model, pairs, tau_eval, eps, order, rtol, atol, newton_tol)
+    ok = sol.status == 0 and np.all(np.isfinite(sol.y))
+    status = 0 if ok else -1
+    message = (f"success: untied slow hierarchy (order {order}) with the noise terms "
+               f"(eta d / B = {eps:.3g})" if ok else f"noise_hierarchy stopped: {sol.message}")
+    Y = sol.y
+    means = H._means(Y, cm.m, newton_tol) if Y.shape[1] else None
+    params = model.params_dict()
+    params.update({"order": order, "rtol": rtol, "atol": atol, "d": d, "eta": eta,
+                   "batch": Bsz, "eta_d_over_B": eps, "correction": "noise",
+                   "time": "tau = eta * n / d (slow)"})
+    diag = {"order": order, "root": cm.label, "d": d}
+    if ok and check:
+        H2, _, sol2 = _run_noise(model, pairs, tau_eval, eps, order + 2, rtol, atol, newton_tol)
+        if sol2.status == 0 and sol2.y.shape[1] == Y.shape[1]:
+            low = [i for i, w in enumerate(H.words) if len(w) <= 2]
+            idx2 = [H2.index(H.words[i]) for i in low]
+            gap = float(np.max(np.abs(Y[low] - sol2.y[idx2])))
+            diag["truncation_gap"] = gap
+            if gap > conv_tol:
+                status = ut.NOT_CONVERGED
+                message += (f"; NOT converged in the truncation order: orders {order} and "
+                            f"{order + 2} differ by {gap:.3g} > conv_tol = {conv_tol:g}")
+            else:
+                message += f"; orders {order} and {order + 2} agree to {gap:.2g}"
+    res = H._result(sol.t, Y, means, params, status, message, diag)
+    res.kind = "untied_noise_hierarchy"
+    if raise_on_failure and status != 0:
+        exc = TruncationNotConverged if status == ut.NOT_CONVERGED else IntegrationError
+        raise exc(message)
+    return res
+
+
+def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol: float = 1e-10,
+                atol: float = 1e-13, newton_tol: float = 1e-12, check: bool = True) -> dict:
+    """The first-order noise shift of the slow moments, ``Delta_alpha(tau) = mu_alpha
+    [with noise] - mu_alpha [without]``, both from the same truncated hierarchy at
+    ``order`` (:func:`noise_hierarchy` with ``eta d / B`` and with 0): the response of
+    the hierarchy to the noise terms, whose truncation error is a fraction of the shift
+    itself rather than of the moments. Added to the exact finite-d flow it gives the
+    corrected theory of ``compare(..., correction="noise")`` (untied, ``theory="flow"``).
+
+    Returns ``{"t", "names", "delta" (n_names x n_t), "truncation_gap"}`` over the words of
+    length <= 2 and ``tA_k, tB_k, q1_kl, q2_kl`` (``m_k`` is slaved: no shift);
+    ``truncation_gap`` (with ``check``) is the largest difference of ``delta`` between
+    orders ``order`` and ``order + 2``.
+    """
+    from . import untied_theory as ut
+    model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
+    d = pairs[0][0].shape[0]
+    eps = eta * d / Bsz
+    K = model.K
+    tr = list(model.trainable)
+
+    def delta(order_):
+        H, _, s1 = _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol)
+        _, _, s0 = _run_noise(model, pairs, tau_eval, 0.0, order_, rtol, atol, newton_tol)
+        if s1.status != 0 or s0.status != 0 or s1.y.shape != s0.y.shape:
+            raise ut.IntegrationError(f"noise_shift: the hierarchy at order {order_} stopped "
+                                      f"({s1.message}; {s0.message})")
+        D = s1.y - s0.y
+        words = [w for w in H.words if len(w) <= 2]
+        rows = [D[H.index(w)] for w in words]
+        names = [ut.su.word_name(w, K) for w in words]
+        for k in tr:
+            rows += [D[H.index((4 * k + A_,))], D[H.index((4 * k + B_,))]]
+            names += [ut._obs("tA", k), ut._obs("tB", k)]
+        for nm, kind in (("q1", MT_), ("q2", M_)):
+            for k in range(K):
+                for l in range(K):
+                    rows.append(D[H.index((4 * k + M_, 4 * l + kind))])
+                    names.append(ut._obs(nm, k, l))
+        return names, np.array(rows)
+    names, D = delta(order)
+    out = {"t": np.asarray(tau_eval, float), "names": names, "delta": D, "order": order,
+           "eta_d_over_B": eps, "truncation_gap": None}
+    if check:
+        _, D2 = delta(order + 2)
+        out["truncation_gap"] = float(np.max(np.abs(D - D2)))
     return out

@@ -165,6 +165,8 @@ class UntiedModel(AttentionModel):
         return _UntiedRunner(self, self.check_factors(init), check_order_arg(order, 2))
 
     theories = ("flow", "slaved", "hierarchy")
+    #: issue 16: the mini-batch noise terms (numeric/attention/noise_untied.py)
+    corrections = ("none", "noise")
     feasible_grams = (("q1", "q2", +1), ("q1", "q2", -1))
     feasible_free = ("m",)
     feasible_text = ("untied: m free; (q1 + q2)/2 and (q1 - q2)/2 PSD (Gram matrices of the "

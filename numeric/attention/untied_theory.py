@@ -1485,15 +1485,50 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
     slaved flow and the hierarchy start on the critical manifold (``m = m*``)
     and need slow times. Rows are named as the SGD observables, with ``loss =
     Phi(m, q1, q2)`` appended.
+
+    ``correction="noise"`` (with ``eta``, ``batch``; issue 16, slow time only): the
+    mini-batch noise terms of :mod:`attndyn.numeric.attention.noise_untied`, to first
+    order in ``eta d / B``. ``theory="hierarchy"``: the truncated hierarchy with the
+    noise terms (:func:`~attndyn.numeric.attention.noise_untied.noise_hierarchy`);
+    ``"flow"``/``"slaved"``: the flow plus the hierarchy's noise shift at ``order``
+    (default 4; :func:`~attndyn.numeric.attention.noise_untied.noise_shift`).
     """
     if time not in ("slow", "fast"):
         raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
+    correction = kwargs.pop("correction", "none") or "none"
+    eta, batch = kwargs.pop("eta", None), kwargs.pop("batch", None)
+    if correction not in ("none", "noise"):
+        raise ValueError(f"correction for an UntiedModel must be 'none' or 'noise', got "
+                         f"{correction!r}")
+    if correction == "noise" and (time != "slow" or eta is None or batch is None):
+        raise ValueError("correction='noise' (untied) needs eta, batch and the slow time")
     pairs = model.check_factors(init, "init")
     d = pairs[0][0].shape[0]
     t = check_t_eval(t)
     K = model.K
     wl = None if words is None else [w for w in words if len(w)]
-    if theory == "flow":
+    if correction == "noise":
+        from .noise_untied import noise_hierarchy, noise_shift
+        if theory == "hierarchy":
+            res = noise_hierarchy(model, pairs, t, eta=eta, batch=batch, order=order,
+                                  check=check is not None, **kwargs)
+        else:
+            res = compare_theory(model, pairs, t, theory=theory, order=order, check=check,
+                                 words=words, time=time, **kwargs)
+            sh = noise_shift(model, pairs, t[:res.t.size] if res.t.size else t[:1],
+                             eta=eta, batch=batch, order=max(int(order), 4))
+            names = list(res.names)
+            for name, row in zip(sh["names"], sh["delta"]):
+                if name in names and res.t.size:
+                    res.y[names.index(name)] = res.y[names.index(name)] + row[:res.t.size]
+            res.params.update({"correction": "noise", "eta": float(eta), "batch": int(batch),
+                               "eta_d_over_B": float(eta) * d / int(batch)})
+            res.diagnostics["noise_truncation_gap"] = sh["truncation_gap"]
+            res.message += (f"; plus the noise shift of the order-{sh['order']} hierarchy "
+                            f"(eta d / B = {sh['eta_d_over_B']:.3g}, truncation gap "
+                            f"{sh['truncation_gap']:.2g})")
+            return res
+    elif theory == "flow":
         tf = t * d if time == "slow" else t
         res = untied_flow(model, pairs, tf, mode="full", order=order, words=wl, **kwargs)
         res.t = res.t / d if time == "slow" else res.t
