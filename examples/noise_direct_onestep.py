@@ -43,9 +43,7 @@ def main(argv=None):
         configs = nd.random_configs(model, a.d, max(1, round(n * a.scale_configs)), seed=100 + ci)
         rows = nd.one_step_check(model, configs, eta=a.eta, batches=tuple(a.batches),
                                  n_batches=a.n_batches, seed=16 + ci)
-        lead = nd.one_step_check(model, configs, eta=a.eta, batches=tuple(a.batches),
-                                 n_batches=2, seed=0, exact=False) if False else None
-        for r in rows:
+        for r in rows:  # the leading-order prediction (Lambda from the Gaussian engine)
             S = configs[r["config"]]
             p = nd.one_step_prediction(model, S, eta=a.eta, batch=r["batch"], exact=False)
             i = p["names"].index(r["name"])
