@@ -36,8 +36,9 @@ and the ``O(1/sqrt d)`` finite-width parts of ``E[a]`` and ``E Tr(a a)``.
 ``correction="noise+finite-d"`` (``L = 1``, losses of degree <= 2 in ``G``) replaces
 ``Lambda`` by the exact finite-d ``E Tr(a_k a_l)/d`` (still closed in ``t, Psi, Omega``) and
 adds both ``O(eta/d)`` terms (:func:`finite_d_terms`, :func:`noise_setup`). For these
-losses drift and noise are linear in the overlaps, so this ODE is exact for the SGD mean
-at every ``eta d / B`` up to ``O(eta^2/d^2)`` (measured: within 2.5 standard errors of 64
+losses drift and noise are (apart from the small ``8 tau_k tau_l / d`` term) linear in
+the overlaps, so this ODE follows the SGD mean at every ``eta d / B``, up to
+``O(eta^2/d^2)`` and the ``O(eps/d^3)`` covariance of the ``t_k`` in that term (measured: within 2.5 standard errors of 64
 SGD seeds at ``eta d / B = 0.25, 0.5, 1``, ``d = 50..200``).
 
 This module also has the exact finite-d mean one-step change at fixed ``S`` for losses of
