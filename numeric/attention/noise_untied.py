@@ -71,10 +71,18 @@ LETTER_RULES = {M_: (A_, B_, MT_), MT_: (B_, A_, M_), A_: (M_, MT_, B_), B_: (MT
 # ---------------------------------------------------------------------------
 # validation
 
-def _untied_one_student(model, pairs):
+def _check_untied(model, what="noise_untied"):
+    """The model if it is parameterised by pairs ``(U_k, V_k)`` (the capability
+    ``check_factors``, not a kind check), else a ValueError."""
     model = check_model(model)
-    if getattr(model, "kind", None) != "untied":
-        raise ValueError(f"noise_untied needs an UntiedModel, got {type(model).__name__}")
+    if not callable(getattr(model, "check_factors", None)):
+        raise ValueError(f"{what} needs an UntiedModel (pairs U_k, V_k), got "
+                         f"{type(model).__name__}")
+    return model
+
+
+def _untied_one_student(model, pairs):
+    model = _check_untied(model)
     if model.L != 1:
         raise ValueError(f"the untied one-step noise term needs L = 1, got L = {model.L}")
     C = np.array(model.C.evalf(), dtype=float) if hasattr(model.C, "evalf") else np.asarray(
@@ -673,10 +681,7 @@ def noise_text(model, order: int = 2) -> str:
     """The noise terms of every untied word up to ``order``, one line each, with their
     order ``eta d / B`` on the slow time (leading order in ``1/d``), and the shift of the
     slaved bias ``beta_k`` they imply (``d mu_Mk / d tau = 0`` on the slow manifold)."""
-    model = check_model(model)
-    if getattr(model, "kind", None) != "untied":
-        raise ValueError(f"noise_untied.noise_text needs an UntiedModel, got "
-                         f"{type(model).__name__}")
+    model = _check_untied(model, "noise_untied.noise_text")
     K = model.K
     lines = []
     for w in model.words(order):
@@ -790,9 +795,9 @@ def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
 def _check_noise_args(model, pairs, tau_eval, eta, batch):
     from ..core.validate import check_t_eval
     eta, Bsz = _check_eta_batch(eta, batch)
-    model = check_model(model)
-    if getattr(model, "kind", None) != "untied" or model.L != 1:
-        raise ValueError("the untied noise correction needs an UntiedModel with L = 1")
+    model = _check_untied(model, "the untied noise correction")
+    if model.L != 1:
+        raise ValueError(f"the untied noise correction needs L = 1, got L = {model.L}")
     pairs = model.check_factors(pairs, "pairs")
     tau_eval = check_t_eval(tau_eval, "tau_eval")
     return model, pairs, tau_eval, eta, Bsz
