@@ -46,7 +46,15 @@ This module has
   side by side;
 - :func:`noise_terms`, :func:`noise_text`: the noise terms of the untied slow
   hierarchy (words over ``M_k, M_k^T, A_k, B_k``), of order ``eta d / B`` on the
-  slow time; :func:`noise_rhs` evaluates them at finite-d weights.
+  slow time; :func:`noise_rhs` evaluates them at finite-d weights;
+- :func:`noise_hierarchy` (the truncated slow hierarchy plus the noise terms) and
+  :func:`noise_shift` (its first-order response, which ``compare(..., correction="noise")``
+  adds to the finite-d flow).
+
+Time scales: the noise moves ``tA_k, tB_k, q1_kk, q2_kk`` at ``O(eta d / B)`` on the slow
+time; the means ``m_k`` get ``O(eta / B)`` on the fast time (their slaved value shifts the
+bias ``beta_k`` by ``O(eta sqrt(d) / B)``) and the cross overlaps with a teacher
+``O(eta / B)`` on the slow time.
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ from .noise import qf_moment, quadratic_loss
 
 __all__ = ["one_step_prediction", "one_step_empirical", "one_step_check", "check_table",
            "noise_coefficients", "noise_terms", "noise_text", "noise_rhs", "random_configs",
-           "LETTER_RULES"]
+           "LETTER_RULES", "noise_hierarchy", "noise_shift"]
 
 M_, MT_, A_, B_ = 0, 1, 2, 3  # letter kinds; letter = 4 k + kind
 
@@ -251,7 +259,8 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
     ``eta^3`` term. ``third=False`` skips the ``eta^3`` term (six-factor moments, the
     costly part at large ``d``).
 
-    Returns ``{"names", "flow", "lr", "noise", "eta3", "corrected", "orders", ...}``:
+    Returns ``{"names", "flow", "lr", "noise", "eta3", "corrected", "eta", "batch", "d",
+    "exact", "eta_d_over_B"}``:
     ``flow`` the first-order (drift) change with the weight-decay ``c`` factors,
     ``lr`` the ``eta^2`` part without the batch noise (``Zbar X Zbar``), ``noise`` its
     ``1/B`` part, ``corrected = flow + lr + noise + eta3``.
