@@ -163,6 +163,10 @@ class AttentionModel(abc.ABC):
     #: the finite-learning-rate / finite-width corrections its theory takes
     #: (``compare(..., correction=)``, issue 16); ``"none"`` always
     corrections: ClassVar[tuple] = ("none",)
+    #: SGD moves every trainable ``S_k = W_k W_k^T`` by ``W_k' = (c I - eta A_k) W_k`` with a
+    #: symmetric batch matrix ``A_k`` (what the tied formulas of noise.py and
+    #: finite_width.py assume)
+    tied_factors: ClassVar[bool] = False
     alphabet = None
     #: The feasible set Q of Corollary 1 as data (read by ``theorems/landscape.py``): the
     #: Gram matrices of order parameters that must be PSD, each ``("q",)`` (the matrix of
@@ -223,6 +227,13 @@ class AttentionModel(abc.ABC):
         Returns a :class:`~attndyn.numeric.core.results.Trajectory` of the model's
         observables with ``status`` and ``message`` (blow-up: -3)."""
         raise CapabilityError(f"{type(self).__name__} has no matrix flow")
+
+    def check_correction(self, theory, order, correction) -> None:
+        """Refuse, before any SGD runs, a ``correction`` that ``theory`` does not take
+        (``compare``); models whose theories differ override it."""
+        if correction not in self.corrections:
+            raise ValueError(f"correction={correction!r} is not available for "
+                             f"{type(self).__name__}; it has {list(self.corrections)}")
 
     def check_theory(self, theory, order):
         """``(theory, order)`` validated for :func:`~attndyn.numeric.compare`."""

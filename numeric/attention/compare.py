@@ -277,10 +277,7 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     theory, order = model.check_theory(theory, order)
     from .noise import check_correction
     correction = check_correction(correction)
-    if correction not in getattr(model, "corrections", ("none",)):
-        raise ValueError(f"correction={correction!r} is not available for "
-                         f"{type(model).__name__}; it has "
-                         f"{list(getattr(model, 'corrections', ('none',)))}")
+    model.check_correction(theory, order, correction)  # before any SGD runs
     if isinstance(init, dict):
         kw = dict(init)
         if "d" not in kw:

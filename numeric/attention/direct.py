@@ -153,6 +153,13 @@ class SModel(AttentionModel):
             raise ValueError("order does not apply to an SModel")
         return theory, None
 
+    def check_correction(self, theory, order, correction) -> None:
+        """The closed ODE takes the corrections; the S matrix flow none."""
+        super().check_correction(theory, order, correction)
+        if correction not in (None, "none") and theory != "ode":
+            raise ValueError(f"correction={correction!r} for an SModel applies to "
+                             f"theory='ode' (the closed ODE), got theory={theory!r}")
+
     def theory(self, init, t, *, theory: str, order, check, words, correction="none",
                eta=None, batch=None, **kwargs) -> Trajectory:
         """The closed ODE (402)-(404) (``"ode"``) or the S matrix flow (``"flow"``);

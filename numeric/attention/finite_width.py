@@ -46,8 +46,7 @@ def finite_width_coefficients(model):
 
     from attndyn.symbolic.potential import _call_loss, g_array
     model = check_model(model)
-    if "noise" not in getattr(model, "corrections", ("none",)) or model.L != 1 \
-            or model.loss is None:
+    if not model.tied_factors or model.L != 1 or model.loss is None:
         raise ValueError("the finite-width correction is implemented for tied models with "
                          "L = 1 and a loss callable")
     K = model.K

@@ -161,9 +161,10 @@ def quadratic_loss(model):
 
 def _one_student(model, W):
     model = check_model(model)
-    if "noise" not in getattr(model, "corrections", ("none",)):  # the capability, not a kind
-        raise ValueError(f"the one-step noise term is implemented for tied models, got "
-                         f"{type(model).__name__}")
+    if not model.tied_factors:  # the capability the formulas assume, not a kind
+        raise ValueError(f"the tied one-step noise term needs S_k = W_k W_k^T moved by "
+                         f"W_k' = (c I - eta A) W_k (TiedModel); {type(model).__name__} is "
+                         "not (see noise_direct / noise_untied)")
     if len(model.trainable) != 1:
         raise ValueError(f"the one-step noise term needs exactly one trainable index, got "
                          f"{list(model.trainable)}")
@@ -753,7 +754,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         raise ValueError("noise_corrected_flow needs correction='noise' or 'noise+finite-d'")
     eta, B = _check_eta_batch(eta, batch)
     model = check_model(model)
-    if "noise" not in getattr(model, "corrections", ("none",)) or len(model.trainable) != 1:
+    if not model.tied_factors or len(model.trainable) != 1:
         raise ValueError("correction='noise' is implemented for tied models with one trainable "
                          f"index (the moment-level flow); got {type(model).__name__} with "
                          f"trainable {list(getattr(model, 'trainable', []))}")
@@ -1208,7 +1209,10 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
     from .flow import solve_flow
     eta, B = _check_eta_batch(eta, batch)
     h = hierarchy
-    model = h.model
+    model = getattr(h, "model", None)
+    if not getattr(model, "tied_factors", False):
+        raise TypeError("noise_hierarchy needs a tied hierarchy (TiedModel.hierarchy(order)); "
+                        f"got {type(h).__name__}")
     if model.L != 1:
         raise ValueError(f"correction='noise' in the hierarchy needs L = 1, got L = {model.L}")
     t_eval = check_t_eval(t_eval)

@@ -76,6 +76,7 @@ class TiedModel(AttentionModel):
     feasible_text = "tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix of PSD matrices)"
     #: ``compare(..., correction=)`` choices (issue 16, numeric/attention/noise.py)
     corrections = ("none", "noise", "noise+finite-d", "finite-d")
+    tied_factors = True
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
@@ -282,6 +283,20 @@ class TiedModel(AttentionModel):
         return _tied_matrix_flow(self, matrices, t_eval, order=order, words=words, rtol=rtol,
                                  atol=atol, method=method, keep_matrices=keep_matrices,
                                  blowup=blowup, raise_on_failure=raise_on_failure)
+
+    def check_correction(self, theory, order, correction) -> None:
+        """The flow takes every correction (order <= 2), the hierarchy and the limit
+        ``"noise"`` only."""
+        super().check_correction(theory, order, correction)
+        if correction in (None, "none"):
+            return
+        if theory in ("hierarchy", "limit") and correction != "noise":
+            raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', got "
+                             f"{correction!r}")
+        if theory == "flow" and order is not None and order > 2:
+            raise ValueError(f"correction={correction!r} with theory='flow' reports t_k, q_kl "
+                             f"(order <= 2); got order={order}; theory='hierarchy' takes "
+                             "correction='noise' at any order")
 
     def check_theory(self, theory, order):
         theory = "flow" if theory is None else theory
