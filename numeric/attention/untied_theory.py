@@ -1490,13 +1490,16 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
     mini-batch noise terms of :mod:`attndyn.numeric.attention.noise_untied`, to first
     order in ``eta d / B``. ``theory="hierarchy"``: the truncated hierarchy with the
     noise terms (:func:`~attndyn.numeric.attention.noise_untied.noise_hierarchy`);
-    ``"flow"``/``"slaved"``: the flow plus the hierarchy's noise shift at ``order``
-    (default 4; :func:`~attndyn.numeric.attention.noise_untied.noise_shift`).
+    ``"flow"``/``"slaved"``: the flow plus the hierarchy's noise shift at ``noise_order``
+    (default ``max(order, 4)``, checked against ``noise_order + 2`` unless ``noise_check``
+    is False; :func:`~attndyn.numeric.attention.noise_untied.noise_shift`).
     """
     if time not in ("slow", "fast"):
         raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
     correction = kwargs.pop("correction", "none") or "none"
     eta, batch = kwargs.pop("eta", None), kwargs.pop("batch", None)
+    noise_order = kwargs.pop("noise_order", None)
+    noise_check = kwargs.pop("noise_check", True)
     if correction not in ("none", "noise"):
         raise ValueError(f"correction for an UntiedModel must be 'none' or 'noise', got "
                          f"{correction!r}")
@@ -1516,7 +1519,8 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
             res = compare_theory(model, pairs, t, theory=theory, order=order, check=check,
                                  words=words, time=time, **kwargs)
             sh = noise_shift(model, pairs, t[:res.t.size] if res.t.size else t[:1],
-                             eta=eta, batch=batch, order=max(int(order), 4))
+                             eta=eta, batch=batch, check=bool(noise_check),
+                             order=max(int(order), 4) if noise_order is None else noise_order)
             names = list(res.names)
             for name, row in zip(sh["names"], sh["delta"]):
                 if name in names and res.t.size:
@@ -1524,9 +1528,10 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
             res.params.update({"correction": "noise", "eta": float(eta), "batch": int(batch),
                                "eta_d_over_B": float(eta) * d / int(batch)})
             res.diagnostics["noise_truncation_gap"] = sh["truncation_gap"]
+            gap = sh["truncation_gap"]
             res.message += (f"; plus the noise shift of the order-{sh['order']} hierarchy "
                             f"(eta d / B = {sh['eta_d_over_B']:.3g}, truncation gap "
-                            f"{sh['truncation_gap']:.2g})")
+                            + ("not checked)" if gap is None else f"{gap:.2g})"))
             return res
     elif theory == "flow":
         tf = t * d if time == "slow" else t
