@@ -431,6 +431,35 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
 # ---------------------------------------------------------------------------
 # the empirical mean over batches
 
+class BatchMeans:
+    """Running means and standard errors of per-batch one-step changes split by the power
+    of ``eta``: :meth:`add` takes ``(n_batches, n_obs, n_orders)`` parts, :meth:`result`
+    returns ``mean`` (sum over orders), ``se``, ``by_order``, ``se_by_order``
+    (shared by the tied, direct-S and untied one-step checks)."""
+
+    def __init__(self, n_obs: int, n_orders: int):
+        self.sums = np.zeros((n_obs, n_orders))
+        self.sqo = np.zeros((n_obs, n_orders))
+        self.sq = np.zeros(n_obs)
+        self.n = 0
+
+    def add(self, ords) -> None:
+        tot = ords.sum(axis=2)
+        self.sums += ords.sum(axis=0)
+        self.sqo += (ords ** 2).sum(axis=0)
+        self.sq += (tot ** 2).sum(axis=0)
+        self.n += ords.shape[0]
+
+    def result(self) -> dict:
+        n = float(self.n)
+        by_order = self.sums / n
+        mean = by_order.sum(axis=1)
+        var = np.maximum(self.sq / n - mean ** 2, 0.0) * n / (n - 1.0)
+        var_o = np.maximum(self.sqo / n - by_order ** 2, 0.0) * n / (n - 1.0)
+        return {"mean": mean, "se": np.sqrt(var / n), "by_order": by_order,
+                "se_by_order": np.sqrt(var_o / n), "n_batches": self.n}
+
+
 def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
                        chunk: int | None = None) -> dict:
     """Mean one-step change of ``t_k, q_kk, q_kl`` over ``n_batches`` independent
@@ -469,9 +498,7 @@ def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
     Scat = np.ascontiguousarray(np.hstack([S[l] for l in range(K)]))  # d x (K d)
     keys, names = _obs_keys(K, k)
     n_obs = len(keys)
-    sums = np.zeros((n_obs, 5))
-    sq = np.zeros(n_obs)
-    sqo = np.zeros((n_obs, 5))
+    acc = BatchMeans(n_obs, 5)
     trSSl = {l: float(np.trace(Sk @ S[l])) for l in others}
     done = 0
     while done < n_batches:
@@ -524,19 +551,9 @@ def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
                 ords[:, j, 2] = alpha ** 2 * (trp(hS, hSl) - 2.0 * s * cross + s * s * trSSl[l])
         ords /= d
         ords *= eta ** np.arange(5)
-        tot = ords.sum(axis=2)
-        sums += ords.sum(axis=0)
-        sqo += (ords ** 2).sum(axis=0)
-        sq += (tot ** 2).sum(axis=0)
+        acc.add(ords)
         done += nb
-    n = float(n_batches)
-    by_order = sums / n
-    mean = by_order.sum(axis=1)
-    var = np.maximum(sq / n - mean ** 2, 0.0) * n / (n - 1.0)
-    var_o = np.maximum(sqo / n - by_order ** 2, 0.0) * n / (n - 1.0)
-    return {"names": names, "mean": mean, "se": np.sqrt(var / n), "by_order": by_order,
-            "se_by_order": np.sqrt(var_o / n), "n_batches": n_batches, "eta": eta, "batch": B,
-            "d": d}
+    return {"names": names, **acc.result(), "eta": eta, "batch": B, "d": d}
 
 
 # ---------------------------------------------------------------------------
