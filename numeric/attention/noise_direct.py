@@ -483,9 +483,8 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     t0, Psi0, Om0 = _order_parameters(mats)
     keys, names = _obs(model)
     n_obs = len(keys)
-    sums = np.zeros((n_obs, 3))
-    sqo = np.zeros((n_obs, 3))
-    sq = np.zeros(n_obs)
+    from .noise import BatchMeans
+    acc = BatchMeans(n_obs, 3)
     Scat = np.hstack(mats)  # d x (K d)
     done = 0
     while done < n_batches:
@@ -544,19 +543,9 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
             ords[:, j, 0] = (c[k] * c[l] - 1.0) * base
             ords[:, j, 1] = lin / d
             ords[:, j, 2] = quad
-        tot = ords.sum(axis=2)
-        sums += ords.sum(axis=0)
-        sqo += (ords ** 2).sum(axis=0)
-        sq += (tot ** 2).sum(axis=0)
+        acc.add(ords)
         done += nb
-    n = float(n_batches)
-    by_order = sums / n
-    mean = by_order.sum(axis=1)
-    var = np.maximum(sq / n - mean ** 2, 0.0) * n / (n - 1.0)
-    var_o = np.maximum(sqo / n - by_order ** 2, 0.0) * n / (n - 1.0)
-    return {"names": names, "mean": mean, "se": np.sqrt(var / n), "by_order": by_order,
-            "se_by_order": np.sqrt(var_o / n), "n_batches": n_batches, "eta": eta, "batch": B,
-            "d": d}
+    return {"names": names, **acc.result(), "eta": eta, "batch": B, "d": d}
 
 
 def random_configs(model, d: int, n: int, seed=0) -> list:
