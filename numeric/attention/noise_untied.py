@@ -868,7 +868,7 @@ def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol:
     return res
 
 
-def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol: float = 1e-10,
+def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: float = 1e-10,
                 atol: float = 1e-13, newton_tol: float = 1e-12, check: bool = True) -> dict:
     """The first-order noise shift of the slow moments, ``Delta_alpha(tau) = mu_alpha
     [with noise] - mu_alpha [without]``, both from the same truncated hierarchy at
@@ -880,7 +880,11 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol: flo
     Returns ``{"t", "names", "delta" (n_names x n_t), "truncation_gap"}`` over the words of
     length <= 2 and ``tA_k, tB_k, q1_kl, q2_kl`` (``m_k`` is slaved: no shift);
     ``truncation_gap`` (with ``check``) is the largest difference of ``delta`` between
-    orders ``order`` and ``order + 2``.
+    orders ``order`` and ``order - 1`` (the truncations alternate around the limit, so this
+    bounds the error of the lower one; order ``order + 2`` is too costly beyond 6).
+    Measured (d = 200, ``eta d / B = 0.2``, ``q1_11`` at ``tau = 0.05``): orders 2-6 give
+    2.90e-2, 1.04e-2, 1.68e-2, 1.42e-2, 1.52e-2 against 1.51e-2 +- 4e-4 for SGD minus the
+    flow; the orders agree to 1e-4 up to ``tau = 0.025``.
     """
     from . import untied_theory as ut
     model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
@@ -911,7 +915,7 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol: flo
     names, D = delta(order)
     out = {"t": np.asarray(tau_eval, float), "names": names, "delta": D, "order": order,
            "eta_d_over_B": eps, "truncation_gap": None}
-    if check:
-        _, D2 = delta(order + 2)
+    if check and order > 2:
+        _, D2 = delta(order - 1)
         out["truncation_gap"] = float(np.max(np.abs(D - D2)))
     return out

@@ -1491,7 +1491,7 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
     order in ``eta d / B``. ``theory="hierarchy"``: the truncated hierarchy with the
     noise terms (:func:`~attndyn.numeric.attention.noise_untied.noise_hierarchy`);
     ``"flow"``/``"slaved"``: the flow plus the hierarchy's noise shift at ``noise_order``
-    (default ``max(order, 4)``, checked against ``noise_order + 2`` unless ``noise_check``
+    (default ``max(order, 6)``, checked against ``noise_order - 1`` unless ``noise_check``
     is False; :func:`~attndyn.numeric.attention.noise_untied.noise_shift`).
     """
     if time not in ("slow", "fast"):
@@ -1520,7 +1520,7 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
                                  words=words, time=time, **kwargs)
             sh = noise_shift(model, pairs, t[:res.t.size] if res.t.size else t[:1],
                              eta=eta, batch=batch, check=bool(noise_check),
-                             order=max(int(order), 4) if noise_order is None else noise_order)
+                             order=max(int(order), 6) if noise_order is None else noise_order)
             names = list(res.names)
             for name, row in zip(sh["names"], sh["delta"]):
                 if name in names and res.t.size:
