@@ -446,9 +446,8 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
     n_obs = len(keys)
     trA, trB, trM = float(np.trace(Am)), float(np.trace(Bm)), float(np.trace(M))
     q1s0, q2s0 = float(np.sum(M * M)), float(np.sum(M * M.T))
-    sums = np.zeros((n_obs, 5))
-    sq = np.zeros(n_obs)
-    sqo = np.zeros((n_obs, 5))
+    from .noise import BatchMeans
+    acc = BatchMeans(n_obs, 5)
     Hk = H[k]
     done = 0
 
@@ -535,19 +534,9 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
                 ords[:, j, 1] = -c * alpha * np.einsum("nb,nb->n", u, lin) / d
                 ords[:, j, 2] = alpha ** 2 * t2(u, GMt, GY) / d
         ords *= eta ** np.arange(5)
-        tot = ords.sum(axis=2)
-        sums += ords.sum(axis=0)
-        sqo += (ords ** 2).sum(axis=0)
-        sq += (tot ** 2).sum(axis=0)
+        acc.add(ords)
         done += nb
-    n = float(n_batches)
-    by_order = sums / n
-    mean = by_order.sum(axis=1)
-    var = np.maximum(sq / n - mean ** 2, 0.0) * n / (n - 1.0)
-    var_o = np.maximum(sqo / n - by_order ** 2, 0.0) * n / (n - 1.0)
-    return {"names": names, "mean": mean, "se": np.sqrt(var / n), "by_order": by_order,
-            "se_by_order": np.sqrt(var_o / n), "n_batches": n_batches, "eta": eta,
-            "batch": Bsz, "d": d}
+    return {"names": names, **acc.result(), "eta": eta, "batch": Bsz, "d": d}
 
 
 def random_configs(model, d: int, n: int, seed=0, scale_range=(0.5, 1.2)) -> list:
