@@ -747,11 +747,15 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     - ``E t_k = t_k(S_f) + eps tau(Delta)``, ``E q_kl = q_kl(S_f) + eps tau(Delta S_l)``,
       ``E q_kk = q_kk(S_f) + 2 eps tau(S_f Delta) + E Tr(dS^2)/d``.
 
-    ``correction="noise+finite-d"`` adds the finite-d parts of the one-step second
-    moment that keep this inner-product form: the exact mean kick ``(eta d/4) E[A S A]``
-    (:func:`_exact_EaXa`, including the learning-rate term ``eta^2 Abar S Abar``) and
-    the ``(8/d) [Tr(M^2 X) Tr Y + Tr X Tr(M^2 Y) + Tr(MX) Tr(MY)]`` terms of the
-    fluctuation; the remaining ``O(1/d)`` single-trace pieces are left out.
+    ``correction="noise+finite-d"`` (a loss of degree <= 2) adds the finite-d parts of the
+    one-step second moment: the exact mean kick ``(eta d/4) E[A S A]``
+    (:func:`_exact_EaXa`, including the learning-rate term ``eta^2 Abar S Abar``), the
+    ``(8/d) [Tr(M^2 X) Tr Y + Tr X Tr(M^2 Y) + Tr(MX) Tr(MY)]`` terms of the
+    fluctuation, and the single-trace pieces ``c Tr(A^T B)`` of ``E Tr(dZ A dZ B)`` in
+    the fluctuation (``2 Tr(P_2 Q P_0 Q) + 2 Tr(P_1 Q P_1 Q)``) and in ``Pi``
+    (``P_0 Q P_2 + 2 P_1 Q P_1 + P_2 Q P_0``), one matrix product per pair of grid
+    times; the single-trace parts of the ``8/d`` terms (``O(1/d^2)``) are left out. For
+    a loss of degree 3-4 it adds the finite-width potential's correction instead.
 
     When ``Gamma`` depends on ``q`` (any other loss; ``"noise"`` only) the flow and the
     tangent flow run with ``Gamma(q(t))``, ``Lambda`` comes from :func:`noise_potential`,
@@ -810,7 +814,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         grid.extend(list(np.linspace(a, c, refine + 1)[1:]))
     grid = np.array(grid)
     N = grid.size
-    nbytes = 8.0 * d * d * N * (2 + 2 + len(others))
+    nbytes = 8.0 * d * d * N * (2 + 2 + len(others) + (8 if correction == "noise+finite-d" else 0))
     if nbytes > 4e9:
         raise ValueError(f"noise_corrected_flow would need about {nbytes / 1e9:.1f} GB "
                          f"(d = {d}, {N} grid times); use fewer output times or refine=1")
@@ -894,10 +898,15 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     # the M-weighted P_M = U^-1 M U^-T, P_M2 = U^-1 M^2 U^-T
     nP = 10 if fin else (3 if const else 3 + len(others))
     X = np.empty((nP, N, nY, N))
+    if fin:  # P_0, P_1, P_2 as matrices, for the single-trace pieces below
+        P012 = np.empty((3, N, d, d))
     for r in range(N):
         Ui = np.linalg.inv(Us[r])
         S = Ss[r]
         fam = [Ui @ Ui.T, Ui @ S @ Ui.T, Ui @ (S @ S) @ Ui.T]
+        if fin:
+            for j in range(3):
+                P012[j, r] = fam[j]
         if not const:  # P_{M_l}, M_l = S_l S + S S_l: the directions Gamma_kl's change drives
             fam += [Ui @ (Sl[l] @ S + S @ Sl[l]) @ Ui.T for l in others]
         if fin:
@@ -929,6 +938,29 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
                                     + TSMS * TM)
         if b[k] != 0.0:
             g_fl = g_fl + (8.0 * b[k] / math.sqrt(d)) * (2.0 * TMS * W1 + TSMS * W0 + W2 * TM)
+        # the single-trace pieces, E Tr(dZ A dZ B) = c (Tr A Tr B + Tr(A^T B)): in the
+        # fluctuation 2 Tr(P_2 Q P_0 Q) + 2 Tr(P_1 Q P_1 Q) (Q = Q_I(n)), and in Pi the
+        # matrix K(r, s) = P_0 Q P_2 + 2 P_1 Q P_1 + P_2 Q P_0 (Q = Q_I(s)); O(1/d) relative
+        QI = Q[0].reshape(N, d, d)
+        single = np.zeros((N, N))
+        for r in range(N):
+            A1_ = P012[1, r] @ QI[r:]
+            A2_ = P012[2, r] @ QI[r:]
+            A0_ = P012[0, r] @ QI[r:]
+            single[r, r:] = (2.0 * np.einsum("nij,nji->n", A2_, A0_)
+                             + 2.0 * np.einsum("nij,nji->n", A1_, A1_))
+        g_fl = g_fl + lam[:, None] * single
+        Kin = np.zeros((nY, N, N))   # Kin[y, s, n] = sum_r w[r, s] Lambda(r)/d <K(r, s), Q_y(n)>
+        for s_ in range(1, N):
+            m_ = s_ + 1
+            wr = (w[:m_, s_] * lam[:m_] / d)[:, None, None]
+
+            def wsum(Pa, Pb):  # sum_r wr_r Pa_r Q_I(s) Pb_r as one matrix product
+                left = (wr * (Pa[:m_] @ QI[s_])).transpose(1, 0, 2).reshape(d, m_ * d)
+                return left @ Pb[:m_].reshape(m_ * d, d)
+            K02 = wsum(P012[0], P012[2])
+            Ksum = K02 + K02.T + 2.0 * wsum(P012[1], P012[1])
+            Kin[:, s_, :] = Q @ Ksum.ravel()
     fluct = (eps / d ** 2) * np.einsum("rn,rn->n", w, g_fl)
     # Pi(s) kernel: Pi~(s) = int_0^s (Lambda(r)/d) [2 W1(r,s) P_1(r) + W2(r,s) P_0(r)
     #                                                 + W0(r,s) P_2(r)] dr
@@ -946,6 +978,8 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         inner = (np.einsum("rs,rs,rn->sn", A1, 2.0 * W1, X1)
                  + np.einsum("rs,rs,rn->sn", A1, W2, X0)
                  + np.einsum("rs,rs,rn->sn", A1, W0, X2))
+        if fin:
+            inner = inner + Kin[y]
         second = np.einsum("sn,s,sn->n", w, gkk, inner)
         out_Y[names_Y[y]] = (first - 2.0 * second) / d
     if not const:
