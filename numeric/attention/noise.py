@@ -45,7 +45,6 @@ import math
 
 import numpy as np
 
-from ..core.validate import real_array
 from .base import check_model
 
 __all__ = ["qf_moment", "quadratic_loss", "one_step_prediction", "one_step_empirical",

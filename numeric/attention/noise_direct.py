@@ -275,29 +275,14 @@ def _obs(model):
 
 def _quadratic_loss(model):
     """``(H, b)`` with ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly (``L = 1``, a loss
-    of degree <= 2 in G); ``ValueError`` otherwise."""
-    import sympy as sp
-    if model.L != 1:
-        raise ValueError(f"the exact one-step prediction needs L = 1, got L = {model.L}; "
-                         "use exact=False (leading order in 1/d)")
-    expr, G, syms = _loss_expr(model)
+    of degree <= 2 in G; :func:`attndyn.numeric.attention.noise.quadratic_loss`);
+    ``ValueError`` otherwise, naming the leading-order routes."""
+    from .noise import quadratic_loss
     try:
-        poly = sp.Poly(sp.expand(expr), *syms)
-    except sp.PolynomialError:
-        poly = None
-    if poly is None or poly.total_degree() > 2 or (sp.expand(expr).free_symbols - set(syms)):
-        raise ValueError("the exact finite-d one-step prediction needs a loss that is a "
-                         "polynomial of degree <= 2 in G (e.g. (G1 - G2)^2); the leading-order "
-                         "routes (exact=False, correction='noise') take any loss")
-    K = model.K
-    H = np.zeros((K, K))
-    b = np.zeros(K)
-    for k in range(K):
-        dk = sp.diff(expr, syms[k])
-        b[k] = float(dk.subs({s: 0 for s in syms}))
-        for l in range(K):
-            H[k, l] = float(sp.diff(dk, syms[l]))
-    return H, b
+        return quadratic_loss(model)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; the leading-order routes (exact=False, correction='noise') "
+                         "take any loss") from None
 
 
 def _matrices(model, S):
