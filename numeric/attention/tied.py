@@ -316,15 +316,9 @@ class TiedModel(AttentionModel):
         correction = kwargs.pop("correction", "none")
         if correction not in (None, "none"):  # issue 16
             from .noise import noise_corrected_flow
+            self.check_correction(theory, order, correction)
             if theory in ("hierarchy", "limit"):
-                if correction != "noise":
-                    raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', "
-                                     f"got {correction!r}")
-                return self._noise_theory(init, S, t, theory, order, check, words, kwargs)
-            if order > 2:
-                raise ValueError(f"correction={correction!r} with theory='flow' reports t_k, "
-                                 f"q_kl (order <= 2); got order={order}; theory='hierarchy' "
-                                 "takes correction='noise' at any order")
+                return _noise_theory(self, init, S, t, theory, order, check, words, kwargs)
             if correction == "finite-d":  # the finite-width potential (degree <= 4 losses)
                 from .finite_width import finite_width_flow
                 opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "method") if k in kwargs}
@@ -356,7 +350,7 @@ def _noise_theory(self, init, S, t, theory, order, check, words, kwargs):
     from .noise import noise_hierarchy
     eta, batch = kwargs.pop("eta"), kwargs.pop("batch")
     opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "conv_tol", "blowup") if k in kwargs}
-    chk = "auto" if check == "auto" else (None if check is None else "auto")
+    chk = None if check is None else "auto"  # the corrected system's own ladder
     if theory == "hierarchy":
         h_order = order
         mu0, d = S, None
@@ -372,9 +366,6 @@ def _noise_theory(self, init, S, t, theory, order, check, words, kwargs):
     th = noise_hierarchy(self.hierarchy(h_order), mu0, t, eta=eta, batch=batch, d=d,
                          check=chk, **opts)
     return _tied_theory_derived(self, th, words)
-
-
-TiedModel._noise_theory = _noise_theory
 
 
 def _structure_cache_dir():
