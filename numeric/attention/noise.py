@@ -1257,6 +1257,7 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
     from ..core.results import IntegrationError, Trajectory, TruncationNotConverged
     from ..core.validate import _check_pos_float, check_t_eval
     from .flow import solve_flow
+    from .tied import NOT_CONVERGED
     eta, B = _check_eta_batch(eta, batch)
     h = hierarchy
     model = getattr(h, "model", None)
@@ -1285,8 +1286,8 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
     eps = eta * d / B
     lamf = noise_potential(model)
 
-    def run(hh, y_init):
-        system, rows = hh._system, NoiseRows(hh)
+    def run(hh, y_init, rows):
+        system = hh._system
 
         def rhs(t, y):
             y = np.ascontiguousarray(y)
@@ -1294,7 +1295,8 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
         return solve_flow(rhs, y_init, t_eval, rtol=rtol, atol=atol, method=method,
                           blowup=blowup, what=f"noise-corrected hierarchy (order {hh.order})")
     y0 = h.initial_state(mu0)
-    sol = run(h, y0)
+    rows = NoiseRows(h)
+    sol = run(h, y0, rows)
     params = h.model.params_dict()
     params.update({"order": h.order, "correction": "noise", "d": d, "eta": eta, "batch": B,
                    "eta_d_over_B": eps, "rtol": rtol, "atol": atol})
@@ -1305,12 +1307,12 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
                      message=(f"success: truncated hierarchy (order {h.order}) with the noise "
                               f"terms, first order in eta d / B = {eps:.3g}"
                               if sol.status == 0 else sol.message),
-                     diagnostics={"eta_d_over_B": eps, "noise_terms": NoiseRows(h).n_terms})
+                     diagnostics={"eta_d_over_B": eps, "noise_terms": rows.n_terms})
     if sol.status == 0 and check == "auto" and h.order >= 4:
-        low = type(h)(model, h.order - 2)
+        low = model.hierarchy(h.order - 2)
         pos = {tuple(w): i for i, w in enumerate(h.words)}
         sub = np.array([pos[tuple(w)] for w in low.words])
-        sl = run(low, y0[sub])
+        sl = run(low, y0[sub], NoiseRows(low))
         short = [i for i, w in enumerate(low.words) if len(w) <= 2]
         err = {}
         if sl.status == 0:
@@ -1335,6 +1337,3 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
         raise exc(res.message)
     return res
 
-
-#: the status of a truncation whose convergence check failed (as in tied.py)
-NOT_CONVERGED = 2
