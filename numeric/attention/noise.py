@@ -868,7 +868,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     lam = np.empty(N)
     tk = np.empty(N)
     gkk = np.empty(N)
-    Ms, qs, Gs = [], [], []
+    Ms, qs = [], []
     for i in range(N):
         tk[i] = float(np.trace(Ss[i])) / d
         if const:
@@ -879,7 +879,6 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         else:
             q, Gm = gamma_at(Ss[i])
             qs.append(q)
-            Gs.append(Gm)
             lam[i] = float(lamf(q)[k, k])
             gkk[i] = Gm[k, k]
     fin = correction == "noise+finite-d" and const  # the finite-d one-step second moment
@@ -982,7 +981,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         second = np.einsum("sn,s,sn->n", w, gkk, inner)
         out_Y[names_Y[y]] = (first - 2.0 * second) / d
     if not const:
-        out_Y = _gamma_feedback(model, k, others, qs, Gs, X, w, out_Y, fluct / eps, d)
+        out_Y = _gamma_feedback(model, k, others, qs, X, w, out_Y, fluct / eps, d)
     # flow values and corrected observables at the grid, then at t_eval
     tf = np.array([np.trace(S) / d for S in Ss])
     qkk = np.array([np.sum(S * S) / d for S in Ss])
@@ -1040,7 +1039,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
                       diagnostics={"flow": y_flow, "grid": grid, "d": d})
 
 
-def _gamma_feedback(model, k, others, qs, Gs, X, w, out_Y, F_over_eps, d):
+def _gamma_feedback(model, k, others, qs, X, w, out_Y, F_over_eps, d):
     """The correction of ``tau(Delta Y)`` when ``Gamma`` depends on ``q`` (issue 16).
 
     The mean shift ``eps Delta`` and the fluctuation ``F = E Tr(dS^2)/d`` move the
