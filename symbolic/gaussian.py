@@ -77,22 +77,80 @@ def vector_symbols(n: int, name: str) -> sp.ImmutableMatrix:
     return sp.ImmutableMatrix(n, 1, lambda a, _: sp.Symbol(f"{name}_{a + 1}", real=True))
 
 
+def _covariance_entry(x, name: str, i: int, j: int):
+    """One entry of a token covariance as an exact or float SymPy number.
+
+    Only numbers are read (Python/numpy ints and floats, ``Fraction``, SymPy numbers);
+    anything else, a string included, is refused by type, never converted."""
+    from fractions import Fraction
+    if isinstance(x, (str, bytes, np.str_, np.bytes_)):
+        raise TypeError(f"{name} must hold numbers, not strings (text is never evaluated): "
+                        f"{name}[{i}][{j}] is text")
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{name}[{i}][{j}] must be a number, got a bool")
+    if isinstance(x, (int, np.integer)):
+        return sp.Integer(int(x))
+    if isinstance(x, (float, np.floating)):
+        return sp.Float(float(x))
+    if isinstance(x, Fraction):
+        return sp.Rational(x.numerator, x.denominator)
+    if isinstance(x, sp.Number):
+        return x
+    if isinstance(x, sp.Basic) and x.is_number and not x.free_symbols:
+        return x  # an exact constant such as sqrt(2)/2; evaluated below, never parsed
+    raise TypeError(f"{name}[{i}][{j}] must be a number (int, float, Fraction or a SymPy "
+                    f"number), got {type(x).__name__}")
+
+
+def _covariance_rows(C, L: int, name: str) -> list:
+    """The ``L x L`` entries of ``C`` read by shape, two levels deep and no deeper.
+
+    A user container is never handed to SymPy: its rows and entries are read here, and
+    anything that is not an ``L x L`` table of numbers is refused before any conversion."""
+    if isinstance(C, (str, bytes)):
+        raise TypeError(f"{name} must be an {L} x {L} matrix of numbers, not text "
+                        "(text is never evaluated)")
+    if isinstance(C, sp.MatrixBase):
+        if C.shape != (L, L):
+            raise ValueError(f"{name} must have shape ({L}, {L}), got {C.shape}")
+        rows = [[C[i, j] for j in range(L)] for i in range(L)]
+    elif isinstance(C, np.ndarray):
+        if C.shape != (L, L):
+            raise ValueError(f"{name} must have shape ({L}, {L}), got {C.shape}")
+        if C.dtype.kind not in "biufO":
+            raise TypeError(f"{name} must hold numbers, got an array of dtype {C.dtype}")
+        rows = [[C[i, j] for j in range(L)] for i in range(L)]
+    elif isinstance(C, (list, tuple)):
+        if len(C) != L:
+            raise ValueError(f"{name} must have shape ({L}, {L}), got {len(C)} rows")
+        rows = []
+        for i, row in enumerate(C):
+            if isinstance(row, np.ndarray) and row.ndim == 1:
+                row = list(row)
+            if not isinstance(row, (list, tuple)) or len(row) != L:
+                raise ValueError(f"{name} must have shape ({L}, {L}): row {i} is not a "
+                                 f"list of {L} numbers")
+            rows.append(list(row))
+    else:
+        raise TypeError(f"{name} must be an {L} x {L} matrix (nested lists, a numpy array "
+                        f"or a SymPy matrix), got {type(C).__name__}")
+    return [[_covariance_entry(rows[i][j], name, i, j) for j in range(L)] for i in range(L)]
+
+
 def check_covariance(C, L: int, name: str = "C") -> sp.ImmutableMatrix:
-    """Validate a token covariance: ``L x L``, symmetric, positive semi-definite."""
+    """Validate a token covariance: ``L x L``, symmetric, positive semi-definite.
+
+    The entries are read one by one against a whitelist of number types
+    (:func:`_covariance_rows`); no user container ever reaches ``sympify`` or
+    ``Matrix``, so text nested at any depth is refused, never evaluated."""
     if C is None:
         return sp.ImmutableMatrix(sp.eye(L))
-    from .parse import reject_strings
-    reject_strings(C, name)  # ImmutableMatrix would evaluate a string entry as Python
-    try:
-        M = sp.ImmutableMatrix(C)
-    except Exception:
-        raise TypeError(f"{name} must be an {L} x {L} matrix") from None
-    if M.shape != (L, L):
-        raise ValueError(f"{name} must have shape ({L}, {L}), got {M.shape}")
+    rows = _covariance_rows(C, L, name)
+    M = sp.ImmutableMatrix(L, L, lambda i, j: rows[i][j])
     if not M.is_symmetric():
         raise ValueError(f"{name} must be symmetric")
     try:
-        A = np.array(M.evalf(), dtype=float)
+        A = np.array([[float(rows[i][j]) for j in range(L)] for i in range(L)], dtype=float)
     except TypeError:
         raise TypeError(f"{name} must have numeric entries") from None
     if not np.all(np.isfinite(A)):

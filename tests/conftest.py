@@ -1,8 +1,15 @@
 import os
+import sys
 
 import numpy as np
 import pytest
 from hypothesis import settings
+
+# tests live in folders that mirror the source; the shared helpers (golden.py, this file's
+# random_psd, surrogate_reference.py) are imported by name from this folder
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 # CI runs a fixed set of examples (no flaky draws); locally hypothesis explores
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
