@@ -167,6 +167,9 @@ class AttentionModel(abc.ABC):
     #: symmetric batch matrix ``A_k`` (what the tied formulas of noise.py and
     #: finite_width.py assume)
     tied_factors: ClassVar[bool] = False
+    #: the form of the SGD weights, which picks the array-API step (xp_sgd.py):
+    #: "factors" (W_k), "pairs" (U_k, V_k), "matrices" (S_k); None: none there
+    sgd_form: ClassVar[str | None] = None
     alphabet = None
     #: The feasible set Q of Corollary 1 as data (read by ``theorems/landscape.py``): the
     #: Gram matrices of order parameters that must be PSD, each ``("q",)`` (the matrix of

@@ -88,6 +88,7 @@ class SModel(AttentionModel):
     """
 
     kind = "s"
+    sgd_form = "matrices"
     time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),)
     theories = ("ode", "flow")
     #: the mini-batch noise terms of :mod:`.noise_direct` on the closed ODE: ``"noise"``

@@ -69,6 +69,7 @@ class TiedModel(AttentionModel):
     """
 
     kind = "tied"
+    sgd_form = "factors"
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
     theories = ("flow", "hierarchy", "limit")
     feasible_grams = (("q",),)

@@ -51,6 +51,7 @@ class UntiedModel(AttentionModel):
     """
 
     kind = "untied"
+    sgd_form = "pairs"
     # U, V <- ... - (eta gamma/d) U, V: the traces move on the slow scale, the means on the fast
     time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),
                    TimeScale("fast", "t = eta * n", 1.0, 0))
