@@ -667,7 +667,7 @@ def test_example_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "scaling_laws.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "scaling_laws.py"
     mod = runpy.run_path(str(path))
     out = tmp_path / "laws.png"
     mod["main"](str(out))

@@ -15,7 +15,7 @@ from attndyn.numeric.transformer import (Transformer, assumption_sweep, build, d
                                          scaling_sweep, theorem55, train)
 from attndyn.numeric.transformer.data import rms_normalise
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SETUP = dict(N=2, L=4, d=4, m=32, n=6, eps=1.0, omega=1.0, kappa="1/sqrt(m)", xi=0.1,
              token_norm="unit", E_scale=0.5, n_test=32)
 
