@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attndyn.numeric.core import safeio
 from attndyn.numeric.core.results import Trajectory, _jsonable
 
 __all__ = ["Claim", "FigureRun", "claims_table"]
@@ -98,8 +99,7 @@ class FigureRun:
                 "curves": {k: os.path.relpath(v, out_dir) for k, v in paths["curves"].items()},
                 "extra": self.extra, "wall_s": self.wall_s, "format": "attndyn-figure-1"}
         jpath = os.path.join(out_dir, self.name + ".json")
-        with open(jpath, "w") as f:
-            json.dump(_jsonable(meta), f, indent=1)
+        safeio.atomic_write_text(jpath, json.dumps(_jsonable(meta), indent=1))
         paths["json"] = jpath
         if png or pdf:
             import matplotlib
@@ -110,10 +110,10 @@ class FigureRun:
             fig = self.plot()
             if png:
                 paths["png"] = os.path.join(out_dir, self.name + ".png")
-                fig.savefig(paths["png"], dpi=dpi)
+                safeio.atomic_write(paths["png"], lambda f: fig.savefig(f, dpi=dpi, format="png"))
             if pdf:
                 paths["pdf"] = os.path.join(out_dir, self.name + ".pdf")
-                fig.savefig(paths["pdf"])
+                safeio.atomic_write(paths["pdf"], lambda f: fig.savefig(f, format="pdf"))
             plt.close(fig)
         return paths
 

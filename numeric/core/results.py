@@ -8,13 +8,15 @@ JSON header) and load back with :func:`load_result`.
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from attndyn.symbolic.words import Alphabet, canonical
+
+from . import safeio
 
 __all__ = ["Trajectory", "load_result", "TruncationNotConverged", "IntegrationError"]
 
@@ -156,7 +158,10 @@ class Trajectory:
 
     # -- persistence ------------------------------------------------------
     def save(self, path) -> str:
-        """Save to ``path`` (``.npz``); returns the path written."""
+        """Save to ``path`` (``.npz``, appended when missing); returns the path written.
+
+        The file is replaced atomically (:func:`attndyn.numeric.core.safeio.atomic_savez`):
+        killed mid-write or on a full disk, the previous file at ``path`` stays intact."""
         path = str(path)
         if not path.endswith(".npz"):
             path += ".npz"
@@ -170,8 +175,8 @@ class Trajectory:
             "inv": None if self.inv is None else list(self.inv),
             "format": "attndyn-trajectory-1",
         }
-        np.savez_compressed(path, t=self.t, y=self.y, header=np.array(json.dumps(header)))
-        return path
+        # atomic: a kill or a full disk leaves the previous file at ``path`` intact
+        return safeio.atomic_savez(path, t=self.t, y=self.y, header=safeio.json_array(header))
 
 
 def _jsonable(obj):
@@ -206,53 +211,9 @@ def _int_list(x, what) -> list:
     return x
 
 
-def _member_shape(f, key):
-    """Shape and dtype of a member from its .npy header, before reading its data
-    (a few hundred bytes declaring a 100 GB array must not be loaded)."""
-    try:
-        with f.zip.open(f"{key}.npy") as fp:
-            version = np.lib.format.read_magic(fp)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
-    except (KeyError, AttributeError):  # not stored as key.npy: let np.load judge
-        return None, None
-    return shape, dtype
-
-
-def _array(f, key, ndim):
-    from attndyn.symbolic.words import available_memory
-
-    _need(key in f.files, f"no array {key!r}")
-    shape, dtype = _member_shape(f, key)
-    if shape is not None:
-        _need(len(shape) == ndim, f"{key!r} must be {ndim}-D, got shape {shape}")
-        nbytes = int(np.prod(shape, dtype=object)) * max(dtype.itemsize, 8)
-        _need(nbytes <= available_memory() // 2,
-              f"{key!r} declares shape {shape}: {nbytes / 2 ** 30:.3g} GiB, more than half "
-              "the available memory")
-    a = f[key]
-    _need(a.ndim == ndim, f"{key!r} must be {ndim}-D, got shape {a.shape}")
-    _need(a.dtype.kind in "biuf", f"{key!r} must be a real numeric array, got dtype {a.dtype}")
-    return a.astype(np.float64, copy=False)
-
-
 def _read(f) -> Trajectory:
-    _need("header" in f.files, "no 'header' entry")
-    shape, dtype = _member_shape(f, "header")
-    if shape is not None:
-        from attndyn.symbolic.words import available_memory
-
-        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        _need(nbytes <= available_memory() // 2,
-              f"'header' declares {nbytes / 2 ** 30:.3g} GiB, more than half the available memory")
-    h = f["header"]
-    _need(h.ndim == 0 and h.dtype.kind == "U", "'header' is not a JSON string")
-    try:
-        header = json.loads(str(h))
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise _BadFile(f"header is not valid JSON ({exc})") from None
+    _need("header" in f, "no 'header' entry")
+    header = safeio.npz_json(f, "header")
     _need(isinstance(header, dict), "header is not a JSON object")
     _need(header.get("format") == "attndyn-trajectory-1",
           f"unknown format {header.get('format')!r} (expected 'attndyn-trajectory-1')")
@@ -276,8 +237,8 @@ def _read(f) -> Trajectory:
     _need(isinstance(header["message"], str), "'message' must be a string")
     _need(isinstance(header["params"], dict), "'params' must be a JSON object")
     _need(isinstance(header["diagnostics"], dict), "'diagnostics' must be a JSON object")
-    t = _array(f, "t", 1)
-    y = _array(f, "y", 2)
+    t = safeio.npz_array(f, "t", 1)
+    y = safeio.npz_array(f, "y", 2)
     _need(bool(np.all(np.isfinite(t))), "the times 't' must be finite")
     _need(y.shape == (len(names), t.size),
           f"'y' has shape {y.shape}, but {len(names)} names and {t.size} times need "
@@ -287,27 +248,22 @@ def _read(f) -> Trajectory:
                       message=header["message"], diagnostics=header["diagnostics"], inv=inv)
 
 
+_WHAT = "not a valid attndyn result file:"
+
+
 def load_result(path) -> Trajectory:
     """Load a :class:`Trajectory` saved by :meth:`Trajectory.save`.
 
-    Nothing is unpickled (``allow_pickle=False``). A file that is not a
-    complete result (not an ``.npz``, a broken archive or header, arrays of
-    the wrong shape or dtype, non-finite times, a non-integer status) raises
-    ``ValueError("not a valid attndyn result file: <path>: <reason>")``; a
+    Nothing is unpickled. Only a regular file is opened (a FIFO, a device or a symlink to
+    one is refused without blocking), and the archive's declared sizes, its JSON header's
+    length and depth are bounded before anything is inflated (:mod:`.safeio`). A file that
+    is not a complete result (not an ``.npz``, a broken archive or header, arrays of the
+    wrong shape or dtype, non-finite times, a non-integer status) raises
+    ``ValueError("not a valid attndyn result file: <path>: <reason>")`` (one line); a
     missing or unreadable file raises the usual :class:`OSError`.
     """
-    import zipfile
-
     try:
-        f = np.load(path, allow_pickle=False)
-        if not isinstance(f, np.lib.npyio.NpzFile):  # a plain .npy array
-            raise _BadFile("not an .npz archive (a single array)")
-        with f:
+        with safeio.open_npz(path, _WHAT) as f:
             return _read(f)
     except _BadFile as exc:
-        reason = str(exc)
-    except (ValueError, EOFError, zipfile.BadZipFile, KeyError, TypeError, OverflowError,
-            UnicodeDecodeError) as exc:
-        # np.load's own errors: truncated or foreign archives, pickled or object arrays
-        reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-    raise ValueError(f"not a valid attndyn result file: {path}: {reason}") from None
+        raise ValueError(f"{_WHAT} {os.fspath(path)}: {exc}") from None
