@@ -9,7 +9,17 @@ scheduling:
   child that ``SeedSequence(seed).spawn(n)`` gives: keyed by the grid index, never by the worker;
 - with ``cache_dir``, each finished point is written as it completes, so an interrupted sweep
   resumes where it stopped, and a finished one reloads without running anything;
-- a point that raises records status ``-10`` and the error message, and the sweep goes on.
+- a point that raises records status ``-10`` (:data:`POINT_FAILED`) and the error message, and
+  the sweep goes on; a point whose worker process dies (a segfault, an abort, the OOM killer)
+  records status ``-11`` (:data:`POINT_CRASHED`), found by running the suspects of a broken
+  pool one by one in their own process, and the sweep goes on on a fresh pool. Resuming runs a
+  crashed point again, but only in a worker process, never in the caller;
+- the stored points are untrusted on reload: each point file carries the point's index,
+  parameters and seed, and the SHA-256 of its ``.npz``, checked on load (a file copied over
+  another point is refused and recomputed); ``inf`` and ``nan`` round-trip as floats;
+- a local pool never forks (spawn context), and a ``fork`` executor is refused once this
+  process runs numba's OpenMP threads (GNU libgomp aborts a forked child that uses it);
+- ``SIGTERM`` stops the pool's workers before the process ends.
 
 This module lives in the top package because it is glue: it runs public functions of every
 layer and knows how to store their results.
@@ -21,8 +31,12 @@ import inspect
 import itertools
 import json
 import math
+import contextlib
+import hashlib
 import os
-import tempfile
+import signal
+import sys
+import threading
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -30,9 +44,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["sweep", "SweepResult", "load_sweep", "POINT_FAILED", "MAX_POINTS"]
+__all__ = ["sweep", "SweepResult", "load_sweep", "POINT_FAILED", "POINT_CRASHED", "MAX_POINTS"]
 
 POINT_FAILED = -10
+POINT_CRASHED = -11
 MAX_POINTS = 100_000
 _MANIFEST = "sweep.json"
 _FORMAT = "attndyn-sweep-1"
@@ -160,14 +175,74 @@ def _run_point(fn, point, seed, takes_seed):
 
 
 def _init_worker(threads):
-    # one BLAS and one numba pool per worker, sized so workers do not oversubscribe the cores
+    # one BLAS and one numba pool per worker, sized so workers do not oversubscribe the cores;
+    # no progress bars of the points themselves (concurrent bars garble one terminal)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(threads)
+    os.environ["ATTNDYN_PROGRESS"] = "0"
     try:
         from threadpoolctl import threadpool_limits
         threadpool_limits(threads)
     except ImportError:  # pragma: no cover
         pass
+
+
+def _isolated_main(conn, fn, point, seed, takes_seed, threads):
+    _init_worker(threads)
+    out = _run_point(fn, point, seed, takes_seed)
+    try:
+        conn.send(out)
+    except Exception as exc:  # noqa: BLE001 - an unpicklable result
+        conn.send((POINT_FAILED, f"failed: the result cannot be sent back from the worker "
+                                 f"({type(exc).__name__}: {exc})", None, ""))
+    conn.close()
+
+
+_CHILDREN: set = set()     # isolated point processes alive now (stopped on SIGTERM)
+
+
+def _exit_text(code) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def _run_isolated(fn, point, seed, takes_seed, threads):
+    """Run one point in its own fresh process (spawn): a point that kills its process is
+    recorded as :data:`POINT_CRASHED` instead of taking anything else down."""
+    import multiprocessing as mp
+    import pickle
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_isolated_main, args=(send, fn, point, seed, takes_seed, threads),
+                       daemon=True)
+    try:
+        proc.start()
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        recv.close()
+        send.close()
+        return (POINT_FAILED, f"failed: this point crashed its process before and is run again "
+                              f"only in a worker, but fn cannot be sent to one "
+                              f"({type(exc).__name__}: {exc})", None, "")
+    _CHILDREN.add(proc)
+    send.close()
+    try:
+        out = recv.recv()
+    except (EOFError, OSError):
+        out = None
+    finally:
+        recv.close()
+        proc.join()
+        _CHILDREN.discard(proc)
+    if out is None:
+        return (POINT_CRASHED, f"crashed: the worker process died running this point "
+                               f"({_exit_text(proc.exitcode)})", None, "")
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -180,30 +255,26 @@ def _codec_of(res) -> str | None:
     if type(res).__name__ == "Comparison" and hasattr(res, "sgd") and hasattr(res, "theory"):
         return "comparison"
     try:
-        json.dumps(_plain(res), allow_nan=False)
+        json.dumps(_plain(res))
         return "json"
     except (TypeError, ValueError):
         return None
 
 
 def _plain(obj):
+    # inf and nan stay floats: Python's json writes Infinity/NaN and reads them back as floats
     from attndyn.numeric.core.labelled import jsonable
-    out = jsonable(obj)
-    if isinstance(out, float) and not math.isfinite(out):
-        raise ValueError("non-finite")
-    return out
+    return jsonable(obj, nonfinite="float")
 
 
-def _atomic_write(path, write):
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.splitext(path)[1])
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def _sha256(path) -> str:
+    from attndyn.numeric.core.safeio import open_regular
+    f, _ = open_regular(path, "sweep point file")
+    h = hashlib.sha256()
+    with f:
+        for block in iter(lambda: f.read(2 ** 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _store_point(cache_dir, i, point, seed_rec, status, message, res):
@@ -211,52 +282,98 @@ def _store_point(cache_dir, i, point, seed_rec, status, message, res):
     codec = _codec_of(res) if res is not None else None
     meta = {"index": i, "point": point, "seed": seed_rec, "status": status, "message": message,
             "codec": codec}
-    if codec == "trajectory":
-        _atomic_write(base + ".npz", lambda p: res.save(p))
-    elif codec == "comparison":
-        _atomic_write(base + ".npz", lambda p: res.save(p))
+    if codec in ("trajectory", "comparison"):
+        # written by the result's own save() to a temporary name, synced, then renamed: a
+        # kill leaves the old file (the temporary is cleaned when the folder is next opened)
+        tmp = os.path.join(cache_dir, f".point-{i:06d}.npz.tmp-{os.getpid()}.npz")
+        try:
+            tmp = res.save(tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            meta["sha256"] = _sha256(tmp)
+            os.replace(tmp, base + ".npz")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     elif codec == "json":
         meta["value"] = _plain(res)
     elif res is not None:
         meta["codec"] = None
         meta["note"] = f"result of type {type(res).__name__} is not storable; recomputed on resume"
-    _atomic_write(base + ".json", lambda p: _write_json(p, meta))
+    _write_json(base + ".json", meta)
     return meta
 
 
 def _write_json(path, obj):
-    with open(path, "w") as f:
-        json.dump(obj, f, sort_keys=True)
+    from attndyn.numeric.core.safeio import atomic_write_text
+    atomic_write_text(path, json.dumps(obj, sort_keys=True))
 
 
-def _load_point(cache_dir, i):
+class _StalePoint(ValueError):
+    """A stored point that does not belong where it is (or is unreadable)."""
+
+
+def _norm(obj):
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
+def _load_point(cache_dir, i, point=None, seed_rec=None):
+    """The stored record of point ``i`` (``None`` if absent or not storable). With ``point``
+    and ``seed_rec``, the record must be theirs; a mismatch or a damaged file raises
+    :class:`_StalePoint` naming it."""
+    from attndyn.numeric.core.safeio import load_json
     base = os.path.join(cache_dir, f"point-{i:06d}")
-    try:
-        with open(base + ".json") as f:
-            meta = json.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(base + ".json"):
         return None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cache_dir {cache_dir}: point {i} is unreadable ({exc}); delete "
-                         f"{base}.json to recompute it") from None
+    try:
+        meta = load_json(base + ".json", "sweep point file")
+    except (OSError, ValueError) as exc:
+        raise _StalePoint(" ".join(str(exc).split())) from None
+    if not isinstance(meta, dict) or meta.get("index") != i:
+        raise _StalePoint(f"{base}.json is not the record of point {i}")
+    if point is not None and (_norm(meta.get("point")) != _norm(point)
+                              or _norm(meta.get("seed")) != _norm(seed_rec)):
+        raise _StalePoint(f"{base}.json holds the parameters {json.dumps(meta.get('point'))} "
+                          f"and seed {json.dumps(meta.get('seed'))}, not those of point {i}")
+    status = meta.get("status")
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise _StalePoint(f"{base}.json has no integer status")
+    meta["message"] = str(meta.get("message", ""))
     codec = meta.get("codec")
-    if codec == "trajectory":
-        from attndyn.numeric.core.results import load_result
-        meta["result"] = load_result(base + ".npz")
-    elif codec == "comparison":
-        meta["result"] = _load_comparison(base + ".npz")
-    elif codec == "json":
-        meta["result"] = meta.get("value")
-    elif meta.get("status") == POINT_FAILED:
-        meta["result"] = None
-    else:
-        return None  # not storable: recompute
+    try:
+        if codec in ("trajectory", "comparison"):
+            if _sha256(base + ".npz") != meta.get("sha256"):
+                raise _StalePoint(f"{base}.npz is not the file stored with point {i} "
+                                  "(its SHA-256 differs)")
+            if codec == "trajectory":
+                from attndyn.numeric.core.results import load_result
+                meta["result"] = load_result(base + ".npz")
+            else:
+                meta["result"] = _load_comparison(base + ".npz")
+        elif codec == "json":
+            meta["result"] = meta.get("value")
+        elif status in (POINT_FAILED, POINT_CRASHED):
+            meta["result"] = None
+        else:
+            return None  # not storable: recompute
+    except _StalePoint:
+        raise
+    except (OSError, ValueError) as exc:
+        raise _StalePoint(" ".join(str(exc).split())) from None
     return meta
 
 
 def _load_comparison(path):
     from attndyn.numeric.attention.compare import load_comparison
     return load_comparison(path)
+
+
+# markers of the points run in the calling process: a marker left behind means that the
+# process died running that point, which a resume then runs only in a worker process
+
+
+def _marker(cache_dir, i) -> str:
+    return os.path.join(cache_dir, f"point-{i:06d}.running")
 
 
 # ---------------------------------------------------------------------------
@@ -443,43 +560,54 @@ def _scalars(r) -> dict:
 # manifest (guards against resuming a different sweep from the same folder)
 
 def _write_manifest(cache_dir, fn_id, grid, zipped, seed_rec, check=True):
+    from attndyn.numeric.core.safeio import load_json
     path = os.path.join(cache_dir, _MANIFEST)
     man = {"format": _FORMAT, "function": fn_id, "grid": grid, "zipped": bool(zipped),
            "seed": seed_rec}
-    if check and os.path.exists(path):
+    if check and os.path.lexists(path):
         try:
-            with open(path) as f:
-                old = json.load(f)
-        except (OSError, json.JSONDecodeError) as exc:
+            old = load_json(path, f"cache_dir {cache_dir}: {_MANIFEST}")
+        except OSError as exc:
             raise ValueError(f"cache_dir {cache_dir}: unreadable {_MANIFEST} ({exc})") from None
-        if old != json.loads(json.dumps(man)):
+        if old != _norm(man):
             raise ValueError(f"cache_dir {cache_dir} holds a different sweep (function, grid or "
                              "seed differ); use another folder or delete it")
         return
-    _atomic_write(path, lambda p: _write_json(p, man))
+    _write_json(path, man)
 
 
 def load_sweep(path) -> SweepResult:
-    """Load a sweep written by :meth:`SweepResult.save` or as a ``cache_dir``; points not
-    (yet) computed raise ValueError."""
-    path = str(path)
+    """Load a sweep written by :meth:`SweepResult.save` or as a ``cache_dir``. Points not
+    (yet) computed, damaged, or stored under another point's name raise ValueError."""
+    from attndyn.numeric.core.safeio import load_json
+    path = os.fspath(path)
+    what = "not a valid attndyn sweep folder:"
     try:
-        with open(os.path.join(path, _MANIFEST)) as f:
-            man = json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"not a valid attndyn sweep folder: {path}: {exc}") from None
+        man = load_json(os.path.join(path, _MANIFEST), f"{what} {path}:")
+    except OSError as exc:
+        raise ValueError(f"{what} {path}: {exc}") from None
     if not isinstance(man, dict) or man.get("format") != _FORMAT:
-        raise ValueError(f"not a valid attndyn sweep folder: {path}: wrong format tag")
-    axes, points = _check_grid(man["grid"], man["zipped"], MAX_POINTS)
+        raise ValueError(f"{what} {path}: wrong format tag")
+    try:
+        axes, points = _check_grid(man["grid"], man["zipped"], MAX_POINTS)
+        root = _root_seed(np.random.SeedSequence(man["seed"]["entropy"], spawn_key=tuple(
+            man["seed"].get("spawn_key", ()))))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{what} {path}: bad manifest ({type(exc).__name__}: {exc})") from None
     out = {k: [] for k in ("results", "status", "messages", "seeds")}
     for i in range(len(points)):
-        meta = _load_point(path, i)
+        seed_rec = _seed_record(_child(root, i))
+        try:
+            meta = _load_point(path, i, points[i], seed_rec)
+        except _StalePoint as exc:
+            raise ValueError(f"sweep folder {path}: point {i}: {exc}; resume it with "
+                             "sweep(..., cache_dir=path) to recompute it") from None
         if meta is None:
             raise ValueError(f"sweep folder {path}: point {i} was not computed; resume it with "
                              "sweep(..., cache_dir=path)")
         out["results"].append(meta["result"])
         out["status"].append(int(meta["status"]))
-        out["messages"].append(str(meta["message"]))
+        out["messages"].append(meta["message"])
         out["seeds"].append(meta["seed"])
     return SweepResult(grid=axes, zipped=bool(man["zipped"]), points=points,
                        params={"function": man["function"], "seed": man["seed"],
@@ -488,6 +616,124 @@ def load_sweep(path) -> SweepResult:
 
 # ---------------------------------------------------------------------------
 # the driver
+
+_STALE_TMP_S = 60.0   # temporaries of killed writers older than this are removed on open
+
+
+@contextlib.contextmanager
+def _suppress_oserror():
+    try:
+        yield
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def _quiet_points(quiet: bool):
+    """With ``quiet``, the points run in this process draw no progress bars of their own."""
+    if not quiet:
+        yield
+        return
+    old = os.environ.get("ATTNDYN_PROGRESS")
+    os.environ["ATTNDYN_PROGRESS"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("ATTNDYN_PROGRESS", None)
+        else:
+            os.environ["ATTNDYN_PROGRESS"] = old
+
+
+def _omp_started() -> bool:
+    """Whether this process has started numba's GNU OpenMP threading layer (a forked child
+    that uses it aborts: "fork() called from a process already using GNU OpenMP")."""
+    par = sys.modules.get("numba.np.ufunc.parallel")
+    return bool(par is not None and getattr(par, "_is_initialized", False)
+                and getattr(par, "_threading_layer", None) == "omp")
+
+
+def _forks(executor) -> bool:
+    """Whether ``executor`` is a process pool that starts its workers with fork."""
+    import concurrent.futures as cf
+    if not isinstance(executor, cf.ProcessPoolExecutor):
+        return False
+    ctx = getattr(executor, "_mp_context", None)
+    if ctx is None:
+        import multiprocessing as mp
+        ctx = mp.get_context()
+    return ctx.get_start_method() == "fork"
+
+
+def _broken_pool_errors():
+    from concurrent.futures import BrokenExecutor
+    return (BrokenExecutor,)
+
+
+class _Pools:
+    """The local process pools of one sweep (spawn: never a fork of this process, which may
+    run BLAS and numba threads), so that they are all stopped on exit or SIGTERM."""
+
+    def __init__(self, threads):
+        self.threads = threads
+        self.live = []
+
+    def new(self, workers):
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                      initializer=_init_worker, initargs=(self.threads,))
+        self.live.append(pool)
+        return pool
+
+    def close(self, pool, kill=False):
+        if kill:
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                with _suppress_oserror():
+                    proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        if pool in self.live:
+            self.live.remove(pool)
+
+    def close_all(self, kill=False):
+        for pool in list(self.live):
+            self.close(pool, kill=kill)
+        if kill:
+            for proc in list(_CHILDREN):
+                with _suppress_oserror():
+                    proc.terminate()
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived during a sweep: unwinds through the cleanup, then the signal is
+    delivered again with its previous handler."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def _trap_sigterm():
+    """Catch SIGTERM while the sweep runs (main thread, default handler only), so that its
+    worker processes are stopped before the process ends."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None  # somebody else's handler: leave it alone
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - no SIGTERM here
+        return None
+    return signal.SIG_DFL
+
+
+def _restore_sigterm(old, terminated: bool):
+    if old is None:
+        return
+    signal.signal(signal.SIGTERM, old)
+    if terminated:
+        signal.raise_signal(signal.SIGTERM)  # end as SIGTERM would have ended us
+
 
 def _as_completed(futures):
     """Yield futures as they finish: concurrent.futures, dask.distributed, or in order."""
@@ -530,6 +776,11 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
         ``threads`` BLAS and numba threads each (default: cores // workers). ``"serial"``: in
         this process. Anything with ``submit(fn, *args)`` returning futures with
         ``result()``: a ``concurrent.futures`` executor or a ``dask.distributed.Client``.
+        A ``ProcessPoolExecutor`` that forks is refused once this process runs numba's GNU
+        OpenMP threads (its workers would abort), and gets no warm-up point here (that would
+        start them). A worker that dies marks its point :data:`POINT_CRASHED` (found by
+        rerunning the suspects one by one in their own process), and the other points go on
+        (on a fresh local pool when the executor's pool broke).
     cache_dir : path, optional
         Store every finished point there as it completes and skip the points already stored:
         an interrupted sweep resumes. The folder remembers the function's name (or its
@@ -537,9 +788,12 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
         changed function body under the same name is not detected.
     warm : bool
         Run the first pending point in this process before fanning out, so numba's disk
-        caches are written once, not concurrently by every worker.
+        caches are written once, not concurrently by every worker. A point that killed a
+        process before (recorded as crashed, or left running by a process that died) is never
+        run in this process: only in a worker.
     progress : bool or None
-        A tqdm bar over points; ``None`` shows it only on a terminal.
+        A tqdm bar over points; ``None`` shows it only on a terminal. The points draw no
+        bars of their own in workers, nor in this process with ``progress=False``.
     max_points : int
         Refuse grids larger than this.
 
@@ -571,23 +825,48 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be an int >= 1, got {threads!r}")
 
+    forks = _forks(executor)
+    if forks and _omp_started():
+        raise ValueError(
+            "executor starts its workers with fork, but this process already runs numba's "
+            "GNU OpenMP threads, and a forked worker that runs a parallel kernel aborts; pass "
+            "a ProcessPoolExecutor(mp_context=multiprocessing.get_context('spawn')) (or "
+            "'forkserver'), or executor=None for the default spawn pool")
+
     status = [None] * n
     messages = [""] * n
     results: list[Any] = [None] * n
     tbs = [""] * n
+    isolate = set()     # points that killed a process before: run only in a worker process
     if cache_dir is not None:
+        from attndyn.numeric.core.safeio import clean_stale_temporaries
         cache_dir = os.fspath(cache_dir)
         os.makedirs(cache_dir, exist_ok=True)
         _write_manifest(cache_dir, fid, axes, bool(zipped), root_rec)
+        clean_stale_temporaries(cache_dir, older_than=_STALE_TMP_S)
         for i in range(n):
-            meta = _load_point(cache_dir, i)
-            if meta is not None:
-                results[i], status[i], messages[i] = meta["result"], int(meta["status"]), meta["message"]
+            try:
+                meta = _load_point(cache_dir, i, points[i], seed_recs[i])
+            except _StalePoint as exc:
+                warnings.warn(f"sweep: cache_dir {cache_dir}: point {i}: {exc}; recomputing it",
+                              RuntimeWarning, stacklevel=2)
+                meta = None
+            if meta is not None and meta["status"] == POINT_CRASHED:
+                isolate.add(i)      # run again, in a worker
+            elif meta is not None:
+                results[i], status[i], messages[i] = meta["result"], meta["status"], meta["message"]
+            if os.path.lexists(_marker(cache_dir, i)):
+                if status[i] is None:
+                    isolate.add(i)  # this process died running it in the caller
+                with _suppress_oserror():
+                    os.unlink(_marker(cache_dir, i))
     pending = [i for i in range(n) if status[i] is None]
 
     from tqdm.auto import tqdm
     bar = tqdm(total=n, initial=n - len(pending), desc="sweep", unit="point",
                disable=None if progress is None else not progress)
+    nw = min(workers or cores, max(len(pending), 1))
+    nt = threads or max(1, cores // nw)
 
     def finish(i, out):
         s, m, r, tb = out
@@ -596,39 +875,90 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
             _store_point(cache_dir, i, points[i], seed_recs[i], s, m, r)
         bar.update(1)
 
-    own_pool = None
+    def in_process(i):
+        # a marker on disk while the point runs here: if it kills this process, a resume
+        # knows and runs it in a worker instead
+        marker = _marker(cache_dir, i) if cache_dir is not None else None
+        if marker is not None:
+            open(marker, "w").close()
+        try:
+            with _quiet_points(progress is False):
+                out = _run_point(fn, points[i], children[i], takes_seed)
+        finally:
+            if marker is not None:
+                with _suppress_oserror():
+                    os.unlink(marker)
+        finish(i, out)
+
+    def isolated(i):
+        finish(i, _run_isolated(fn, points[i], children[i], takes_seed, nt))
+
+    pools = _Pools(nt)
+    old_term = _trap_sigterm()
+    failing = None
     try:
+        for i in [i for i in pending if i in isolate]:
+            isolated(i)
+        pending = [i for i in pending if i not in isolate]
         if executor == "serial" or (executor is None and (len(pending) <= 1 or cores == 1)):
             for i in pending:
-                finish(i, _run_point(fn, points[i], children[i], takes_seed))
+                in_process(i)
             pending = []
+        if pending and warm and not forks:
+            # (a fork executor forks its workers from this process after this point ran:
+            # with numba's OpenMP threads started here they would abort, so no warm-up)
+            in_process(pending.pop(0))
         if pending:
-            if warm:
-                i = pending.pop(0)
-                finish(i, _run_point(fn, points[i], children[i], takes_seed))
-            if executor is None and pending:
-                import concurrent.futures as cf
-                import multiprocessing as mp
-                nw = min(workers or cores, len(pending))
-                nt = threads or max(1, cores // nw)
-                # spawn: no fork of a process that already runs BLAS/numba threads
-                own_pool = executor = cf.ProcessPoolExecutor(
-                    max_workers=nw, mp_context=mp.get_context("spawn"),
-                    initializer=_init_worker, initargs=(nt,))
-            if pending:
-                futs = {}
-                for i in pending:
-                    futs[executor.submit(_run_point, fn, points[i], children[i], takes_seed)] = i
+            own = executor is None
+            if own:
+                executor = pools.new(min(nw, len(pending)))
+            while pending:
+                futs = {executor.submit(_run_point, fn, points[i], children[i], takes_seed): i
+                        for i in pending}
+                broken = []
                 for fut in _as_completed(list(futs)):
-                    finish(futs[fut], fut.result())
+                    i = futs[fut]
+                    try:
+                        out = fut.result()
+                    except _broken_pool_errors() as exc:
+                        broken.append(i)
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - dask's KilledWorker, lost futures
+                        out = (POINT_CRASHED, f"crashed: the worker running this point was lost "
+                                              f"({type(exc).__name__}: {exc})", None, "")
+                    finish(i, out)
+                if not broken:
+                    break
+                # a worker process died: the points it may have been running are the first
+                # workers + 1 unfinished ones in submission order (the pool's call queue);
+                # each runs alone in its own process, the rest on a fresh pool
+                order = {i: k for k, i in enumerate(pending)}
+                broken.sort(key=order.__getitem__)
+                width = getattr(executor, "_max_workers", nw)
+                pools.close(executor, kill=True)
+                for i in broken[:width + 1]:
+                    isolated(i)
+                pending = [i for i in broken if status[i] is None]
+                if pending:
+                    if not own:
+                        warnings.warn("sweep: the executor's process pool broke (a worker "
+                                      "died); the remaining points run on a local spawn pool",
+                                      RuntimeWarning, stacklevel=2)
+                        own = True
+                    executor = pools.new(min(width, len(pending)))
+    except BaseException as exc:
+        failing = exc
+        raise
     finally:
         bar.close()
-        if own_pool is not None:
-            own_pool.shutdown(wait=True, cancel_futures=True)
-    failed = sum(1 for s in status if s == POINT_FAILED)
+        pools.close_all(kill=failing is not None)   # Ctrl-C, SIGTERM: stop, do not wait
+        _restore_sigterm(old_term, isinstance(failing, _Terminated))
+    failed = sum(1 for s in status if s in (POINT_FAILED, POINT_CRASHED))
     if failed:
-        warnings.warn(f"sweep: {failed} of {n} points failed (see .messages)", RuntimeWarning,
-                      stacklevel=2)
+        crashed = sum(1 for s in status if s == POINT_CRASHED)
+        extra = f", {crashed} of them by killing their worker process" if crashed else ""
+        warnings.warn(f"sweep: {failed} of {n} points failed{extra} (see .messages)",
+                      RuntimeWarning, stacklevel=2)
     return SweepResult(grid=axes, zipped=bool(zipped), points=points, results=results,
                        status=[int(s) for s in status], messages=messages, seeds=seed_recs,
                        params={"function": fid, "seed": root_rec, "n_points": n},

@@ -32,7 +32,9 @@ sizes, and the non-BLAS part of a step scales with the cores like the products.
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 
 import numpy as np
 from numba import int64, njit, prange, types, uint64
@@ -44,6 +46,77 @@ __all__ = [
     "ziggurat_tables", "tied_steps", "untied_steps", "s_steps", "workspace", "draw_samples",
     "N_LANES", "N_CHUNKS",
 ]
+
+# ---------------------------------------------------------------------------
+# compilation on first use
+#
+# numba compiles a function given with its signature when it is decorated, so importing
+# this module compiled the three parallel step kernels; that starts numba's threading layer
+# (GNU OpenMP without TBB), and a worker forked from such a process aborts ("fork() called
+# from a process already using GNU OpenMP"). Here every kernel keeps its one signature, but
+# it is compiled (or loaded from numba's cache) when a step kernel is first called: ``_jit``
+# records the signature on a lazy dispatcher, ``_entry`` wraps a step kernel called from
+# Python, and ``_ensure_compiled`` compiles a kernel after the module's kernels it calls,
+# each for its signature only (then closed to others, as numba does for given signatures).
+
+_SIGS: dict = {}          # name -> (dispatcher, signature) of every kernel of this module
+_COMPILE_LOCK = threading.RLock()
+
+
+def _jit(sig, **opts):
+    """``numba.njit(sig, **opts)``, compiled on first use instead of at import."""
+    def deco(fn):
+        disp = njit(**opts)(fn)
+        _SIGS[fn.__name__] = (disp, sig)
+        return disp
+    return deco
+
+
+def _ensure_compiled(name: str):
+    """Compile kernel ``name`` for its signature, after the kernels of this module it calls
+    (a jitted caller needs its callees typed); returns its dispatcher."""
+    disp, sig = _SIGS[name]
+    if sig.args in disp.overloads:
+        return disp
+    with _COMPILE_LOCK:
+        for callee in disp.py_func.__code__.co_names:
+            if callee in _SIGS and callee != name:
+                _ensure_compiled(callee)
+        if sig.args not in disp.overloads:
+            disp.compile(sig)
+            disp.disable_compile()
+    return disp
+
+
+class _Entry:
+    """A step kernel called from Python: compiled for its signature at the first call. The
+    compiled numba dispatcher is :meth:`dispatcher` (``signatures``, ``py_func``, ...)."""
+
+    def __init__(self, name: str, py_func):
+        self._name = name
+        self._disp = None
+        self.py_func = py_func
+        functools.update_wrapper(self, py_func)
+
+    def dispatcher(self):
+        if self._disp is None:
+            self._disp = _ensure_compiled(self._name)
+        return self._disp
+
+    def __call__(self, *args):
+        disp = self._disp
+        if disp is None:
+            disp = self.dispatcher()
+        return disp(*args)
+
+
+def _entry(sig, **opts):
+    """:func:`_jit` for a kernel called from Python only."""
+    def deco(fn):
+        _jit(sig, **opts)(fn)
+        return _Entry(fn.__name__, fn)
+    return deco
+
 
 N_LANES = 32   # independent random streams per run (fixed: results do not depend on threads)
 N_CHUNKS = 32  # chunks of the batch / of the weight rows for the parallel loops (fixed)
@@ -107,7 +180,7 @@ _i64_1 = types.int64[::1]
 # ---------------------------------------------------------------------------
 # reductions shared by the three step kernels (fixed order: bit-identical runs)
 
-@njit(types.float64(_f64_2), cache=True)
+@_jit(types.float64(_f64_2), cache=True)
 def _batch_loss_sum(parts):
     """Sum of the chunks' losses (column 0); NaN if a chunk flagged a non-finite loss."""
     lsum = 0.0
@@ -118,7 +191,7 @@ def _batch_loss_sum(parts):
     return lsum
 
 
-@njit(types.float64(_f64_2, types.int64), cache=True)
+@_jit(types.float64(_f64_2, types.int64), cache=True)
 def _column_sum(parts, j):
     acc = 0.0
     for ch in range(parts.shape[0]):
@@ -126,7 +199,7 @@ def _column_sum(parts, j):
     return acc
 
 
-@njit(types.boolean(_f64_2, types.int64), cache=True)
+@_jit(types.boolean(_f64_2, types.int64), cache=True)
 def _any_flag(parts, j):
     for ch in range(parts.shape[0]):
         if parts[ch, j] != 0.0:
@@ -134,7 +207,7 @@ def _any_flag(parts, j):
     return False
 
 
-@njit(types.void(_u64_1, _f64_1), cache=True)
+@_jit(types.void(_u64_1, _f64_1), cache=True)
 def fill_normal(state, out):
     """Fill ``out`` with independent standard normals; advances ``state``."""
     zx = _ZX
@@ -226,7 +299,7 @@ def seed_state(seed_sequence: np.random.SeedSequence, lanes: int = N_LANES) -> n
 def standard_normal(state: np.ndarray, size: int) -> np.ndarray:
     """``size`` standard normals from one stream ``state`` (shape ``(4,)``, advanced)."""
     out = np.empty(int(size))
-    fill_normal(state, out)
+    _ensure_compiled("fill_normal")(state, out)
     return out
 
 
@@ -242,7 +315,7 @@ def workspace(B: int, L: int, d: int, n_cols: int, n_grad_cols: int) -> tuple:
 # ---------------------------------------------------------------------------
 # samples x ~ N(0, C (x) I_d)
 
-@njit(types.void(_f64_2, types.int64, types.int64, types.int64, _f64_2, types.boolean, _u64_1),
+@_jit(types.void(_f64_2, types.int64, types.int64, types.int64, _f64_2, types.boolean, _u64_1),
       cache=True)
 def _fill_samples(X, L, s0, s1, F, ident, state):
     """Samples ``s0..s1-1`` (rows ``s*L + i``): ``x_i = sum_m F_im z_m``, ``z`` standard."""
@@ -266,7 +339,7 @@ def _fill_samples(X, L, s0, s1, F, ident, state):
                         X[row, c] += f * z[m * d + c]
 
 
-@njit(types.void(_f64_2, types.int64, _f64_2, types.boolean, _u64_2), parallel=True, cache=True)
+@_jit(types.void(_f64_2, types.int64, _f64_2, types.boolean, _u64_2), parallel=True, cache=True)
 def draw_samples(X, L, F, ident, states):
     """Fill ``X`` (``B*L`` rows) with one batch; stream ``j`` draws samples
     ``[j B / n, (j+1) B / n)`` with ``n = states.shape[0]``."""
@@ -288,7 +361,7 @@ _TIED_CHUNK_SIG = types.void(
 )
 
 
-@njit(_TIED_CHUNK_SIG, cache=True)
+@_jit(_TIED_CHUNK_SIG, cache=True)
 def _tied_chunk(s0, s1, K, P, Y, col, kidx, n_tr, C, trS, sqd, lossfn, lparams, part):
     """Samples ``s0..s1-1``: pre-activations, loss, gradient factors ``Y``.
     ``part = [loss sum, non-finite flag, sum_s sum_ij D_ijk C_ij per trainable slot]``."""
@@ -346,7 +419,7 @@ _SLOT_UPDATE_SIG = types.void(
 )
 
 
-@njit(_SLOT_UPDATE_SIG, cache=True)
+@_jit(_SLOT_UPDATE_SIG, cache=True)
 def _tied_update(r0, r1, W, Gr, col, n_tr, shrink, scale, blowup, part):
     """Rows ``r0..r1-1``: ``W = shrink_a W - scale Gr`` on the trainable slots.
     ``part = [sum of the new W^2 per trainable slot, bad flag]``."""
@@ -387,7 +460,7 @@ TIED_SIG = types.void(
 )
 
 
-@njit(TIED_SIG, parallel=True, cache=True)
+@_entry(TIED_SIG, parallel=True, cache=True)
 def tied_steps(W, col, kidx, n_tr, C, F, ident, eta, gamma, B, n_steps, lossfn, lparams,
                states, blowup, losses, info, X, P, Y, Gr):
     """``n_steps`` tied online-SGD steps (paper 003, eq. 7), in place on ``W``.
@@ -464,7 +537,7 @@ _UNTIED_CHUNK_SIG = types.void(
 )
 
 
-@njit(_UNTIED_CHUNK_SIG, cache=True)
+@_jit(_UNTIED_CHUNK_SIG, cache=True)
 def _untied_chunk(s0, s1, K, P, Y, uoff, voff, width, kidx, n_tr, L, sqd, lossfn, lparams,
                   part):
     """Samples ``s0..s1-1`` of the untied step; ``part = [loss sum, non-finite flag]``."""
@@ -510,7 +583,7 @@ def _untied_chunk(s0, s1, K, P, Y, uoff, voff, width, kidx, n_tr, L, sqd, lossfn
     part[0] = lsum
 
 
-@njit(types.void(types.int64, types.int64, _f64_2, _f64_2, types.int64, types.float64,
+@_jit(types.void(types.int64, types.int64, _f64_2, _f64_2, types.int64, types.float64,
                  types.float64, types.float64, _f64_1), cache=True)
 def _uniform_update(r0, r1, W, Gr, ncols, shrink, scale, blowup, part):
     """Rows ``r0..r1-1``: ``W[:, :ncols] = shrink W - scale Gr``; ``part[0]`` = bad flag."""
@@ -540,7 +613,7 @@ UNTIED_SIG = types.void(
 )
 
 
-@njit(UNTIED_SIG, parallel=True, cache=True)
+@_entry(UNTIED_SIG, parallel=True, cache=True)
 def untied_steps(W, uoff, voff, width, kidx, n_tr, C, F, ident, eta, gamma, B, n_steps,
                  lossfn, lparams, states, blowup, losses, info, X, P, Y, Gr):
     """``n_steps`` untied online-SGD steps (paper 003, eq. 25), in place on ``W``."""
@@ -610,7 +683,7 @@ _S_CHUNK_SIG = types.void(
 )
 
 
-@njit(_S_CHUNK_SIG, cache=True)
+@_jit(_S_CHUNK_SIG, cache=True)
 def _s_chunk(s0, s1, K, X, P, Y, kidx, n_tr, C, trS, sqd, lossfn, lparams, part):
     """Samples ``s0..s1-1`` of the direct-S step.
     ``part = [loss sum, non-finite flag, sum_s sum_ij D_ijk C_ij per trainable slot]``."""
@@ -658,7 +731,7 @@ def _s_chunk(s0, s1, K, X, P, Y, kidx, n_tr, C, trS, sqd, lossfn, lparams, part)
     part[0] = lsum
 
 
-@njit(types.void(types.int64, types.int64, _f64_2, _f64_2, types.int64, types.float64,
+@_jit(types.void(types.int64, types.int64, _f64_2, _f64_2, types.int64, types.float64,
                  types.float64, _f64_1, types.float64, _f64_1), cache=True)
 def _s_update(r0, r1, S, Gr, n_tr, shrink, scale, diag, blowup, part):
     """Rows ``r0..r1-1``: ``S_a = shrink S_a - scale Gr_a + diag_a I``; ``part[0]`` = bad flag."""
@@ -690,7 +763,7 @@ S_SIG = types.void(
 )
 
 
-@njit(S_SIG, parallel=True, cache=True)
+@_entry(S_SIG, parallel=True, cache=True)
 def s_steps(S, kidx, n_tr, C, F, ident, eta, gamma, B, n_steps, lossfn, lparams, states,
             blowup, losses, info, X, P, Y, Gr):
     """``n_steps`` online-SGD steps directly on ``S_k`` (paper 003, eq. 395), in place."""

@@ -32,14 +32,21 @@ def require_xarray():
     return xr
 
 
-def jsonable(obj):
-    """``obj`` with numpy scalars and arrays turned into Python numbers and lists."""
+def jsonable(obj, *, nonfinite: str = "repr"):
+    """``obj`` with numpy scalars and arrays turned into Python numbers and lists.
+
+    ``nonfinite``: ``"repr"`` writes ``inf``/``nan`` as the strings ``'inf'``, ``'nan'``
+    (strict JSON, netCDF attributes); ``"float"`` keeps them as floats, which Python's
+    ``json`` writes as ``Infinity``/``NaN`` and reads back as floats (the sweep store).
+    """
+    if nonfinite not in ("repr", "float"):
+        raise ValueError(f"nonfinite must be 'repr' or 'float', got {nonfinite!r}")
     if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v, nonfinite=nonfinite) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
+        return [jsonable(v, nonfinite=nonfinite) for v in obj]
     if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
+        return jsonable(obj.tolist(), nonfinite=nonfinite)
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, np.floating):
@@ -50,8 +57,8 @@ def jsonable(obj):
         ent = obj.entropy
         ent = [int(e) for e in ent] if isinstance(ent, (list, tuple, np.ndarray)) else int(ent)
         return {"entropy": ent, "spawn_key": [int(k) for k in obj.spawn_key]}
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return repr(obj)  # JSON has no inf/nan: keep them readable
+    if isinstance(obj, float) and not np.isfinite(obj) and nonfinite == "repr":
+        return repr(obj)  # strict JSON has no inf/nan: keep them readable
     return obj
 
 

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "quiet_by_environment"]
+
+
+def quiet_by_environment() -> bool:
+    """Whether ``ATTNDYN_PROGRESS`` turns the automatic progress bars off (``0``,
+    ``false``, ``no``, ``off``)."""
+    return os.environ.get("ATTNDYN_PROGRESS", "").strip().lower() in ("0", "false", "no", "off")
 
 
 class Progress:
     """Progress of ``total`` units of work: a thin wrapper of ``tqdm``.
 
     ``enabled=None`` shows the bar only when the stream is a TTY (tqdm's ``disable=None``),
-    so logs, pipes and test runs stay clean. Redrawn at most every ``min_interval`` s.
+    so logs, pipes and test runs stay clean, and never when the environment variable
+    ``ATTNDYN_PROGRESS`` is ``0`` (set in sweep workers and by ``attndyn sweep
+    --no-progress``). Redrawn at most every ``min_interval`` s.
     Use as a context manager or call :meth:`close`.
     """
 
@@ -21,6 +30,8 @@ class Progress:
         self.total = max(int(total), 0)
         self.desc = desc
         self.stream = sys.stderr if stream is None else stream
+        if enabled is None and quiet_by_environment():
+            enabled = False
         if enabled is None:
             isatty = getattr(self.stream, "isatty", None)
             try:

@@ -203,13 +203,13 @@ def test_cli_sweep_runs_resumes_and_exports(tmp_path):
            "--netcdf", str(tmp_path / "b.nc"), "--json", "--workers", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
-    summary = json.loads(r.stdout)
-    assert summary["n_points"] == 6 and summary["failed"] == []
+    summary = json.loads(r.stdout)["result"]   # the one --json envelope of every command
+    assert summary["result"]["n_points"] == 6 and summary["result"]["failed"] == []
     ds = xr.open_dataset(tmp_path / "b.nc", engine="scipy").load()
     assert ds["critical_data_size"].dims == ("C", "N")
     assert np.all(np.diff(ds["critical_data_size"].values[:, 0]) > 0)  # N* grows with C
     r2 = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert r2.returncode == 0 and json.loads(r2.stdout) == summary
+    assert r2.returncode == 0 and json.loads(r2.stdout)["result"] == summary
     spec.write_text('function = "bounds"\nseed = 2\n[grid]\nC = [1e10]\n')
     r3 = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r3.returncode == 2 and "different sweep" in r3.stderr
