@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from numba import njit
 
 import attndyn
+import attndyn.kernels.lambertw as _lw
 from attndyn.kernels.lambertw import (
     BRANCH_POINT_COEFFS,
     INV_E,
+    check_lambertw_args,
     lambertw0_scalar,
     lambertw0_ufunc,
     lambertw_array,
@@ -26,7 +28,7 @@ from attndyn.kernels.lambertw import (
 )
 from attndyn.numeric.scaling.lambertw import lambertw, lambertw_checked
 
-DATA = pathlib.Path(__file__).resolve().parent / "data"
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 
 def _load_reference_module():
@@ -137,6 +139,83 @@ def test_branch_point_coefficients_match_corless_et_al():
                 Fraction(-43, 540), Fraction(769, 17280), Fraction(-221, 8505),
                 Fraction(680863, 43545600)]
     assert [float(f) for f in expected] == BRANCH_POINT_COEFFS[:8].tolist()
+
+
+def _chain_literals(fn) -> dict:
+    """The float literals of the assignments ``a0 = ...``..``a3 = ...`` in the source of
+    ``fn``, in textual order (a leading minus folded in)."""
+    import ast
+    import inspect
+    import textwrap
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn.py_func)))
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in ("a0", "a1", "a2", "a3"):
+            vals = []
+            for sub in ast.walk(node.value):
+                if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.USub) \
+                        and isinstance(sub.operand, ast.Constant):
+                    vals.append(-float(sub.operand.value))
+                    sub.operand.value = None  # counted once
+                elif isinstance(sub, ast.Constant) and isinstance(sub.value, float):
+                    vals.append(float(sub.value))
+            out[int(node.targets[0].id[1])] = vals
+    return out
+
+
+@pytest.mark.parametrize("name, n_chain, ref", [
+    ("_start_series", 5, lambda: np.concatenate([[0.0], BRANCH_POINT_COEFFS[1:20]])),
+    ("_start_series_w0", 4, lambda: np.concatenate([[0.0], BRANCH_POINT_COEFFS[1:16]])),
+    ("_h_tail", 5, lambda: _lw._H_TAIL[:20]),
+    ("_h_tail_w0", 4, lambda: _lw._H_TAIL[:16]),
+])
+def test_literal_polynomials_match_the_coefficient_tables(name, n_chain, ref):
+    # the written-out polynomials of the branch-point region: chain r holds the computed
+    # coefficients c[r], c[r + 4], ... exactly (every literal checked), and the function
+    # agrees to rounding with a plain Horner sum of them on |x| <= 1
+    fn = getattr(_lw, name)
+    c = ref()
+    assert c.size == 4 * n_chain
+    lits = _chain_literals(fn)
+    assert sorted(lits) == [0, 1, 2, 3]
+    for r in range(4):
+        assert lits[r] == c[r::4].tolist(), (name, r)
+    for x in np.linspace(-1.0, 1.0, 41):
+        plain = 0.0
+        for ck in c[::-1]:
+            plain = plain * x + ck
+        assert abs(fn.py_func(x) - plain) <= 4e-16 * max(1.0, abs(plain))
+
+
+@pytest.mark.parametrize("z, branch, exc", [
+    (None, 0, TypeError), ("1.0", 0, TypeError), (b"1.0", 0, TypeError),
+    (np.array(["1.0"]), 0, TypeError), (np.array([1.0, None], dtype=object), 0, TypeError),
+    (1.0 + 0j, 0, TypeError), (1.0, -1.0, TypeError), (1.0, 0.0, TypeError),
+    (1.0, True, TypeError), (1.0, "0", TypeError), (1.0, None, TypeError),
+    (1.0, 1, ValueError), (1.0, -2, ValueError),
+])
+def test_check_lambertw_args_refuses(z, branch, exc):
+    with pytest.raises(exc, match="branch|z "):
+        check_lambertw_args(z, branch)
+
+
+def test_check_lambertw_args_accepts_real_numbers():
+    arr, k = check_lambertw_args([1, 2], np.int64(-1))
+    assert k == -1 and arr.dtype == np.float64 and arr.tolist() == [1.0, 2.0]
+    x = np.linspace(0.0, 1.0, 5)
+    arr, k = check_lambertw_args(x)
+    assert arr is x and k == 0  # float64 input is not copied
+    assert check_lambertw_args(np.float32(2.0), 0)[0].dtype == np.float64
+    assert check_lambertw_args(True, 0)[0] == 1.0
+
+
+def test_branch_region_single_halley_step_is_accurate_at_the_region_ends():
+    # the series start with one Halley step (no exp) at the far ends of the branch-point
+    # region, where the start is least accurate, against 50-digit mpmath
+    for k, z_end in ((0, -0.2681280184142557), (-1, -0.2706705664732254)):
+        for z in np.linspace(z_end - 0.02, z_end, 9):
+            assert _mp_rel(lambertw(z, k), z, k) <= TOL_AWAY
 
 
 # ---------------------------------------------------------------------------
