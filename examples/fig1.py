@@ -1,4 +1,7 @@
-"""Paper 003, Figure 1: tied attention, L = 2 tokens, row-softmax teacher-student
+"""Figure 1 of paper 003: softmax attention, two tokens
+====================================================
+
+Paper 003, Figure 1: tied attention, L = 2 tokens, row-softmax teacher-student
 MSE: truncation orders against SGD, the finite-d matrix flow and the d -> infinity
 limit over the full horizon. The potential is non-polynomial (numeric route).
 

@@ -1,4 +1,7 @@
-"""Paper 003, Figure 2: tied W against direct S from an uninformative start,
+"""Figure 2 of paper 003: tied W against direct S
+==============================================
+
+Paper 003, Figure 2: tied W against direct S from an uninformative start,
 MSE teacher-student with h1, h2, h3 (L = 1).
 
 Same as ``attndyn reproduce fig2``; change a setting by keyword, e.g.

@@ -1,4 +1,7 @@
-"""Paper 003, Figure 3: untied attention, single token, h1/h2/h3: the symmetric
+"""Figure 3 of paper 003: untied attention
+=======================================
+
+Paper 003, Figure 3: untied attention, single token, h1/h2/h3: the symmetric
 overlap Tr((M1 + M1^T)(M2 + M2^T))/(2d) = q1_12 + q2_12, SGD against the
 fast-slow theory (the slaved matrix flow).
 

@@ -1,4 +1,7 @@
-"""Paper 003, Figure 4: the D.3 loss (G_1 - G_2)^2, truncation orders against SGD,
+"""Figure 4 of paper 003: the D.3 loss over the full horizon
+=========================================================
+
+Paper 003, Figure 4: the D.3 loss (G_1 - G_2)^2, truncation orders against SGD,
 with the exact d -> infinity limit over the full horizon.
 
 Same as ``attndyn reproduce fig4``; change any setting by keyword, e.g.

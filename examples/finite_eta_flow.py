@@ -1,4 +1,7 @@
-"""Issue 16's flow check: SGD mean over seeds against the matrix flow and the
+"""Finite learning rate: SGD against the noise-corrected flow
+==========================================================
+
+Issue 16's flow check: SGD mean over seeds against the matrix flow and the
 noise-corrected moment-level flow at Figure 4's settings (docs/finite-eta.md).
 
     python examples/finite_eta_flow.py [--d 400 --batch 512 --seeds 8] [--png out.png]

@@ -1,4 +1,7 @@
-"""Issue 16's one-step check: predicted mean one-step change of t_1, q_11, q_12 of tied SGD
+"""Finite learning rate: the one-step check, tied
+==============================================
+
+Issue 16's one-step check: predicted mean one-step change of t_1, q_11, q_12 of tied SGD
 (D.3 loss (G1 - G2)^2) with and without the eta^2 noise term, against the empirical mean
 over many batches at fixed weights (docs/finite-eta.md).
 

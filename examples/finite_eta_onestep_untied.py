@@ -1,4 +1,7 @@
-"""Issue 16's one-step check for untied attention S = U V^T: the predicted mean one-step
+"""Finite learning rate: the one-step check, untied
+================================================
+
+Issue 16's one-step check for untied attention S = U V^T: the predicted mean one-step
 change of m_1, tA_1, tB_1, q1_11, q2_11, q1_12, q2_12 of untied SGD (loss (G1 - G2)^2,
 student 0, fixed teacher 1) with and without the eta^2 terms, against the empirical mean
 over many batches at fixed weights (numeric/attention/noise_untied.py).

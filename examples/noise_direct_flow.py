@@ -1,4 +1,7 @@
-"""Issue 16, direct S: the trajectory check of the noise correction. SGD mean over seeds
+"""Direct S: SGD against the noise-corrected closed ODE
+====================================================
+
+Issue 16, direct S: the trajectory check of the noise correction. SGD mean over seeds
 against the closed ODE (402)-(404) without and with the mini-batch noise terms
 (numeric/attention/noise_direct.py), at settings where eta d / B matters.
 

@@ -1,4 +1,7 @@
-"""Issue 16, direct S: the one-step check of the noise term. Predicted mean one-step change of
+"""Direct S: the one-step check of the noise term
+==============================================
+
+Issue 16, direct S: the one-step check of the noise term. Predicted mean one-step change of
 t_k, Psi_kl, Omega_kl of direct-S SGD at fixed S (the drift alone, the exact finite-d
 prediction with the eta^2 term, and the leading-order one with Lambda from the Gaussian engine)
 against the empirical mean over many batches (numeric/attention/noise_direct.py).

@@ -1,4 +1,7 @@
-"""Gaussian-equivalent potentials of paper 003: a tour of the routes.
+"""Gaussian-equivalent potentials: a tour of the routes
+====================================================
+
+Gaussian-equivalent potentials of paper 003: a tour of the routes.
 
 Run:  python examples/potentials.py   (about half a minute, most of it compiling)
 

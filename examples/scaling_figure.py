@@ -1,4 +1,7 @@
-"""Paper 000, section 7: the two-stage bound against compute with the stage boundary,
+"""Paper 000, section 7: the scaling-law figure
+============================================
+
+Paper 000, section 7: the two-stage bound against compute with the stage boundary,
 the compute-optimal frontier N*(C) (exact and the paper's form), the time, data and
 model laws and the noise drags, with the claims checked.
 

@@ -1,4 +1,7 @@
-"""Reproduce the qualitative picture of section 7 of paper 000.
+"""Paper 000, section 7: the two-stage scaling law
+===============================================
+
+Reproduce the qualitative picture of section 7 of paper 000.
 
 Run ``python examples/scaling_laws.py [out.png]``. The figure has six panels:
 
@@ -9,7 +12,7 @@ Run ``python examples/scaling_laws.py [out.png]``. The figure has six panels:
    N*(C) gives the C^(-1/6) power law with its Lambert-W logarithm;
 3. the stage-II bound in the exact form against the paper's printed form and
    the leading term C^(-1/6) (log C)^(1/6);
-4.-6. the single-variable laws of Theorem 7.2 and the noise drag of
+4. to 6. the single-variable laws of Theorem 7.2 and the noise drag of
    section 7.2 (xi growing like N^(1/2) flattens the data law).
 
 The paper leaves its constants (alpha, the stage-I prefactor, L(0, D) and

@@ -1,4 +1,7 @@
-"""Finite-d online SGD against theory, and the Figure-2 contrast of paper 003.
+"""Finite-d SGD against theory
+===========================
+
+Finite-d online SGD against theory, and the Figure-2 contrast of paper 003.
 
 1. Tied attention, loss (G_1 - G_2)^2: SGD against the finite-d matrix flow for
    several eta*d/B; the error shrinks with eta*d/B (the noise term of the update).

@@ -1,4 +1,7 @@
-"""Paper 003, appendix D.3: truncations of the tied hierarchy against the exact matrix flow.
+"""Tied attention, appendix D.3: truncations against the exact flow
+================================================================
+
+Paper 003, appendix D.3: truncations of the tied hierarchy against the exact matrix flow.
 
 Run: python examples/tied_d3.py [out.png]
 

@@ -1,4 +1,7 @@
-"""Paper 000's lemmas measured on the transformer, and the empirical scaling
+"""Paper 000: the lemmas measured on the transformer
+=================================================
+
+Paper 000's lemmas measured on the transformer, and the empirical scaling
 beside the bounds of Theorems 7.1 / 7.2.
 
     python examples/transformer_lemmas.py [--quick] [--json out.json] [--plot out.png]
