@@ -34,7 +34,9 @@ def add_arguments(command_name, parser) -> None:
     parser.add_argument("name", choices=NAMES + ("all",), help="which figure (or all of them)")
     g = parser.add_mutually_exclusive_group()
     g.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                   help="CPU-sized settings with the caption's eta d/B (default)")
+                   help="CPU-sized settings (default): a smaller d with the caption's eta d/B, "
+                        "except Fig. 2 (B = 400 at d = 80, where h3 SGD diverges with the "
+                        "caption's eta d/B; docs/figures.md)")
     g.add_argument("--full", dest="mode", action="store_const", const="full",
                    help="the captions' settings (d = 400 or 800; much slower)")
     g.add_argument("--mini", dest="mode", action="store_const", const="mini",
@@ -42,13 +44,14 @@ def add_arguments(command_name, parser) -> None:
                         "exit status 0 whatever they are)")
     parser.set_defaults(mode="quick")
     parser.add_argument("--seeds", type=int, default=1, metavar="N",
-                        help="SGD seeds per curve (1..64, default 1)")
+                        help="independent SGD runs per curve (1..64, default 1)")
     parser.add_argument("--out", default="reproduce_out", metavar="DIR",
                         help="output folder (created; default ./reproduce_out)")
     parser.add_argument("--pdf", action="store_true", help="also write a PDF per figure")
     parser.add_argument("--dpi", type=int, default=90, help="PNG resolution (default 90)")
     parser.add_argument("--json", action="store_true",
-                        help="print the claims of every figure as one JSON document")
+                        help="print the claims of every figure as one JSON document "
+                             "(docs/cli.md)")
 
 
 def _builder(name):
@@ -96,8 +99,12 @@ def run(command_name, args) -> int:
               f"curve files in {os.path.join(out, name)}  [{args.mode}, {wall:.1f} s]")
         print(flush=True)
     if args.json:
-        import json
-        print(json.dumps({"figures": report, "failed": failed}))
+        from attndyn._cli_common import print_json
+        print_json(command_name, status=1 if failed else 0, ok=args.mode == "mini" or not failed,
+                   message=(f"claims not held in {', '.join(failed)}" if failed
+                            else "every claim held"),
+                   saved=[f["json"] for f in report] + [f["png"] for f in report if f["png"]],
+                   result={"figures": report, "failed": failed})
     elif len(names) > 1:
         print(f"all: {len(names)} figures in {time.perf_counter() - t_all:.1f} s; "
               + (f"claims not held in {', '.join(failed)}" if failed else "every claim held"))

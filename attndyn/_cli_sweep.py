@@ -23,6 +23,10 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
+import stat
+
+from attndyn._cli_common import LIMITS, check_size, print_json
 
 __all__ = ["add_arguments", "run", "read_spec"]
 
@@ -39,12 +43,14 @@ def add_arguments(command_name: str, p) -> None:
                    help="address of a dask.distributed scheduler (tcp://host:8786); default: a "
                         "local process pool")
     p.add_argument("--workers", type=int, default=None,
-                   help="processes of the local pool (default: the cores)")
+                   help=f"processes of the local pool, 1..{LIMITS['workers'][1]} (default: the "
+                        "cores)")
     p.add_argument("--max-points", type=int, default=10_000,
-                   help="refuse grids with more points (default 10000)")
+                   help=f"refuse grids with more points, 1..{LIMITS['max_points'][1]} "
+                        "(default 10000)")
     p.add_argument("--netcdf", default=None,
                    help="also write the sweep as netCDF (xarray, scipy engine) to this file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/cli.md)")
     p.add_argument("--no-progress", action="store_true", help="never show the progress bar")
 
 
@@ -72,9 +78,12 @@ def read_spec(path) -> dict:
     """Parse and validate a sweep spec file; returns ``{function, seed, zipped, fixed, grid}``."""
     from attndyn._sweep_tasks import task_signature
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
     except OSError as exc:
         raise ValueError(f"cannot read spec {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block or never end
+        raise ValueError(f"spec {path} is not a regular file")
+    size = st.st_size
     if size > MAX_SPEC_BYTES:
         raise ValueError(f"spec {path} is {size} bytes, above the limit of {MAX_SPEC_BYTES}")
     try:
@@ -85,7 +94,8 @@ def read_spec(path) -> dict:
     spec = _toml_loads(text)
     unknown = set(spec) - _TOP_KEYS
     if unknown:
-        raise ValueError(f"spec: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
+        raise ValueError(f"spec: unknown keys {', '.join(sorted(unknown))}; allowed: "
+                         f"{', '.join(sorted(_TOP_KEYS))}")
     if "function" not in spec or not isinstance(spec["function"], str):
         raise ValueError("spec: 'function' (a string) is required")
     params = task_signature(spec["function"])
@@ -103,14 +113,14 @@ def read_spec(path) -> dict:
         for k, v in t.items():
             if k not in params:
                 raise ValueError(f"spec [{table}]: {spec['function']} has no parameter {k!r}; "
-                                 f"its parameters: {sorted(params)}")
+                                 f"its parameters: {', '.join(sorted(params))}")
             _check_value(v, f"[{table}].{k}")
             if table == "grid" and (not isinstance(v, list) or not v):
                 raise ValueError(f"spec [grid].{k} must be a non-empty list")
         out[table] = dict(t)
     both = set(out["fixed"]) & set(out["grid"])
     if both:
-        raise ValueError(f"spec: {sorted(both)} appear in both [fixed] and [grid]")
+        raise ValueError(f"spec: {', '.join(sorted(both))} appear in both [fixed] and [grid]")
     if not out["grid"]:
         raise ValueError("spec: [grid] must name at least one parameter to sweep")
     return out
@@ -133,18 +143,36 @@ class _Task:
         return fn(**kw)
 
 
+#: a dask scheduler address: tcp://host:port (or tls://, ws://, wss://, inproc://...)
+_ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx|inproc)://[A-Za-z0-9_.\-\[\]:/%]+$")
+
+
+def _client(address: str):
+    """A ``distributed.Client`` for ``--scheduler``; a bad or unreachable address is one line."""
+    if not _ADDRESS.match(address) or len(address) > 256:
+        raise ValueError(f"--scheduler must be a scheduler address such as tcp://host:8786, "
+                         f"got {address!r}")
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ValueError("--scheduler needs dask.distributed: pip install 'attndyn[dist]'") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, ValueError, TypeError) as exc:  # unreachable, refused, malformed
+        raise ValueError(f"--scheduler {address}: cannot connect: "
+                         f"{type(exc).__name__}: {exc}") from None
+
+
 def run(command_name: str, args) -> int:
     from attndyn._sweep import sweep
+    check_size(args.workers, "workers")
+    check_size(args.max_points, "max-points")
     spec = read_spec(args.spec)
     out = args.out or (os.path.splitext(args.spec)[0] + ".sweep")
     executor = None
     client = None
     if args.scheduler:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise ValueError("--scheduler needs dask.distributed: pip install 'attndyn[dist]'") from None
-        client = executor = Client(args.scheduler)
+        client = executor = _client(args.scheduler)
     try:
         res = sweep(_Task(spec["function"], spec["fixed"]), spec["grid"], seed=spec["seed"],
                     zipped=spec["zipped"], executor=executor, cache_dir=out,
@@ -158,7 +186,12 @@ def run(command_name: str, args) -> int:
     rows = [{"point": p, "status": s, "message": m}
             for p, s, m in zip(res.points, res.status, res.messages)]
     if args.json:
-        print(json.dumps({"out": out, "n_points": len(res), "failed": res.failed, "points": rows}))
+        print_json(command_name, status=0 if res.success else 1,
+                   message=(f"{len(res)} points of {spec['function']}; {len(res.failed)} not "
+                            "successful"),
+                   saved=[out] + ([args.netcdf] if args.netcdf else []),
+                   result={"function": spec["function"], "out": out, "n_points": len(res),
+                           "failed": res.failed, "points": rows})
     else:
         print(f"sweep: {len(res)} points of {spec['function']} in {out}; "
               f"{len(res.failed)} not successful")

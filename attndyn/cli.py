@@ -1,8 +1,11 @@
 """Command-line interface: ``attndyn <command> [options]``.
 
-Each command lives in its own module ``attndyn._cli_<name>`` that defines
-``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported only
-when their command runs, so ``attndyn derive`` never loads numba.
+This module only assembles the parser and dispatches. Each command (action) lives in its
+own module ``attndyn._cli_<command>`` that defines ``add_arguments(command, parser)`` and
+``run(command, args) -> int``; what commands share (the model options and
+:class:`~attndyn._cli_common.ModelSpec`, the size limits, the ``--json`` envelope) is in
+:mod:`attndyn._cli_common`. Heavy modules are imported only inside ``run``, so
+``attndyn derive`` never loads numba. Options and JSON output: ``docs/cli.md``.
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS = {
-    "derive": ("attndyn._cli_tied", "print a moment hierarchy (text or LaTeX)"),
-    "integrate": ("attndyn._cli_tied", "integrate a truncated hierarchy and save a labelled result"),
+    "derive": ("attndyn._cli_derive", "print a moment hierarchy (text or LaTeX)"),
+    "integrate": ("attndyn._cli_integrate",
+                  "integrate a truncated hierarchy and save a labelled result"),
     "verify": ("attndyn._cli_verify",
                "paper 003's theorems as numerical checks (thm1, cor1, cor2, trunc, ...)"),
     "scaling": ("attndyn._cli_scaling", "evaluate the scaling-law bounds of paper 000 (Lambert W)"),
     "sgd": ("attndyn._cli_sgd", "run finite-d online SGD and save the observables"),
-    "compare": ("attndyn._cli_sgd", "run SGD and theory from one initial condition and compare"),
+    "compare": ("attndyn._cli_compare",
+                "run SGD and theory from one initial condition and compare"),
     "sweep": ("attndyn._cli_sweep", "run a parameter sweep from a spec file (resumable)"),
     "transformer": ("attndyn._cli_transformer",
                     "paper 000's transformer: train, layer kernels, lemmas measured"),

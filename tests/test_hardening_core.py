@@ -553,9 +553,9 @@ def test_bounds_infinite_inputs_give_limits():
 
 @pytest.mark.parametrize("argv", [
     ["integrate", "--order", "2", "--out", "{bad}/r.npz"],
-    ["sgd", "--eta", "0.1", "--d", "10", "--T", "0.01", "--out", "{bad}/r.npz"],
-    ["compare", "--eta", "0.1", "--d", "10", "--T", "0.01", "--out", "{bad}/r.npz"],
-    ["compare", "--eta", "0.1", "--d", "10", "--T", "0.01", "--plot", "{bad}/p.png"],
+    ["sgd", "--eta", "0.1", "--d", "10", "--t-end", "0.01", "--out", "{bad}/r.npz"],
+    ["compare", "--eta", "0.1", "--d", "10", "--t-end", "0.01", "--out", "{bad}/r.npz"],
+    ["compare", "--eta", "0.1", "--d", "10", "--t-end", "0.01", "--plot", "{bad}/p.png"],
 ])
 def test_cli_unwritable_output_is_one_line_exit_2(argv, tmp_path, capsys):
     from attndyn.cli import main
@@ -568,7 +568,7 @@ def test_cli_unwritable_output_is_one_line_exit_2(argv, tmp_path, capsys):
 
 
 def test_cli_write_error_during_run_is_one_line(tmp_path, capsys, monkeypatch):
-    from attndyn import _cli_tied
+    from attndyn import _cli_derive as _cli_tied
     from attndyn.cli import main
 
     def run(command, args):
@@ -581,7 +581,7 @@ def test_cli_write_error_during_run_is_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_error_policy(capsys, monkeypatch):
-    from attndyn import _cli_tied
+    from attndyn import _cli_derive as _cli_tied
     from attndyn.cli import main
     from attndyn.numeric.core.results import IntegrationError
 

@@ -85,14 +85,14 @@ def test_integrate_json_and_save_only_on_success(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["integrate", "--order", "6", "--t-end", "0.05", "--n-out", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["status"] == 0 and out["saved"].endswith("attndyn-result.npz")
+    assert out["status"] == 0 and out["saved"][0].endswith("attndyn-result.npz")
     assert (tmp_path / "attndyn-result.npz").exists()
     (tmp_path / "attndyn-result.npz").unlink()
     # a run that does not converge (status 2) writes no default file
     code = main(["integrate", "--order", "4", "--t-end", "3", "--n-out", "3",
                  "--method", "truncation", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 1 and out["status"] != 0 and out["saved"] is None
+    assert code == 1 and out["status"] != 0 and out["saved"] == []
     assert not (tmp_path / "attndyn-result.npz").exists()
     # ... unless a file was named
     assert main(["integrate", "--order", "4", "--t-end", "3", "--n-out", "3",
@@ -107,4 +107,5 @@ def test_sgd_compare_json_and_old_T(cmd, capsys):
     a = json.loads(capsys.readouterr().out)
     assert main(argv + ["--T", "0.1"]) == 0  # the old name still works
     b = json.loads(capsys.readouterr().out)
-    assert a["status"] == 0 and a["t"] == b["t"] and a["t"][-1] == pytest.approx(0.1, rel=0.05)
+    assert a["status"] == 0 and a["result"]["t"] == b["result"]["t"]
+    assert a["result"]["t"][-1] == pytest.approx(0.1, rel=0.05)

@@ -54,7 +54,8 @@ def test_verify_fails_where_a_truncation_does_not_converge(capsys):
     import json
     assert main(["verify", "--orders", "2,8", "--d", "30", "--t-end", "0.05", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    [trunc] = report["checks"]
+    assert report["schema"] == "attndyn.cli/1" and report["status"] == 1
+    [trunc] = report["result"]["checks"]
     assert trunc["check"] == "trunc" and trunc["verdict"] == "not held"
     verdicts = {c["check"]: c["verdict"] for c in trunc["data"]["rows"]}
     assert verdicts["order 2: converged in the order"] == "not held"
@@ -87,7 +88,7 @@ def test_noise_rows_in_derive_integrate_and_compare(tmp_path, capsys):
                  "--n-out", "3", "--correction", "noise", "--json"]) == 0
     import json
     rep = json.loads(capsys.readouterr().out)
-    assert rep["params"]["correction"] == "noise"
+    assert rep["result"]["params"]["correction"] == "noise"
 
 
 @pytest.mark.parametrize("argv,msg", [
