@@ -165,33 +165,87 @@ def _f(y, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slo
     apply_groups_all(rows, groups, src, slot, tab, y, dy, blocks)
 
 
+#: entries per block of the stage combinations: the accumulators of one block (4 KiB) stay
+#: in L1 while the stages stream past them
+_BLK = 512
+
+
+@njit(cache=True)
+def _stage_sum(Kst, a, ns, i0, m, acc):
+    """``acc[i] = sum_{j < ns} a[j] * Kst[j, i0 + i]`` for ``i < m``, the sum over ``j`` in
+    order from 0.0: the same operations as the entry-by-entry loop, but with the stages as
+    contiguous passes over the block (loop interchange), four stages per pass, so the loop
+    over ``i`` vectorises (2.5-3x the entry-by-entry loop at 5-12 stages, measured)."""
+    ac = acc[:m]
+    for i in range(m):
+        ac[i] = 0.0
+    j = 0
+    while j + 4 <= ns:
+        k0 = Kst[j, i0:i0 + m]
+        k1 = Kst[j + 1, i0:i0 + m]
+        k2 = Kst[j + 2, i0:i0 + m]
+        k3 = Kst[j + 3, i0:i0 + m]
+        a0 = a[j]
+        a1 = a[j + 1]
+        a2 = a[j + 2]
+        a3 = a[j + 3]
+        for i in range(m):
+            ac[i] = (((ac[i] + a0 * k0[i]) + a1 * k1[i]) + a2 * k2[i]) + a3 * k3[i]
+        j += 4
+    while j < ns:
+        k0 = Kst[j, i0:i0 + m]
+        a0 = a[j]
+        for i in range(m):
+            ac[i] = ac[i] + a0 * k0[i]
+        j += 1
+
+
+@njit(cache=True)
+def _combine(Kst, a, ns, y, hs, out, acc):
+    """``out[i] = y[i] + hs * sum_{j < ns} a[j] * Kst[j, i]`` block by block
+    (:func:`_stage_sum`); a stage whose weight is zero still adds its ``0 * K`` (the same
+    bits as the entry-by-entry loop, NaN kept)."""
+    n = y.size
+    for i0 in range(0, n, _BLK):
+        m = min(_BLK, n - i0)
+        _stage_sum(Kst, a, ns, i0, m, acc)
+        yy = y[i0:i0 + m]
+        oo = out[i0:i0 + m]
+        for i in range(m):
+            oo[i] = yy[i] + hs * acc[i]
+
+
 @njit(cache=True)
 def _err_norm(Kst, E, E3, kind, h, y, ynew, rtol, atol, scale, err):
+    """The error norm of the embedded pair; ``err`` is a work array of ``2 * _BLK``
+    entries. The stage sums ``sum_j E[j] K[j, i]`` are made block by block
+    (:func:`_stage_sum`), then squared and summed entry by entry in order: the same bits as
+    the entry-by-entry loop."""
     n = y.size
     ns = E.size
-    for i in range(n):
-        scale[i] = atol + rtol * max(abs(y[i]), abs(ynew[i]))
-    if kind == 0:
-        s = 0.0
-        for i in range(n):
-            e = 0.0
-            for j in range(ns):
-                e += E[j] * Kst[j, i]
-            v = h * e / scale[i]
-            s += v * v
-        return np.sqrt(s / max(n, 1))
+    e5 = err[:_BLK]
+    e3 = err[_BLK:]
+    s = 0.0
     s5 = 0.0
     s3 = 0.0
-    for i in range(n):
-        e5 = 0.0
-        e3 = 0.0
-        for j in range(ns):
-            e5 += E[j] * Kst[j, i]
-            e3 += E3[j] * Kst[j, i]
-        v5 = e5 / scale[i]
-        v3 = e3 / scale[i]
-        s5 += v5 * v5
-        s3 += v3 * v3
+    for i0 in range(0, n, _BLK):
+        m = min(_BLK, n - i0)
+        for i in range(m):
+            scale[i0 + i] = atol + rtol * max(abs(y[i0 + i]), abs(ynew[i0 + i]))
+        _stage_sum(Kst, E, ns, i0, m, e5)
+        if kind == 0:
+            for i in range(m):
+                v = h * e5[i] / scale[i0 + i]
+                s += v * v
+            continue
+        _stage_sum(Kst, E3, ns, i0, m, e3)
+        for i in range(m):
+            v5 = e5[i] / scale[i0 + i]
+            v3 = e3[i] / scale[i0 + i]
+            s5 += v5 * v5
+            s3 += v3 * v3
+    if kind == 0:
+        return np.sqrt(s / max(n, 1))
     if s5 == 0.0 and s3 == 0.0:
         return 0.0
     den = s5 + 0.01 * s3
@@ -212,7 +266,8 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
     yt = np.empty(n)
     ynew = np.empty(n)
     scale = np.empty(n)
-    err = np.empty(n)
+    err = np.empty(2 * _BLK)
+    acc = np.empty(_BLK)
     expo = -1.0 / (err_order + 1.0)
     nfev = 0
     steps = 0
@@ -287,18 +342,10 @@ def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E
             status = -1
             break
         for st in range(1, s):
-            for i in range(n):
-                acc = 0.0
-                for j in range(st):
-                    acc += A[st, j] * Kst[j, i]
-                yt[i] = y[i] + hs * acc
+            _combine(Kst, A[st], st, y, hs, yt, acc)
             _f(yt, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent,
                blocks, xbuf, gout, g, tab, Kst[st])
-        for i in range(n):
-            acc = 0.0
-            for j in range(s):
-                acc += B[j] * Kst[j, i]
-            ynew[i] = y[i] + hs * acc
+        _combine(Kst, B, s, y, hs, ynew, acc)
         _f(ynew, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef, slot_ent,
            blocks, xbuf, gout, g, tab, Kst[s])
         nfev += s
