@@ -6,7 +6,8 @@ that reads it. So a cache folder is used only if it is a directory owned by
 the current user that neither the group nor others can write to (checked with
 :func:`os.stat`); new ones are created with mode ``0o700``. A folder that fails
 the check is refused with a :class:`CacheWarning` that names the folder used
-instead.
+instead. In the shared temporary folder (3. below) nothing is followed: each level is
+checked with :func:`os.lstat`, and a symbolic link planted there is refused.
 
 Folders, in order of preference, for a cache called ``name``:
 
@@ -36,6 +37,7 @@ import tempfile
 import warnings
 
 __all__ = ["CacheWarning", "folder_problem", "ensure_private_dir", "private_dir",
+           "install_cache_guard",
            "kernels_source_hash", "numba_cache_dirs", "drop_stale_numba_cache",
            "kernels_digest", "drop_stale_dependent_cache",
            "numba_cache_root", "numba_root_problem", "numba_locator_fallback"]
@@ -65,18 +67,26 @@ def _can_write(path) -> bool:
         return False
 
 
-def folder_problem(path, *, allow_sticky: bool = False) -> str | None:
+def folder_problem(path, *, allow_sticky: bool = False,
+                   follow_symlinks: bool = True) -> str | None:
     """Why ``path`` cannot hold pickled cache files, or ``None`` if it can.
 
     It must be an existing, writable directory owned by this user and not
     writable by group or others (with ``allow_sticky``, a sticky world-
     writable folder such as ``/tmp`` is accepted as a *parent*: nobody else
-    can rename or delete what we create in it).
+    can rename or delete what we create in it). With ``follow_symlinks=False``
+    (folders in a shared temporary folder) the path itself is checked with
+    :func:`os.lstat` and a symbolic link is refused: whoever planted it could
+    repoint it after the check.
     """
     try:
-        st = os.stat(path)
+        st = os.stat(path) if follow_symlinks else os.lstat(path)
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        owner = f" owned by uid {st.st_uid}" if hasattr(os, "getuid") else ""
+        return (f"is a symbolic link{owner} (refused in a shared folder: it could be "
+                "repointed after the check)")
     if not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
     if hasattr(os, "getuid"):  # POSIX: owner and mode
@@ -92,15 +102,43 @@ def folder_problem(path, *, allow_sticky: bool = False) -> str | None:
     return None
 
 
-def ensure_private_dir(path) -> str | None:
-    """Create ``path`` (mode ``0o700``) if missing; return :func:`folder_problem`."""
-    if os.path.lexists(path) and not os.path.isdir(path):
+def ensure_private_dir(path, *, follow_symlinks: bool = True) -> str | None:
+    """Create ``path`` (mode ``0o700``) if missing; return :func:`folder_problem`
+    (with ``follow_symlinks=False``, a symbolic link at ``path`` is refused, never
+    followed, also when creating it)."""
+    if not follow_symlinks:
+        why = _lstat_problem(path)
+        if why is not None:
+            return why
+    elif os.path.lexists(path) and not os.path.isdir(path):
         return "is not a directory"
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        if follow_symlinks:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        else:
+            os.mkdir(path, 0o700)  # the parent was checked; mkdir never follows a link
+    except FileExistsError:
+        pass
     except OSError as exc:
         return f"cannot be created ({exc.strerror or exc})"
-    return folder_problem(path)
+    return folder_problem(path, follow_symlinks=follow_symlinks)
+
+
+def _lstat_problem(path) -> str | None:
+    """A symbolic link or a non-directory at ``path`` (checked with lstat), else ``None``."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        owner = f" owned by uid {st.st_uid}" if hasattr(os, "getuid") else ""
+        return (f"is a symbolic link{owner} (refused in a shared folder: it could be "
+                "repointed after the check)")
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    return None
 
 
 def _mkdtemp(name: str):
@@ -139,12 +177,13 @@ def private_dir(name: str, env_var: str | None = None) -> pathlib.Path | None:
         pass
     candidates.append(("tmp", pathlib.Path(tempfile.gettempdir()) / f"attndyn-{_uid()}" / name))
     for kind, c in candidates:
-        if kind == "tmp":  # the predictable parent in the shared temp folder must be ours too
-            why = ensure_private_dir(c.parent)
+        shared = kind == "tmp"
+        if shared:  # the predictable parent in the shared temp folder must be ours too
+            why = ensure_private_dir(c.parent, follow_symlinks=False)
             if why is not None:
                 refused.append((kind, c.parent, why))
                 continue
-        why = ensure_private_dir(c)
+        why = ensure_private_dir(c, follow_symlinks=not shared)
         if why is None:
             _report(refused, c, env_var)
             return c
@@ -156,7 +195,7 @@ def private_dir(name: str, env_var: str | None = None) -> pathlib.Path | None:
 
 def _report(refused, used, env_var) -> None:
     for kind, path, why in refused:
-        security = why.startswith(("is owned by", "is writable by"))
+        security = why.startswith(("is owned by", "is writable by", "is a symbolic link"))
         if kind == "env" or security:
             where = f"{env_var}={path}" if kind == "env" else str(path)
             then = (f"using {used}" if used is not None
@@ -247,6 +286,156 @@ def numba_locator_fallback(pkg_dir) -> pathlib.Path | None:
     set_numba_cache_root(folder)
     warn_once(f"{reason}; numba caches in {folder} instead", stacklevel=3)
     return folder
+
+
+# -- a self-repairing numba cache for the package's own kernels ---------------------
+#
+# numba reads its cache files (pickles) when a function is first compiled. A truncated or
+# overwritten index or data file of one of the package's kernels made every later run fail
+# in numba's unpickler, and a full (or read-only) cache folder made every compilation fail
+# in numba's writer, both with messages that do not name the cache. The guard below wraps
+# numba's Cache.load_overload and Cache.save_overload for the functions defined in files
+# under the package's folders only (every other numba user is left alone):
+#
+# * a failed load deletes that function's index and data files, warns with a CacheWarning
+#   naming them, and returns "not cached": numba compiles afresh and writes a new entry;
+# * a failed save (OSError: ENOSPC, EROFS, EACCES, EDQUOT) moves numba's cache to a private
+#   folder (private_dir("numba"), else a fresh temporary one), warns naming both folders,
+#   and saves there; if that fails too, the function stays compiled in memory only.
+
+_GUARD_ROOTS: list = []
+
+
+def install_cache_guard(root) -> None:
+    """Make numba's cache self-repairing for the functions in files under ``root`` (see
+    the comment above). Installed now if numba is loaded, else when it is imported."""
+    root = os.path.abspath(str(root))
+    if root not in _GUARD_ROOTS:
+        _GUARD_ROOTS.append(root)
+    caching = sys.modules.get("numba.core.caching")
+    if caching is not None:
+        _patch_numba_cache(caching)
+    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
+class _PatchOnImport:
+    """A meta-path finder that patches ``numba.core.caching`` right after it is executed
+    (importing numba here would cost every light import of the package ~1 s)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "numba.core.caching":
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _PatchingLoader(spec.loader)
+        return spec
+
+
+class _PatchingLoader:
+    def __init__(self, inner):
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        _patch_numba_cache(module)
+
+    def __getattr__(self, name):  # get_source, get_filename, ... of the real loader
+        return getattr(self.inner, name)
+
+
+def _guarded(cache) -> bool:
+    py_file = getattr(cache, "_py_file", None) or getattr(
+        getattr(getattr(cache, "_impl", None), "locator", None), "_py_file", None)
+    if not py_file:
+        return False
+    py_file = os.path.abspath(py_file)
+    return any(py_file.startswith(r + os.sep) for r in _GUARD_ROOTS)
+
+
+def _entry_files(cache) -> list:
+    cf = cache._cache_file
+    folder = os.path.dirname(cf._index_path)
+    stem = cf._index_name[:-len(".nbi")]
+    out = [cf._index_path]
+    try:
+        out += [os.path.join(folder, n) for n in os.listdir(folder)
+                if n.startswith(stem + ".") and n.endswith(".nbc")]
+    except OSError:
+        pass
+    return out
+
+
+def _patch_numba_cache(caching) -> None:
+    Cache = caching.Cache
+    if getattr(Cache, "_attndyn_guard", False):
+        return
+    load, save = Cache.load_overload, Cache.save_overload
+
+    def load_overload(self, sig, target_context):
+        try:
+            return load(self, sig, target_context)
+        except Exception as exc:  # noqa: BLE001 - whatever a damaged pickle raises
+            if not _guarded(self):
+                raise
+            gone = 0
+            for p in _entry_files(self):
+                try:
+                    os.unlink(p)
+                    gone += 1
+                except OSError:
+                    pass
+            text = " ".join(str(exc).split())[:120]
+            warnings.warn(f"corrupted numba cache for {self._name} in {self._cache_path} "
+                          f"({type(exc).__name__}: {text}); deleted {gone} file(s) and "
+                          "recompiling", CacheWarning, stacklevel=2)
+            return None
+
+    def save_overload(self, sig, data):
+        try:
+            return save(self, sig, data)
+        except OSError as exc:
+            if not _guarded(self):
+                raise
+            failed = self._cache_path
+            folder = _fallback_numba_root(failed)
+            why = exc.strerror or type(exc).__name__
+            if folder is None:
+                warn_once(f"numba cannot write its cache in {failed} ({why}), and no private "
+                          "folder could be made: compiled code is not cached", stacklevel=3)
+                return None
+            set_numba_cache_root(folder)
+            warn_once(f"numba cannot write its cache in {failed} ({why}); caching in {folder} "
+                      "instead", stacklevel=3)
+            try:
+                Cache.__init__(self, self._py_func)   # re-locate under the new root
+                return save(self, sig, data)
+            except Exception as exc2:  # noqa: BLE001 - not cached, but compiled
+                warn_once(f"numba cannot write its cache in {folder} either "
+                          f"({type(exc2).__name__}); compiled code is not cached", stacklevel=3)
+                self.disable()
+                return None
+
+    Cache.load_overload = load_overload
+    Cache.save_overload = save_overload
+    Cache._attndyn_guard = True
+
+
+def _fallback_numba_root(failed) -> pathlib.Path | None:
+    """A private numba cache root that does not hold ``failed``."""
+    failed = os.path.abspath(str(failed))
+    for folder in (private_dir("numba"), _mkdtemp("numba-fallback")):
+        if folder is None:
+            continue
+        f = os.path.abspath(str(folder))
+        if not (failed == f or failed.startswith(f + os.sep)):
+            return pathlib.Path(f)
+    return None
 
 
 # -- numba's cache across modules -------------------------------------------------
