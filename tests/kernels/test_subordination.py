@@ -1,0 +1,145 @@
+"""The compiled subordination root of the free limit solver against the Python version
+(scipy's brentq on the same residual, numpy dot products)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attndyn.kernels.subordination import (SUBORDINATION_STATUS, subordination_kernel,
+                                           subordination_solve)
+
+
+def _python_solve(phi, g, mu, wm, x, wx, omega0):
+    """The Python version of the free solver's ``solve`` (brentq on the residual)."""
+    from scipy.optimize import brentq
+    xmax = float(x.max())
+
+    def GX(w):
+        if w * xmax >= 1.0:
+            raise FloatingPointError("the subordination point left the domain of G_X")
+        den = w * x - 1.0
+        return float(wx @ (x / den)), float(-(wx @ (x * x / (den * den))))
+
+    pmin = float(phi.min())
+
+    def parts(om):
+        inv = 1.0 / (om - phi)
+        return float(wm @ inv), inv
+
+    def r(om):
+        G, _ = parts(om)
+        return GX(1.0 / G - om)[0] - G
+
+    hi = pmin - 1e-14 * max(1.0, abs(pmin))
+    om0 = min(omega0, hi - 1e-12)
+    lo = om0 - 1e-3 * max(1.0, abs(om0))
+    step = max(1.0, abs(om0))
+    while r(lo) > 0:
+        lo -= step
+        step *= 2
+    a_hi = min(om0 + 1e-3 * max(1.0, abs(om0)), hi)
+    while r(a_hi) < 0 and a_hi < hi:
+        a_hi = hi if a_hi + (hi - a_hi) / 2 >= hi else a_hi + (hi - a_hi) / 2
+        if hi - a_hi < 1e-15 * max(1.0, abs(hi)):
+            a_hi = hi
+    om = brentq(r, lo, a_hi, xtol=1e-15, rtol=1e-15, maxiter=200)
+    G, inv = parts(om)
+    gx1 = GX(1.0 / G - om)[1]
+    inv2 = inv * inv
+    A = np.array([[-float(wm @ inv2), -1.0], [-gx1, -gx1 / (G * G) - 1.0]])
+    dom, _ = np.linalg.solve(A, np.array([-float(wm @ (g * inv2)), 0.0]))
+    pinv = -inv
+    return (om, float(wm @ (g * pinv)), float(wm @ (g * (g - dom) * pinv * pinv)),
+            float(wm @ (mu * g * pinv)))
+
+
+def _case(seed, t):
+    """Teacher nodes ``mu`` and student nodes ``x`` (positive, normalised weights) and the
+    free solver's ``phi, g`` after a time ``t`` of a flow with constant rates."""
+    rng = np.random.default_rng(seed)
+    mu = np.sort(rng.uniform(0.1, 3.0, 64))
+    wm = rng.uniform(0.5, 1.5, 64)
+    wm /= wm.sum()
+    x = np.sort(rng.uniform(0.4, 5.0, 48))
+    wx = rng.uniform(0.5, 1.5, 48)
+    wx /= wx.sum()
+    B, N, a = 0.3 * t, 0.1 * t, 1.5
+    g = np.exp(-2.0 * (B * mu + N))
+    phi = a * (1.0 - np.exp(-2.0 * (0.3 * mu + 0.1) * t)) / (2.0 * (0.3 * mu + 0.1))
+    omega0 = -1.0 / float(wx @ x)
+    return phi, g, mu, wm, x, wx, omega0
+
+
+@pytest.mark.parametrize("seed, t", [(0, 0.0), (1, 0.3), (2, 2.0), (3, 10.0)])
+def test_kernel_matches_the_python_brentq(seed, t):
+    args = _case(seed, t)
+    ref = _python_solve(*args)
+    got = subordination_solve(*args)
+    # the same iteration; the sums differ from numpy's dot products only in rounding
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    # the root is a root: the residual there is at rounding level
+    phi, g, mu, wm, x, wx, _ = args
+    om = got[0]
+    G = float(wm @ (1.0 / (om - phi)))
+    w = 1.0 / G - om
+    gx = float(wx @ (x / (w * x - 1.0)))
+    assert abs(gx - G) <= 1e-12 * max(1.0, abs(G))
+
+
+def test_kernel_from_a_far_start_and_from_the_previous_root():
+    phi, g, mu, wm, x, wx, omega0 = _case(4, 1.0)
+    a = subordination_solve(phi, g, mu, wm, x, wx, omega0)
+    b = subordination_solve(phi, g, mu, wm, x, wx, a[0])        # warm start
+    c = subordination_solve(phi, g, mu, wm, x, wx, -1e3)         # far below the root
+    np.testing.assert_allclose(b, a, rtol=1e-13)
+    np.testing.assert_allclose(c, a, rtol=1e-12)
+
+
+def test_kernel_status_instead_of_raising():
+    phi, g, mu, wm, x, wx, omega0 = _case(5, 1.0)
+    out = np.zeros(6)
+    assert subordination_kernel(phi, g, mu, wm, x, wx, omega0, out) == 0
+    assert out[4] >= 2  # residual evaluations counted
+    # a non-finite start: status 5, not a hang
+    assert subordination_kernel(phi, g, mu, wm, x, wx, np.nan, out) == 5
+    assert set(SUBORDINATION_STATUS) == {0, 1, 2, 3, 4, 5}
+
+
+@pytest.mark.parametrize("bad, exc, match", [
+    ({"phi": np.array([0.0, np.nan])}, ValueError, "phi must be finite"),
+    ({"g": np.ones(3)}, ValueError, "g must have"),
+    ({"wx": np.ones((2, 2))}, ValueError, "wx must be a non-empty 1-d"),
+    ({"x": np.zeros(0)}, ValueError, "x must be a non-empty 1-d"),
+])
+def test_wrapper_checks_the_arrays(bad, exc, match):
+    phi, g, mu, wm, x, wx, omega0 = _case(6, 0.5)
+    kw = dict(phi=phi, g=g, mu=mu, wm=wm, x=x, wx=wx)
+    kw.update(bad)
+    with pytest.raises(exc, match=match):
+        subordination_solve(kw["phi"], kw["g"], kw["mu"], kw["wm"], kw["x"], kw["wx"], omega0)
+
+
+def test_domain_of_gx_is_checked():
+    # G_X(w) has poles at w = 1/x_j: the kernel refuses w x_max >= 1 (status 1 upstream,
+    # FloatingPointError from the wrapper) instead of summing across a pole
+    from attndyn.kernels.subordination import _gx
+    x = np.array([0.5, 1.0, 2.0])
+    wx = np.full(3, 1.0 / 3.0)
+    out = np.zeros(3)
+    assert _gx(0.1, x, wx, 2.0, out)
+    np.testing.assert_allclose(out[:2], [float(wx @ (x / (0.1 * x - 1.0))),
+                                         -float(wx @ (x * x / (0.1 * x - 1.0) ** 2))])
+    assert not _gx(0.5, x, wx, 2.0, out)
+    assert not _gx(np.nan, x, wx, 2.0, out)
+
+
+def test_wrapper_maps_statuses_to_the_python_errors(monkeypatch):
+    import attndyn.kernels.subordination as sub
+    args = _case(7, 0.5)
+    for status, exc in ((1, FloatingPointError), (2, FloatingPointError),
+                        (3, FloatingPointError), (5, FloatingPointError),
+                        (4, np.linalg.LinAlgError)):
+        monkeypatch.setattr(sub, "subordination_kernel", lambda *a, _s=status: _s)
+        with pytest.raises(exc, match=SUBORDINATION_STATUS[status]):
+            sub.subordination_solve(*args)
