@@ -14,7 +14,8 @@ from attndyn.symbolic.hierarchy import check_K, check_trainable
 from attndyn.symbolic.words import Alphabet
 
 __all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval", "check_max_steps",
-           "resolve_seed",
+           "resolve_seed", "kernel_array", "check_eta", "check_batch", "check_threads",
+           "check_int_per", "check_finite_result",
            "MAX_STEPS_CAP", "real_array",
            "_check_nonneg_float", "_check_pos_float"]
 
@@ -33,6 +34,113 @@ def real_array(x, name: str) -> np.ndarray:
         return np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be an array of real numbers") from None
+
+
+def kernel_array(x, name: str, *, dtype=np.float64, ndim: int | None = None,
+                 shape: tuple | None = None, finite: bool = False) -> np.ndarray:
+    """``x`` as the array a compiled kernel with an explicit signature accepts: a plain
+    ``numpy.ndarray`` of ``dtype``, C-contiguous and writable (numba types read-only and
+    non-contiguous arrays differently, so they match no signature: "No matching
+    definition").
+
+    A read-only array (``a.flags.writeable`` False, a ``numpy.memmap`` opened with
+    ``mode="r"``, a broadcast view) or a non-contiguous or mistyped one is copied; an array
+    that already qualifies is returned as is (a writable ``memmap`` as a plain view of the
+    same memory, no copy). Complex input is refused (the imaginary part would be dropped),
+    as are a wrong ``ndim`` or ``shape`` (``None`` entries of ``shape`` match any length) and,
+    with ``finite``, NaN or inf. Errors name ``name``.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        a = real_array(x, name)
+        if a.dtype != dtype:
+            a = a.astype(dtype)
+    else:
+        try:
+            a = np.asarray(x)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be an array of {dtype}") from None
+        if a.dtype != dtype:
+            if not np.can_cast(a.dtype, dtype, casting="same_kind") or a.dtype.kind in "fcOUSV":
+                raise TypeError(f"{name} must be an array of {dtype}, got dtype {a.dtype}")
+            a = a.astype(dtype)
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {a.shape}")
+    if shape is not None and (a.ndim != len(shape) or any(
+            s is not None and s != n for s, n in zip(shape, a.shape))):
+        want = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
+        raise ValueError(f"{name} must have shape {want}, got {a.shape}")
+    if finite and a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    if not (a.flags.c_contiguous and a.flags.writeable):
+        return np.array(a, dtype=dtype, order="C", copy=True)
+    return a.view(np.ndarray) if type(a) is not np.ndarray else a
+
+
+def check_eta(eta, name: str = "eta") -> float:
+    """A learning rate: a finite real number ``> 0``."""
+    if isinstance(eta, bool) or not isinstance(eta, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} (learning rate) must be a real number > 0, got {eta!r}")
+    eta = float(eta)
+    if not math.isfinite(eta) or eta <= 0:
+        raise ValueError(f"{name} (learning rate) must be a finite number > 0, got {eta}")
+    return eta
+
+
+def check_batch(batch, name: str = "batch") -> int:
+    """A mini-batch size: an int ``>= 1`` (bools and floats refused)."""
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)):
+        raise TypeError(f"{name} must be an int >= 1, got {batch!r}")
+    if batch < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {batch}")
+    return int(batch)
+
+
+def check_threads(threads, available: int, name: str = "threads") -> int:
+    """A thread count: ``None`` (all ``available``) or an int in ``1..available``.
+
+    A larger request is refused, not clamped silently (``threads=10**6`` ran on
+    ``available`` threads and recorded the request); ``available`` is numba's
+    ``config.NUMBA_NUM_THREADS`` for numba kernels.
+    """
+    available = int(available)
+    if threads is None:
+        return available
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise TypeError(f"{name} must be None or an int in 1..{available}, got {threads!r}")
+    if not 1 <= threads <= available:
+        raise ValueError(f"{name} must be None or an int in 1..{available} (numba's thread "
+                         f"count, NUMBA_NUM_THREADS), got {threads}")
+    return int(threads)
+
+
+def check_int_per(x, n: int, name: str, low: int = 1) -> list:
+    """One int ``>= low`` or ``n`` of them (a list, tuple or integer array), as a list of
+    ``n`` ints. Floats are refused, integral or not (``width=2.7`` was truncated to 2)."""
+    vals = list(x) if isinstance(x, (list, tuple, np.ndarray)) else [x] * n
+    if len(vals) != n:
+        raise ValueError(f"{name} must be an int >= {low} or {n} of them, got {len(vals)} values")
+    out = []
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an int >= {low} (or {n} of them), got {v!r}")
+        if v < low:
+            raise ValueError(f"{name} must be an int >= {low} (or {n} of them), got {v}")
+        out.append(int(v))
+    return out
+
+
+def check_finite_result(values, name: str, source: str) -> np.ndarray:
+    """``values`` computed from finite input (``source`` says which) as a float array; if any
+    is NaN or inf, a ValueError says so instead of returning it: moments of matrices with
+    entries near 1e200 overflow float64 (``mu_(0,0) = Tr(S S)/d`` of 1e200 entries is inf)."""
+    v = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        raise ValueError(f"{name} overflow float64 ({int(bad.sum())} of {v.size} are NaN or "
+                         f"inf) although {source} is finite; rescale {source} (entries of "
+                         f"order 1e150 or more overflow its traces)")
+    return v
 
 
 def _check_nonneg_float(x, name):
@@ -102,7 +210,8 @@ def check_t_eval(t_eval, name="t_eval") -> np.ndarray:
         raise ValueError(f"{name} must be >= 0 (integration starts at t = 0), got {t[0]}")
     if np.any(np.diff(t) < 0):
         raise ValueError(f"{name} must be non-decreasing")
-    return np.ascontiguousarray(t)
+    # read-only or memory-mapped times are accepted: the kernels need a writable C array
+    return kernel_array(t, name, ndim=1)
 
 
 def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False,
@@ -124,6 +233,9 @@ def check_model_args(K, trainable, L, C, weight_decay, *, alphabet: bool = False
     else:
         K = first = check_int_ge1(K, "K")
     trainable = check_trainable(trainable, K)
+    if not trainable:
+        raise ValueError(f"trainable must name at least one of the indices 0..{K - 1}, got "
+                         "none: a model with nothing to train has no dynamics")
     L = check_int_ge1(L, "L")
     if C is not None or not identity_as_none:
         from attndyn.symbolic.gaussian import check_covariance
