@@ -42,9 +42,114 @@ __all__ = ["train", "excess_risk"]
 _OBSERVE = ("kernel", "lemma41", "theta")
 
 
-class _BlowUp(Exception):
-    def __init__(self, t, loss):
-        self.t, self.loss = t, loss
+#: Default bound on the gradient evaluations of one run (flow or SGD).
+MAX_GRAD = 10 ** 6
+
+_SOLVERS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
+#: Stability interval of the explicit solvers on the negative real axis (|h lambda| <=).
+_STAB = {"RK45": 3.3, "RK23": 2.5, "DOP853": 6.0}
+_STAGES = {"RK45": 6, "RK23": 3, "DOP853": 12}
+
+
+def _solver_class(name):
+    import scipy.integrate as si
+    if name not in _SOLVERS:
+        raise ValueError(f"solver must be one of {_SOLVERS}, got {name!r}")
+    return getattr(si, name)
+
+
+def flow_work_estimate(model, X, Y, T, *, solver="RK45"):
+    r"""A lower estimate of the gradient evaluations that gradient flow to time
+    ``T`` costs with an explicit solver: ``stages * T q / s``, where ``q =
+    g^T H g / |g|^2`` is the curvature of the loss along the gradient (one
+    directional finite difference of the gradient; ``q <= lambda_max(H)``) and
+    ``s`` the solver's stability interval on the negative real axis (3.3 for
+    RK45). Returns ``(evaluations, q)``; 0 for the implicit solvers."""
+    if solver not in _STAB:
+        return 0.0, float("nan")
+    th0 = model.theta()
+    m = model.copy()
+    with np.errstate(all="ignore"):
+        _, g = m.loss_and_grad(X, Y)
+        gn = float(np.linalg.norm(g))
+        if not math.isfinite(gn) or gn == 0:
+            return 0.0, 0.0
+        u = g / gn
+        h = 1e-4 * max(1.0, float(np.linalg.norm(th0))) / math.sqrt(th0.size)
+        m.set_theta(th0 + h * u)
+        _, g2 = m.loss_and_grad(X, Y)
+    q = float(np.dot(g2 - g, u) / h)
+    if not math.isfinite(q) or q <= 0:
+        return 0.0, q
+    return _STAGES[solver] * float(T) * q / _STAB[solver], q
+
+
+def _flow(mdl, X, Y, th, ts, solver, rtol, atol, blowup, max_grad, diag, record):
+    """Gradient flow from one output time to the next. The blow-up guard reads
+    the loss at *accepted* steps only: a rejected trial stage may overshoot (a
+    gradient flow never increases the loss), and a non-finite trial stage is
+    returned as NaN so that the step is rejected and retried smaller."""
+    cls = _solver_class(solver)
+    last = {"y": None, "loss": None}
+
+    def rhs(t, y):
+        if diag["n_grad"] >= max_grad:
+            raise _WorkLimit(t)
+        mdl.set_theta(y)
+        with np.errstate(all="ignore"):
+            loss, g = mdl.loss_and_grad(X, Y)
+        diag["n_grad"] += 1
+        last["y"], last["loss"] = y, loss
+        if not (math.isfinite(loss) and np.all(np.isfinite(g))):
+            return np.full_like(g, np.nan)
+        return -g
+
+    def loss_at(y):
+        if last["y"] is not None and np.array_equal(last["y"], y):
+            return last["loss"]
+        mdl.set_theta(y)
+        with np.errstate(all="ignore"):
+            R = mdl._forward(X).F - Y
+            return float(np.vdot(R, R) / X.shape[0])
+
+    rows, times = [], []
+    status, message = 0, ""
+    t_prev = 0.0
+    diag.update(n_accepted=0, max_loss_increase=0.0)
+    prev = loss_at(th)
+    for t in ts:
+        if t > t_prev:
+            try:
+                sv = cls(rhs, t_prev, th, t, rtol=rtol, atol=atol)
+                while sv.status == "running":
+                    msg = sv.step()
+                    if sv.status == "failed":
+                        status, message = -2, f"integrator failed at t = {sv.t:.6g}: {msg}"
+                        break
+                    loss = loss_at(sv.y)
+                    diag["n_accepted"] += 1
+                    if math.isfinite(loss):
+                        diag["max_loss_increase"] = max(diag["max_loss_increase"], loss - prev)
+                        prev = loss
+                    if not math.isfinite(loss) or loss > blowup:
+                        status, message = -1, (f"blow-up: loss {loss:.3g} (limit {blowup:.3g}) "
+                                               f"at an accepted step, t = {sv.t:.6g}")
+                        break
+            except _WorkLimit as w:
+                status, message = -2, (f"work limit: {max_grad} gradient evaluations reached "
+                                       f"at t = {w.t:.6g} (raise max_grad or lower T)")
+            if status:
+                break
+            th = sv.y.copy()
+            t_prev = t
+        rows.append(record(th))
+        times.append(t)
+    return status, message, th, times, rows
+
+
+class _WorkLimit(Exception):
+    def __init__(self, t):
+        self.t = t
 
 
 def excess_risk(model, X_test, F_test) -> float:
@@ -87,7 +192,7 @@ def _times(T, t_eval, n_eval):
 
 def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50, lr=None,
           batch_fraction=1.0, seed=None, solver="RK45", rtol=1e-5, atol=1e-8,
-          observe=(), blowup=1e8, raise_on_failure=False, inplace=False):
+          observe=(), blowup=1e8, raise_on_failure=False, inplace=False, max_grad=MAX_GRAD):
     """Train ``model`` on ``data`` for time ``T`` by eq. (2).
 
     Parameters
@@ -110,7 +215,14 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
         Extra observables; ``"theta"`` keeps the parameter vector at every
         output time in ``result.diagnostics["matrices"]["theta"]`` (not saved).
     blowup : float > 0
-        Loss above which the run stops with status -1.
+        Loss above which the run stops with status -1. The flow reads it at
+        the integrator's accepted steps only (a rejected trial stage may
+        overshoot; a gradient flow never increases the loss).
+    max_grad : int >= 1
+        Bound on the gradient evaluations. SGD needs ``round(T / lr)``; more
+        is refused before the run. For the explicit flow solvers a lower
+        estimate (:func:`flow_work_estimate`) above it is refused before the
+        run; a run that reaches it ends with status -2.
 
     Returns a :class:`Trajectory` of kind ``"transformer_flow"`` or
     ``"transformer_sgd"``; the trained model is ``result.diagnostics["matrices"]["model"]``.
@@ -124,9 +236,27 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
         if o not in _OBSERVE:
             raise ValueError(f"observe entries must be among {_OBSERVE}, got {o!r}")
     blowup = _pos_float(blowup, "blowup")
+    max_grad = _int_ge1(max_grad, "max_grad")
     X, Y, Xt, Ft, dparams = _data(model, data)
     n = X.shape[0]
     ts = _times(T, t_eval, n_eval)
+    if method == "flow":
+        _solver_class(solver)
+        rtol, atol = _pos_float(rtol, "rtol"), _pos_float(atol, "atol")
+        est, q = flow_work_estimate(model, X, Y, ts[-1], solver=solver)
+        if est > max_grad:
+            raise ValueError(
+                f"T = {float(T):.6g} needs at least about {est:.3g} gradient evaluations with "
+                f"{solver} (curvature along the gradient {q:.3g}, stability interval "
+                f"{_STAB[solver]}), above max_grad = {max_grad}; lower T or raise max_grad")
+    else:
+        if lr is None:
+            raise ValueError("lr (the SGD step, time per step) is required for method='sgd'")
+        lr = _pos_float(lr, "lr", " (SGD step)")
+        n_steps = float(ts[-1]) / lr
+        if n_steps > max_grad:
+            raise ValueError(f"T / lr = {n_steps:.3g} SGD steps, above max_grad = {max_grad}; "
+                             f"raise lr, lower T or raise max_grad")
     mdl = model if inplace else model.copy()
     from .kernel import _parts_from_cache, min_eigenvalue
 
@@ -170,37 +300,10 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     params = {"method": method, "T": float(T), "model": mdl.config(), "data": dparams,
               "blowup": blowup}
     if method == "flow":
-        from scipy.integrate import solve_ivp
-        params.update(solver=solver, rtol=float(rtol), atol=float(atol))
-
-        def rhs(t, y):
-            mdl.set_theta(y)
-            loss, g = mdl.loss_and_grad(X, Y)
-            diag["n_grad"] += 1
-            if not math.isfinite(loss) or loss > blowup or not np.all(np.isfinite(g)):
-                raise _BlowUp(t, loss)
-            return -g
-
-        t_prev = 0.0
-        for t in ts:
-            if t > t_prev:
-                try:
-                    sol = solve_ivp(rhs, (t_prev, t), th, method=solver, rtol=rtol, atol=atol)
-                except _BlowUp as b:
-                    status, message = -1, (f"blow-up: loss {b.loss:.3g} (limit {blowup:.3g}) "
-                                           f"at t = {b.t:.6g}")
-                    break
-                if sol.status < 0:
-                    status, message = -2, f"integrator failed at t = {sol.t[-1]:.6g}: {sol.message}"
-                    break
-                th = sol.y[:, -1]
-                t_prev = t
-            rows.append(record(th))
-            times.append(t)
+        params.update(solver=solver, rtol=float(rtol), atol=float(atol), max_grad=max_grad)
+        status, message, th, times, rows = _flow(mdl, X, Y, th, ts, solver, rtol, atol,
+                                                 blowup, max_grad, diag, record)
     else:
-        if lr is None:
-            raise ValueError("lr (the SGD step, time per step) is required for method='sgd'")
-        lr = _pos_float(lr, "lr", " (SGD step)")
         if lr > float(T):
             raise ValueError(f"lr must be <= T (one SGD step advances time by lr), got "
                              f"lr = {lr}, T = {float(T)}")

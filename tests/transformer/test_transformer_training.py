@@ -136,3 +136,36 @@ def test_bad_training_arguments():
         train(student, (data.X, data.Y[:, :2]), T=1.0)
     with pytest.raises(ValueError, match="observe"):
         train(student, data, T=1.0, observe=("hessian",))
+
+
+def test_flow_blowup_guard_reads_accepted_steps_only():
+    # N 4, L 6, d 8, m 128, kappa 1: an RK45 trial stage overshoots to a loss of 4.5e17
+    # at t = 0.0047 (the old guard stopped the run there); the accepted steps fall
+    # monotonically 5539 -> 2063 by t = 0.0075
+    s = dict(N=4, L=6, d=8, m=128, n=4, eps=1.0, omega=1.0, kappa=1.0, xi=0.1,
+             token_norm="unit", E_scale=0.5)
+    student, data = build(s, 1)
+    r = train(student, data, T=0.0075, n_eval=3)
+    assert r.status == 0, r.message
+    loss = r.observable("loss")
+    assert np.all(np.diff(loss) < 0)
+    assert loss[-1] < 0.5 * loss[0]
+    assert r.diagnostics["n_accepted"] > 10
+    # a gradient flow never increases the loss between accepted steps (up to the solver's
+    # local error)
+    assert r.diagnostics["max_loss_increase"] <= 1e-6 * loss[0]
+
+
+def test_train_refuses_unbounded_work():
+    s = dict(N=1, L=2, d=2, m=8, n=2, eps=1.0, omega=1.0, kappa=1.0, xi=0.1)
+    student, data = build(s, 0)
+    with pytest.raises(ValueError, match="max_grad"):
+        train(student, data, T=1e300)
+    with pytest.raises(ValueError, match="max_grad"):
+        train(student, data, T=1.0, method="sgd", lr=1e-12)
+    with pytest.raises(ValueError, match="solver"):
+        train(student, data, T=1.0, solver="Euler")
+    with pytest.raises(ValueError, match="231|gradient evaluations"):
+        train(student, data, T=50.0, max_grad=50)
+    r = train(student, data, T=10.0, max_grad=50, n_eval=2)   # estimate 46: runs, then stops
+    assert r.status == -2 and "work limit" in r.message
