@@ -155,6 +155,7 @@ class _Step:
     not read here: the driver reads them every ``_SYNC_STEPS`` steps)."""
 
     form = ""
+    teacher_mode = None
 
     def __init__(self, model, weights, xp, dtype, R, C, teacher):
         self.xp, self.dtype, self.R = xp, dtype, R
@@ -571,6 +572,38 @@ def _check_memory(need, max_memory, xp, what):
                          "fewer seeds per product or float32, or raise max_memory=")
 
 
+class _Book:
+    """Per-seed records of a batched run: losses per step, statuses, checkpoints."""
+
+    def __init__(self, R, n_total, n_obs, n_out):
+        self.losses = np.full((R, n_total + 1), np.nan)
+        self.ys = np.full((R, n_obs, n_out), np.nan)
+        self.alive = np.ones(R, dtype=bool)
+        self.status = np.zeros(R, dtype=np.int64)
+        self.fail_step = np.full(R, -1, dtype=np.int64)
+        self.recorded = np.zeros(R, dtype=np.int64)
+        self.done = 0
+
+    def absorb(self, lh, bh):
+        """Mean losses ``lh`` and blow-up flags ``bh`` (``(R, n)``) of the next ``n`` steps:
+        a seed stops at its first non-finite loss (-3) or bad weights (-4), as in the
+        numba kernels (the loss of a -4 step is kept, that of a -3 step is not)."""
+        n = lh.shape[1]
+        for r in np.flatnonzero(self.alive):
+            fin = np.isfinite(lh[r])
+            bad_at = np.flatnonzero(~fin | bh[r])
+            if bad_at.size:
+                j = int(bad_at[0])
+                keep = j + (1 if fin[j] else 0)
+                self.status[r] = -3 if not fin[j] else -4
+                self.fail_step[r] = self.done + j
+                self.alive[r] = False
+                self.losses[r, self.done:self.done + keep] = lh[r, :keep]
+            else:
+                self.losses[r, self.done:self.done + n] = lh[r]
+        self.done += n
+
+
 def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, progress,
          blowup, raise_on_failure, max_memory, teacher):
     """Run ``len(seeds)`` seeds as one batched product; one Trajectory per seed."""
@@ -598,62 +631,42 @@ def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, 
     _check_memory(need, max_memory, xp, f"batch = {B}, d = {d}, L = {model.L} and {R} seed(s)")
     C, F, ident = _cov(model)
     gamma = float(model.weight_decay)
-    names = list(runner0.names)
-    n_obs = len(names)
+    n_obs = len(runner0.names)
     with _xp.device_context(device), _xp.quiet_fp(xp):
         step = cls(model, weights, xp, dt_x, R, C, teacher)
         sampler = _Sampler(xp, dt_x, seeds, F, ident, B, model.L, d)
-        losses = np.full((R, n_total + 1), np.nan)
-        ys = np.full((R, n_obs, steps.size), np.nan)
-        alive = np.ones(R, dtype=bool)
-        status = np.zeros(R, dtype=np.int64)
-        fail_step = np.full(R, -1, dtype=np.int64)
-        recorded = np.zeros(R, dtype=np.int64)
-        done = 0
+        book = _Book(R, n_total, n_obs, steps.size)
         t0 = _time.perf_counter()
         with Progress(n_total, f"sgd {model.kind} d={d} B={B} ({device})", enabled=progress) as bar:
             for i, target in enumerate(steps):
-                while done < target and alive.any():
-                    n = int(min(_SYNC_STEPS, target - done))
+                while book.done < target and book.alive.any():
+                    n = int(min(_SYNC_STEPS, target - book.done))
                     ls, bads = [], []
                     for _ in range(n):
                         lsum, bad = step.step(sampler.draw(), eta, gamma, float(blowup))
                         ls.append(lsum)
                         bads.append(bad)
-                    lh = _xp.to_host(xp.stack(ls, axis=1)).astype(np.float64) / B
-                    bh = _xp.to_host(xp.stack(bads, axis=1))
-                    for r in np.flatnonzero(alive):
-                        fin = np.isfinite(lh[r])
-                        bad_at = np.flatnonzero(~fin | bh[r])
-                        if bad_at.size:
-                            j = int(bad_at[0])
-                            status[r] = -3 if not fin[j] else -4
-                            fail_step[r] = done + j
-                            alive[r] = False
-                            losses[r, done:done + j + (1 if fin[j] else 0)] = \
-                                lh[r, :j + (1 if fin[j] else 0)]
-                        else:
-                            losses[r, done:done + n] = lh[r]
-                    done += n
+                    book.absorb(_xp.to_host(xp.stack(ls, axis=1)).astype(np.float64) / B,
+                                _xp.to_host(xp.stack(bads, axis=1)))
                     bar.update(n)
-                if not alive.any():
+                if not book.alive.any():
                     break
-                for r in np.flatnonzero(alive):
-                    ys[r, :-1, i] = model.sgd_runner(step.host(r), order).observables()
-                    recorded[r] = i + 1
-            if alive.any():  # loss at the last checkpoint: one fresh batch, no update
+                for r in np.flatnonzero(book.alive):
+                    book.ys[r, :-1, i] = model.sgd_runner(step.host(r), order).observables()
+                    book.recorded[r] = i + 1
+            if book.alive.any():  # loss at the last checkpoint: one fresh batch, no update
                 lsum, _ = step.step(sampler.draw(), 0.0, 0.0, math.inf, update=False)
                 lh = _xp.to_host(lsum).astype(np.float64) / B
-                for r in np.flatnonzero(alive):
-                    losses[r, n_total] = lh[r] if np.isfinite(lh[r]) else np.nan
+                for r in np.flatnonzero(book.alive):
+                    book.losses[r, n_total] = lh[r] if np.isfinite(lh[r]) else np.nan
         _xp.synchronize(xp)
         wall = _time.perf_counter() - t0
     out = []
     for r, ss in enumerate(seeds):
-        out.append(_trajectory(model, runner0, ss, ys[r], losses[r], steps, int(recorded[r]),
-                               int(status[r]), int(fail_step[r]), dt, n_total, d, B, eta,
-                               gamma, blowup, scale, wall, device, dtype_name, R,
-                               getattr(step, "teacher_mode", None)))
+        out.append(_trajectory(model, runner0, ss, book.ys[r], book.losses[r], steps,
+                               int(book.recorded[r]), int(book.status[r]),
+                               int(book.fail_step[r]), dt, n_total, d, B, eta, gamma, blowup,
+                               scale, wall, device, dtype_name, R, step.teacher_mode))
     if raise_on_failure:
         for res in out:
             if res.status != 0:
@@ -735,19 +748,26 @@ def xp_sgd_runs(model, init, *, n_seeds: int, seed=None, seeds_per_product=None,
                 **kwargs) -> list:
     """``n_seeds`` independent :func:`xp_sgd` runs from the same ``init``, seeded by
     ``SeedSequence(seed).spawn(n_seeds)`` (as ``attndyn.numeric.sgd_runs``), run
-    ``seeds_per_product`` at a time as one batched product (default: 1 on the CPU,
-    where batching measured no faster, all seeds on a GPU). A seed's trajectory
-    does not depend on the grouping except through the products' rounding."""
+    ``seeds_per_product`` at a time as one batched product. Default: as many seeds as
+    fit in a quarter of the device's free memory (at most 2 GiB of arrays on a CPU);
+    batching measured 0-23 % faster per seed on one CPU core (docs/sgd.md). A seed's
+    trajectory does not depend on the grouping except through the products' rounding
+    (none measured on NumPy: bit-identical)."""
     n_seeds = _check_int(n_seeds, "n_seeds")
-    device = kwargs.get("device", "cpu")
-    kind, _ = _xp.check_device(device)
+    kw = _defaults(kwargs)
     if seeds_per_product is None:
-        seeds_per_product = 1 if kind == "cpu" else n_seeds
+        one = xp_memory_bytes(model, init, kw["batch"], 1, kw["dtype"], kw["teacher"])
+        xp = _xp.namespace(kw["device"])
+        free = _xp.free_memory(xp)
+        cap = (free // 4) if free is not None else 2 ** 31
+        if _xp.is_numpy(xp):
+            cap = min(cap, 2 ** 31)
+        seeds_per_product = int(max(1, min(n_seeds, cap // max(one, 1))))
     per = _check_int(seeds_per_product, "seeds_per_product")
     children = resolve_seed(seed).spawn(n_seeds)
     out = []
     for a in range(0, n_seeds, per):
-        out += _run(model, init, children[a:a + per], **_defaults(kwargs))
+        out += _run(model, init, children[a:a + per], **kw)
     return out
 
 
@@ -760,6 +780,7 @@ def _defaults(kwargs):
     for req in ("eta", "batch", "t_eval"):
         if req not in kwargs:
             raise TypeError(f"xp_sgd_runs needs the keyword argument {req!r}")
+    _check_int(kwargs["batch"], "batch")
     out = {"order": None, "time": "slow", "device": "cpu", "dtype": "float64", "progress": None,
            "blowup": 1e6, "raise_on_failure": False, "max_memory": None, "teacher": "auto"}
     out.update(kwargs)
