@@ -19,71 +19,19 @@ else raises ``ValueError`` naming the argument.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import sympy as sp
+
+from .parse import parse_expression
+from .symbols import X, Activation, hermite_activation, is_polynomial_activation
+from .sympify import MAX_HERMITE
 
 __all__ = ["X", "Activation", "activation", "hermite_activation", "known_activations",
            "relu", "is_polynomial_activation"]
 
-#: The variable of every activation expression.
-X = sp.Symbol("x", real=True)
-
-
-@dataclass(frozen=True, eq=False)
-class Activation:
-    """A named activation ``sigma(x)``: ``expr`` is a SymPy expression in :data:`X`.
-
-    ``smooth`` is False when a derivative of order <= 2 contains distributions
-    (ReLU, absolute value): such activations go by closed forms or by Stein's
-    identity with first derivatives, never by a second-derivative quadrature.
-    """
-
-    name: str
-    expr: sp.Expr
-    smooth: bool = True
-
-    def __call__(self, g):
-        from .parse import as_sympy
-        return self.expr.xreplace({X: as_sympy(g, f"argument of activation {self.name}")})
-
-    @property
-    def is_polynomial(self) -> bool:
-        return is_polynomial_activation(self.expr)
-
-    def derivative(self, n: int = 1) -> sp.Expr:
-        """``sigma^(n)(x)`` (distributions such as ``DiracDelta`` included)."""
-        return sp.diff(self.expr, X, n)
-
-    def __repr__(self):
-        return f"Activation({self.name!r}, {self.expr})"
-
-
 def relu(g):
     """``max(0, g)`` as SymPy ``Max`` (its derivative is ``Heaviside``)."""
     return sp.Max(0, g)
-
-
-def is_polynomial_activation(expr) -> bool:
-    from .parse import as_sympy
-    expr = as_sympy(expr, "activation expression")
-    if X not in expr.free_symbols:
-        return True
-    try:
-        sp.Poly(expr, X)
-    except sp.PolynomialError:
-        return False
-    return expr.is_polynomial(X)
-
-
-def hermite_activation(k: int, normalised: bool = True) -> Activation:
-    """``h_k = He_k/sqrt(k!)`` (paper 003, Figure 2), or ``He_k`` with ``normalised=False``."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
-        raise ValueError(f"hermite order k must be an int in [0, 64], got {k!r}")
-    he = sp.expand(sp.hermite_prob(k, X))
-    if normalised:
-        return Activation(f"h{k}", sp.expand(he / sp.sqrt(sp.factorial(k))))
-    return Activation(f"He{k}", he)
 
 
 def _named() -> dict:
@@ -129,7 +77,6 @@ def activation(spec, argument: str = "activation") -> Activation:
         return table[name.lower()]
     m = re.fullmatch(r"(h|He)(\d+)", name)
     if m:
-        from .parse import MAX_HERMITE
         if len(m.group(2)) > 3 or int(m.group(2)) > MAX_HERMITE:
             raise ValueError(f"activation {_short(spec)} for argument {argument!r}: Hermite "
                              f"order too large (k <= {MAX_HERMITE})")
@@ -137,7 +84,6 @@ def activation(spec, argument: str = "activation") -> Activation:
     known = f"known: {', '.join(known_activations())}"
     if "x" in name:
         # never sympify: the safe parser (attndyn.symbolic.parse) builds the expression
-        from .parse import parse_expression
         try:
             expr = parse_expression(name, what=argument, symbols={"x": X})
         except ValueError as exc:

@@ -33,8 +33,12 @@ gives the same convention directly. The numeric path uses that form.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import numpy as np
 import sympy as sp
+
+from .symbols import g_array
+from .sympify import as_sympy
 
 __all__ = [
     "g_array", "q_matrix", "sym_matrix", "vector_symbols", "check_covariance",
@@ -46,13 +50,6 @@ LAW_KINDS = ("tied", "untied", "direct", "general")
 
 
 # -- symbols -----------------------------------------------------------------
-def g_array(L: int, K: int) -> sp.ImmutableDenseNDimArray:
-    """The ``L x L x K`` array of pre-activation symbols ``G_ijk`` (0-based)."""
-    return sp.ImmutableDenseNDimArray(
-        [[[sp.Symbol(f"G_{i}{j}{k}" if max(L, K) <= 10 else f"G_{i}_{j}_{k}", real=True)
-           for k in range(K)] for j in range(L)] for i in range(L)])
-
-
 def sym_matrix(K: int, name: str, entrywise: bool = False) -> sp.ImmutableMatrix:
     """``K x K`` matrix of symbols ``name_kl`` (1-based names). Symmetric (one
     symbol per unordered pair) unless ``entrywise``."""
@@ -212,7 +209,6 @@ class GaussianLaw:
 
     @property
     def centred(self) -> bool:
-        from .parse import as_sympy
         return all(as_sympy(m, "mean") == 0 for m in self.mean)
 
     def input_symbols(self) -> list:
@@ -238,7 +234,6 @@ class GaussianLaw:
 
     def reduce_loss(self, expr):
         """Rewrite a loss expression in the representative variables."""
-        from .parse import as_sympy
         expr = as_sympy(expr, "loss")
         return expr.xreplace(self.substitution) if self.substitution else expr
 
@@ -320,7 +315,6 @@ class GaussianLaw:
 
 
 def _linear_coeffs(e) -> dict:
-    from .parse import as_sympy
     e = sp.expand(as_sympy(e))
     out = {}
     for term in sp.Add.make_args(e):

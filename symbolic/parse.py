@@ -50,6 +50,9 @@ import numpy as np
 import sympy as sp
 from sympy.tensor.array import ImmutableDenseNDimArray
 
+from .symbols import X, g_array, hermite_activation
+from .sympify import MAX_HERMITE, as_sympy, reject_strings
+
 __all__ = [
     "MAX_CHARS", "MAX_NODES", "MAX_DEPTH", "MAX_EXPONENT", "MAX_DIGITS", "MAX_DEGREE",
     "MAX_TERMS", "MAX_HERMITE", "MAX_PARAMS", "parse_expression", "parse_loss", "parse_float",
@@ -64,7 +67,6 @@ MAX_EXPONENT = 16       #: largest |exponent| (and denominator of a fractional o
 MAX_DIGITS = 300        #: largest exact constant: 10**MAX_DIGITS (float64 stops at 1.8e308)
 MAX_DEGREE = 64         #: largest polynomial degree (functions count as degree-1 atoms)
 MAX_TERMS = 20_000      #: most monomials an expansion may produce (estimate)
-MAX_HERMITE = 16        #: largest Hermite order in h<k>, He<k>
 MAX_PARAMS = 16         #: most parameters of one expression
 
 _FLOAT_MAX = 1e300      # coefficients beyond this overflow float64 in the kernels
@@ -120,7 +122,6 @@ def _hermite(name: str):
     k = int(m.group(2))
     if k > MAX_HERMITE:
         return k
-    from .activations import X, hermite_activation
     act = hermite_activation(k, normalised=(m.group(1) == "h"))
     return (1, 1, lambda g, e=act.expr: e.xreplace({X: g}), ("hermite", k))
 
@@ -637,84 +638,5 @@ def loss_array(L_or_G, K: int | None = None) -> LossArray:
         if isinstance(G, LossArray):
             return G
         return LossArray(list(G._array) if hasattr(G, "_array") else G, G.shape)
-    from .gaussian import g_array
     G = g_array(L_or_G, K)
     return LossArray(list(G._array), G.shape)
-
-
-# -- API values --------------------------------------------------------------------------------
-def reject_strings(value, name: str):
-    """Raise ``TypeError`` if ``value`` (a number, or lists, tuples, dicts and arrays of
-    them, nested to any depth) holds a string or bytes anywhere.
-
-    The walk is iterative and visits every entry (no depth or count cut-off), so text
-    cannot hide deep in a container. Prefer reading a container against a whitelist of
-    number types (as :func:`~attndyn.symbolic.gaussian.check_covariance` does); this is
-    the check for values that are passed on unchanged."""
-    stack = [value]
-    seen = set()
-    while stack:
-        v = stack.pop()
-        if isinstance(v, (str, bytes, np.str_, np.bytes_)):
-            raise TypeError(f"{name} must hold numbers, not strings (text is never evaluated), "
-                            f"got {_short(str(v), 40)}")
-        if isinstance(v, np.ndarray):
-            if v.dtype.kind in "SU":
-                raise TypeError(f"{name} must hold numbers, got an array of dtype {v.dtype}")
-            if v.dtype.kind == "O":
-                if id(v) in seen:
-                    continue
-                seen.add(id(v))
-                stack.extend(v.ravel().tolist())
-        elif isinstance(v, (list, tuple, dict)):
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            stack.extend(v.values() if isinstance(v, dict) else v)
-            if isinstance(v, dict):
-                stack.extend(v.keys())
-    return value
-
-
-_MAX_AS_SYMPY_DEPTH = 32
-
-
-def _number_to_sympy(value):
-    """A whitelisted Python/numpy/Fraction number as a SymPy number, else ``None``."""
-    from fractions import Fraction
-    if isinstance(value, (bool, np.bool_)):
-        return sp.true if value else sp.false
-    if isinstance(value, (int, np.integer)):
-        return sp.Integer(int(value))
-    if isinstance(value, (float, np.floating)):
-        return sp.Float(float(value))
-    if isinstance(value, (complex, np.complexfloating)):
-        return sp.Float(value.real) + sp.I * sp.Float(value.imag)
-    if isinstance(value, Fraction):
-        return sp.Rational(value.numerator, value.denominator)
-    return None
-
-
-def as_sympy(value, name: str = "expression", _depth: int = 0):
-    """Convert an API value (SymPy object, Python or numpy number, Fraction, or a
-    list/tuple of these) to SymPy without evaluating text.
-
-    Only whitelisted types are converted; ``sympify`` never sees a user value (SymPy's
-    ``sympify(..., strict=True)`` still parses strings inside tuples and dicts). A string
-    raises ``TypeError`` (parse it with :func:`parse_expression`)."""
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name}: strings are not evaluated; pass a SymPy expression or a number "
-                        "(or parse the text with attndyn.symbolic.parse.parse_expression)")
-    if isinstance(value, sp.Basic):
-        return value
-    num = _number_to_sympy(value)
-    if num is not None:
-        return num
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        return as_sympy(value[()], name, _depth)
-    if isinstance(value, (list, tuple)):
-        if _depth >= _MAX_AS_SYMPY_DEPTH:
-            raise TypeError(f"{name} is nested more than {_MAX_AS_SYMPY_DEPTH} levels deep")
-        return tuple(as_sympy(v, name, _depth + 1) for v in value)
-    raise TypeError(f"{name} must be a SymPy expression or a number, "
-                    f"got {type(value).__name__}")
