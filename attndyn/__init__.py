@@ -18,9 +18,9 @@ __version__ = "0.2.0"
 
 # public name -> module that defines it
 _EXPORTS = {
-    "TiedModel": "attndyn.numeric.attention.tied",
-    "SModel": "attndyn.numeric.attention.direct",
-    "UntiedModel": "attndyn.numeric.attention.untied",
+    "TiedModel": "attndyn.numeric.attention.tied.model",
+    "SModel": "attndyn.numeric.attention.direct.model",
+    "UntiedModel": "attndyn.numeric.attention.untied.model",
     "sgd": "attndyn.numeric.attention.training",
     "lambertw": "attndyn.numeric.scaling.lambertw",
     "load_result": "attndyn.numeric.core.results",

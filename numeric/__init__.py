@@ -22,13 +22,13 @@ import importlib
 # public name -> module that defines it
 _EXPORTS = {
     "AttentionModel": "attndyn.numeric.attention.base",
-    "TiedModel": "attndyn.numeric.attention.tied",
-    "TiedHierarchy": "attndyn.numeric.attention.tied",
-    "SModel": "attndyn.numeric.attention.direct",
-    "UntiedModel": "attndyn.numeric.attention.untied",
-    "untied_flow": "attndyn.numeric.attention.untied_theory",
+    "TiedModel": "attndyn.numeric.attention.tied.model",
+    "TiedHierarchy": "attndyn.numeric.attention.tied.hierarchy",
+    "SModel": "attndyn.numeric.attention.direct.model",
+    "UntiedModel": "attndyn.numeric.attention.untied.model",
+    "untied_flow": "attndyn.numeric.attention.untied.fastslow",
     "matrix_flow": "attndyn.numeric.attention.flow",
-    "limit_flow": "attndyn.numeric.attention.limit",
+    "limit_flow": "attndyn.numeric.attention.tied.limit",
     "sgd": "attndyn.numeric.attention.training",
     "sgd_runs": "attndyn.numeric.attention.training",
     "gaussian_init": "attndyn.numeric.attention.training",
@@ -44,8 +44,8 @@ _EXPORTS = {
 # ``sgd`` and ``compare`` have no alias: the names are the functions, and a module of the
 # same name would shadow them once imported.
 _MOVED = {
-    "models": "attndyn.numeric.attention.tied",
-    "smodel": "attndyn.numeric.attention.direct",
+    "models": "attndyn.numeric.attention.tied.model",
+    "smodel": "attndyn.numeric.attention.direct.model",
     "untied": "attndyn.numeric.attention.untied",
     "flow": "attndyn.numeric.attention.flow",
     "potentials": "attndyn.numeric.attention.potentials",

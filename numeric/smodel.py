@@ -8,7 +8,7 @@ import warnings as _warnings
 
 _warnings.warn("attndyn.numeric.smodel is deprecated and will be removed in 0.3; "
                "import from attndyn.numeric.attention.direct", DeprecationWarning, stacklevel=2)
-_NEW = _importlib.import_module("attndyn.numeric.attention.direct")
+_NEW = _importlib.import_module("attndyn.numeric.attention.direct.model")
 globals().update({k: v for k, v in vars(_NEW).items() if not k.startswith("__")})
 __all__ = list(getattr(_NEW, "__all__", ()))
 __doc__ = _NEW.__doc__

@@ -8,7 +8,7 @@ import warnings as _warnings
 
 _warnings.warn("attndyn.numeric.untied is deprecated and will be removed in 0.3; "
                "import from attndyn.numeric.attention.untied", DeprecationWarning, stacklevel=2)
-_NEW = _importlib.import_module("attndyn.numeric.attention.untied")
+_NEW = _importlib.import_module("attndyn.numeric.attention.untied.model")
 globals().update({k: v for k, v in vars(_NEW).items() if not k.startswith("__")})
 __all__ = list(getattr(_NEW, "__all__", ()))
 __doc__ = _NEW.__doc__

@@ -150,7 +150,7 @@ def test_dynamics_tied_sgd_tracks_the_matrix_flow(name):
     t in [0, 0.3], d = 40, eta = 0.02, B = 64. Named effects: the update noise
     (eta d / B = 0.0125), the finite-d non-Gaussian correction and the quadrature error."""
     from attndyn.numeric.attention.potentials import tied_potential
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.numeric.attention.training import sgd
     loss, L = {"B.2": (autoregressive(2, 1), 2), "B.3": (multiple_location(2), 2),
                "B.4": (multi_step_reasoning(3), 3)}[name]

@@ -11,7 +11,10 @@ import pytest
 import sympy as sp
 
 import attndyn
-from attndyn.numeric.attention import noise as nz
+from attndyn.numeric.attention.tied import noise as nz
+from attndyn.numeric.attention import corrections as corr
+from attndyn.numeric.attention.figures import fig4 as F4
+from attndyn.numeric.attention.tied import noise_flow as nflow
 from attndyn.numeric.attention.compare import compare
 from attndyn.numeric.attention.flow import matrix_flow
 
@@ -30,17 +33,17 @@ def test_qf_moment_closed_forms_and_monte_carlo():
     d = 5
     Z = [_sym(rng, d) for _ in range(4)]
     # E[Q^2] = (Tr Z)^2 + 2 Tr Z^2; centred third moment 8 Tr Z^3
-    assert nz.qf_moment([Z[0], Z[0]]) == pytest.approx(np.trace(Z[0]) ** 2
+    assert corr.qf_moment([Z[0], Z[0]]) == pytest.approx(np.trace(Z[0]) ** 2
                                                         + 2 * np.trace(Z[0] @ Z[0]))
-    assert nz.qf_moment([Z[0]] * 3, [True] * 3) == pytest.approx(8 * np.trace(Z[0] @ Z[0] @ Z[0]))
+    assert corr.qf_moment([Z[0]] * 3, [True] * 3) == pytest.approx(8 * np.trace(Z[0] @ Z[0] @ Z[0]))
     x = rng.standard_normal((400_000, d))
     Q = [np.einsum("ni,ij,nj->n", x, z, x) for z in Z]
     cen = [True, True, False, False]
     vals = np.prod([q - (np.trace(z) if c else 0.0) for q, z, c in zip(Q, Z, cen)], axis=0)
     se = vals.std() / np.sqrt(vals.size)
-    assert abs(vals.mean() - nz.qf_moment(Z, cen)) < 4 * se
+    assert abs(vals.mean() - corr.qf_moment(Z, cen)) < 4 * se
     with pytest.raises(ValueError, match="at most 6"):
-        nz.qf_moment([Z[0]] * 7)
+        corr.qf_moment([Z[0]] * 7)
 
 
 def test_exact_one_sample_second_moment_matches_quadratic_form_moments():
@@ -50,13 +53,13 @@ def test_exact_one_sample_second_moment_matches_quadratic_form_moments():
     M = _sym(rng, d)
     for beta in (0.0, 0.4):
         X, Y = _sym(rng, d), _sym(rng, d)
-        F1 = np.trace(nz._exact_EaXa(X, M, beta, d) @ Y)
+        F1 = np.trace(nflow._exact_EaXa(X, M, beta, d) @ Y)
         XY = 0.5 * (X @ Y + Y @ X)
 
         def Eu2(extra, cent):
-            e2 = nz.qf_moment([M, M] + extra, [True, True] + cent) / d
-            e1 = nz.qf_moment([M] + extra, [True] + cent) * 2 * beta / np.sqrt(d)
-            e0 = (nz.qf_moment(extra, cent) if extra else 1.0) * beta ** 2
+            e2 = corr.qf_moment([M, M] + extra, [True, True] + cent) / d
+            e1 = corr.qf_moment([M] + extra, [True] + cent) * 2 * beta / np.sqrt(d)
+            e0 = (corr.qf_moment(extra, cent) if extra else 1.0) * beta ** 2
             return e2 + e1 + e0
         F2 = 4 * (Eu2([X, Y], [False, False]) - 2 * Eu2([XY], [False])
                   + np.trace(X @ Y) * Eu2([], [])) / d
@@ -110,7 +113,7 @@ def test_one_step_small():
     assert min(abs(r["z_flow"]) for r in rows) > 3.0
     # the mean matrix alone misses the variance of the update in q_11
     assert min(abs(r["z_mean_matrix"]) for r in rows if r["name"] == "q_11") > 3.0
-    assert "z corr" in nz.check_table(rows)
+    assert "z corr" in corr.check_table(rows)
     # the predicted eta^3 part of q_11 matches the measured one
     for r in rows:
         if r["name"] == "q_11":
@@ -178,7 +181,7 @@ def test_noise_rows_are_the_noise_terms():
     for tr in ([0], [0, 1]):
         m = attndyn.TiedModel(2, tr, lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
         h = m.hierarchy(4)
-        rows = nz.NoiseRows(h)
+        rows = nflow.NoiseRows(h)
         rng = np.random.default_rng(1)
         y = rng.uniform(0.2, 1.0, h.n_moments)
         lam = np.array([[1.3, 0.4], [0.4, 0.7]])
@@ -201,7 +204,7 @@ def test_noise_hierarchy_matches_the_moment_level_flow():
     W = m.gaussian_init(100, scale=0.5, seed=1100)
     S = [w @ w.T for w in W]
     t = np.linspace(0.0, 0.05, 6)
-    mf = nz.noise_corrected_flow(m, S, t, eta=0.01, batch=20)
+    mf = nflow.noise_corrected_flow(m, S, t, eta=0.01, batch=20)
     h = m.hierarchy(10)
     r = h.integrate(S, t, correction="noise", eta=0.01, batch=20)
     r0 = h.integrate(S, t, check=None, method="truncation")
@@ -252,7 +255,7 @@ def test_moment_level_flow_starts_with_the_exact_one_step_noise():
         S = [w @ w.T for w in W]
         p = nz.one_step_prediction(m, W, eta=0.01, batch=8)
         per_t = p["noise"] / (4 * 0.01 / d)
-        th = nz.noise_corrected_flow(m, S, np.array([0.0, 1e-4]), eta=0.01, batch=8,
+        th = nflow.noise_corrected_flow(m, S, np.array([0.0, 1e-4]), eta=0.01, batch=8,
                                      correction="noise+finite-d", refine=8)
         for i, n in enumerate(p["names"]):
             j = th.names.index(n)
@@ -283,9 +286,9 @@ def test_moment_level_flow_with_q_dependent_gamma_matches_the_noise_rows(monkeyp
         cm = np.array([mf.y[mf.names.index(n)] - mf.diagnostics["flow"][mf.names.index(n)]
                        for n in names])
         return np.abs(ch - cm).max(axis=1) / np.abs(cm).max(axis=1)
-    assert rel(nz.noise_corrected_flow(m, S, t, eta=0.02, batch=6)).max() < 0.01
-    monkeypatch.setattr(nz, "_gamma_feedback", lambda *a: a[6])  # out_Y as it is
-    assert rel(nz.noise_corrected_flow(m, S, t, eta=0.02, batch=6)).max() > 0.02
+    assert rel(nflow.noise_corrected_flow(m, S, t, eta=0.02, batch=6)).max() < 0.01
+    monkeypatch.setattr(nflow, "_gamma_feedback", lambda *a: a[6])  # out_Y as it is
+    assert rel(nflow.noise_corrected_flow(m, S, t, eta=0.02, batch=6)).max() > 0.02
 
 
 def test_moment_level_flow_with_q_dependent_gamma_against_sgd():
@@ -347,7 +350,7 @@ def test_fig4_flow_acceptance():
     """Issue 16 acceptance at Figure 4's settings (d = 400, lr 0.01, B = 512, 8 seeds,
     t in [0, 1]): the corrected theory's max error on t_1, q_11, q_12 is >= 3x smaller
     than the flow's and within 2 standard errors of the SGD mean."""
-    res = nz.fig4_noise_check(d=400, eta=0.01, batch=512, seeds=8, threads=None)
+    res = F4.fig4_noise_check(d=400, eta=0.01, batch=512, seeds=8, threads=None)
     e = res["errors"]
     worst = lambda c: max(e[c]["max_abs"].values())  # noqa: E731
     # measured (8 seeds, 1495 s at load 4-8): worst errors 3.44e-4 (none), 4.61e-5 (noise,
@@ -365,7 +368,7 @@ def test_fig4_flow_acceptance():
 # ---------------------------------------------------------------------------
 # finite width: the fourth-cumulant correction of the potential
 
-from attndyn.numeric.attention import finite_width as fw  # noqa: E402
+from attndyn.numeric.attention.tied import finite_width as fw  # noqa: E402
 
 
 def _h2_scenario(d):
@@ -467,7 +470,7 @@ def test_finite_width_acceptance(d):
 def test_fig4_flow_quick_size():
     """The same check at Figure 4's 'quick' size (d = 160, B = 200, the caption's eta d / B;
     measured 274 s here): worst error 4.2x below the flow's, <= 1.6 s.e."""
-    res = nz.fig4_noise_check(d=160, eta=0.01, batch=200, seeds=8)
+    res = F4.fig4_noise_check(d=160, eta=0.01, batch=200, seeds=8)
     e = res["errors"]
     worst = lambda c: max(e[c]["max_abs"].values())  # noqa: E731
     assert worst("noise") * 3 <= worst("none")

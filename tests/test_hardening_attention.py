@@ -178,7 +178,7 @@ def test_non_finite_gamma_stops_the_flow_instead_of_hanging():
     with deadline(60):
         r = matrix_flow(m, tied_mats(), [0.0, 0.1], order=2)
     assert r.status == -3 and "non-finite" in r.message and "Gamma" in r.message
-    from attndyn.numeric.attention.flow import solve_flow
+    from attndyn.numeric.attention.odesolve import solve_flow
     with deadline(60):
         sol = solve_flow(lambda t, y: np.full_like(y, np.nan), np.ones(3), np.array([0.0, 1.0]),
                          rtol=1e-8, atol=1e-10)

@@ -10,10 +10,11 @@ from scipy.integrate import quad, solve_ivp
 
 import attndyn
 from attndyn.kernels.moments import word_traces
-from attndyn.numeric.attention.fastflow import tied_fast_flow
-from attndyn.numeric.attention.limit import (LimitTrajectory, deterministic_equivalents,
-                                             extrapolate, free_limit, is_commuting, limit_flow,
-                                             mp_bin_means, mp_quadrature, richardson)
+from attndyn.numeric.attention.tied.flow import tied_fast_flow
+from attndyn.numeric.attention.tied.limit import (LimitTrajectory, deterministic_equivalents,
+                                                  extrapolate, free_limit, is_commuting,
+                                                  limit_flow, mp_bin_means, mp_quadrature,
+                                                  richardson)
 from attndyn.symbolic.initial import FreeInit, narayana_moment, scalar, wishart
 from attndyn.symbolic.words import canonical_words
 
@@ -126,7 +127,7 @@ def test_per_eigenvalue_ode_is_the_flow_of_commuting_matrices():
     lam0 = np.vstack([x, 0.3 * np.ones(24), np.ones(24)])
     t = np.linspace(0, 0.8, 5)
     words = canonical_words(3, model.alphabet)
-    from attndyn.numeric.attention.limit import per_node_flow
+    from attndyn.numeric.attention.tied.limit import per_node_flow
     ts, out, status, _ = per_node_flow(model, lam0, np.full(24, 1 / 24), t, words)
     assert status == 0
     ref = _ref_flow(model, [np.diag(r) for r in lam0], t, words)

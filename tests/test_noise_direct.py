@@ -14,7 +14,7 @@ import pytest
 import sympy as sp
 
 import attndyn
-from attndyn.numeric.attention import noise_direct as nd
+from attndyn.numeric.attention.direct import noise as nd
 from attndyn.numeric.attention.compare import compare
 from attndyn.numeric.core.validate import resolve_seed
 

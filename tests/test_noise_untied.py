@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import attndyn
-from attndyn.numeric.attention import noise_untied as nu
+from attndyn.numeric.attention.untied import noise as nu
 from attndyn.numeric.attention.base import resolve_seed
-from attndyn.numeric.attention.noise import qf_moment, quadratic_loss
+from attndyn.numeric.attention.corrections import qf_moment, quadratic_loss
 
 
 def d3():
@@ -228,7 +228,7 @@ def test_untied_correction_wiring():
     model = d3()
     assert model.corrections == ("none", "noise")
     pairs = on_manifold(model, 12, 0.7, 1)
-    from attndyn.numeric.attention.untied_theory import compare_theory
+    from attndyn.numeric.attention.untied.theory import compare_theory
     with pytest.raises(ValueError, match="slow time"):
         compare_theory(model, pairs, np.linspace(0, 0.01, 3), theory="flow", order=2,
                        time="fast", correction="noise", eta=0.01, batch=4)

@@ -27,7 +27,7 @@ from attndyn.kernels.moments import word_traces
 from attndyn.numeric import compare, matrix_flow
 from attndyn.numeric.attention.base import (AttentionModel, CapabilityError, SGDRunner,
                                             TimeScale, check_order_arg)
-from attndyn.numeric.attention.flow import solve_flow
+from attndyn.numeric.attention.odesolve import solve_flow
 from attndyn.numeric.attention.training import sgd, gaussian_init
 from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.validate import check_t_eval

@@ -9,7 +9,10 @@ import pytest
 
 import attndyn
 from attndyn.cli import main
-from attndyn.numeric.attention import figures as F
+from attndyn.numeric.attention.figures import common as F
+from attndyn.numeric.attention.figures import fig2 as F2
+from attndyn.numeric.attention.figures import fig3 as F3
+from attndyn.numeric.attention.figures import fig4 as F4
 from attndyn.numeric.core.claims import Claim, FigureRun, claims_table
 
 
@@ -25,7 +28,7 @@ def _check_saved(run, tmp_path):
 
 
 def test_fig4_miniature(tmp_path):
-    run = F.fig4("mini")
+    run = F4.fig4("mini")
     assert {"sgd/seed0", "limit", "flow", "truncation/M2", "truncation_full/M8"} <= set(run.curves)
     meta = _check_saved(run, tmp_path)
     assert meta["settings"]["sgd_seeds"] == [0]
@@ -36,10 +39,10 @@ def test_fig4_miniature(tmp_path):
 
 
 def test_fig2_fig3_miniatures(tmp_path):
-    r2 = F.fig2("mini", acts=("h1",), T=0.2, n_t=5)
+    r2 = F2.fig2("mini", acts=("h1",), T=0.2, n_t=5)
     assert {"h1/tied_sgd/seed0", "h1/S_sgd/seed0", "h1/tied_flow", "h1/S_ode"} <= set(r2.curves)
     _check_saved(r2, tmp_path)
-    r3 = F.fig3("mini", acts=("h1",), T=0.05, n_t=5)
+    r3 = F3.fig3("mini", acts=("h1",), T=0.05, n_t=5)
     assert {"h1/sgd/seed0", "h1/theory_slaved"} <= set(r3.curves)
     assert r3.extra["theory_err"]["h1"] < 2e-2  # h1: slaved flow tracks SGD
     _check_saved(r3, tmp_path)
@@ -47,14 +50,14 @@ def test_fig2_fig3_miniatures(tmp_path):
 
 def test_fig2_fig3_miniature_claims():
     # every claim of the full activation set is built (verdicts not meaningful at this size)
-    r2 = F.fig2("mini", T=0.1, n_t=3, scan_d=(16, 32), scan_seeds=1, mc_d=(16, 32), mc_n=2000)
+    r2 = F2.fig2("mini", T=0.1, n_t=3, scan_d=(16, 32), scan_seeds=1, mc_d=(16, 32), mc_n=2000)
     texts = " | ".join(c.text for c in r2.claims)
     assert "vanishes as d -> infinity" in texts and "tied h3" in texts
     scan = r2.extra["direct_scan"]
     assert scan["d"] == [16, 32] and set(scan["pmax"]) == {"h1", "h2", "h3"}
     # h3's direct-S flow is flat at the start (its cross-gradient is quadratic in p)
     assert abs(scan["amp"]["h3"][0] - 1.0) < 0.05
-    r3 = F.fig3("mini", T=0.05, n_t=3, mc_d=(16, 32), mc_n=2000)
+    r3 = F3.fig3("mini", T=0.05, n_t=3, mc_d=(16, 32), mc_n=2000)
     texts = " | ".join(c.text for c in r3.claims)
     assert "delayed for higher-order activations" in texts and "approaches the exact" in texts
     assert r3.extra["teacher_signal_limit"] == pytest.approx({"h1": 1.0, "h2": 0.0, "h3": 0.0},
@@ -78,32 +81,32 @@ def test_finite_d_drift_mc_is_exact_for_linear():
     # For h1 the loss is quadratic in G, so the exact finite-d SGD drift is the matrix flow
     # (no non-Gaussian term): the Monte Carlo must agree within its error. A wrong factor in
     # the drift (the 4 of t = 4 eta n / d, the 2 of grad G) would fail here.
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.numeric.attention.training import gaussian_init
     from attndyn.symbolic.losses import mse_teacher_student
 
     tm = TiedModel(2, [0], mse_teacher_student("h1"))
-    W = F._rescale_tied(gaussian_init(tm, 24, seed=5))
-    mean, se = F._tied_p12_drift_mc(W, "h1", 40000, seed=1)
-    flow = F._tied_p12_drift_flow(tm, W)
+    W = F2._rescale_tied(gaussian_init(tm, 24, seed=5))
+    mean, se = F2._tied_p12_drift_mc(W, "h1", 40000, seed=1)
+    flow = F2._tied_p12_drift_flow(tm, W)
     assert abs(flow) > 0.05 and abs(mean - flow) < 5 * se + 1e-3 * abs(flow), (mean, se, flow)
 
 
 def test_untied_loss_mc_matches_phi_for_linear():
     from attndyn.numeric.attention.training import gaussian_init
-    from attndyn.numeric.attention.untied import UntiedModel
-    from attndyn.numeric.attention.untied_theory import theory
+    from attndyn.numeric.attention.untied.model import UntiedModel
+    from attndyn.numeric.attention.untied.coefficients import theory
     from attndyn.symbolic.losses import mse_teacher_student
 
     m = UntiedModel(2, [0], mse_teacher_student("h1"))
     pairs = gaussian_init(m, 24, seed=3)
     op = m.order_parameters(pairs)
-    (mean, se), = F._untied_loss_mc(pairs, ["h1"], 40000, seed=2).values()
+    (mean, se), = F3._untied_loss_mc(pairs, ["h1"], 40000, seed=2).values()
     phi = theory(m).phi(op["m"], op["q1"], op["q2"])
     assert abs(mean - phi) < 5 * se, (mean, se, phi)
     # eq. 49's teacher factor: E h2'(Z) = sqrt(2) m_2 for Z ~ N(m_2, v)
     m2 = mse_teacher_student("h2")
-    assert F._teacher_signal(UntiedModel(2, [0], m2), pairs, "h2") == pytest.approx(
+    assert F3._teacher_signal(UntiedModel(2, [0], m2), pairs, "h2") == pytest.approx(
         np.sqrt(2) * op["m"][1], rel=1e-10, abs=1e-14)
 
 
@@ -131,11 +134,11 @@ def test_bad_options(tmp_path, capsys):
     assert main(["reproduce", "fig4", "--seeds", "0", "--out", str(tmp_path)]) == 2
     assert "--seeds" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown setting"):
-        F.fig4("mini", horizon=3)
+        F4.fig4("mini", horizon=3)
     with pytest.raises(ValueError, match="mode must be"):
-        F.fig2("huge")
+        F2.fig2("huge")
     with pytest.raises(ValueError, match="seeds must be"):
-        F.fig3("mini", seeds=0)
+        F3.fig3("mini", seeds=0)
 
 
 def test_claims_table_and_verdicts():

@@ -249,7 +249,7 @@ _WARM = textwrap.dedent("""
                     method="truncation")
     assert r.success, r.message
     heavy = [k for k in ("sympy", "scipy.integrate", "scipy.optimize", "scipy.sparse", "tqdm",
-                         "attndyn.numeric.attention.theorems", "attndyn.numeric.attention.limit")
+                         "attndyn.numeric.attention.theorems", "attndyn.numeric.attention.tied.limit")
              if k in sys.modules]
     print(json.dumps({"sympy": "sympy" in sys.modules, "heavy": heavy,
                       "derived": m._potential is not None,

@@ -14,12 +14,16 @@ from hypothesis import strategies as st
 
 import attndyn
 from attndyn.cli import main
-from attndyn.numeric.attention.direct import SModel
-from attndyn.numeric.attention.theorems import assumptions as A
-from attndyn.numeric.attention.theorems import landscape as L
-from attndyn.numeric.attention.theorems import truncation as T
+from attndyn.numeric.attention.direct.model import SModel
+from attndyn.numeric.attention import assumptions as A
+from attndyn.numeric.attention.direct import theory as DT
+from attndyn.numeric.attention.tied import assumptions as TA
+from attndyn.numeric.attention.untied import assumptions as UA
+from attndyn.numeric.attention.theorems import cor1_landscape as L
+from attndyn.numeric.attention.theorems import cor2_truncation as T
+from attndyn.numeric.attention.tied import bounds as B
 from attndyn.numeric.attention.theorems.thm1 import check_thm1
-from attndyn.numeric.attention.untied import UntiedModel
+from attndyn.numeric.attention.untied.model import UntiedModel
 from attndyn.numeric.core.checks import CheckResult, run_checks
 from attndyn.symbolic.losses import mse_teacher_student
 
@@ -64,8 +68,8 @@ def test_verify_cli_list_json_and_bad_input(capsys):
         assert key in out
     assert main(["verify", "--only", "thm1,trunc", "--budget", "small", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert rep["ok"] and [c["check"] for c in rep["checks"]] == ["trunc", "thm1"]
-    assert all(c["verdict"] == "held" and c["worst"] is not None for c in rep["checks"])
+    assert rep["ok"] and [c["check"] for c in rep["result"]["checks"]] == ["trunc", "thm1"]
+    assert all(c["verdict"] == "held" and c["worst"] is not None for c in rep["result"]["checks"])
     for argv in (["--only", "bogus"], ["--only", "thm1", "--d", "30"],
                  ["--time-budget", "-1"], ["--only", ","]):
         assert main(["verify"] + argv) == 2
@@ -152,18 +156,18 @@ def test_cor1_small_budget():
 
 def test_cor2_constants_linear_and_h2():
     lin = _tied("square")
-    c = T.measured_constants(lin, 1.0)
+    c = B.measured_constants(lin, 1.0)
     assert c["C_Gamma"] == 2.0 and c["L_Gamma"] == 0.0
     assert c["gamma_star"] == pytest.approx(4 * 2 * 2 * 1.0)   # 4 K C_Gamma R
-    p = T.proof_constants(lin, 1.0)
+    p = B.proof_constants(lin, 1.0)
     assert p["C_star"] == 3.0 and p["R"] == 9.0
     assert p["gamma_star"] >= p["gamma_star_cor2"] and p["gamma_star"] >= p["gamma_star_lemma3"]
-    assert T.truncation_bound(c, 0.0, 4, 2) is None      # the premise fails at gamma = 0
-    assert T.truncation_bound(c, c["gamma_star"], 4, 2) is None
-    b = [T.truncation_bound(c, 3 * c["gamma_star"], M, 2)["bound"] for M in (2, 4, 8)]
+    assert B.truncation_bound(c, 0.0, 4, 2) is None      # the premise fails at gamma = 0
+    assert B.truncation_bound(c, c["gamma_star"], 4, 2) is None
+    b = [B.truncation_bound(c, 3 * c["gamma_star"], M, 2)["bound"] for M in (2, 4, 8)]
     assert b[0] > b[1] > b[2]                          # geometric in M
     # a non-polynomial Gamma gets no constants
-    assert T.gamma_constants(_tied("relu"), 3.0) is None
+    assert B.gamma_constants(_tied("relu"), 3.0) is None
 
 
 @settings(max_examples=10, deadline=None)
@@ -172,7 +176,7 @@ def test_gamma_bounds_dominate_sampled_values(seed, rho):
     """C_Gamma and L_Gamma of the h3 potential bound |Gamma| and its difference quotients at
     random symmetric q in the ball ||q||_F <= rho."""
     m = _tied("h3")
-    c = T.gamma_constants(m, rho)
+    c = B.gamma_constants(m, rho)
     rng = np.random.default_rng(seed)
     for _ in range(20):
         qs = []
@@ -230,61 +234,61 @@ def test_assumption_2_1():
 
 def test_assumption_2_2(mats):
     d, (W1, W2, *_) = mats
-    assert A.assumption_2_2(_tied(), [W1, W2]).holds is True
-    v = A.assumption_2_2(_tied(), [W1[:, :1], W2])     # rank one: not extensive
+    assert TA.assumption_2_2(_tied(), [W1, W2]).holds is True
+    v = TA.assumption_2_2(_tied(), [W1[:, :1], W2])     # rank one: not extensive
     assert v.holds is False and "extensive" in v.message
 
 
 def test_assumption_2_4(mats):
     d, (W1, W2, *_) = mats
-    v = A.assumption_2_4(_tied("linear"), [W1, W2])
+    v = TA.assumption_2_4(_tied("linear"), [W1, W2])
     assert v.holds is False and "gamma = 0 <= gamma*" in v.message
     assert "does not apply" in v.message
     g = v.values["gamma_star"]
-    assert A.assumption_2_4(_tied("linear", gamma=1.01 * g), [W1, W2]).holds is True
-    assert A.assumption_2_4(_tied("relu"), [W1, W2]).holds is None
+    assert TA.assumption_2_4(_tied("linear", gamma=1.01 * g), [W1, W2]).holds is True
+    assert TA.assumption_2_4(_tied("relu"), [W1, W2]).holds is None
 
 
 def test_assumption_3(mats):
     d, (W1, W2, *_) = mats
     m = _tied("h2")
-    assert A.assumption_3(m, [W1, W2]).holds is True
-    v = A.assumption_3(m, [W2 + 0.3 * W1, W2])
+    assert TA.assumption_3(m, [W1, W2]).holds is True
+    v = TA.assumption_3(m, [W2 + 0.3 * W1, W2])
     assert v.holds is False and "informative" in v.message
 
 
 def test_assumption_4_4(mats):
     d, (U1, V1, U2, V2, *_) = mats
     u = UntiedModel(2, [0], mse_teacher_student("h2"))
-    assert A.assumption_4_4(u, [(U1, 1.3 * V1), (U2, V2)]).holds is True
-    assert A.assumption_4_4(u, [(U1, U1[:, ::-1]), (U2, V2)]).holds is False   # tA = tB
+    assert UA.assumption_4_4(u, [(U1, 1.3 * V1), (U2, V2)]).holds is True
+    assert UA.assumption_4_4(u, [(U1, U1[:, ::-1]), (U2, V2)]).holds is False   # tA = tB
 
 
 def test_assumption_5(mats):
     d, (U1, V1, U2, V2, *_) = mats
     u = UntiedModel(2, [0], mse_teacher_student("h2"))
-    assert A.assumption_5(u, [(U1, 1.3 * V1), (U2, V2)]).holds is True
+    assert UA.assumption_5(u, [(U1, 1.3 * V1), (U2, V2)]).holds is True
     # a small student under a large teacher: the m-Hessian turns negative on the way to m*
     I = np.eye(d)
-    v = A.assumption_5(u, [(0.3 * U1, 0.35 * V1), (U2 + 0.5 * I, V2 + 0.5 * I)])
+    v = UA.assumption_5(u, [(0.3 * U1, 0.35 * V1), (U2 + 0.5 * I, V2 + 0.5 * I)])
     assert v.holds is False and v.values["lambda_min"] < 0
 
 
 def test_assumption_6(mats):
     d, (U1, V1, U2, V2, *_) = mats
     u = UntiedModel(2, [0], mse_teacher_student("h2"))
-    assert A.assumption_6(u, [(U1, 1.3 * V1), (U2, V2)]).holds is True
-    v = A.assumption_6(u, [(U2 + 0.3 * U1, V2), (U2, V2)])
+    assert UA.assumption_6(u, [(U1, 1.3 * V1), (U2, V2)]).holds is True
+    v = UA.assumption_6(u, [(U2 + 0.3 * U1, V2), (U2, V2)])
     assert v.holds is False and "not free" in v.message
-    assert A.assumption_6(u, [(U2 + 0.3 * U1, V2), (U2, V2)], quick=True).holds is False
+    assert UA.assumption_6(u, [(U2 + 0.3 * U1, V2), (U2, V2)], quick=True).holds is False
 
 
 def test_assumption_9_4(mats):
     d, (S1, S2, *_) = mats
-    v = A.assumption_9_4(SModel(2, [0], mse_teacher_student("h2")), [S1, S2])
+    v = DT.assumption_9_4(SModel(2, [0], mse_teacher_student("h2")), [S1, S2])
     assert v.holds is False and "gamma = 0 <=" in v.message
     big = SModel(2, [0], mse_teacher_student("h2"), weight_decay=2 * v.values["gamma_star"])
-    assert A.assumption_9_4(big, [S1, S2]).holds is True
+    assert DT.assumption_9_4(big, [S1, S2]).holds is True
 
 
 def test_diagnostics_reach_integrate_and_compare(mats):

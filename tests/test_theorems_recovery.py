@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from attndyn.numeric.attention.theorems import cor3, recovery
+from attndyn.numeric.attention.theorems import cor3, cor6_recovery as recovery
 from attndyn.numeric.core.checks import CheckResult, registered
 
 
@@ -61,7 +61,7 @@ def test_fit_scaling_recovers_the_law_it_was_given(k):
 def test_eq17_against_the_limit_flow():
     """eq. (17): dp_12/dt(0) = -2 Gamma_12 t_1 p_22 for h1, h2, h3 (MATH.md: 0.25, 0.25,
     0.1875 at t = 1/2, Var G = 1) against the exact limit flow's initial slope."""
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import mse_teacher_student
     for act, want in (("h1", 0.25), ("h2", 0.25), ("h3", 0.1875)):
         m = TiedModel(2, [0], mse_teacher_student(act))
@@ -71,7 +71,7 @@ def test_eq17_against_the_limit_flow():
 
 
 def test_measure_weak_recovery_is_seeded_and_tracks_the_flow():
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import mse_teacher_student
     m = TiedModel(2, [0], mse_teacher_student("h1"))
     a = cor3.measure_weak_recovery(m, 32, 0.1, n_seeds=2, seed=7, T_max=0.9)
@@ -91,7 +91,7 @@ def test_measure_weak_recovery_is_seeded_and_tracks_the_flow():
 def test_pl_identity_on_a_flow():
     """-d log Delta/dt = 2 c(t) with c from the words of length 3 (the dissipation formula),
     on a small tied h1 flow; Delta falls and c stays positive."""
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import mse_teacher_student
     m = TiedModel(2, [0], mse_teacher_student("h1"))
     W = m.gaussian_init(30, width=120, seed=3)

@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import attndyn
-from attndyn.numeric.attention import untied_theory as ut
+from attndyn.numeric.attention.untied import fastslow as ut
+from attndyn.numeric.attention.untied import coefficients as uc
 from attndyn.numeric.attention.training import gaussian_init
 from attndyn.symbolic import untied as su
 from attndyn.symbolic.losses import mse_teacher_student
@@ -119,7 +120,7 @@ def test_index_refuses_letters_outside_the_closed_set():
 
 def _exact_trace_derivative(model, pairs, words, m_star):
     vel = ut.slaved_velocity(model, pairs, m_star)
-    mats, _ = ut._letter_mats(pairs)
+    mats, _ = uc._letter_mats(pairs)
     d = pairs[0][0].shape[0]
     dm = [np.zeros((d, d)) for _ in mats]
     for j, k in enumerate(model.trainable):
@@ -183,7 +184,7 @@ def test_truncation_converges_on_a_short_horizon_and_flags_a_long_one():
     assert errs[0] > 5 * errs[1] > 25 * errs[2]
     assert errs[2] < 1e-5
     long = model.hierarchy(4).integrate(pairs, np.linspace(0.0, 0.2, 11))
-    assert long.status == ut.NOT_CONVERGED
+    assert long.status == uc.NOT_CONVERGED
     assert "not converged" in long.message
     assert 0.0 <= long.diagnostics["t_converged"] < 0.2
     with pytest.raises(attndyn.numeric.TruncationNotConverged):
@@ -260,14 +261,14 @@ def test_root_search_failures_are_clear():
     state = dict(m=[0.1, 0.0], tA=[1, 1], tB=[1, 1], q1=np.eye(2), q2=np.zeros((2, 2)))
     cm = model.critical_mean(state)   # dPhi/dm_1 = 1: no root anywhere
     assert cm.status == -3 and "no root" in cm.message
-    with pytest.raises(ut.RootError, match="no root"):
+    with pytest.raises(uc.RootError, match="no root"):
         model.critical_mean(state, raise_on_failure=True)
     slow = _model("h2").critical_mean(_h2_state(0.1), t_max=1e-3)
     assert slow.status == -2 and "did not settle" in slow.message
     pairs = gaussian_init(model, 20, seed=0)
     res = model.hierarchy(2).integrate(pairs, [0.0, 0.1])
-    assert res.status == ut.ROOT_FAILED and not res.success and "root search failed" in res.message
-    with pytest.raises(ut.RootError):
+    assert res.status == uc.ROOT_FAILED and not res.success and "root search failed" in res.message
+    with pytest.raises(uc.RootError):
         model.hierarchy(2).rhs(model.hierarchy(2).moments_from_matrices(pairs))
 
 

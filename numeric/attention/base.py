@@ -52,11 +52,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from attndyn.numeric.core.validate import resolve_seed  # noqa: F401  (re-exported: part of the protocol's API)
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
-
-from ..core.validate import resolve_seed  # noqa: F401  (re-exported: part of the protocol's API)
 
 __all__ = ["AttentionModel", "SGDRunner", "TimeScale", "CapabilityError", "check_model",
            "check_order_arg", "resolve_seed", "obs_key"]

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.results import IntegrationError, Trajectory
-from .base import check_model
-from .training import gaussian_init, sgd, sgd_runs
+from attndyn.numeric.attention.base import check_model
+from attndyn.numeric.attention.training import gaussian_init, sgd, sgd_runs
+from attndyn.numeric.core.results import IntegrationError, Trajectory
 
 __all__ = ["compare", "Comparison", "error_metrics", "load_comparison"]
 
@@ -127,14 +127,14 @@ class Comparison:
         return "\n".join(lines)
 
     def plot(self, names=None, ax=None):
-        from ..core.plots import plot_comparison
+        from attndyn.numeric.core.plots import plot_comparison
         return plot_comparison(self, names=names, ax=ax)
 
     # -- labelled exports and persistence ------------------------------------
     def to_xarray(self):
         """An ``xarray.Dataset``: ``sgd``, ``theory`` (observable, time), ``runs`` (seed,
         observable, time), ``spread`` and one ``error_<metric>`` per metric."""
-        from ..core.labelled import comparison_to_xarray
+        from attndyn.numeric.core.labelled import comparison_to_xarray
         return comparison_to_xarray(self)
 
     def to_pandas(self):
@@ -158,7 +158,7 @@ class Comparison:
         :func:`load_comparison` reads it back."""
         import json
 
-        from ..core.labelled import jsonable
+        from attndyn.numeric.core.labelled import jsonable
 
         def header(t):
             return {"names": list(t.names), "kind": t.kind, "params": jsonable(t.params),
@@ -275,7 +275,7 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     model = check_model(model)
     # a model without a theory refuses here (CapabilityError, a ValueError)
     theory, order = model.check_theory(theory, order)
-    from .noise import check_correction
+    from attndyn.numeric.attention.corrections import check_correction
     correction = check_correction(correction)
     model.check_correction(theory, order, correction)  # before any SGD runs
     if isinstance(init, dict):
@@ -339,7 +339,7 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
                    "correction": correction})
     message = "success: SGD and theory compared" if status == 0 else "; ".join(msgs)
     # the premises of the theorem behind the theory, at this start (issue 18)
-    from .theorems.assumptions import diagnose
+    from attndyn.numeric.attention.assumptions import diagnose
     verdicts = diagnose(model, init, quick=True)
     params["assumptions"] = [v.as_dict() for v in verdicts]
     message += "".join(f"; {v}" for v in verdicts if v.holds is False)

@@ -55,14 +55,13 @@ from contextlib import contextmanager
 import numpy as np
 
 from attndyn.kernels import sgd as _k
+from attndyn.numeric.attention.base import check_model, resolve_seed
+from attndyn.numeric.attention.tied.runner import tied_observable_names  # noqa: F401  (re-exported, old home)
+from attndyn.numeric.core.compile import load_generated
+from attndyn.numeric.core.progress import Progress
+from attndyn.numeric.core.results import IntegrationError, Trajectory
+from attndyn.numeric.core.validate import check_t_eval
 from attndyn.symbolic.lossgrad import loss_gradient
-
-from ..core.compile import load_generated
-from ..core.progress import Progress
-from ..core.results import IntegrationError, Trajectory
-from ..core.validate import check_t_eval
-from .base import check_model, resolve_seed
-from .tied import tied_observable_names  # noqa: F401  (re-exported, old home)
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
            "compiled_loss", "tied_observable_names", "sgd_memory_bytes", "available_memory"]

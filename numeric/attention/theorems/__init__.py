@@ -6,9 +6,9 @@ The assumption diagnostics live in :mod:`.assumptions`. One import per module be
 a plain list: a new module adds one line.
 """
 
-from . import trunc  # noqa: F401  key "trunc": truncations vs the exact matrix flow
+from . import truncations  # noqa: F401  key "trunc": truncations vs the exact matrix flow
 from . import thm1  # noqa: F401  key "thm1": Theorem 1 / Corollary 5 at finite d
-from . import landscape  # noqa: F401  key "cor1": Corollary 1, the constrained minimum
+from . import cor1_landscape  # noqa: F401  key "cor1": Corollary 1, the constrained minimum
 from . import cor3  # noqa: F401  key "cor3": Corollary 3, N_wr(c) ~ d^2 log d from SGD
-from . import recovery  # noqa: F401  key "recovery": D.5 / Cor. 6, PL second-phase rate
-from . import truncation  # noqa: F401  key "cor2": Corollary 2 with the proof's constants
+from . import cor6_recovery  # noqa: F401  key "recovery": D.5 / Cor. 6, PL second-phase rate
+from . import cor2_truncation  # noqa: F401  key "cor2": Corollary 2 with the proof's constants

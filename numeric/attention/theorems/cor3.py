@@ -149,7 +149,7 @@ def eq17_slopes(model, *, scale: float = math.sqrt(0.5), h: float = 1e-4) -> dic
     ``Gamma12`` at the limit ``q(0)``, ``slope_eq17 = -2 Gamma12 t1 p22`` and the limit
     flow's initial slope ``slope_limit`` (``2 D(h) - D(2h)`` from the difference
     quotients ``D``, error ``O(h^2)``)."""
-    from attndyn.numeric.attention.limit import limit_flow
+    from attndyn.numeric.attention.tied.limit import limit_flow
     law = _law(scale)
     words = [(0,), (1,), (0, 0), (0, 1), (1, 1)]
     mu = dict(zip(words, [float(v) for v in law(words)]))
@@ -174,7 +174,7 @@ def weak_recovery_theory(model, c: float, *, scale: float = math.sqrt(0.5),
     ``n_grid`` points of ``[0, T_max]``, then interpolated on ``n_fine`` points of
     the bracket (``grid_step`` is their spacing).
     """
-    from attndyn.numeric.attention.limit import limit_flow
+    from attndyn.numeric.attention.tied.limit import limit_flow
     law = _law(scale)
     out = eq17_slopes(model, scale=scale)
     slope17 = out["slope_eq17"]
@@ -344,7 +344,7 @@ def fit_scaling(dims, samples, *, se_floor: float = 1e-3) -> dict:
 # the check
 
 def _run_activation(activation, cfg: Cor3Config, ss, progress=None, n_dims=None) -> dict:
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import mse_teacher_student
     model = TiedModel(2, [0], mse_teacher_student(activation))
     th = weak_recovery_theory(model, cfg.c, scale=cfg.scale)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ...core.checks import CheckResult, register
+from attndyn.numeric.core.checks import CheckResult, register
 
 __all__ = ["finite_d_bias", "check_thm1", "THM1_BUDGETS"]
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...core.checks import CheckResult, register
+from attndyn.numeric.core.checks import CheckResult, register
 
 __all__ = ["FeasibleSet", "feasible_set", "minimise", "LandscapeMinimum", "check_cor1",
            "COR1_BUDGETS"]
@@ -338,7 +338,7 @@ def tied_case(loss_name: str, d: int, t_end: float, rng, *, sgd_ds=(), eta=None,
     point at ``t_end`` from a random Wishart student, and SGD's at each ``d`` in
     ``sgd_ds`` (same law of the initial condition)."""
     from attndyn.numeric.attention.flow import matrix_flow
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import mse_teacher_student
 
     model = TiedModel(2, [0], mse_teacher_student(loss_name))
@@ -405,7 +405,7 @@ def direct_case(loss_name: str, d: int, t_end: float, rng, informative: bool) ->
     uninformative manifold of Assumption 10 (independent noise with the student-teacher
     order parameters ``t_1, Psi_12, Omega_12`` set to their ``d -> infinity`` value 0: at
     finite ``d`` they are ``O(d^-1/2)`` and the unstable manifold is left at long times)."""
-    from attndyn.numeric.attention.direct import SModel
+    from attndyn.numeric.attention.direct.model import SModel
     from attndyn.symbolic.losses import mse_teacher_student
 
     model = SModel(2, [0], mse_teacher_student(loss_name))
@@ -439,8 +439,8 @@ def direct_case(loss_name: str, d: int, t_end: float, rng, informative: bool) ->
 def untied_case(loss_name: str, d: int, t_end: float, rng) -> dict:
     """An untied teacher-student instance: the minimum over Q (``m`` free) and the end point
     of the finite-d full gradient flow (fast time ``t = eta n``)."""
-    from attndyn.numeric.attention.untied import UntiedModel
-    from attndyn.numeric.attention.untied_theory import untied_flow
+    from attndyn.numeric.attention.untied.model import UntiedModel
+    from attndyn.numeric.attention.untied.fastslow import untied_flow
     from attndyn.symbolic.losses import mse_teacher_student
 
     model = UntiedModel(2, [0], mse_teacher_student(loss_name))

@@ -32,6 +32,11 @@ import numpy as np
 from scipy.linalg import blas
 
 from attndyn.kernels.moments import word_traces
+from attndyn.numeric.core.results import IntegrationError, Trajectory
+from attndyn.numeric.core.validate import check_t_eval
+from attndyn.symbolic.hierarchy import check_order
+from attndyn.symbolic.printing import word_label
+from attndyn.symbolic.words import canonical_words
 
 __all__ = ["tied_fast_flow", "tied_fast_system", "FlowOutput"]
 
@@ -263,7 +268,7 @@ def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, bl
     the project's flow driver (:func:`attndyn.numeric.attention.flow.solve_flow`:
     blow-up and non-finite slopes end with status -3, keeping the outputs before).
     """
-    from .flow import solve_flow
+    from attndyn.numeric.attention.odesolve import solve_flow
     rhs, y0, full, form = tied_fast_system(model, matrices, factored)
     t_eval = np.asarray(t_eval, dtype=np.float64)
     if y0.size == 0 or t_eval[-1] == 0.0:
@@ -277,3 +282,54 @@ def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, bl
     message = sol.message if sol.status != 0 else "success: matrix flow reached the last output time"
     return FlowOutput(np.asarray(sol.t, float), traces, int(sol.status), message,
                       int(rhs.nfev[0]), form)
+
+
+def _tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, method,
+                      keep_matrices, blowup, raise_on_failure) -> Trajectory:
+    """dS_k/dt = -sum_l Gamma_kl(q) (S_l S_k + S_k S_l) - (gamma/2) S_k, q_kl = Tr(S_k S_l)/d."""
+    mats = model.check_matrices(matrices)
+    t_eval = check_t_eval(t_eval)
+    K = model.K
+    d = mats[0].shape[0]
+    if words is None:
+        words = canonical_words(check_order(order), model.alphabet)
+    else:
+        words = [model.alphabet.check_word(w, "words") for w in words]
+    tr = list(model.trainable)
+    # the fast flow (issue 9, numeric/attention/fastflow.py): packed symmetric state, one
+    # BLAS dsyrk/dsyr2k per trainable matrix, teachers rotated to diagonal, the factored
+    # form W W^T when every trainable matrix has rank <= d/3; traces need no rotation back
+    from attndyn.numeric.attention.tied.flow import tied_fast_system
+    rhs, y0_fast, full, _form = tied_fast_system(model, mats)
+
+    def unpack(y):
+        return full(y, keep_matrices)
+
+    if tr:
+        from attndyn.numeric.attention.odesolve import solve_flow  # imports scipy.integrate: not at start-up
+        y0 = y0_fast
+        sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
+                         what="tied matrix flow")
+        Ys, ts, status, message = sol.y, sol.t, sol.status, sol.message
+    else:
+        from attndyn.numeric.attention.odesolve import check_solver_args
+        rtol, atol, blowup, _ = check_solver_args(rtol, atol, blowup, method)
+        Ys, ts, status, message = np.zeros((0, t_eval.size)), t_eval, 0, "nothing trainable"
+    out = np.empty((len(words), ts.size))
+    kept = []
+    for n in range(ts.size):
+        S = unpack(Ys[:, n]) if tr else mats
+        out[:, n] = word_traces(S, words)
+        if keep_matrices:
+            kept.append(np.stack(S))
+    params = model.params_dict()
+    params.update({"d": d, "rtol": rtol, "atol": atol, "method": method})
+    res = Trajectory(t=np.asarray(ts, dtype=float), y=out,
+                     names=[word_label(w, K) for w in words], words=[tuple(w) for w in words],
+                     kind="matrix_flow", params=params, status=status, message=message,
+                     diagnostics={"d": d})
+    if keep_matrices:
+        res.diagnostics["matrices"] = np.stack(kept) if kept else np.zeros((0, K, d, d))
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res

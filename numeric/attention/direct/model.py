@@ -43,36 +43,17 @@ from typing import Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from attndyn.numeric.attention.base import AttentionModel, obs_key, SGDRunner, TimeScale
+from attndyn.numeric.attention.direct.runner import (_order_parameters, _SRunner,
+                                                     s_observable_names, s_observables)
+from attndyn.numeric.attention.odesolve import check_solver_args, solve_flow
+from attndyn.numeric.core.compile import load_generated
+from attndyn.numeric.core.results import IntegrationError, Trajectory
+from attndyn.numeric.core.validate import check_loss, check_model_args, check_t_eval, real_array
 from attndyn.symbolic.codegen import njit_source
 from attndyn.symbolic.potential import _call_loss, direct_potential, g_array, guard_for_numba
 
-from ..core.validate import check_loss, check_model_args, check_t_eval, real_array
-from ..core.compile import load_generated
-from ..core.results import IntegrationError, Trajectory
-from .base import AttentionModel, SGDRunner, TimeScale, obs_key
-from .flow import check_solver_args, solve_flow
-
-__all__ = ["SModel", "s_observable_names", "s_observables", "obs_key"]
-
-
-def s_observable_names(K: int) -> list:
-    """Observables of the direct-S model: ``t_k``, ``Psi_kl``, ``Omega_kl`` (every
-    ordered pair), the structural overlaps ``p_Psi_kl``, ``p_Omega_kl``,
-    ``p_plus_kl``, ``p_minus_kl`` (eqs. 406-408), and ``loss``."""
-    names = [obs_key("t", k) for k in range(K)]
-    for nm in ("Psi", "Omega", "p_Psi", "p_Omega", "p_plus", "p_minus"):
-        names += [obs_key(nm, k, l) for k in range(K) for l in range(K)]
-    return names + ["loss"]
-
-
-def s_observables(t, Psi, Omega, loss) -> np.ndarray:
-    """Observable vector in the order of :func:`s_observable_names`."""
-    t = np.asarray(t, dtype=float)
-    tt = np.outer(t, t)
-    pP = Psi - tt
-    pO = Omega - tt
-    return np.concatenate([t, np.ravel(Psi), np.ravel(Omega), pP.ravel(), pO.ravel(),
-                           ((pO + pP) / 2).ravel(), ((pO - pP) / 2).ravel(), [loss]])
+__all__ = ["SModel", "obs_key"]
 
 
 class SModel(AttentionModel):
@@ -138,7 +119,7 @@ class SModel(AttentionModel):
 
     def assumptions(self, init, quick: bool = False) -> list:
         """Theorem 4's Assumptions 9.1 and 9.4 at ``init`` (the matrices S_k)."""
-        from .theorems.assumptions import direct_diagnostics
+        from attndyn.numeric.attention.direct.theory import direct_diagnostics
         return direct_diagnostics(self, init, quick)
 
     def sgd_runner(self, init, order=None) -> SGDRunner:
@@ -198,7 +179,7 @@ class SModel(AttentionModel):
         pot = direct_potential(self.loss, self.K, self.L, self.C, params=psyms,
                                param_values=[float(v) for v in self.params.values()])
         if pot.route == "numeric":  # the symbolic layer describes the quadrature; built here
-            from .potentials import build_potential
+            from attndyn.numeric.attention.potentials import build_potential
             pot = build_potential(pot)
         return pot
 
@@ -362,7 +343,7 @@ class SModel(AttentionModel):
         y0 = self._pack(t0, Psi0, Om0)
         ode, extra = self._ode, {}
         if correction not in (None, "none"):
-            from .noise_direct import noise_setup
+            from attndyn.numeric.attention.direct.noise import noise_setup
             ode, extra = noise_setup(self, init, correction=correction, eta=eta, batch=batch,
                                      d=d)
         elif eta is not None or batch is not None or d is not None:
@@ -607,47 +588,3 @@ class SModel(AttentionModel):
                 "corollary7": diag}
 
 
-def _order_parameters(mats):
-    K = len(mats)
-    d = mats[0].shape[0]
-    t = np.array([np.trace(m) / d for m in mats])
-    Psi = np.empty((K, K))
-    Om = np.empty((K, K))
-    for k in range(K):
-        for l in range(k, K):
-            Psi[k, l] = Psi[l, k] = np.sum(mats[k] * mats[l].T) / d
-            Om[k, l] = Om[l, k] = np.sum(mats[k] * mats[l]) / d
-    return t, Psi, Om
-
-
-class _SRunner(SGDRunner):
-    """Matrices side by side in one array (trainable slots first) for
-    :func:`attndyn.kernels.sgd.s_steps`."""
-
-    def __init__(self, model, mats):
-        self.model = model
-        self.d = mats[0].shape[0]
-        tr = list(model.trainable)
-        self.slots = tr + [k for k in range(model.K) if k not in tr]
-        self.kidx = np.array(self.slots, dtype=np.int64)
-        self.n_tr = len(tr)
-        self.W = np.ascontiguousarray(np.hstack([mats[k] for k in self.slots]))
-        self.names = s_observable_names(model.K)
-        self.words = None
-        self.macs = self.d * (len(self.slots) + self.n_tr)
-
-    def matrix(self, k):
-        a = self.slots.index(k)
-        return self.W[:, a * self.d:(a + 1) * self.d]
-
-    def workspace_shape(self, B, L):
-        return (B, L, self.d, self.W.shape[1], self.n_tr * self.d)
-
-    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
-        from attndyn.kernels import sgd as _k
-        _k.s_steps(self.W, self.kidx, self.n_tr, C, F, ident, eta, gamma, B, n, lossfn, lp,
-                   state, blowup, losses, info, *ws)
-
-    def observables(self):
-        t, Psi, Om = _order_parameters([self.matrix(k) for k in range(self.model.K)])
-        return s_observables(t, Psi, Om, np.nan)[:-1]

@@ -33,7 +33,7 @@ import itertools
 
 import numpy as np
 
-from .base import check_model
+from attndyn.numeric.attention.base import check_model
 
 __all__ = ["finite_width_coefficients", "finite_width_potential", "finite_width_flow"]
 
@@ -100,9 +100,9 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
     from attndyn.symbolic.printing import word_label
     from attndyn.symbolic.words import canonical_words
 
-    from ..core.results import IntegrationError, Trajectory
-    from ..core.validate import check_t_eval
-    from .flow import solve_flow
+    from attndyn.numeric.core.results import IntegrationError, Trajectory
+    from attndyn.numeric.core.validate import check_t_eval
+    from attndyn.numeric.attention.odesolve import solve_flow
     model = check_model(model)
     c3, c4 = finite_width_coefficients(model)
     if not kappa3:

@@ -26,13 +26,13 @@ from typing import Callable
 
 import numpy as np
 
+from attndyn.numeric.attention.base import (AttentionModel, check_order_arg, obs_key, SGDRunner,
+                                            TimeScale)
+from attndyn.numeric.core.validate import check_loss, check_model_args, real_array
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.potential import _call_loss, g_array
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import Alphabet, canonical_words
-
-from ..core.validate import check_loss, check_model_args, real_array
-from .base import AttentionModel, SGDRunner, TimeScale, check_order_arg, obs_key
 
 __all__ = ["UntiedModel", "M", "MT", "A", "B"]
 
@@ -180,19 +180,19 @@ class UntiedModel(AttentionModel):
 
     def assumptions(self, init, quick: bool = False) -> list:
         """Theorem 3's Assumptions 4.1, 4.4, 5 and 6 at ``init`` (untied pairs)."""
-        from .theorems.assumptions import untied_diagnostics
+        from attndyn.numeric.attention.untied.assumptions import untied_diagnostics
         return untied_diagnostics(self, init, quick)
 
     def check_theory(self, theory, order):
         """compare: ``"flow"`` (the full finite-d flow, default), ``"slaved"`` (m = m*(q))
         or ``"hierarchy"`` (eqs. 31-32 truncated at ``order``, default 4)."""
-        from .untied_theory import check_theory
+        from attndyn.numeric.attention.untied.theory import check_theory
         return check_theory(theory, order)
 
     def theory(self, init, t, *, theory: str, order, check, words, **kwargs):
         """The untied theory at the SGD times (slow ``tau = eta n / d``), rows named as
         the SGD observables; see :func:`attndyn.numeric.attention.untied_theory.compare_theory`."""
-        from .untied_theory import compare_theory
+        from attndyn.numeric.attention.untied.theory import compare_theory
         return compare_theory(self, init, t, theory=theory, order=order, check=check,
                               words=words, **kwargs)
 
@@ -200,26 +200,26 @@ class UntiedModel(AttentionModel):
         """The finite-d untied flow from pairs ``(U_k, V_k)`` (``mode="full"``: fast time
         ``t = eta n``; ``mode="slaved"``: slow time); see
         :func:`attndyn.numeric.attention.untied_theory.untied_flow`."""
-        from .untied_theory import untied_flow
+        from attndyn.numeric.attention.untied.fastslow import untied_flow
         return untied_flow(self, matrices, t_eval, **options)
 
     # -- the fast-slow theory (attndyn.numeric.attention.untied_theory) ----------
     def fast_flow(self, pairs, t_eval, **kw):
         """The fast flow (28) of the means on ``t = eta n``, moments frozen; see
         :func:`attndyn.numeric.attention.untied_theory.fast_flow`."""
-        from .untied_theory import fast_flow
+        from attndyn.numeric.attention.untied.fastslow import fast_flow
         return fast_flow(self, pairs, t_eval, **kw)
 
     def critical_mean(self, pairs_or_state, **kw):
         """``m*(q)`` of eq. (29), the root the fast flow reaches from ``m(0)``, with
         its label; see :func:`attndyn.numeric.attention.untied_theory.critical_mean`."""
-        from .untied_theory import critical_mean
+        from attndyn.numeric.attention.untied.fastslow import critical_mean
         return critical_mean(self, pairs_or_state, **kw)
 
     def hierarchy(self, order: int, letters=None):
         """The slow hierarchy (31)-(32) truncated at ``order`` (eq. 892):
         :class:`attndyn.numeric.attention.untied_theory.UntiedHierarchy`."""
-        from .untied_theory import hierarchy
+        from attndyn.numeric.attention.untied.hierarchy import hierarchy
         return hierarchy(self, order, letters)
 
     def order_parameters(self, init) -> dict:

@@ -1,372 +1,36 @@
-"""Tied attention models: hierarchy, compiled integration, convergence diagnostics.
-
-``TiedModel`` joins the symbolic layer (words, eq. 11 structure, the potential
-of eq. 91) and the kernels (generic sparse RHS, Dormand-Prince). Time is the
-paper's ODE time ``t = 4 eta n / d`` for mini-batch online SGD with learning
-rate ``eta`` after ``n`` steps (MATH.md).
-"""
+"""The tied hierarchy (paper 003, eqs. (9)-(13)) and its method ladder."""
 
 from __future__ import annotations
 
-import math
 from functools import cached_property
-from typing import Callable, Sequence
 
 import numpy as np
 
 from attndyn.kernels.integrate import status_message
 from attndyn.kernels.moments import word_traces
+from attndyn.numeric.attention import potcache
+from attndyn.numeric.attention.base import AttentionModel
+from attndyn.numeric.core.results import IntegrationError, Trajectory, TruncationNotConverged
+from attndyn.numeric.core.validate import (_check_pos_float, check_max_steps, check_t_eval,
+                                           real_array)
 from attndyn.symbolic.hierarchy import check_order, tied_structure
 from attndyn.symbolic.initial import FreeInit
 from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hierarchy_text,
-                                       tied_equations, word_label)
-from attndyn.symbolic.words import canonical, canonical_words
+                                       tied_equations)
+from attndyn.symbolic.words import canonical
 
-from ..core.validate import (_check_nonneg_float, _check_pos_float, check_model_args,  # noqa: F401
-                             check_max_steps, check_t_eval, real_array)
-from ..core.compile import load_generated
-from ..core.results import IntegrationError, Trajectory, TruncationNotConverged
-from . import potcache
-from .base import AttentionModel, SGDRunner, TimeScale, check_order_arg, obs_key
+__all__ = ["TiedHierarchy", "NOT_CONVERGED", "note_truncation"]
 
-__all__ = ["TiedModel", "TiedHierarchy", "NOT_CONVERGED", "tied_observable_names"]
 
 NOT_CONVERGED = 2
+
+
 #: ``TiedHierarchy.integrate(..., integrator=)`` choices
 INTEGRATORS = ("auto", "taylor", "dopri5", "dop853")
+
+
 #: status of a run stopped by ``time_limit``
 TIME_LIMIT = -4
-
-
-class TiedModel(AttentionModel):
-    """Tied attention ``S_k = W_k W_k^T`` (paper 003, section 3). Final (see
-    :mod:`attndyn.numeric.attention.base`): it implements the whole model protocol.
-
-    Parameters
-    ----------
-    K : int
-        Number of indices (students and teachers), ``K >= 1``.
-    trainable : sequence of int
-        The trainable indices in ``0..K-1`` (the others are fixed teachers).
-    loss : callable
-        ``loss(G) -> sympy expression`` with ``G`` the ``L x L x K`` SymPy
-        array of pre-activations (``G[i, j, k]``).
-    L : int
-        Number of tokens.
-    C : (L, L) array, optional
-        Token covariance (symmetric PSD), identity by default.
-    weight_decay : float
-        ``gamma >= 0``; the flow gets ``-(gamma/2) S_k`` for trainable ``k``.
-    potential : object, optional
-        A numeric potential in place of the symbolic one: any object with
-        ``gradient_function()`` (a numba function with signature
-        ``attndyn.kernels.rhs.GRAD_SIG`` mapping ``q.ravel()`` to
-        ``Gamma.ravel()``) and ``parameters()`` (its float64 parameter
-        vector). Later potentials (Hermite, quadrature) plug in here.
-
-    Time: one SGD step on the factors ``W_k`` is ``4 eta / d`` of the ODE time
-    ``t = 4 eta n / d``.
-    """
-
-    kind = "tied"
-    sgd_form = "factors"
-    time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
-    theories = ("flow", "hierarchy", "limit")
-    feasible_grams = (("q",),)
-    feasible_nonnegative = True
-    feasible_text = "tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix of PSD matrices)"
-    #: ``compare(..., correction=)`` choices (issue 16, numeric/attention/noise.py)
-    corrections = ("none", "noise", "noise+finite-d", "finite-d")
-    tied_factors = True
-
-    def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
-                 weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
-        # C = None (the identity) stays None until the SymPy matrix is asked for
-        (self.alphabet, self.trainable, self.L, self._C,
-         self.weight_decay) = check_model_args(K, trainable, L, C, weight_decay, alphabet=True,
-                                               identity_as_none=True)
-        self.K = self.alphabet.K
-        self.loss = loss
-        self.params = dict(params or {})
-        self._numeric_potential = potential
-        self._potential = None
-        self._entry = None  # the potential's cache entry (potcache), for exact routes
-        if potential is None:
-            if loss is None:
-                raise TypeError("give a loss callable (or a numeric potential=)")
-            self._init_symbolic()
-        else:
-            for attr in ("gradient_function", "parameters"):
-                if not callable(getattr(potential, attr, None)):
-                    raise TypeError(f"potential must define {attr}()")
-        self._hier: dict = {}
-
-    def _init_symbolic(self):
-        """The symbolic potential, from the disk cache when this loss was derived before.
-
-        A traceable loss (:func:`potcache.trace_loss`) with the identity ``C`` is looked up
-        without importing SymPy; the derivation (:meth:`_derive`) then runs only when
-        something asks for :attr:`potential` itself (equations in closed form, theory
-        rows, the surrogate). Any other loss is keyed by SymPy's ``srepr`` of ``loss(G)``.
-        """
-        C_text = "I" if self._C is None else None
-        key = None
-        if C_text is not None:
-            key = potcache.potential_key(self.loss, self.K, self.L, C_text, self.params)
-        if key is None:
-            import sympy as sp
-
-            from attndyn.symbolic.potential import _call_loss, g_array
-            expr = _call_loss(self.loss, g_array(self.L, self.K))  # a bad loss fails here
-            key = potcache.potential_key_sympy(sp.srepr(expr), self.K, self.L,
-                                               "I" if self._C is None else sp.srepr(self._C),
-                                               self.params)
-        entry = potcache.load_entry(key)
-        if entry is not None and entry.K == self.K:
-            self._entry = entry
-            return
-        pot = self._derive()
-        if pot is not None:
-            self._entry = potcache.PotentialEntry(key, self.K, pot.route, str(pot.phi),
-                                                  pot.numba_source("grad"))
-            potcache.store_entry(self._entry)
-
-    def _derive(self):
-        """Derive the potential with SymPy; ``None`` on the numeric route (built here)."""
-        import sympy as sp
-
-        from attndyn.symbolic.potential import tied_potential
-        psyms = [sp.Symbol(str(k), real=True) for k in self.params]
-        pot = tied_potential(self.loss, self.K, self.L, self.C, params=psyms,
-                             param_values=[float(v) for v in self.params.values()])
-        if pot.route == "numeric":
-            # no closed form: the symbolic layer describes the quadrature, built here
-            from .potentials import build_potential
-            self._numeric_potential = build_potential(pot)
-            return None
-        self._potential = pot
-        return pot
-
-    @property
-    def C(self):
-        """The token covariance as a SymPy matrix (the identity is made on first use)."""
-        if self._C is None:
-            from attndyn.symbolic.gaussian import check_covariance
-            self._C = check_covariance(None, self.L)
-        return self._C
-
-    @property
-    def potential(self):
-        """The symbolic :class:`~attndyn.symbolic.potential.TiedPotential` (``None`` with a
-        numeric potential); derived on first use when the model came from the cache."""
-        if self._potential is None and self._numeric_potential is None \
-                and self._entry is not None:
-            self._derive()
-        return self._potential
-
-    def __repr__(self):
-        return (f"TiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
-                f"weight_decay={self.weight_decay})")
-
-    # -- potential ----------------------------------------------------------
-    @cached_property
-    def gradient_function(self):
-        """Compiled ``Gamma(q)``: ``f(q.ravel(), p, out)``."""
-        if self._numeric_potential is not None:
-            return self._numeric_potential.gradient_function()
-        if self._entry is not None:  # the same text numba_source printed (cached)
-            return load_generated(self._entry.grad_source, "grad")
-        return load_generated(self.potential.numba_source("grad"), "grad")
-
-    @cached_property
-    def gradient_parameters(self) -> np.ndarray:
-        if self._numeric_potential is not None:
-            return np.ascontiguousarray(self._numeric_potential.parameters(), dtype=np.float64)
-        return np.array([float(v) for v in self.params.values()], dtype=np.float64)
-
-    def gamma(self, q) -> np.ndarray:
-        """``Gamma(q)`` (eq. 91) at a numeric ``K x K`` overlap matrix."""
-        q = real_array(q, "q")
-        if q.shape != (self.K, self.K):
-            raise ValueError(f"q must have shape ({self.K}, {self.K}), got {q.shape}")
-        if not np.all(np.isfinite(q)):
-            raise ValueError("q must be finite")
-        out = np.empty(self.K * self.K)
-        self.gradient_function(np.ascontiguousarray(q.ravel()), self.gradient_parameters, out)
-        return out.reshape(self.K, self.K)
-
-    # -- hierarchy ----------------------------------------------------------
-    def hierarchy(self, order: int, *, max_terms: int | None = None) -> "TiedHierarchy":
-        """The hierarchy (eq. 11) truncated at ``order`` (eq. 13).
-
-        Its size is estimated before it is built; above ``max_terms`` (default:
-        what fits in the available memory) it raises ``ValueError``
-        (:class:`~attndyn.symbolic.words.SizeError`).
-        """
-        M = check_order(order)
-        h = self._hier.get(M)
-        if h is None:
-            h = self._hier[M] = TiedHierarchy(self, M, max_terms=max_terms)
-        return h
-
-    def params_dict(self) -> dict:
-        if self._C is None:  # the identity, without making the SymPy matrix
-            C = [[float(i == j) for j in range(self.L)] for i in range(self.L)]
-        else:
-            C = [[float(self._C[i, j]) for j in range(self.L)] for i in range(self.L)]
-        if self._numeric_potential is not None:
-            loss = None
-        elif self._entry is not None:
-            loss = self._entry.phi_text  # str(phi), printed once and cached
-        else:
-            loss = None if self.potential is None else str(self.potential.phi)
-        return {"model": "tied", "K": self.K, "trainable": list(self.trainable), "L": self.L,
-                "C": C,
-                "weight_decay": self.weight_decay,
-                "loss": loss,
-                "params": {k: float(v) for k, v in self.params.items()}}
-
-    def check_matrices(self, matrices, name="matrices") -> list:
-        """Validate ``K`` real symmetric positive semi-definite ``d x d`` matrices ``S_k``
-        (``S_k = W_k W_k^T``; the PSD tolerance is relative to the spectral norm)."""
-        try:
-            mats = [real_array(m, f"{name}[{k}]") for k, m in enumerate(matrices)]
-        except TypeError as exc:
-            if "real, got a complex" in str(exc):
-                raise
-            raise TypeError(f"{name} must be a list of {self.K} square arrays") from None
-        if len(mats) != self.K:
-            raise ValueError(f"{name} must hold K = {self.K} matrices, got {len(mats)}")
-        d = mats[0].shape[0] if mats[0].ndim == 2 else -1
-        for k, m in enumerate(mats):
-            if m.ndim != 2 or m.shape != (d, d):
-                raise ValueError(f"{name}[{k}] must be a square d x d array with the same d "
-                                 f"for all, got shape {m.shape}")
-            if not np.all(np.isfinite(m)):
-                raise ValueError(f"{name}[{k}] must be finite")
-            if not np.allclose(m, m.T, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(m).max())):
-                raise ValueError(f"{name}[{k}] must be symmetric (tied S_k = W_k W_k^T)")
-        if d < 1:
-            raise ValueError(f"{name} must be non-empty")
-        for k, m in enumerate(mats):
-            lam = np.linalg.eigvalsh(0.5 * (m + m.T))
-            if lam[0] < -1e-9 * max(abs(lam[0]), abs(lam[-1])):
-                raise ValueError(f"{name}[{k}] must be positive semi-definite (tied S_k = W_k "
-                                 f"W_k^T), its smallest eigenvalue is {lam[0]:.3g}")
-        return mats
-
-    # -- the model protocol (attndyn.numeric.attention.base) -----------------
-    def observable_names(self, order: int | None = None) -> list:
-        """Word traces up to ``order`` (default 2), ``p_kl = q_kl - t_k t_l``, ``loss``."""
-        return tied_observable_names(self.K, self.words(check_order_arg(order, 2)))
-
-    def check_init(self, init, name: str = "init") -> list:
-        """Validate the SGD factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
-        return _check_factor_list(self, init, name)
-
-    def _draw_init(self, rng, d, widths, scales, symmetric):
-        # W_k entries N(0, scale_k^2 / d_k), so t_k ~ scale_k^2
-        return [rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k]))
-                for k in range(self.K)]
-
-    def assumptions(self, init, quick: bool = False) -> list:
-        """Theorem 2's Assumptions 2.1, 2.2, 2.4 and 3 at ``init`` (factors or matrices)."""
-        from .theorems.assumptions import tied_diagnostics
-        return tied_diagnostics(self, init, quick)
-
-    def sgd_runner(self, init, order=None) -> SGDRunner:
-        return _TiedRunner(self, self.check_init(init), check_order_arg(order, 2))
-
-    def matrix_flow(self, matrices, t_eval, *, order: int = 4, words=None, rtol: float = 1e-11,
-                    atol: float = 1e-13, method: str = "DOP853", keep_matrices: bool = False,
-                    blowup: float = 1e100, raise_on_failure: bool = False) -> Trajectory:
-        """The finite-d tied matrix flow; see :func:`attndyn.numeric.attention.flow.matrix_flow`."""
-        return _tied_matrix_flow(self, matrices, t_eval, order=order, words=words, rtol=rtol,
-                                 atol=atol, method=method, keep_matrices=keep_matrices,
-                                 blowup=blowup, raise_on_failure=raise_on_failure)
-
-    def check_correction(self, theory, order, correction) -> None:
-        """The flow takes every correction (order <= 2), the hierarchy and the limit
-        ``"noise"`` only."""
-        super().check_correction(theory, order, correction)
-        if correction in (None, "none"):
-            return
-        if theory in ("hierarchy", "limit") and correction != "noise":
-            raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', got "
-                             f"{correction!r}")
-        if theory == "flow" and order is not None and order > 2:
-            raise ValueError(f"correction={correction!r} with theory='flow' reports t_k, q_kl "
-                             f"(order <= 2); got order={order}; theory='hierarchy' takes "
-                             "correction='noise' at any order")
-
-    def check_theory(self, theory, order):
-        theory = "flow" if theory is None else theory
-        if theory not in self.theories:
-            raise ValueError(f"theory for a TiedModel must be 'flow', 'hierarchy' or 'limit', "
-                             f"got {theory!r}")
-        if order is None:
-            order = 4 if theory == "hierarchy" else 2
-        if theory == "hierarchy" and order < 2:
-            raise ValueError("order must be >= 2 for the hierarchy comparison")
-        return theory, order
-
-    def theory(self, init, t, *, theory: str, order, check, words, **kwargs) -> Trajectory:
-        """Matrix flow or truncated hierarchy from ``S_k = W_k W_k^T``, with the SGD's
-        derived rows ``p_kl`` and ``loss = Phi(q)``."""
-        S = [W @ W.T for W in self.check_init(init)]
-        correction = kwargs.pop("correction", "none")
-        if correction not in (None, "none"):  # issue 16
-            from .noise import noise_corrected_flow
-            self.check_correction(theory, order, correction)
-            if theory in ("hierarchy", "limit"):
-                return _noise_theory(self, init, S, t, theory, order, check, words, kwargs)
-            if correction == "finite-d":  # the finite-width potential (degree <= 4 losses)
-                from .finite_width import finite_width_flow
-                opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "method") if k in kwargs}
-                th = finite_width_flow(self, S, t, **opts)
-                return _tied_theory_derived(self, th, words)
-            opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "refine") if k in kwargs}
-            th = noise_corrected_flow(self, S, t, eta=kwargs.pop("eta"),
-                                      batch=kwargs.pop("batch"), correction=correction, **opts)
-            return _tied_theory_derived(self, th, words)
-        kwargs.pop("eta", None)
-        kwargs.pop("batch", None)
-        if theory == "flow":
-            th = self.matrix_flow(S, t, order=order, **kwargs)
-        elif theory == "limit":  # d -> infinity from the law of the factors (issue 9)
-            from .limit import limit_theory
-            th = limit_theory(self, self.check_init(init), t, order=order, **kwargs)
-        else:
-            kwargs.setdefault("method", "truncation")  # the truncation itself, with its status
-            th = self.hierarchy(order).integrate(S, t, check=check, **kwargs)
-        return _tied_theory_derived(self, th, words)
-
-
-def _noise_theory(self, init, S, t, theory, order, check, words, kwargs):
-    """``theory="hierarchy"`` / ``"limit"`` with ``correction="noise"``: the truncated
-    hierarchy with the noise rows, from the matrices (hierarchy) or from the law of the
-    factors (limit, ``d -> infinity`` at fixed ``eta d / B``; the truncation ``order``
-    keyword of the limit is its longest reported word, the hierarchy runs at
-    ``hierarchy_order``, default ``max(order, 8)``)."""
-    from .noise import noise_hierarchy
-    eta, batch = kwargs.pop("eta"), kwargs.pop("batch")
-    opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "conv_tol", "blowup") if k in kwargs}
-    chk = None if check is None else "auto"  # the corrected system's own ladder
-    if theory == "hierarchy":
-        h_order = order
-        mu0, d = S, None
-    else:
-        from .limit import law_of_factors
-        h_order = kwargs.pop("hierarchy_order", max(order, 8))
-        law = kwargs.pop("law", None)
-        mu0 = law_of_factors(self, self.check_init(init)) if law is None else law
-        d = S[0].shape[0]
-    unknown = sorted(kwargs)
-    if unknown:
-        raise ValueError(f"correction='noise' (theory={theory!r}) does not take {unknown}")
-    th = noise_hierarchy(self.hierarchy(h_order), mu0, t, eta=eta, batch=batch, d=d,
-                         check=chk, **opts)
-    return _tied_theory_derived(self, th, words)
 
 
 def _structure_cache_dir():
@@ -408,7 +72,7 @@ def _json_copy(x):
 class TiedHierarchy:
     """The truncated tied hierarchy of one model at one order."""
 
-    def __init__(self, model: TiedModel, order: int, *, max_terms: int | None = None):
+    def __init__(self, model: AttentionModel, order: int, *, max_terms: int | None = None):
         self.model = model
         self.order = order
         self.structure = tied_structure(model.K, model.trainable, order, max_terms=max_terms,
@@ -471,7 +135,7 @@ class TiedHierarchy:
             return out
         if correction != "noise":
             raise ValueError(f"correction must be 'none' or 'noise', got {correction!r}")
-        from .noise import noise_potential, noise_text
+        from attndyn.numeric.attention.tied.noise import noise_potential, noise_text
         return (out + "\n# mini-batch noise, first order in eta d / B, leading order in 1/d:\n"
                 + noise_text(self.model, self.order) + "\n" + noise_potential(self.model).text())
 
@@ -693,7 +357,7 @@ class TiedHierarchy:
                 t_end = float(t_eval[-1])
                 if bar is None and progress is not False and t > 0 and \
                         elapsed * (t_end - t) / t > 3.0:
-                    from ..core.progress import Progress
+                    from attndyn.numeric.core.progress import Progress
                     bar = Progress(1000, f"order {self.order} ({name})", enabled=progress,
                                    unit="permille")
                 if bar is not None:
@@ -795,7 +459,7 @@ class TiedHierarchy:
             if method not in ("auto", "truncation"):
                 raise ValueError(f"correction='noise' runs the truncation; method={method!r} "
                                  "does not apply")
-            from .noise import noise_hierarchy
+            from attndyn.numeric.attention.tied.noise_flow import noise_hierarchy
             return noise_hierarchy(self, mu0, t_eval, eta=eta, batch=batch, d=d, rtol=rtol,
                                    atol=atol, check="auto" if check == "auto" else check,
                                    conv_tol=conv_tol, blowup=blowup,
@@ -812,10 +476,9 @@ class TiedHierarchy:
         if progress is not None and not isinstance(progress, bool):
             raise TypeError(f"progress must be None, True or False, got {progress!r}")
         if not (isinstance(method, str) and method == "truncation"):
-            from . import limit as _limit  # flow / limit / auto live there (a big module)
-            _limit.check_method(method)
+            check_method(method)
         if method in ("flow", "limit"):
-            res = _limit.hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
+            res = hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
                                           blowup=blowup)
             if raise_on_failure and res.status != 0:
                 raise IntegrationError(res.message)
@@ -851,12 +514,12 @@ class TiedHierarchy:
                                 + (" (check=None)" if check is None else "")
                                 + " (pass check=order+2 with matrices or a moment function)")
         if method == "auto":
-            res = _limit.auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
+            res = auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
         # Assumption 2.4 (gamma > gamma*) behind Corollary 2's bound: diagnostics + a note.
         # Only matrices carry C_0 (note_truncation ignores anything else), and importing the
         # theorems package costs ~0.2 s: not on the start-up path of moments or a law
         if isinstance(mu0, (list, tuple)):
-            from .theorems.assumptions import note_truncation
+            from attndyn.numeric.attention.tied.hierarchy import note_truncation
             note_truncation(self.model, mu0, res)
         if raise_on_failure and res.status != 0:
             exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
@@ -965,9 +628,6 @@ class TiedHierarchy:
                            f"and {ladder} agree to {worst:.2g} on the moments of length <= 2)")
 
 
-# ---------------------------------------------------------------------------
-# the tied parameterisation's pieces of the protocol: SGD runner, matrix flow, theory rows
-
 def _is_pos_inf(x) -> bool:
     try:
         return bool(x == np.inf)
@@ -975,175 +635,164 @@ def _is_pos_inf(x) -> bool:
         return False
 
 
-def _check_factor_list(model, init, name="init") -> list:
-    """Tied factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
-    try:
-        mats = [real_array(w, f"{name}[{k}]") for k, w in enumerate(init)]
-    except TypeError as exc:
-        if "real, got a complex" in str(exc):
-            raise
-        raise TypeError(f"{name} must be a list of K = {model.K} arrays W_k (d x d_k)") from None
-    if len(mats) != model.K:
-        raise ValueError(f"{name} must hold K = {model.K} factors W_k, got {len(mats)}")
-    out = []
-    d = None
-    for k, w in enumerate(mats):
-        if w.ndim == 1:
-            w = w[:, None]
-        if w.ndim != 2 or w.shape[1] < 1:
-            raise ValueError(f"{name}[{k}] must be a d x d_k array (d_k >= 1), got shape {w.shape}")
-        if d is None:
-            d = w.shape[0]
-        if w.shape[0] != d:
-            raise ValueError(f"{name}[{k}] must have d = {d} rows like {name}[0], got shape "
-                             f"{w.shape}")
-        if not np.all(np.isfinite(w)):
-            raise ValueError(f"{name}[{k}] must be finite")
-        out.append(w)
-    if d < 2:
-        raise ValueError(f"{name}: the dimension d must be >= 2, got {d}")
-    return out
+METHODS = ("truncation", "flow", "limit", "auto")
 
 
-def tied_observable_names(K: int, words) -> list:
-    """Names of the tied SGD observables: the words, ``p_kl`` (``k <= l``, when the
-    words of length 2 are there) and ``loss``."""
-    names = [word_label(w, K) for w in words]
-    if any(len(w) == 2 for w in words):
-        names += [obs_key("p", k, l) for k in range(K) for l in range(k, K)]
-    return names + ["loss"]
+def check_method(method) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return method
 
 
-def _tied_derived(K, words, vals):
-    """Append ``p_kl = q_kl - t_k t_l`` (eq. 15) to a vector of word traces."""
-    idx = {tuple(w): i for i, w in enumerate(words)}
-    if not any(len(w) == 2 for w in words):
-        return vals
-    t = np.array([vals[idx[(k,)]] for k in range(K)])
-    p = [vals[idx[(k, l)]] - t[k] * t[l] for k in range(K) for l in range(k, K)]
-    return np.concatenate([vals, p])
+def _is_matrices(h, mu0) -> bool:
+    return (isinstance(mu0, (list, tuple)) and len(mu0) == h.model.K
+            and all(np.ndim(m) == 2 for m in mu0))
 
 
-class _TiedRunner(SGDRunner):
-    """Factors side by side in one array ``W`` (trainable slots first) for
-    :func:`attndyn.kernels.sgd.tied_steps`."""
-
-    def __init__(self, model, Ws, order):
-        self.model = model
-        self.order = order
-        self.d = Ws[0].shape[0]
-        self.widths = [w.shape[1] for w in Ws]
-        tr = list(model.trainable)
-        self.slots = tr + [k for k in range(model.K) if k not in tr]
-        col = np.zeros(len(self.slots) + 1, dtype=np.int64)
-        for a, k in enumerate(self.slots):
-            col[a + 1] = col[a] + self.widths[k]
-        self.col = col
-        self.kidx = np.array(self.slots, dtype=np.int64)
-        self.n_tr = len(tr)
-        self.W = np.ascontiguousarray(np.hstack([Ws[k] for k in self.slots]))
-        self.words = canonical_words(order, model.alphabet)
-        self.names = tied_observable_names(model.K, self.words)
-        self.macs = self.W.shape[1] + col[self.n_tr]
-
-    def factor(self, k):
-        a = self.slots.index(k)
-        return self.W[:, self.col[a]:self.col[a + 1]]
-
-    def workspace_shape(self, B, L):
-        return (B, L, self.d, self.W.shape[1], int(self.col[self.n_tr]))
-
-    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
-        from attndyn.kernels import sgd as _k
-        _k.tied_steps(self.W, self.col, self.kidx, self.n_tr, C, F, ident, eta, gamma, B, n,
-                      lossfn, lp, state, blowup, losses, info, *ws)
-
-    def observables(self):
-        K = self.model.K
-        S = []
-        for k in range(K):
-            Wk = self.factor(k)
-            S.append(Wk @ Wk.T)
-        vals = word_traces(S, self.words)
-        return _tied_derived(K, self.words, vals)
-
-    def params(self):
-        return {"order": self.order, "widths": list(self.widths)}
+def _flow_result(h, mats, t_eval, rtol, atol, blowup):
+    from attndyn.numeric.attention.tied.limit import LimitTrajectory
+    from attndyn.numeric.attention.tied.flow import tied_fast_flow
+    mats = h.model.check_matrices(mats)
+    fo = tied_fast_flow(h.model, mats, t_eval, h.words, rtol=rtol, atol=atol, blowup=blowup)
+    params = h.model.params_dict()
+    params.update({"order": h.order, "rtol": rtol, "atol": atol, "method": "flow",
+                   "d": int(mats[0].shape[0])})
+    err = 100 * rtol * np.maximum(1.0, np.abs(fo.traces))  # integrator tolerance, global
+    d = int(mats[0].shape[0])
+    seg = [{"method": "flow", "t_start": 0.0, "t_end": float(fo.t[-1]) if fo.t.size else 0.0,
+            "error": float(err.max()) if err.size else 0.0,
+            "note": f"finite-d matrix flow, d = {d} (exact trace projection)"}]
+    msg = (f"success: method 'flow' (matrix flow, d = {d}, {fo.form} form) on "
+           f"[0, {t_eval[-1]:.4g}]" if fo.status == 0 else fo.message)
+    return LimitTrajectory(t=fo.t, y=fo.traces, names=list(h.names), words=list(h.words),
+                           kind="hierarchy", params=params, status=fo.status, message=msg,
+                           diagnostics={"error": err, "method": "flow", "segments": seg,
+                                        "nfev": fo.nfev, "d": d})
 
 
-def _tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, method,
-                      keep_matrices, blowup, raise_on_failure) -> Trajectory:
-    """dS_k/dt = -sum_l Gamma_kl(q) (S_l S_k + S_k S_l) - (gamma/2) S_k, q_kl = Tr(S_k S_l)/d."""
-    mats = model.check_matrices(matrices)
-    t_eval = check_t_eval(t_eval)
-    K = model.K
-    d = mats[0].shape[0]
-    if words is None:
-        words = canonical_words(check_order(order), model.alphabet)
-    else:
-        words = [model.alphabet.check_word(w, "words") for w in words]
-    tr = list(model.trainable)
-    # the fast flow (issue 9, numeric/attention/fastflow.py): packed symmetric state, one
-    # BLAS dsyrk/dsyr2k per trainable matrix, teachers rotated to diagonal, the factored
-    # form W W^T when every trainable matrix has rank <= d/3; traces need no rotation back
-    from .fastflow import tied_fast_system
-    rhs, y0_fast, full, _form = tied_fast_system(model, mats)
-
-    def unpack(y):
-        return full(y, keep_matrices)
-
-    if tr:
-        from .flow import solve_flow  # imports scipy.integrate: not at start-up
-        y0 = y0_fast
-        sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
-                         what="tied matrix flow")
-        Ys, ts, status, message = sol.y, sol.t, sol.status, sol.message
-    else:
-        from .flow import check_solver_args
-        rtol, atol, blowup, _ = check_solver_args(rtol, atol, blowup, method)
-        Ys, ts, status, message = np.zeros((0, t_eval.size)), t_eval, 0, "nothing trainable"
-    out = np.empty((len(words), ts.size))
-    kept = []
-    for n in range(ts.size):
-        S = unpack(Ys[:, n]) if tr else mats
-        out[:, n] = word_traces(S, words)
-        if keep_matrices:
-            kept.append(np.stack(S))
-    params = model.params_dict()
-    params.update({"d": d, "rtol": rtol, "atol": atol, "method": method})
-    res = Trajectory(t=np.asarray(ts, dtype=float), y=out,
-                     names=[word_label(w, K) for w in words], words=[tuple(w) for w in words],
-                     kind="matrix_flow", params=params, status=status, message=message,
-                     diagnostics={"d": d})
-    if keep_matrices:
-        res.diagnostics["matrices"] = np.stack(kept) if kept else np.zeros((0, K, d, d))
-    if raise_on_failure and status != 0:
-        raise IntegrationError(message)
-    return res
+def _limit_result(h, law, t_eval, rtol, atol, blowup, **kw):
+    from attndyn.numeric.attention.tied.limit import limit_flow
+    # the exact solvers tighten rtol themselves; the equivalents' error is O(1/d) anyway
+    r = limit_flow(h.model, law, t_eval, rtol=max(rtol, 1e-8), atol=atol, words=h.words,
+                   blowup=blowup, **kw)
+    r.kind = "hierarchy"
+    r.names = list(h.names)
+    r.params["order"] = h.order
+    sub = r.diagnostics["method"]
+    err = np.asarray(r.diagnostics["error"], float)
+    low = [i for i, w in enumerate(r.words) if len(w) <= 2]
+    r.diagnostics["segments"] = [{"method": "limit", "t_start": 0.0,
+                                  "t_end": float(r.t[-1]) if r.t.size else 0.0,
+                                  "error": float(np.nanmax(err[low])) if err.size else 0.0,
+                                  "error_all_words": float(np.nanmax(err)) if err.size else 0.0,
+                                  "note": f"d -> infinity ({sub}); error on the words of "
+                                          f"length <= 2"}]
+    if r.status == 0:
+        r.message = f"success: method 'limit' ({sub}) on [0, {t_eval[-1]:.4g}]; " + r.message
+    return r
 
 
-def _tied_theory_derived(model, res: Trajectory, words) -> Trajectory:
-    """Add ``p_kl`` and ``loss = Phi(q)`` rows to a tied theory trajectory."""
-    K = model.K
-    names = tied_observable_names(K, words)
-    rows = np.array([res.moment(w) for w in words]) if words else np.zeros((0, res.t.size))
-    extra = []
-    if any(len(w) == 2 for w in words):
-        t = np.array([res.moment((k,)) for k in range(K)])
-        for k in range(K):
-            for l in range(k, K):
-                extra.append(res.moment((k, l)) - t[k] * t[l])
-    loss = np.full(res.t.size, np.nan)
-    pot = model.potential
-    if pot is not None and any(len(w) == 2 for w in words):
-        import sympy as sp
-        qs = [pot.q[k, l] for k in range(K) for l in range(k, K)]
-        psyms = list(pot.params)
-        f = sp.lambdify(qs + psyms, pot.phi, "numpy")
-        qv = [res.moment((k, l)) for k in range(K) for l in range(k, K)]
-        loss = np.broadcast_to(np.asarray(f(*qv, *model.gradient_parameters), float),
-                               res.t.shape).copy()
-    y = np.vstack([rows] + ([np.array(extra)] if extra else []) + [loss[None, :]])
-    return Trajectory(t=res.t, y=y, names=names, words=[tuple(w) for w in words],
-                      kind=res.kind, params=res.params, status=res.status, message=res.message,
-                      diagnostics=res.diagnostics)
+def hierarchy_method(h, method, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
+    """``method="flow"`` or ``"limit"`` for a :class:`TiedHierarchy` (no truncation)."""
+    if method == "flow":
+        if not _is_matrices(h, mu0):
+            raise ValueError("method='flow' needs mu0 as the K matrices S_k (a list of d x d arrays)")
+        return _flow_result(h, mu0, t_eval, rtol, atol, blowup)
+    if not isinstance(mu0, FreeInit):
+        raise ValueError("method='limit' needs mu0 as a law (attndyn.symbolic.initial.FreeInit)")
+    return _limit_result(h, mu0, t_eval, rtol, atol, blowup, **(limit_kwargs or {}))
+
+
+def auto_extend(h, res, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
+    """``method="auto"``: keep the truncation where its convergence check holds,
+    and take the matrix flow (matrices) or the limit solver (a law) beyond.
+    The result says which method produced which time range, with what error."""
+    from attndyn.numeric.attention.tied.limit import LimitTrajectory
+    trunc_err = res.diagnostics.get("truncation_error_low")
+    checked = trunc_err is not None or "ladder" in res.diagnostics
+    T = float(t_eval[-1])
+    if res.status not in (0, 2, -3):
+        # an integrator failure other than a blow-up (step cap, ...) is reported as is
+        res.message += "; method 'auto' did not fall back (not a convergence failure)"
+        return res
+    if res.status == 0:
+        if checked:
+            res.diagnostics["segments"] = [{"method": "truncation", "t_start": 0.0, "t_end": T,
+                                            "error": float(trunc_err),
+                                            "note": f"order {h.order}, converged"}]
+            res.message += f"; method 'auto': truncation on [0, {T:.4g}]"
+        else:
+            res.diagnostics["segments"] = [{"method": "truncation", "t_start": 0.0, "t_end": T,
+                                            "error": None, "note": "convergence not checked"}]
+            res.message += "; method 'auto': truncation only (its convergence was not checked)"
+        return res
+    alt = None
+    if _is_matrices(h, mu0):
+        alt = _flow_result(h, mu0, t_eval, rtol, atol, blowup)
+    elif isinstance(mu0, FreeInit):
+        alt = _limit_result(h, mu0, t_eval, rtol, atol, blowup, **(limit_kwargs or {}))
+    if alt is None:
+        res.message += ("; method 'auto' has no flow or limit to fall back on for this mu0 "
+                        "(give the matrices S_k or a FreeInit law)")
+        return res
+    if alt.status != 0:
+        res.message += f"; method 'auto': the fallback failed too ({alt.message})"
+        return res
+    # truncation range: output times up to t_converged (only if the check ran and passed there)
+    t_conv = res.diagnostics.get("t_converged") if res.status == 2 else None
+    n_tr = 0
+    if t_conv is not None and res.t.size:
+        n_tr = int(np.searchsorted(t_eval, t_conv, side="right"))
+        n_tr = min(n_tr, res.t.size)
+        if n_tr == 1 and t_eval[0] == 0.0:
+            n_tr = 0  # agreement at t = 0 alone says nothing
+    y = alt.y.copy()
+    err = np.asarray(alt.diagnostics["error"], float).copy()
+    low = [i for i, w in enumerate(h.words) if len(w) <= 2]  # the headline error's rows
+    segs = []
+    if n_tr:
+        lt = res.diagnostics.get("truncation_error_low_t", {})
+        y[:, :n_tr] = res.y[:, :n_tr]
+        # the check's difference on t_k, q_kl at each time; NaN: a word it does not estimate
+        err[:, :n_tr] = np.nan
+        if lt.get("rows"):
+            err[lt["rows"], :n_tr] = np.asarray(lt["diff"], float)[:, :n_tr]
+        segs.append({"method": "truncation", "t_start": 0.0, "t_end": float(t_eval[n_tr - 1]),
+                     "error": float(np.nanmax(err[low, :n_tr])),
+                     "note": f"order {h.order}, converged in the order up to here"})
+    a = alt.diagnostics["segments"][0]
+    t_start = float(t_eval[n_tr]) if n_tr < t_eval.size else T
+    segs.append({"method": a["method"], "t_start": t_start, "t_end": T,
+                 "error": float(np.nanmax(err[low, n_tr:])) if n_tr < t_eval.size else 0.0,
+                 "note": a["note"]})
+    params = dict(res.params)
+    params.update({"method": "auto"})
+    parts = ", ".join(f"{s['method']} on {'[' if s['t_start'] == 0 else '('}{s['t_start']:.4g}, "
+                      f"{s['t_end']:.4g}] (error <= {s['error']:.2g} on t_k, q_kl; {s['note']})"
+                      for s in segs)
+    message = (f"success: method 'auto': {parts}; the truncation alone had status "
+               f"{res.status}: {res.message}")
+    diag = dict(res.diagnostics)
+    diag.update({"error": err, "segments": segs, "method": "auto",
+                 "method_index": np.array([0] * n_tr + [1] * (t_eval.size - n_tr)),
+                 "fallback": alt.diagnostics.get("method"),
+                 "row_method": alt.diagnostics.get("row_method")})
+    return LimitTrajectory(t=t_eval.copy(), y=y, names=list(h.names), words=list(h.words),
+                           kind="hierarchy", params=params, seed=alt.seed, status=0,
+                           message=message, diagnostics=diag)
+
+
+def note_truncation(model, mu0, res) -> None:
+    """For a truncated tied hierarchy integrated from matrices ``mu0``: record Assumption 2.4
+    in ``res.diagnostics["assumptions"]`` and, when it is not met, say so in the message
+    (the truncation bound of Corollary 2 does not apply; the run's own convergence check
+    is what measures its error). Other ``mu0`` (moments, a law) carry no ``C_0``: nothing
+    is added."""
+    from attndyn.numeric.attention.tied.assumptions import assumption_2_4
+    if not (isinstance(mu0, (list, tuple)) and len(mu0) == model.K
+            and all(np.ndim(m) == 2 for m in mu0)):
+        return
+    v = assumption_2_4(model, mu0)
+    res.diagnostics["assumptions"] = [v.as_dict()]
+    if v.holds is False:
+        res.message += f"; note: {v}"

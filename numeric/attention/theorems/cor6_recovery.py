@@ -51,10 +51,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attndyn.numeric.attention.theorems.cor3 import _jsonable, crossing_time, overlap_p12
 from attndyn.numeric.core.checks import CheckResult, register
 from attndyn.numeric.core.validate import resolve_seed
-
-from .cor3 import _jsonable, crossing_time, overlap_p12
 
 __all__ = ["pl_ratio", "second_phase", "check_recovery", "RecoveryConfig", "config"]
 
@@ -174,8 +173,8 @@ def check_recovery(budget, seed) -> CheckResult:
     ``int 2c``; eq. (382) holds (margin <= :data:`MARGIN_TOL`) and every measured
     ``eps/2`` time is at most ``T_eps`` of eq. (384). ``worst`` is the largest exponent
     error."""
-    from attndyn.numeric.attention.limit import law_of_factors, limit_flow
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.limit import law_of_factors, limit_flow
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.numeric.attention.training import sgd
     from attndyn.symbolic.losses import mse_teacher_student
 

@@ -63,8 +63,8 @@ import math
 
 import numpy as np
 
-from .base import check_model
-from .noise import qf_moment, quadratic_loss
+from attndyn.numeric.attention.base import check_model
+from attndyn.numeric.attention.corrections import qf_moment, quadratic_loss
 
 __all__ = ["one_step_prediction", "one_step_empirical", "one_step_check", "check_table",
            "noise_coefficients", "noise_terms", "noise_text", "noise_rhs", "random_configs",
@@ -105,12 +105,12 @@ def _untied_one_student(model, pairs):
 
 
 def _check_eta_batch(eta, batch):
-    from .training import _check_batch, _check_eta
+    from attndyn.numeric.attention.training import _check_batch, _check_eta
     return _check_eta(eta), _check_batch(batch)
 
 
 def _obs_names(K, k):
-    from .base import obs_key
+    from attndyn.numeric.attention.base import obs_key
     teachers = [l for l in range(K) if l != k]
     keys = [("m",), ("tA",), ("tB",), ("q1s",), ("q2s",)]
     names = [obs_key("m", k), obs_key("tA", k), obs_key("tB", k), obs_key("q1", k, k),
@@ -285,7 +285,7 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
         El = float(np.trace(N)) / sd + beta
         Zb = (El * I + 2.0 * Ns / sd) / sd
     else:
-        from .untied_theory import theory as _theory
+        from attndyn.numeric.attention.untied.coefficients import theory as _theory
         th = _theory(model)
         m = np.array([np.trace(X) for X in Ms]) / sd
         q1 = np.array([[np.sum(Ms[i] * Ms[j]) for j in range(K)] for i in range(K)]) / d
@@ -428,7 +428,7 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
         chunk = max(1, min(n_batches, int(3e7 // (Bsz * d * (nmat + 4)))))
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
-    from .base import resolve_seed
+    from attndyn.numeric.attention.base import resolve_seed
     rng = np.random.default_rng(resolve_seed(seed))
     c = 1.0 - eta * model.weight_decay / d
     sd = math.sqrt(d)
@@ -446,7 +446,7 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
     n_obs = len(keys)
     trA, trB, trM = float(np.trace(Am)), float(np.trace(Bm)), float(np.trace(M))
     q1s0, q2s0 = float(np.sum(M * M)), float(np.sum(M * M.T))
-    from .noise import BatchMeans
+    from attndyn.numeric.attention.corrections import BatchMeans
     acc = BatchMeans(n_obs, 5)
     Hk = H[k]
     done = 0
@@ -545,7 +545,7 @@ def random_configs(model, d: int, n: int, seed=0, scale_range=(0.5, 1.2)) -> lis
     ``scale_range``, and the pairs' ``U_k`` shifted by ``0.3 V_k`` so that the means
     ``m_k = Tr(U V^T)/sqrt d`` are of order one (``s tB`` with ``s`` uniform in
     ``[-0.3, 0.3]``) rather than ``O(d^-1/2)``."""
-    from .base import resolve_seed
+    from attndyn.numeric.attention.base import resolve_seed
     model = check_model(model)
     rng = np.random.default_rng(resolve_seed(seed))
     out = []
@@ -760,26 +760,28 @@ def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
     """Integrate the truncated slow hierarchy plus ``eps N_alpha`` (scipy DOP853)."""
     from scipy.integrate import solve_ivp
 
-    from . import untied_theory as ut
+    from attndyn.numeric.attention.untied import coefficients as uc
+    from attndyn.numeric.attention.untied import fastslow as ut
+    from attndyn.numeric.attention.untied import hierarchy as uh
     K = model.K
     lamf = noise_coefficients(model)
-    H = ut.hierarchy(model, order_)
+    H = uh.hierarchy(model, order_)
     st = H.initial_state(pairs)
     cm = ut.critical_mean(model, st, warn=False)
     if not cm.success:
-        raise ut.RootError(f"root search failed: {cm.message}")
+        raise uc.RootError(f"root search failed: {cm.message}")
     sysm = H._system(cm.m, tol=newton_tol)
     tgt, coef, kk, ll, ia, ib = _noise_structure(H, model)
     n = H.n_moments
-    msl = slice(ut._HEAD + K, ut._HEAD + 2 * K)
+    msl = slice(uc._HEAD + K, uc._HEAD + 2 * K)
 
     def rhs(t, y):
-        dy = ut._kernel_rhs(sysm, y)
-        if sysm.gparams[ut._H_FAIL] > 0:
+        dy = uc._kernel_rhs(sysm, y)
+        if sysm.gparams[uc._H_FAIL] > 0:
             return np.full(n, np.nan)
         if eps == 0.0:
             return dy
-        _, _, q1, q2 = ut._low_from_words(K, H.words, y)
+        _, _, q1, q2 = uc._low_from_words(K, H.words, y)
         lam = lamf(sysm.gparams[msl].copy(), q1, q2)
         ye = np.append(y, 1.0)
         vals = coef * lam[kk, ll] * ye[ia] * ye[ib]
@@ -791,7 +793,7 @@ def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
 
 
 def _check_noise_args(model, pairs, tau_eval, eta, batch):
-    from ..core.validate import check_t_eval
+    from attndyn.numeric.core.validate import check_t_eval
     eta, Bsz = _check_eta_batch(eta, batch)
     model = _check_untied(model, "the untied noise correction")
     if model.L != 1:
@@ -819,8 +821,8 @@ def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol:
     in ``diagnostics["truncation_gap"]`` (status 2 above ``conv_tol``). Needs
     ``L = 1``, ``C = 1``; rows as :meth:`UntiedHierarchy.integrate`.
     """
-    from ..core.results import IntegrationError, TruncationNotConverged
-    from . import untied_theory as ut
+    from attndyn.numeric.core.results import IntegrationError, TruncationNotConverged
+    from attndyn.numeric.attention.untied import coefficients as uc
     model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
     d = pairs[0][0].shape[0]
     eps = eta * d / Bsz
@@ -844,7 +846,7 @@ def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol:
             gap = float(np.max(np.abs(Y[low] - sol2.y[idx2])))
             diag["truncation_gap"] = gap
             if gap > conv_tol:
-                status = ut.NOT_CONVERGED
+                status = uc.NOT_CONVERGED
                 message += (f"; NOT converged in the truncation order: orders {order} and "
                             f"{order + 2} differ by {gap:.3g} > conv_tol = {conv_tol:g}")
             else:
@@ -852,7 +854,7 @@ def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol:
     res = H._result(sol.t, Y, means, params, status, message, diag)
     res.kind = "untied_noise_hierarchy"
     if raise_on_failure and status != 0:
-        exc = TruncationNotConverged if status == ut.NOT_CONVERGED else IntegrationError
+        exc = TruncationNotConverged if status == uc.NOT_CONVERGED else IntegrationError
         raise exc(message)
     return res
 
@@ -875,7 +877,8 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
     2.90e-2, 1.04e-2, 1.68e-2, 1.42e-2, 1.52e-2 against 1.51e-2 +- 4e-4 for SGD minus the
     flow; the orders agree to 1e-4 up to ``tau = 0.025``.
     """
-    from . import untied_theory as ut
+    from attndyn.numeric.attention.untied import coefficients as uc
+    from attndyn.numeric.attention.untied import fastslow as ut
     model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
     d = pairs[0][0].shape[0]
     eps = eta * d / Bsz
@@ -894,12 +897,12 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
         names = [ut.su.word_name(w, K) for w in words]
         for k in tr:
             rows += [D[H.index((4 * k + A_,))], D[H.index((4 * k + B_,))]]
-            names += [ut._obs("tA", k), ut._obs("tB", k)]
+            names += [uc._obs("tA", k), uc._obs("tB", k)]
         for nm, kind in (("q1", MT_), ("q2", M_)):
             for k in range(K):
                 for l in range(K):
                     rows.append(D[H.index((4 * k + M_, 4 * l + kind))])
-                    names.append(ut._obs(nm, k, l))
+                    names.append(uc._obs(nm, k, l))
         return names, np.array(rows)
     names, D = delta(order)
     out = {"t": np.asarray(tau_eval, float), "names": names, "delta": D, "order": order,

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ...core.checks import CheckResult, register
+from attndyn.numeric.core.checks import CheckResult, register
 
 __all__ = ["truncation_vs_flow", "check_trunc", "TRUNC_BUDGETS"]
 
@@ -30,7 +30,7 @@ TRUNC_BUDGETS = {"small": ((8, 12), 30, 0.05), "default": ((8, 12, 16), 120, 0.1
 
 
 def _d3_model():
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
 
     def square(G):
         return (G[0, 0, 0] - G[0, 0, 1]) ** 2

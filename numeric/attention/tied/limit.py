@@ -65,17 +65,15 @@ This is Figure 4's setting (paper 003, appendix D.3, with a random teacher).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from attndyn.numeric.core.results import IntegrationError, Trajectory
+from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
 from attndyn.symbolic.hierarchy import check_order
-from attndyn.symbolic.initial import FreeInit, _Spec
+from attndyn.symbolic.initial import _Spec, FreeInit
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
-
-from ..core.results import IntegrationError, Trajectory
-from ..core.validate import _check_pos_float, check_t_eval, resolve_seed
 
 __all__ = ["limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
            "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "law_of_factors",
@@ -649,7 +647,7 @@ def extrapolate(means, ses, sizes, rotations):
 
 def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, atol, blowup,
                      max_dim):
-    from .fastflow import tied_fast_flow
+    from attndyn.numeric.attention.tied.flow import tied_fast_flow
     for d in sizes:
         if d > max_dim:
             raise ValueError(f"sizes: d = {d} exceeds max_dim = {max_dim} "
@@ -880,149 +878,6 @@ def _seed_rec(seed):
 
 # ---------------------------------------------------------------------------
 # TiedHierarchy.integrate(method=...): flow, limit and auto
-
-METHODS = ("truncation", "flow", "limit", "auto")
-
-
-def check_method(method) -> str:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return method
-
-
-def _is_matrices(h, mu0) -> bool:
-    return (isinstance(mu0, (list, tuple)) and len(mu0) == h.model.K
-            and all(np.ndim(m) == 2 for m in mu0))
-
-
-def _flow_result(h, mats, t_eval, rtol, atol, blowup):
-    from .fastflow import tied_fast_flow
-    mats = h.model.check_matrices(mats)
-    fo = tied_fast_flow(h.model, mats, t_eval, h.words, rtol=rtol, atol=atol, blowup=blowup)
-    params = h.model.params_dict()
-    params.update({"order": h.order, "rtol": rtol, "atol": atol, "method": "flow",
-                   "d": int(mats[0].shape[0])})
-    err = 100 * rtol * np.maximum(1.0, np.abs(fo.traces))  # integrator tolerance, global
-    d = int(mats[0].shape[0])
-    seg = [{"method": "flow", "t_start": 0.0, "t_end": float(fo.t[-1]) if fo.t.size else 0.0,
-            "error": float(err.max()) if err.size else 0.0,
-            "note": f"finite-d matrix flow, d = {d} (exact trace projection)"}]
-    msg = (f"success: method 'flow' (matrix flow, d = {d}, {fo.form} form) on "
-           f"[0, {t_eval[-1]:.4g}]" if fo.status == 0 else fo.message)
-    return LimitTrajectory(t=fo.t, y=fo.traces, names=list(h.names), words=list(h.words),
-                           kind="hierarchy", params=params, status=fo.status, message=msg,
-                           diagnostics={"error": err, "method": "flow", "segments": seg,
-                                        "nfev": fo.nfev, "d": d})
-
-
-def _limit_result(h, law, t_eval, rtol, atol, blowup, **kw):
-    # the exact solvers tighten rtol themselves; the equivalents' error is O(1/d) anyway
-    r = limit_flow(h.model, law, t_eval, rtol=max(rtol, 1e-8), atol=atol, words=h.words,
-                   blowup=blowup, **kw)
-    r.kind = "hierarchy"
-    r.names = list(h.names)
-    r.params["order"] = h.order
-    sub = r.diagnostics["method"]
-    err = np.asarray(r.diagnostics["error"], float)
-    low = [i for i, w in enumerate(r.words) if len(w) <= 2]
-    r.diagnostics["segments"] = [{"method": "limit", "t_start": 0.0,
-                                  "t_end": float(r.t[-1]) if r.t.size else 0.0,
-                                  "error": float(np.nanmax(err[low])) if err.size else 0.0,
-                                  "error_all_words": float(np.nanmax(err)) if err.size else 0.0,
-                                  "note": f"d -> infinity ({sub}); error on the words of "
-                                          f"length <= 2"}]
-    if r.status == 0:
-        r.message = f"success: method 'limit' ({sub}) on [0, {t_eval[-1]:.4g}]; " + r.message
-    return r
-
-
-def hierarchy_method(h, method, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
-    """``method="flow"`` or ``"limit"`` for a :class:`TiedHierarchy` (no truncation)."""
-    if method == "flow":
-        if not _is_matrices(h, mu0):
-            raise ValueError("method='flow' needs mu0 as the K matrices S_k (a list of d x d arrays)")
-        return _flow_result(h, mu0, t_eval, rtol, atol, blowup)
-    if not isinstance(mu0, FreeInit):
-        raise ValueError("method='limit' needs mu0 as a law (attndyn.symbolic.initial.FreeInit)")
-    return _limit_result(h, mu0, t_eval, rtol, atol, blowup, **(limit_kwargs or {}))
-
-
-def auto_extend(h, res, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
-    """``method="auto"``: keep the truncation where its convergence check holds,
-    and take the matrix flow (matrices) or the limit solver (a law) beyond.
-    The result says which method produced which time range, with what error."""
-    trunc_err = res.diagnostics.get("truncation_error_low")
-    checked = trunc_err is not None or "ladder" in res.diagnostics
-    T = float(t_eval[-1])
-    if res.status not in (0, 2, -3):
-        # an integrator failure other than a blow-up (step cap, ...) is reported as is
-        res.message += "; method 'auto' did not fall back (not a convergence failure)"
-        return res
-    if res.status == 0:
-        if checked:
-            res.diagnostics["segments"] = [{"method": "truncation", "t_start": 0.0, "t_end": T,
-                                            "error": float(trunc_err),
-                                            "note": f"order {h.order}, converged"}]
-            res.message += f"; method 'auto': truncation on [0, {T:.4g}]"
-        else:
-            res.diagnostics["segments"] = [{"method": "truncation", "t_start": 0.0, "t_end": T,
-                                            "error": None, "note": "convergence not checked"}]
-            res.message += "; method 'auto': truncation only (its convergence was not checked)"
-        return res
-    alt = None
-    if _is_matrices(h, mu0):
-        alt = _flow_result(h, mu0, t_eval, rtol, atol, blowup)
-    elif isinstance(mu0, FreeInit):
-        alt = _limit_result(h, mu0, t_eval, rtol, atol, blowup, **(limit_kwargs or {}))
-    if alt is None:
-        res.message += ("; method 'auto' has no flow or limit to fall back on for this mu0 "
-                        "(give the matrices S_k or a FreeInit law)")
-        return res
-    if alt.status != 0:
-        res.message += f"; method 'auto': the fallback failed too ({alt.message})"
-        return res
-    # truncation range: output times up to t_converged (only if the check ran and passed there)
-    t_conv = res.diagnostics.get("t_converged") if res.status == 2 else None
-    n_tr = 0
-    if t_conv is not None and res.t.size:
-        n_tr = int(np.searchsorted(t_eval, t_conv, side="right"))
-        n_tr = min(n_tr, res.t.size)
-        if n_tr == 1 and t_eval[0] == 0.0:
-            n_tr = 0  # agreement at t = 0 alone says nothing
-    y = alt.y.copy()
-    err = np.asarray(alt.diagnostics["error"], float).copy()
-    low = [i for i, w in enumerate(h.words) if len(w) <= 2]  # the headline error's rows
-    segs = []
-    if n_tr:
-        lt = res.diagnostics.get("truncation_error_low_t", {})
-        y[:, :n_tr] = res.y[:, :n_tr]
-        # the check's difference on t_k, q_kl at each time; NaN: a word it does not estimate
-        err[:, :n_tr] = np.nan
-        if lt.get("rows"):
-            err[lt["rows"], :n_tr] = np.asarray(lt["diff"], float)[:, :n_tr]
-        segs.append({"method": "truncation", "t_start": 0.0, "t_end": float(t_eval[n_tr - 1]),
-                     "error": float(np.nanmax(err[low, :n_tr])),
-                     "note": f"order {h.order}, converged in the order up to here"})
-    a = alt.diagnostics["segments"][0]
-    t_start = float(t_eval[n_tr]) if n_tr < t_eval.size else T
-    segs.append({"method": a["method"], "t_start": t_start, "t_end": T,
-                 "error": float(np.nanmax(err[low, n_tr:])) if n_tr < t_eval.size else 0.0,
-                 "note": a["note"]})
-    params = dict(res.params)
-    params.update({"method": "auto"})
-    parts = ", ".join(f"{s['method']} on {'[' if s['t_start'] == 0 else '('}{s['t_start']:.4g}, "
-                      f"{s['t_end']:.4g}] (error <= {s['error']:.2g} on t_k, q_kl; {s['note']})"
-                      for s in segs)
-    message = (f"success: method 'auto': {parts}; the truncation alone had status "
-               f"{res.status}: {res.message}")
-    diag = dict(res.diagnostics)
-    diag.update({"error": err, "segments": segs, "method": "auto",
-                 "method_index": np.array([0] * n_tr + [1] * (t_eval.size - n_tr)),
-                 "fallback": alt.diagnostics.get("method"),
-                 "row_method": alt.diagnostics.get("row_method")})
-    return LimitTrajectory(t=t_eval.copy(), y=y, names=list(h.names), words=list(h.words),
-                           kind="hierarchy", params=params, seed=alt.seed, status=0,
-                           message=message, diagnostics=diag)
 
 
 def law_of_factors(model, factors) -> FreeInit:

@@ -54,7 +54,7 @@ import math
 
 import numpy as np
 
-from .base import check_model
+from attndyn.numeric.attention.base import check_model
 
 __all__ = ["noise_coefficients", "one_step_prediction", "one_step_empirical", "noise_rhs",
            "noise_text", "one_step_check", "check_table", "check_noise_args", "random_configs",
@@ -81,7 +81,7 @@ def _check_s_model(model):
 
 def check_noise_args(eta, batch):
     """``(eta, batch)`` validated (``eta`` a finite real > 0, ``batch`` an int >= 1)."""
-    from .training import _check_batch, _check_eta
+    from attndyn.numeric.attention.training import _check_batch, _check_eta
     if eta is None:
         raise ValueError("eta (learning rate) is required for correction='noise'")
     if batch is None:
@@ -119,7 +119,7 @@ class DirectNoiseCoefficients:
         import sympy as sp
 
         from attndyn.symbolic.potential import direct_potential
-        from .potentials import build_potential
+        from attndyn.numeric.attention.potentials import build_potential
         model = _check_s_model(model)
         self.K, self.L = model.K, model.L
         L, K = self.L, self.K
@@ -260,7 +260,7 @@ def noise_text(model) -> str:
 def _obs(model):
     """The one-step observables: ``("t", k)`` for trainable ``k``, ``("Psi"|"Omega", k, l)``
     for trainable ``k`` and every ``l`` (``k <= l`` when both train)."""
-    from .base import obs_key
+    from attndyn.numeric.attention.base import obs_key
     tr = list(model.trainable)
     keys = [("t", k) for k in tr]
     for kind in ("Psi", "Omega"):
@@ -277,7 +277,7 @@ def _quadratic_loss(model):
     """``(H, b)`` with ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly (``L = 1``, a loss
     of degree <= 2 in G; :func:`attndyn.numeric.attention.noise.quadratic_loss`);
     ``ValueError`` otherwise, naming the leading-order routes."""
-    from .noise import quadratic_loss
+    from attndyn.numeric.attention.corrections import quadratic_loss
     try:
         return quadratic_loss(model)
     except ValueError as exc:
@@ -315,7 +315,7 @@ def one_step_prediction(model, S, *, eta, batch, exact: bool = True) -> dict:
     ``E Tr(A_k A_l^T)/d = Lambda^Omega_kl / B`` (:func:`noise_coefficients`): leading
     order in ``1/d``, any loss and ``L``.
     """
-    from .noise import qf_moment
+    from attndyn.numeric.attention.corrections import qf_moment
     eta, B = check_noise_args(eta, batch)
     model = _check_s_model(model)
     mats = _matrices(model, S)
@@ -326,7 +326,7 @@ def one_step_prediction(model, S, *, eta, batch, exact: bool = True) -> dict:
     c = 1.0 - eta * chi * g / d
     I = np.eye(d)
     keys, names = _obs(model)
-    from .direct import _order_parameters
+    from attndyn.numeric.attention.direct.runner import _order_parameters
     t0, Psi0, Om0 = _order_parameters(mats)
     Abar = {}
     if exact:
@@ -429,8 +429,8 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     ``c_k c_l - 1``). Tokens ``x ~ N(0, C (x) I_d)`` as in :func:`~attndyn.sgd`. Any loss
     (its derivatives are evaluated per sample). Vectorised over chunks of batches.
     """
-    from .training import _check_batch, _check_eta
-    from ..core.validate import resolve_seed
+    from attndyn.numeric.attention.training import _check_batch, _check_eta
+    from attndyn.numeric.core.validate import resolve_seed
     eta, B = _check_eta(eta), _check_batch(batch)
     if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)) \
             or n_batches < 2:
@@ -464,11 +464,11 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     dl = _dloss_function(model)
     sqd = math.sqrt(d)
     trS = np.array([np.trace(m) for m in mats])
-    from .direct import _order_parameters
+    from attndyn.numeric.attention.direct.runner import _order_parameters
     t0, Psi0, Om0 = _order_parameters(mats)
     keys, names = _obs(model)
     n_obs = len(keys)
-    from .noise import BatchMeans
+    from attndyn.numeric.attention.corrections import BatchMeans
     acc = BatchMeans(n_obs, 3)
     Scat = np.hstack(mats)  # d x (K d)
     done = 0
@@ -538,7 +538,7 @@ def random_configs(model, d: int, n: int, seed=0) -> list:
     h_k I`` with ``Z_k`` of i.i.d. ``N(0, 1/d)`` entries (not symmetric), ``s_k`` uniform
     in ``[0.5, 1.2]`` and ``h_k`` uniform in ``[-0.5, 0.5]`` (so ``t_k = h_k + O(1/d)`` and
     ``Omega_kk ~ s_k^2 + h_k^2``)."""
-    from ..core.validate import resolve_seed
+    from attndyn.numeric.core.validate import resolve_seed
     model = _check_s_model(model)
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
         raise ValueError(f"d must be an int >= 2, got {d!r}")

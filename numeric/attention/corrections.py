@@ -1,0 +1,167 @@
+"""Shared mathematics of the finite-eta corrections."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from attndyn.numeric.attention.base import check_model
+
+__all__ = ["qf_moment", "quadratic_loss", "check_correction", "CORRECTIONS", "OBSERVABLES"]
+
+
+#: the one-step observables, by kind: ("t", k), ("q", k, k), ("q", k, l)
+OBSERVABLES = ("t", "q_self", "q_cross")
+
+
+def _partitions(items):
+    """All set partitions of the list ``items`` (Bell(n) of them)."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in _partitions(rest):
+        yield [[first]] + part
+        for i in range(len(part)):
+            yield part[:i] + [[first] + part[i]] + part[i + 1:]
+
+
+def qf_moment(mats, centred=None) -> float:
+    """``E[prod_i (x^T Z_i x - [centred_i] Tr Z_i)]`` for ``x ~ N(0, I_d)``, exactly.
+
+    Joint cumulants of Gaussian quadratic forms with symmetric ``Z_i``:
+    ``kappa(Q_1) = Tr Z_1`` and, for ``n >= 2``,
+    ``kappa(Q_1, ..., Q_n) = 2^(n-1) sum_{sigma in S_(n-1)} Tr(Z_1 Z_sigma(2) ... Z_sigma(n))``;
+    moments are sums over set partitions of products of cumulants. A centred
+    factor has first cumulant 0. Up to 6 factors (Bell(6) = 203 partitions).
+    """
+    mats = [np.asarray(m, dtype=np.float64) for m in mats]
+    n = len(mats)
+    if n > 6:
+        raise ValueError(f"qf_moment: at most 6 factors, got {n}")
+    centred = [False] * n if centred is None else [bool(c) for c in centred]
+    if len(centred) != n:
+        raise ValueError("centred must have one flag per matrix")
+    sym = [0.5 * (m + m.T) for m in mats]
+    cache = {}
+
+    def kappa(block):
+        key = tuple(block)
+        if key in cache:
+            return cache[key]
+        if len(block) == 1:
+            i = block[0]
+            v = 0.0 if centred[i] else float(np.trace(sym[i]))
+        else:
+            f, rest = block[0], block[1:]
+            v = 0.0
+            for perm in itertools.permutations(rest):
+                P = sym[f]
+                for j in perm:
+                    P = P @ sym[j]
+                v += float(np.trace(P))
+            v *= 2.0 ** (len(block) - 1)
+        cache[key] = v
+        return v
+
+    total = 0.0
+    for part in _partitions(list(range(n))):
+        prod = 1.0
+        for block in part:
+            prod *= kappa(sorted(block))
+            if prod == 0.0:
+                break
+        total += prod
+    return total
+
+
+def quadratic_loss(model):
+    """``(H, b)`` of a tied loss that is a polynomial of degree <= 2 in ``G`` (``L = 1``):
+    ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly. ``ValueError`` otherwise."""
+    import sympy as sp
+
+    from attndyn.symbolic.potential import _call_loss, g_array
+    model = check_model(model)
+    if model.L != 1:
+        raise ValueError(f"the exact one-step noise term needs L = 1, got L = {model.L}")
+    if model.loss is None:
+        raise ValueError("the exact one-step noise term needs the model's loss callable")
+    K = model.K
+    G = g_array(1, K)
+    syms = [G[0, 0, k] for k in range(K)]
+    expr = _call_loss(model.loss, G)
+    subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
+    expr = sp.expand(expr.subs(subs))
+    try:
+        poly = sp.Poly(expr, *syms)
+    except sp.PolynomialError:
+        poly = None
+    if poly is None or poly.total_degree() > 2 or poly.free_symbols - set(syms):
+        raise ValueError("the exact finite-d one-step prediction needs a loss that is a "
+                         "polynomial of degree <= 2 in G (e.g. (G1 - G2)^2); this loss is not; "
+                         "use exact=False (leading order in 1/d)")
+    H = np.zeros((K, K))
+    b = np.zeros(K)
+    for k in range(K):
+        dk = sp.diff(expr, syms[k])
+        b[k] = float(dk.subs({s: 0 for s in syms}))
+        for l in range(K):
+            H[k, l] = float(sp.diff(dk, syms[l]))
+    return H, b
+
+
+class BatchMeans:
+    """Running means and standard errors of per-batch one-step changes split by the power
+    of ``eta``: :meth:`add` takes ``(n_batches, n_obs, n_orders)`` parts, :meth:`result`
+    returns ``mean`` (sum over orders), ``se``, ``by_order``, ``se_by_order``
+    (shared by the tied, direct-S and untied one-step checks)."""
+
+    def __init__(self, n_obs: int, n_orders: int):
+        self.sums = np.zeros((n_obs, n_orders))
+        self.sqo = np.zeros((n_obs, n_orders))
+        self.sq = np.zeros(n_obs)
+        self.n = 0
+
+    def add(self, ords) -> None:
+        tot = ords.sum(axis=2)
+        self.sums += ords.sum(axis=0)
+        self.sqo += (ords ** 2).sum(axis=0)
+        self.sq += (tot ** 2).sum(axis=0)
+        self.n += ords.shape[0]
+
+    def result(self) -> dict:
+        n = float(self.n)
+        by_order = self.sums / n
+        mean = by_order.sum(axis=1)
+        var = np.maximum(self.sq / n - mean ** 2, 0.0) * n / (n - 1.0)
+        var_o = np.maximum(self.sqo / n - by_order ** 2, 0.0) * n / (n - 1.0)
+        return {"mean": mean, "se": np.sqrt(var / n), "by_order": by_order,
+                "se_by_order": np.sqrt(var_o / n), "n_batches": self.n}
+
+
+def check_table(rows) -> str:
+    """:func:`one_step_check` rows as a text table."""
+    head = (f"{'cfg':>3} {'B':>4} {'obs':<6}{'empirical':>12}{'se':>10}{'z flow':>9}"
+            f"{'z mean-S':>10}{'z corr':>8}{'eta3 pred':>10}{'eta3 meas':>10}{'eta4':>7}")
+    lines = [head]
+    for r in rows:
+        lines.append(f"{r['config']:>3} {r['batch']:>4} {r['name']:<6}{r['empirical']:>12.4e}"
+                     f"{r['se']:>10.2e}{r['z_flow']:>9.1f}{r['z_mean_matrix']:>10.1f}"
+                     f"{r['z_corrected']:>8.2f}{r['eta3_pred_over_se']:>10.2f}"
+                     f"{r['eta3_over_se']:>10.2f}{r['eta4_over_se']:>7.2f}")
+    return "\n".join(lines)
+
+
+CORRECTIONS = ("none", "noise", "noise+finite-d", "finite-d")
+
+
+def check_correction(correction) -> str:
+    """``correction`` validated: ``"none"``, ``"noise"``, ``"noise+finite-d"`` (both: the
+    moment-level flow, quadratic losses) or ``"finite-d"`` (the finite-width potential of
+    :mod:`attndyn.numeric.attention.finite_width`, polynomial losses of degree <= 4)."""
+    if correction is None:
+        return "none"
+    if not isinstance(correction, str) or correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
+    return correction

@@ -1,0 +1,58 @@
+"""The direct-S theory."""
+
+from __future__ import annotations
+
+from attndyn.numeric.attention.assumptions import _op, assumption_2_1, Verdict
+
+__all__ = ["assumption_9_4", "direct_diagnostics"]
+
+
+def _n(name: str, k: int) -> str:
+    """``M^T`` of index 1 -> ``M1^T``."""
+    base, _, rest = name.partition("^")
+    return f"{base}{k}" + (f"^{rest}" if rest else "")
+
+
+def assumption_9_4(model, init) -> Verdict:
+    """``gamma > gamma*`` for direct optimisation over ``S`` (Assumption 9.4), with the
+    sufficient value of the proof (eq. 448): ``C_* = 2 C_0 + 1`` (``C_0 = max_k
+    ||S_k(0)||_op``) and ``C_H / gamma <= (C_* - C_0)/4``, where ``C_H`` bounds
+    ``||sum_l H_kl (S_l + S_l^T)||_op <= 2 C_* max_k sum_l sup |H_kl|`` over
+    ``|Psi|, |Omega| <= C_*^2`` (``H_kl = E[d^2 loss/dG_k dG_l]``, polynomial bound)."""
+    from attndyn.numeric.attention.assumptions import _poly_bounds
+
+    mats = model.check_matrices(init)
+    C0 = max(_op(S) for S in mats)
+    Cs = 2.0 * C0 + 1.0
+    gamma = float(model.weight_decay)
+    pot = model.potential
+    grad = getattr(pot, "gradients", {}).get("Omega") if pot is not None else None
+    K = model.K
+    if grad is None or getattr(pot, "params", ()):
+        return Verdict("9.4", None, f"gamma = {gamma:g}; no closed-form H: gamma* not computed",
+                       {"gamma": gamma, "C0": C0})
+    syms = sorted(set().union(*[grad[k, l].free_symbols for k in range(K) for l in range(K)])
+                  | set(pot.phi.free_symbols), key=lambda s: s.name)
+    rowsum = 0.0
+    for k in range(K):
+        tot = 0.0
+        for l in range(K):
+            b = _poly_bounds(2 * grad[k, l], syms, Cs * Cs)   # H = 2 grad_Omega Phi
+            if b is None:
+                return Verdict("9.4", None, f"gamma = {gamma:g}; H is not a polynomial in "
+                               "(Psi, Omega): gamma* not computed", {"gamma": gamma})
+            tot += b[0]
+        rowsum = max(rowsum, tot)
+    CH = 2.0 * Cs * rowsum
+    gstar = 4.0 * CH / (Cs - C0)
+    ok = gamma > gstar
+    msg = (f"gamma = {gamma:g} {'>' if ok else '<='} gamma* = {gstar:.4g} (sufficient value "
+           f"from eq. 448: C_0 = {C0:.3g}, C_* = {Cs:.3g}, C_H = {CH:.4g})"
+           + ("" if ok else "; the spectral control of Theorem 4's proof does not apply"))
+    return Verdict("9.4", bool(ok), msg, {"gamma": gamma, "gamma_star": gstar, "C0": C0,
+                                          "C_star": Cs, "C_H": CH})
+
+
+def direct_diagnostics(model, init, quick=False):
+    """Theorem 4 (direct S): Assumptions 9.1 and 9.4."""
+    return [assumption_2_1(model, label="9.1"), assumption_9_4(model, init)]

@@ -1,0 +1,340 @@
+"""Tied attention models: hierarchy, compiled integration, convergence diagnostics.
+
+``TiedModel`` joins the symbolic layer (words, eq. 11 structure, the potential
+of eq. 91) and the kernels (generic sparse RHS, Dormand-Prince). Time is the
+paper's ODE time ``t = 4 eta n / d`` for mini-batch online SGD with learning
+rate ``eta`` after ``n`` steps (MATH.md).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+
+from attndyn.numeric.attention import potcache
+from attndyn.numeric.attention.base import AttentionModel, check_order_arg, SGDRunner, TimeScale
+from attndyn.numeric.attention.tied.flow import _tied_matrix_flow
+from attndyn.numeric.attention.tied.hierarchy import TiedHierarchy
+from attndyn.numeric.attention.tied.runner import (_check_factor_list, _TiedRunner,
+                                                   tied_observable_names)
+from attndyn.numeric.attention.tied.theory import _noise_theory, _tied_theory_derived
+from attndyn.numeric.core.compile import load_generated
+from attndyn.numeric.core.results import Trajectory
+from attndyn.numeric.core.validate import (_check_nonneg_float, _check_pos_float, check_model_args,  # noqa: F401
+                             check_max_steps, check_t_eval, real_array)
+from attndyn.symbolic.hierarchy import check_order
+
+__all__ = ["TiedModel"]
+
+
+class TiedModel(AttentionModel):
+    """Tied attention ``S_k = W_k W_k^T`` (paper 003, section 3). Final (see
+    :mod:`attndyn.numeric.attention.base`): it implements the whole model protocol.
+
+    Parameters
+    ----------
+    K : int
+        Number of indices (students and teachers), ``K >= 1``.
+    trainable : sequence of int
+        The trainable indices in ``0..K-1`` (the others are fixed teachers).
+    loss : callable
+        ``loss(G) -> sympy expression`` with ``G`` the ``L x L x K`` SymPy
+        array of pre-activations (``G[i, j, k]``).
+    L : int
+        Number of tokens.
+    C : (L, L) array, optional
+        Token covariance (symmetric PSD), identity by default.
+    weight_decay : float
+        ``gamma >= 0``; the flow gets ``-(gamma/2) S_k`` for trainable ``k``.
+    potential : object, optional
+        A numeric potential in place of the symbolic one: any object with
+        ``gradient_function()`` (a numba function with signature
+        ``attndyn.kernels.rhs.GRAD_SIG`` mapping ``q.ravel()`` to
+        ``Gamma.ravel()``) and ``parameters()`` (its float64 parameter
+        vector). Later potentials (Hermite, quadrature) plug in here.
+
+    Time: one SGD step on the factors ``W_k`` is ``4 eta / d`` of the ODE time
+    ``t = 4 eta n / d``.
+    """
+
+    kind = "tied"
+    sgd_form = "factors"
+    time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
+    theories = ("flow", "hierarchy", "limit")
+    feasible_grams = (("q",),)
+    feasible_nonnegative = True
+    feasible_text = "tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix of PSD matrices)"
+    #: ``compare(..., correction=)`` choices (issue 16, numeric/attention/noise.py)
+    corrections = ("none", "noise", "noise+finite-d", "finite-d")
+    tied_factors = True
+
+    def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
+                 weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
+        # C = None (the identity) stays None until the SymPy matrix is asked for
+        (self.alphabet, self.trainable, self.L, self._C,
+         self.weight_decay) = check_model_args(K, trainable, L, C, weight_decay, alphabet=True,
+                                               identity_as_none=True)
+        self.K = self.alphabet.K
+        self.loss = loss
+        self.params = dict(params or {})
+        self._numeric_potential = potential
+        self._potential = None
+        self._entry = None  # the potential's cache entry (potcache), for exact routes
+        if potential is None:
+            if loss is None:
+                raise TypeError("give a loss callable (or a numeric potential=)")
+            self._init_symbolic()
+        else:
+            for attr in ("gradient_function", "parameters"):
+                if not callable(getattr(potential, attr, None)):
+                    raise TypeError(f"potential must define {attr}()")
+        self._hier: dict = {}
+
+    def _init_symbolic(self):
+        """The symbolic potential, from the disk cache when this loss was derived before.
+
+        A traceable loss (:func:`potcache.trace_loss`) with the identity ``C`` is looked up
+        without importing SymPy; the derivation (:meth:`_derive`) then runs only when
+        something asks for :attr:`potential` itself (equations in closed form, theory
+        rows, the surrogate). Any other loss is keyed by SymPy's ``srepr`` of ``loss(G)``.
+        """
+        C_text = "I" if self._C is None else None
+        key = None
+        if C_text is not None:
+            key = potcache.potential_key(self.loss, self.K, self.L, C_text, self.params)
+        if key is None:
+            import sympy as sp
+
+            from attndyn.symbolic.potential import _call_loss, g_array
+            expr = _call_loss(self.loss, g_array(self.L, self.K))  # a bad loss fails here
+            key = potcache.potential_key_sympy(sp.srepr(expr), self.K, self.L,
+                                               "I" if self._C is None else sp.srepr(self._C),
+                                               self.params)
+        entry = potcache.load_entry(key)
+        if entry is not None and entry.K == self.K:
+            self._entry = entry
+            return
+        pot = self._derive()
+        if pot is not None:
+            self._entry = potcache.PotentialEntry(key, self.K, pot.route, str(pot.phi),
+                                                  pot.numba_source("grad"))
+            potcache.store_entry(self._entry)
+
+    def _derive(self):
+        """Derive the potential with SymPy; ``None`` on the numeric route (built here)."""
+        import sympy as sp
+
+        from attndyn.symbolic.potential import tied_potential
+        psyms = [sp.Symbol(str(k), real=True) for k in self.params]
+        pot = tied_potential(self.loss, self.K, self.L, self.C, params=psyms,
+                             param_values=[float(v) for v in self.params.values()])
+        if pot.route == "numeric":
+            # no closed form: the symbolic layer describes the quadrature, built here
+            from attndyn.numeric.attention.potentials import build_potential
+            self._numeric_potential = build_potential(pot)
+            return None
+        self._potential = pot
+        return pot
+
+    @property
+    def C(self):
+        """The token covariance as a SymPy matrix (the identity is made on first use)."""
+        if self._C is None:
+            from attndyn.symbolic.gaussian import check_covariance
+            self._C = check_covariance(None, self.L)
+        return self._C
+
+    @property
+    def potential(self):
+        """The symbolic :class:`~attndyn.symbolic.potential.TiedPotential` (``None`` with a
+        numeric potential); derived on first use when the model came from the cache."""
+        if self._potential is None and self._numeric_potential is None \
+                and self._entry is not None:
+            self._derive()
+        return self._potential
+
+    def __repr__(self):
+        return (f"TiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
+                f"weight_decay={self.weight_decay})")
+
+    # -- potential ----------------------------------------------------------
+    @cached_property
+    def gradient_function(self):
+        """Compiled ``Gamma(q)``: ``f(q.ravel(), p, out)``."""
+        if self._numeric_potential is not None:
+            return self._numeric_potential.gradient_function()
+        if self._entry is not None:  # the same text numba_source printed (cached)
+            return load_generated(self._entry.grad_source, "grad")
+        return load_generated(self.potential.numba_source("grad"), "grad")
+
+    @cached_property
+    def gradient_parameters(self) -> np.ndarray:
+        if self._numeric_potential is not None:
+            return np.ascontiguousarray(self._numeric_potential.parameters(), dtype=np.float64)
+        return np.array([float(v) for v in self.params.values()], dtype=np.float64)
+
+    def gamma(self, q) -> np.ndarray:
+        """``Gamma(q)`` (eq. 91) at a numeric ``K x K`` overlap matrix."""
+        q = real_array(q, "q")
+        if q.shape != (self.K, self.K):
+            raise ValueError(f"q must have shape ({self.K}, {self.K}), got {q.shape}")
+        if not np.all(np.isfinite(q)):
+            raise ValueError("q must be finite")
+        out = np.empty(self.K * self.K)
+        self.gradient_function(np.ascontiguousarray(q.ravel()), self.gradient_parameters, out)
+        return out.reshape(self.K, self.K)
+
+    # -- hierarchy ----------------------------------------------------------
+    def hierarchy(self, order: int, *, max_terms: int | None = None) -> "TiedHierarchy":
+        """The hierarchy (eq. 11) truncated at ``order`` (eq. 13).
+
+        Its size is estimated before it is built; above ``max_terms`` (default:
+        what fits in the available memory) it raises ``ValueError``
+        (:class:`~attndyn.symbolic.words.SizeError`).
+        """
+        M = check_order(order)
+        h = self._hier.get(M)
+        if h is None:
+            h = self._hier[M] = TiedHierarchy(self, M, max_terms=max_terms)
+        return h
+
+    def params_dict(self) -> dict:
+        if self._C is None:  # the identity, without making the SymPy matrix
+            C = [[float(i == j) for j in range(self.L)] for i in range(self.L)]
+        else:
+            C = [[float(self._C[i, j]) for j in range(self.L)] for i in range(self.L)]
+        if self._numeric_potential is not None:
+            loss = None
+        elif self._entry is not None:
+            loss = self._entry.phi_text  # str(phi), printed once and cached
+        else:
+            loss = None if self.potential is None else str(self.potential.phi)
+        return {"model": "tied", "K": self.K, "trainable": list(self.trainable), "L": self.L,
+                "C": C,
+                "weight_decay": self.weight_decay,
+                "loss": loss,
+                "params": {k: float(v) for k, v in self.params.items()}}
+
+    def check_matrices(self, matrices, name="matrices") -> list:
+        """Validate ``K`` real symmetric positive semi-definite ``d x d`` matrices ``S_k``
+        (``S_k = W_k W_k^T``; the PSD tolerance is relative to the spectral norm)."""
+        try:
+            mats = [real_array(m, f"{name}[{k}]") for k, m in enumerate(matrices)]
+        except TypeError as exc:
+            if "real, got a complex" in str(exc):
+                raise
+            raise TypeError(f"{name} must be a list of {self.K} square arrays") from None
+        if len(mats) != self.K:
+            raise ValueError(f"{name} must hold K = {self.K} matrices, got {len(mats)}")
+        d = mats[0].shape[0] if mats[0].ndim == 2 else -1
+        for k, m in enumerate(mats):
+            if m.ndim != 2 or m.shape != (d, d):
+                raise ValueError(f"{name}[{k}] must be a square d x d array with the same d "
+                                 f"for all, got shape {m.shape}")
+            if not np.all(np.isfinite(m)):
+                raise ValueError(f"{name}[{k}] must be finite")
+            if not np.allclose(m, m.T, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(m).max())):
+                raise ValueError(f"{name}[{k}] must be symmetric (tied S_k = W_k W_k^T)")
+        if d < 1:
+            raise ValueError(f"{name} must be non-empty")
+        for k, m in enumerate(mats):
+            lam = np.linalg.eigvalsh(0.5 * (m + m.T))
+            if lam[0] < -1e-9 * max(abs(lam[0]), abs(lam[-1])):
+                raise ValueError(f"{name}[{k}] must be positive semi-definite (tied S_k = W_k "
+                                 f"W_k^T), its smallest eigenvalue is {lam[0]:.3g}")
+        return mats
+
+    # -- the model protocol (attndyn.numeric.attention.base) -----------------
+    def observable_names(self, order: int | None = None) -> list:
+        """Word traces up to ``order`` (default 2), ``p_kl = q_kl - t_k t_l``, ``loss``."""
+        return tied_observable_names(self.K, self.words(check_order_arg(order, 2)))
+
+    def check_init(self, init, name: str = "init") -> list:
+        """Validate the SGD factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
+        return _check_factor_list(self, init, name)
+
+    def _draw_init(self, rng, d, widths, scales, symmetric):
+        # W_k entries N(0, scale_k^2 / d_k), so t_k ~ scale_k^2
+        return [rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k]))
+                for k in range(self.K)]
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """Theorem 2's Assumptions 2.1, 2.2, 2.4 and 3 at ``init`` (factors or matrices)."""
+        from attndyn.numeric.attention.tied.assumptions import tied_diagnostics
+        return tied_diagnostics(self, init, quick)
+
+    def sgd_runner(self, init, order=None) -> SGDRunner:
+        return _TiedRunner(self, self.check_init(init), check_order_arg(order, 2))
+
+    def matrix_flow(self, matrices, t_eval, *, order: int = 4, words=None, rtol: float = 1e-11,
+                    atol: float = 1e-13, method: str = "DOP853", keep_matrices: bool = False,
+                    blowup: float = 1e100, raise_on_failure: bool = False) -> Trajectory:
+        """The finite-d tied matrix flow; see :func:`attndyn.numeric.attention.flow.matrix_flow`."""
+        return _tied_matrix_flow(self, matrices, t_eval, order=order, words=words, rtol=rtol,
+                                 atol=atol, method=method, keep_matrices=keep_matrices,
+                                 blowup=blowup, raise_on_failure=raise_on_failure)
+
+    def check_correction(self, theory, order, correction) -> None:
+        """The flow takes every correction (order <= 2), the hierarchy and the limit
+        ``"noise"`` only."""
+        super().check_correction(theory, order, correction)
+        if correction in (None, "none"):
+            return
+        if theory in ("hierarchy", "limit") and correction != "noise":
+            raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', got "
+                             f"{correction!r}")
+        if theory == "flow" and order is not None and order > 2:
+            raise ValueError(f"correction={correction!r} with theory='flow' reports t_k, q_kl "
+                             f"(order <= 2); got order={order}; theory='hierarchy' takes "
+                             "correction='noise' at any order")
+
+    def check_theory(self, theory, order):
+        theory = "flow" if theory is None else theory
+        if theory not in self.theories:
+            raise ValueError(f"theory for a TiedModel must be 'flow', 'hierarchy' or 'limit', "
+                             f"got {theory!r}")
+        if order is None:
+            order = 4 if theory == "hierarchy" else 2
+        if theory == "hierarchy" and order < 2:
+            raise ValueError("order must be >= 2 for the hierarchy comparison")
+        return theory, order
+
+    def theory(self, init, t, *, theory: str, order, check, words, **kwargs) -> Trajectory:
+        """Matrix flow or truncated hierarchy from ``S_k = W_k W_k^T``, with the SGD's
+        derived rows ``p_kl`` and ``loss = Phi(q)``."""
+        S = [W @ W.T for W in self.check_init(init)]
+        correction = kwargs.pop("correction", "none")
+        if correction not in (None, "none"):  # issue 16
+            from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
+            self.check_correction(theory, order, correction)
+            if theory in ("hierarchy", "limit"):
+                return _noise_theory(self, init, S, t, theory, order, check, words, kwargs)
+            if correction == "finite-d":  # the finite-width potential (degree <= 4 losses)
+                from attndyn.numeric.attention.tied.finite_width import finite_width_flow
+                opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "method") if k in kwargs}
+                th = finite_width_flow(self, S, t, **opts)
+                return _tied_theory_derived(self, th, words)
+            opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "refine") if k in kwargs}
+            th = noise_corrected_flow(self, S, t, eta=kwargs.pop("eta"),
+                                      batch=kwargs.pop("batch"), correction=correction, **opts)
+            return _tied_theory_derived(self, th, words)
+        kwargs.pop("eta", None)
+        kwargs.pop("batch", None)
+        if theory == "flow":
+            th = self.matrix_flow(S, t, order=order, **kwargs)
+        elif theory == "limit":  # d -> infinity from the law of the factors (issue 9)
+            from attndyn.numeric.attention.tied.limit import limit_theory
+            th = limit_theory(self, self.check_init(init), t, order=order, **kwargs)
+        else:
+            kwargs.setdefault("method", "truncation")  # the truncation itself, with its status
+            th = self.hierarchy(order).integrate(S, t, check=check, **kwargs)
+        return _tied_theory_derived(self, th, words)
+
+
+# ---------------------------------------------------------------------------
+# the tied parameterisation's pieces of the protocol: SGD runner, matrix flow, theory rows
+
+

@@ -1,0 +1,753 @@
+"""The untied fast-slow theory (paper 003, section 4, appendix F), compiled and checked.
+
+Notation (time scales for ``U <- U - eta (batch-mean grad) - (eta gamma/d) U``
+and the same for ``V``): fast time ``t = eta n``, slow time ``tau = eta n / d``.
+``M_k = U_k V_k^T``, ``A_k = U_k U_k^T``, ``B_k = V_k V_k^T``,
+``m_k = Tr M_k / sqrt d``, ``tA_k = Tr A_k / d``, ``tB_k = Tr B_k / d``,
+``q1_kl = Tr(M_k M_l^T)/d``, ``q2_kl = Tr(M_k M_l)/d``.
+
+- Potential ``Phi(m, q1, q2) = E loss(G)`` with ``E G_ijk = C_ij m_k`` and
+  ``Cov(G_ijk, G_i'j'l) = C_ii' C_jj' q1_kl + C_ij' C_ji' q2_kl`` (eq. 4).
+  Gradients ``a^(r)_kl = dPhi/dq^(r)_kl`` with every matrix entry an
+  independent variable (the convention of eqs. 32 and 42; for ``L = 1``
+  ``a^(1) = a^(2) = E[d^2 loss/dG_k dG_l]/2``, half of the total derivative
+  that eq. 48 quotes) and the ``m``-Hessian, from one compiled function.
+- Fast flow (28): ``dm_k/dt = -(tA_k + tB_k) dPhi/dm_k`` for trainable ``k``,
+  the moments frozen.
+- Critical mean (29): ``m*(q)`` is the root of ``dPhi/dm_K = 0`` that the fast
+  flow reaches from ``m(0)`` (integrated to equilibrium, then Newton on the
+  ``m``-Hessian); Assumption 5 asks the Hessian to be positive definite there.
+- ``psi_k = 2 sum_l sum_r a^(r)_kl [mu(M^(r)_l, B_k) + mu(A_k, M^(r)_l)]``
+  (eq. 27) and ``beta_k = -psi_k / (tA_k + tB_k)`` (eq. 30).
+- Slow hierarchy (31)-(32): :class:`UntiedHierarchy`, run by the generic sparse
+  RHS kernel and the Dormand-Prince integrator with one compiled coefficient
+  function (``m*`` by warm-started Newton, ``a^(r)``, ``beta``) of signature
+  ``GRAD_SIG``.
+- Finite-d matrix flow (:func:`untied_flow`), the gradient flow of
+  ``Phi(m(U, V), q(U, V))`` with weight decay, on the fast time::
+
+      dU/dt = -(Phi_m / sqrt d) V - (2/d) P V - (gamma/d) U
+      dV/dt = -(Phi_m / sqrt d) U - (2/d) P^T U - (gamma/d) V,
+      P_k = sum_l a^(1)_kl M_l + a^(2)_kl M_l^T;
+
+  and its slaved limit on the slow time, ``m = m*(q)``::
+
+      dU/dtau = -beta V - 2 P V - gamma U,   dV/dtau = -beta U - 2 P^T U - gamma V,
+
+  whose normalised traces solve the slow hierarchy exactly at any ``d``.
+- Weak recovery (section 4.2, F.3): eq. (42), Corollary 4, ``N_wr(c)`` (eq. 41).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from attndyn.kernels.moments import word_traces
+from attndyn.numeric.attention.untied.coefficients import (_as_state, _letter_mats, _low_from_words,
+                                                           _obs, _order_parameters, ROOT_FAILED,
+                                                           RootError, SlowState, theory,
+                                                           UntiedTrajectory)
+from attndyn.numeric.core.results import IntegrationError
+from attndyn.numeric.core.validate import _check_pos_float, check_t_eval
+from attndyn.symbolic import untied as su
+from attndyn.symbolic.words import canonical
+
+__all__ = ["CriticalMean", "fast_flow", "critical_mean", "psi_beta", "untied_flow",
+           "eq42_velocity", "exact_overlap_velocity", "corollary4", "weak_recovery_time"]
+
+
+# ---------------------------------------------------------------------------
+# compiled pieces
+
+
+# ---------------------------------------------------------------------------
+# the kernels, called in one place each (their signatures may change)
+
+
+# ---------------------------------------------------------------------------
+# the potential of one model
+
+
+# ---------------------------------------------------------------------------
+# slow states
+
+
+# ---------------------------------------------------------------------------
+# fast flow (28) and the critical mean (29)
+
+
+def _fast_rhs(th, tA, tB, q1, q2, m_full, tr):
+    D = tA + tB
+    K = th.K
+
+    def f(t, y):
+        m = m_full.copy()
+        m[tr] = y
+        g = th.gradients(m, q1, q2)["grad_m"]
+        return -(D[tr] * g[tr])
+    return f
+
+
+def fast_flow(model, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
+              m_max: float = 1e6, raise_on_failure: bool = False) -> UntiedTrajectory:
+    """Integrate the fast flow (28) from ``init`` (pairs ``(U_k, V_k)``, a
+    :class:`SlowState` or a dict ``{m, tA, tB, q1, q2}``).
+
+    ``dm_k/dt = -(tA_k(0) + tB_k(0)) dPhi/dm_k(m, q1(0), q2(0))`` for trainable
+    ``k`` on the fast time ``t = eta n``; the moments stay frozen and the fixed
+    means stay at ``m_k(0)``. Returns rows ``m_k`` and ``grad_m_k``; status -3
+    when ``|m|`` exceeds ``m_max`` (no root in reach: the flow runs away).
+    """
+    from scipy.integrate import solve_ivp
+    th = theory(model)
+    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    t_eval = check_t_eval(t_eval)
+    tr = list(model.trainable)
+    f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
+
+    def run_away(t, y):
+        return m_max - np.abs(y).max()
+    run_away.terminal = True
+    if t_eval[-1] > 0:
+        sol = solve_ivp(f, (0.0, float(t_eval[-1])), m0[tr], method="DOP853", t_eval=t_eval,
+                        rtol=rtol, atol=atol, events=run_away)
+        ts, Y = sol.t, sol.y
+        status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
+        message = ("success: fast flow (28) reached the last output time" if status == 0 else
+                   f"fast flow stopped at t = {ts[-1] if ts.size else 0.0:.4g}: " + (
+                       f"|m| > m_max = {m_max:g}: the m-gradient has no root in reach of m(0)"
+                       if status == -3 else sol.message))
+    else:
+        ts, Y, status, message = t_eval, np.repeat(m0[tr][:, None], t_eval.size, 1), 0, "success"
+    K = model.K
+    rows = np.empty((2 * K, ts.size))
+    for j in range(ts.size):
+        m = m0.copy()
+        m[tr] = Y[:, j]
+        rows[:K, j] = m
+        rows[K:, j] = th.gradients(m, q1, q2)["grad_m"]
+    params = model.params_dict()
+    params.update({"time": "t = eta * n (fast)", "rtol": rtol, "atol": atol, "d": d})
+    res = UntiedTrajectory(t=np.asarray(ts, float), y=rows,
+                           names=[_obs("m", k) for k in range(K)] + [_obs("grad_m", k) for k in range(K)],
+                           kind="untied_fast_flow", params=params, status=status, message=message,
+                           diagnostics={"tA": tA.tolist(), "tB": tB.tolist(), "q1": q1.tolist(),
+                                        "q2": q2.tolist()}, inv=su.untied_alphabet(K).inv)
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
+
+
+@dataclass
+class CriticalMean:
+    """Result of :func:`critical_mean`: the root ``m*`` of eq. (29) and how it was reached.
+
+    ``m``: all ``K`` means (fixed ones at ``m_k(0)``); ``label``: which root;
+    ``status``: 0 found, negative on failure (``message`` says why);
+    ``stable``: the ``m``-Hessian on the trainable block is positive definite
+    (Assumption 5); ``unstable_start``: ``m(0)`` sits on a critical point with a
+    negative curvature direction (the symmetric root), so fluctuations decide.
+    """
+
+    m: np.ndarray
+    m0: np.ndarray
+    label: str
+    status: int
+    message: str
+    stable: bool
+    unstable_start: bool
+    diagnostics: dict
+
+    @property
+    def success(self) -> bool:
+        return self.status == 0
+
+
+def _newton(th, m, q1, q2, tr, tol=1e-12, maxit=50):
+    m = np.array(m, float)
+    for it in range(maxit + 1):
+        g = th.gradients(m, q1, q2)
+        r = g["grad_m"][tr]
+        if not np.all(np.isfinite(r)):
+            return m, False, it, np.inf
+        res = float(np.abs(r).max()) if r.size else 0.0
+        if res <= tol:
+            return m, True, it, res
+        H = g["hess_m"][np.ix_(tr, tr)]
+        try:
+            step = np.linalg.solve(H, r)
+        except np.linalg.LinAlgError:
+            return m, False, it, res
+        m[tr] -= step
+        if not np.all(np.isfinite(m)):
+            return m, False, it, np.inf
+    return m, False, maxit, res
+
+
+def _label(m, tr, stable, zero_tol=1e-9):
+    parts = []
+    for k in tr:
+        v = m[k]
+        sign = "0" if abs(v) <= zero_tol * max(1.0, np.abs(m).max()) else ("+" if v > 0 else "-")
+        parts.append(f"m*_{k + 1} = {v:+.6g} ({sign})")
+    return ("stable" if stable else "NOT stable") + " root " + ", ".join(parts)
+
+
+def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
+                  newton_tol: float = 1e-12, bl_tol: float = 1e-3, m_max: float = 1e3,
+                  probe: float = 1e-3, warn: bool = True, raise_on_failure: bool = False
+                  ) -> CriticalMean:
+    """The critical mean ``m*(q)`` of eq. (29) that the fast flow (28) reaches from ``m(0)``.
+
+    The fast flow is integrated to equilibrium (``max |dm/dt| <= eq_tol``) and
+    then polished by Newton's method on the ``m``-Hessian. Reported: the root
+    (``label``), the boundary-layer time ``t_bl`` (first fast time with
+    ``|m(t) - m*|_inf <= bl_tol max(1, |m*|)``), the residual, the Hessian's
+    eigenvalues on the trainable block and Assumption 5 (all positive).
+
+    When ``m(0)`` is already a critical point with a negative curvature
+    direction (for ``h2``, the symmetric point ``m = 0``), the deterministic
+    flow stays there but the point is unstable and fluctuations decide: a
+    warning says so, ``unstable_start`` is True, and ``diagnostics
+    ["alternatives"]`` lists the roots reached from ``m(0) +- probe v`` along
+    the most negative curvature direction ``v``.
+
+    Failures (status < 0, or :class:`RootError` with ``raise_on_failure``):
+    the flow runs past ``|m| > m_max`` (-3: the m-gradient has no root near
+    ``m(0)``), does not settle by ``t_max`` (-2), or Newton does not converge (-1).
+    """
+    from scipy.integrate import solve_ivp
+    th = theory(model)
+    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    tr = list(model.trainable)
+    t_max = _check_pos_float(t_max, "t_max")
+    D = tA + tB
+    if np.any(D[tr] <= 0):
+        raise ValueError("tA_k + tB_k must be > 0 for every trainable k (Assumption 4.4)")
+    diag = {"m0": m0.tolist(), "d": d}
+
+    def fail(status, msg):
+        res = CriticalMean(m=m0.copy(), m0=m0, label="no root", status=status, message=msg,
+                           stable=False, unstable_start=False, diagnostics=diag)
+        if raise_on_failure:
+            raise RootError(msg)
+        return res
+
+    g0 = th.gradients(m0, q1, q2)
+    if not np.all(np.isfinite(g0["grad_m"])):
+        return fail(-4, "the m-gradient of the potential is not finite at m(0)")
+    H0 = g0["hess_m"][np.ix_(tr, tr)]
+    r0 = float(np.abs(g0["grad_m"][tr]).max())
+    ev0, evec0 = np.linalg.eigh(0.5 * (H0 + H0.T))
+    unstable_start = bool(r0 <= eq_tol and ev0[0] < 0)
+    t_bl = 0.0
+    if r0 <= eq_tol:
+        m_end = m0.copy()
+        diag["fast_flow"] = "m(0) is already critical: the fast flow (28) does not move"
+    else:
+        f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
+
+        def settled(t, y):
+            return float(np.abs(f(t, y)).max()) - eq_tol
+        settled.terminal = True
+
+        def run_away(t, y):
+            return m_max - float(np.abs(y).max())
+        run_away.terminal = True
+        sol = solve_ivp(f, (0.0, t_max), m0[tr], method="DOP853", rtol=1e-10, atol=1e-13,
+                        events=[settled, run_away], dense_output=True)
+        if sol.status == -1:
+            return fail(-1, f"fast flow (28) failed: {sol.message}")
+        if sol.t_events[1].size:
+            return fail(-3, f"no root of the m-gradient in reach of m(0) = {m0[tr]}: the fast "
+                            f"flow (28) runs off to |m| > {m_max:g} by t = {sol.t[-1]:.4g}")
+        if not sol.t_events[0].size:
+            return fail(-2, f"the fast flow (28) did not settle by t_max = {t_max:g} "
+                            f"(max |dm/dt| = {abs(f(0, sol.y[:, -1])).max():.3g} > eq_tol)")
+        m_end = m0.copy()
+        m_end[tr] = sol.y[:, -1]
+        diag["t_settled"] = float(sol.t[-1])
+        diag["_dense"] = sol.sol
+    m_star, ok, iters, res = _newton(th, m_end, q1, q2, tr, tol=newton_tol)
+    diag.update({"newton_iterations": iters, "residual": res})
+    if not ok:
+        return fail(-1, f"Newton's method on the m-Hessian did not converge from the fast "
+                        f"flow's end point m = {m_end[tr]} (residual {res:.3g})")
+    if np.abs(m_star - m_end).max() > 1e-3 * max(1.0, np.abs(m_end).max()):
+        return fail(-1, f"Newton jumped from the fast flow's end point {m_end[tr]} to another "
+                        f"root {m_star[tr]}; tighten eq_tol")
+    g = th.gradients(m_star, q1, q2)
+    Hs = g["hess_m"][np.ix_(tr, tr)]
+    ev = np.linalg.eigvalsh(0.5 * (Hs + Hs.T))
+    stable = bool(ev[0] > 0)
+    diag["hessian_eigenvalues"] = ev.tolist()
+    diag["assumption5"] = stable
+    dense = diag.pop("_dense", None)
+    if dense is not None:
+        ts = np.linspace(0.0, diag["t_settled"], 4001)
+        dev = np.abs(dense(ts) - m_star[tr][:, None]).max(axis=0)
+        thr = bl_tol * max(1.0, float(np.abs(m_star).max()))
+        inside = np.flatnonzero(dev <= thr)
+        t_bl = float(ts[inside[0]]) if inside.size else float(diag["t_settled"])
+    diag["t_boundary_layer"] = t_bl
+    diag["bl_tol"] = bl_tol
+    label = _label(m_star, tr, stable)
+    msg = f"success: {label}, reached by the fast flow (28) from m(0) = {np.round(m0[tr], 6)}"
+    if unstable_start:
+        alts = []
+        v = evec0[:, 0]
+        for sgn in (1.0, -1.0):
+            mp = m0.copy()
+            mp[tr] = m0[tr] + sgn * probe * v
+            st = dict(m=mp, tA=tA, tB=tB, q1=q1, q2=q2)
+            alt = critical_mean(model, st, t_max=t_max, eq_tol=eq_tol, newton_tol=newton_tol,
+                                m_max=m_max, warn=False)
+            alts.append({"m0": mp.tolist(), "m": alt.m.tolist(), "label": alt.label,
+                         "status": alt.status})
+        diag["alternatives"] = alts
+        msg = (f"m(0) = {np.round(m0[tr], 6)} sits on an unstable critical point of Phi in m "
+               f"(Hessian eigenvalue {ev0[0]:.4g} < 0): the deterministic fast flow stays on "
+               "this symmetric root, but any fluctuation leaves it; roots reached from "
+               f"m(0) +- {probe:g} v: " + "; ".join(a["label"] for a in alts))
+        if warn:
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    elif not stable and warn:
+        msg += f"; Assumption 5 fails: the m-Hessian has eigenvalue {ev[0]:.4g} <= 0 at the root"
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    return CriticalMean(m=m_star, m0=m0, label=label, status=0, message=msg, stable=stable,
+                        unstable_start=unstable_start, diagnostics=diag)
+
+
+def psi_beta(model, init, m_star=None):
+    """``psi`` (eq. 27) and ``beta = -psi/(tA + tB)`` (eq. 30) at a slow state.
+
+    ``init``: pairs ``(U_k, V_k)`` (exact finite-d moments) or a
+    :class:`SlowState` holding the length-2 words. ``m_star`` defaults to
+    :func:`critical_mean`. Entries of fixed indices are 0.
+    """
+    th = theory(model)
+    K = model.K
+    tr = list(model.trainable)
+    if isinstance(init, SlowState):
+        words, mu = init.words, init.mu
+    else:
+        pairs = model.check_factors(init, "pairs")
+        words = [w for w in su.untied_words(K, 2)]
+        mats, _ = _letter_mats(pairs)
+        mu = word_traces(mats, words)
+    st = SlowState(words=words, mu=mu, m0=_as_state(model, init)[0])
+    if m_star is None:
+        cm = critical_mean(model, st, warn=False, raise_on_failure=True)
+        m_star = cm.m
+    tA, tB, q1, q2 = _low_from_words(K, words, mu)
+    g = th.gradients(m_star, q1, q2)
+    alph = su.untied_alphabet(K)
+    look = {w: i for i, w in enumerate(words)}
+    psi = np.zeros(K)
+    for k in tr:
+        s = 0.0
+        for l in range(K):
+            for r, a in ((1, g["a1"]), (2, g["a2"])):
+                Mr = su._mr(l, r)
+                s += a[k, l] * (mu[look[canonical((Mr, 4 * k + su.B), alph)]]
+                                + mu[look[canonical((4 * k + su.A, Mr), alph)]])
+        psi[k] = 2.0 * s
+    beta = np.zeros(K)
+    beta[tr] = -psi[tr] / (tA[tr] + tB[tr])
+    return psi, beta
+
+
+# ---------------------------------------------------------------------------
+# the slow hierarchy
+
+
+# ---------------------------------------------------------------------------
+# finite-d matrix flow
+
+def _flow_terms(th, pairs, tr, fixed_M=None):
+    """``M_k`` (the fixed ones from ``fixed_M``), the means and the overlaps."""
+    K = len(pairs)
+    d = pairs[0][0].shape[0]
+    Ms = [fixed_M[k] if (fixed_M is not None and k in fixed_M) else U @ V.T
+          for k, (U, V) in enumerate(pairs)]
+    m = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
+    q1 = np.array([[np.sum(Ms[k] * Ms[l]) for l in range(K)] for k in range(K)]) / d
+    q2 = np.array([[np.sum(Ms[k] * Ms[l].T) for l in range(K)] for k in range(K)]) / d
+    return Ms, m, q1, q2
+
+
+def _products(pairs, Ms, tr):
+    """``M^(r)_l V_k`` and ``M^(r)_l U_k`` for trainable ``k`` (r = 1: M_l, r = 2: M_l^T)."""
+    out = {}
+    for k in tr:
+        U, V = pairs[k]
+        out[k] = [((Ml @ V, Ml.T @ V), (Ml @ U, Ml.T @ U)) for Ml in Ms]
+    return out
+
+
+def _velocity(pairs, prods, g, tr, coef_m, scale_p, gamma_s):
+    """``dU_k = -c_k V_k - s (P_k V_k) - gamma_s U_k``, ``dV_k = -c_k U_k - s (P_k^T U_k) - gamma_s V_k``."""
+    out = []
+    for k in tr:
+        U, V = pairs[k]
+        PV = np.zeros_like(V)
+        PtU = np.zeros_like(U)
+        for l, ((MV, MtV), (MU, MtU)) in enumerate(prods[k]):
+            a1, a2 = g["a1"][k, l], g["a2"][k, l]
+            if a1 != 0.0:
+                PV += a1 * MV
+                PtU += a1 * MtU
+            if a2 != 0.0:
+                PV += a2 * MtV
+                PtU += a2 * MU
+        dU = -coef_m[k] * V - scale_p * PV - gamma_s * U
+        dV = -coef_m[k] * U - scale_p * PtU - gamma_s * V
+        out.append((dU, dV))
+    return out
+
+
+def _psi_finite(g, pairs, prods, k, d):
+    """``psi_k`` (eq. 27) from finite-d matrices: ``Tr(M B_k)/d + Tr(A_k M)/d =
+    (<M V_k, V_k> + <U_k, M U_k>)/d`` for ``M = M^(r)_l``."""
+    U, V = pairs[k]
+    s = 0.0
+    for l, ((MV, MtV), (MU, MtU)) in enumerate(prods[k]):
+        s += g["a1"][k, l] * (np.sum(MV * V) + np.sum(U * MU))
+        s += g["a2"][k, l] * (np.sum(MtV * V) + np.sum(U * MtU))
+    return 2.0 * s / d
+
+
+def _beta_finite(g, pairs, prods, tr, K, d):
+    beta = np.zeros(K)
+    for k in tr:
+        U, V = pairs[k]
+        beta[k] = -_psi_finite(g, pairs, prods, k, d) / ((np.sum(U * U) + np.sum(V * V)) / d)
+    return beta
+
+
+def slaved_velocity(model, pairs, m_star):
+    """``(dU_k/dtau, dV_k/dtau)`` of the slaved flow at the pairs, with ``m = m_star``."""
+    th = theory(model)
+    tr = list(model.trainable)
+    d = pairs[0][0].shape[0]
+    Ms, _, q1, q2 = _flow_terms(th, pairs, tr)
+    g = th.gradients(m_star, q1, q2)
+    prods = _products(pairs, Ms, tr)
+    beta = _beta_finite(g, pairs, prods, tr, model.K, d)
+    return _velocity(pairs, prods, g, tr, beta, 2.0, model.weight_decay)
+
+
+def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, words=None,
+                rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853",
+                blowup: float = 1e100, newton_tol: float = 1e-12, keep_pairs: bool = False,
+                max_bytes: float = 8 * 2**30, raise_on_failure: bool = False) -> UntiedTrajectory:
+    """The finite-d untied matrix flow from ``pairs = [(U_k, V_k)]``.
+
+    ``mode="full"``: the gradient flow of ``Phi(m(U, V), q(U, V))`` with weight
+    decay on the fast time ``t = eta n`` (module docstring); its traces are the
+    SGD drift (exact for linear activations, ``O(1/d)`` otherwise).
+    ``mode="slaved"``: the slow-time limit with ``m = m*(q)`` (the root the
+    fast flow reaches from ``m(0)``, followed by Newton) and the effective bias
+    ``beta`` of eq. (30) from the finite-d moments; its traces are an exact
+    solution of the slow hierarchy (31)-(32) at this ``d``, the oracle of every
+    truncation. ``t_eval`` is in the mode's own time (fast ``t`` or slow ``tau``).
+
+    Rows: every word up to ``order`` (or ``words``), then ``m_k``, ``tA_k``,
+    ``tB_k``, ``q1_kl``, ``q2_kl`` for all ``k, l`` (the SGD names). In the full
+    mode ``diagnostics["handover"]`` reports the boundary-layer time of (28)
+    and ``|m - m*(q)|`` along the run; in the slaved mode ``m`` is ``m*(q)``.
+    The memory of the dense products is estimated first and refused above
+    ``max_bytes``.
+    """
+    from scipy.integrate import solve_ivp
+    if mode not in ("full", "slaved"):
+        raise ValueError(f"mode must be 'full' or 'slaved', got {mode!r}")
+    th = theory(model)
+    pairs = model.check_factors(pairs, "pairs")
+    t_eval = check_t_eval(t_eval)
+    K = model.K
+    d = pairs[0][0].shape[0]
+    tr = list(model.trainable)
+    # dense d x d products: about (12 + 4K) of them live at once, plus the integrator's stages
+    need = 8.0 * d * d * (12 + 4 * K) + 8.0 * 12 * sum(2 * pairs[k][0].size for k in tr)
+    if need > max_bytes:
+        raise ValueError(f"untied_flow at d = {d} needs about {need / 2**30:.3g} GiB, above "
+                         f"max_bytes = {max_bytes / 2**30:.3g} GiB; lower d or raise max_bytes")
+    alph = su.untied_alphabet(K)
+    if words is None:
+        words = model.words(su.check_order(order))
+    else:
+        words = [canonical(alph.check_word(w, "words"), alph) for w in words]
+    gamma = model.weight_decay
+    shapes = [pairs[k][0].shape for k in tr]
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    def unpack(y):
+        cur = list(pairs)
+        off = 0
+        for j, k in enumerate(tr):
+            n = sizes[j]
+            cur[k] = (y[off:off + n].reshape(shapes[j]), y[off + n:off + 2 * n].reshape(shapes[j]))
+            off += 2 * n
+        return cur
+
+    def pack(vel):
+        return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
+
+    fixed_M = {k: pairs[k][0] @ pairs[k][1].T for k in range(K) if k not in tr}
+    cm0 = critical_mean(model, pairs, warn=(mode == "slaved"))
+    if mode == "slaved" and not cm0.success:
+        if raise_on_failure:
+            raise RootError(cm0.message)
+        return _flow_result(model, words, t_eval[:0], [], [], d, mode, ROOT_FAILED,
+                            f"root search failed: {cm0.message}", {"root": cm0.label})
+    warm = {"m": cm0.m.copy() if cm0.success else None, "fail": False}
+
+    def rhs_full(t, y):
+        cur = unpack(y)
+        Ms, m, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
+        g = th.gradients(m, q1, q2)
+        return pack(_velocity(cur, _products(cur, Ms, tr), g, tr, g["grad_m"] / math.sqrt(d),
+                              2.0 / d, gamma / d))
+
+    def rhs_slaved(t, y):
+        cur = unpack(y)
+        Ms, _, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
+        m, ok, _, _ = _newton(th, warm["m"], q1, q2, tr, tol=newton_tol)
+        if not ok:
+            warm["fail"] = True
+            return np.full(y.size, np.nan)
+        warm["m"] = m
+        g = th.gradients(m, q1, q2)
+        prods = _products(cur, Ms, tr)
+        beta = _beta_finite(g, cur, prods, tr, K, d)
+        return pack(_velocity(cur, prods, g, tr, beta, 2.0, gamma))
+
+    def blow(t, y):
+        return blowup - np.abs(y).max()
+    blow.terminal = True
+
+    y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
+    rhs = rhs_full if mode == "full" else rhs_slaved
+    if t_eval[-1] > 0:
+        with np.errstate(all="ignore"):
+            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method=method, t_eval=t_eval,
+                            rtol=rtol, atol=atol, events=blow)
+        ts, Ys = sol.t, sol.y
+        status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
+        if warm["fail"] and status != 0:
+            status = ROOT_FAILED
+        ok_cols = np.all(np.isfinite(Ys), axis=0)
+        if not ok_cols.all():
+            first = int(np.argmin(ok_cols))
+            ts, Ys = ts[:first], Ys[:, :first]
+            status = status or -3
+        message = (f"success: untied matrix flow ({mode}) reached the last output time"
+                   if status == 0 else f"untied matrix flow ({mode}) stopped at "
+                   f"{'t' if mode == 'full' else 'tau'} = {ts[-1] if ts.size else 0.0:.4g}: "
+                   + ("the root m*(q) was lost (Newton failed)" if status == ROOT_FAILED
+                      else sol.message))
+    else:
+        ts, Ys, status, message = t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
+    states = [unpack(Ys[:, j]) for j in range(ts.size)]
+    diag = {"root": cm0.label, "root_status": cm0.status, "unstable_start": cm0.unstable_start,
+            "assumption5": cm0.stable}
+    # means and the fast-to-slow hand-over
+    m_slaved = []
+    m_track = cm0.m.copy() if cm0.success else None
+    gaps = []
+    for cur in states:
+        _, m_fin, q1, q2 = _flow_terms(th, cur, tr)
+        if m_track is not None:
+            mm, ok, _, _ = _newton(th, m_track, q1, q2, tr, tol=newton_tol)
+            m_track = mm if ok else m_track
+            gaps.append(float(np.abs(m_fin[tr] - mm[tr]).max()) if ok else np.nan)
+        m_slaved.append(m_track.copy() if (mode == "slaved" and m_track is not None) else m_fin)
+    if mode == "full" and cm0.success:
+        t_bl = float(cm0.diagnostics.get("t_boundary_layer", 0.0))
+        j = int(np.searchsorted(ts, t_bl)) if ts.size else 0
+        diag["handover"] = {"t_boundary_layer": t_bl, "tau_boundary_layer": t_bl / d,
+                            "gap_at_handover": gaps[min(j, len(gaps) - 1)] if gaps else None,
+                            "gap": gaps, "root": cm0.label}
+    res = _flow_result(model, words, ts, states, m_slaved, d, mode, status, message, diag)
+    if keep_pairs:
+        res.diagnostics["pairs"] = states
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
+
+
+def _flow_result(model, words, ts, states, means, d, mode, status, message, diag):
+    K = model.K
+    rows = []
+    for cur, m in zip(states, means):
+        mats, _ = _letter_mats(cur)
+        _, tA, tB, q1, q2 = _order_parameters(cur)
+        rows.append(np.concatenate([word_traces(mats, words), m, tA, tB, q1.ravel(), q2.ravel()]))
+    names = ([su.word_name(w, K) for w in words] + [_obs("m", k) for k in range(K)]
+             + [_obs("tA", k) for k in range(K)] + [_obs("tB", k) for k in range(K)]
+             + [_obs("q1", k, l) for k in range(K) for l in range(K)]
+             + [_obs("q2", k, l) for k in range(K) for l in range(K)])
+    Y = np.array(rows).T if rows else np.zeros((len(names), 0))
+    params = model.params_dict()
+    params.update({"d": d, "mode": mode,
+                   "time": "t = eta * n (fast)" if mode == "full" else "tau = eta * n / d (slow)"})
+    diag = dict(diag)
+    diag["d"] = d
+    return UntiedTrajectory(t=np.asarray(ts, float), y=Y, names=names,
+                            words=[tuple(w) for w in words], kind=f"untied_flow_{mode}",
+                            params=params, status=status, message=message, diagnostics=diag,
+                            inv=su.untied_alphabet(K).inv)
+
+
+# ---------------------------------------------------------------------------
+# weak recovery (section 4.2, appendix F.3)
+
+def _check_st(model, student, teacher):
+    K = model.K
+    s, t = int(student), int(teacher)
+    for nm, v in (("student", s), ("teacher", t)):
+        if not 0 <= v < K:
+            raise ValueError(f"{nm} index {v} out of range: allowed 0..{K - 1}")
+    if s == t:
+        raise ValueError("student and teacher must differ")
+    if s not in model.trainable:
+        raise ValueError(f"student {s} must be trainable (trainable = {model.trainable})")
+    if t in model.trainable:
+        raise ValueError(f"teacher {t} must be fixed (trainable = {model.trainable})")
+    return s, t
+
+
+def eq42_velocity(model, init, *, student: int = 0, teacher: int = 1, m_star=None) -> np.ndarray:
+    """Eq. (42): ``d(q1_st, q2_st)/d tau (0) = -2 D_s(0) Q2 g*_st`` with
+    ``D_s = tA_s + tB_s``, ``Q2 = [[q1_tt, q2_tt], [q2_tt, q1_tt]]`` and
+    ``g* = (a1_st, a2_st)`` at ``(m*, q(0))`` (convention of eq. 32, not the
+    total derivative of eq. 48). Valid under Assumption 6 (free student and teacher)."""
+    s, t = _check_st(model, student, teacher)
+    m0, tA, tB, q1, q2, _ = _as_state(model, init)
+    if m_star is None:
+        m_star = critical_mean(model, init, warn=False, raise_on_failure=True).m
+    g = theory(model).gradients(m_star, q1, q2)
+    Q2 = np.array([[q1[t, t], q2[t, t]], [q2[t, t], q1[t, t]]])
+    gs = np.array([g["a1"][s, t], g["a2"][s, t]])
+    return -2.0 * (tA[s] + tB[s]) * Q2 @ gs
+
+
+def exact_overlap_velocity(model, pairs, *, student: int = 0, teacher: int = 1) -> np.ndarray:
+    """``d(q1_st, q2_st)/d tau`` of the slaved flow at finite-d pairs, exactly
+    (from the matrix velocities, no freeness assumption)."""
+    s, t = _check_st(model, student, teacher)
+    pairs = model.check_factors(pairs, "pairs")
+    d = pairs[0][0].shape[0]
+    cm = critical_mean(model, pairs, warn=False, raise_on_failure=True)
+    vel = slaved_velocity(model, pairs, cm.m)
+    j = list(model.trainable).index(s)
+    dU, dV = vel[j]
+    U, V = pairs[s]
+    dM = dU @ V.T + U @ dV.T
+    Mt = pairs[t][0] @ pairs[t][1].T
+    return np.array([np.sum(dM * Mt), np.sum(dM * Mt.T)]) / d
+
+
+def corollary4(model, init, *, student: int = 0, teacher: int = 1, tol: float | None = None,
+               c_d: float = 4.0) -> dict:
+    """Diagnose Corollary 4's dichotomy at ``init`` (pairs, state or dict).
+
+    Computes the fast phase's root ``m*`` at the initial state, ``g*_st =
+    (a1_st, a2_st)`` there and the eq. (42) velocity ``-2 D_s Q2 g*``. Case (i)
+    (eq. 43: weak recovery after ``Theta(d/eta)`` steps) when ``|Q2 g*|_inf >
+    tol``; case (ii) (eq. 46) when the cross-gradients ``a^(r)_st`` vanish on
+    the free manifold, probed at ``q1_st = q2_st = 0`` with the student's
+    moments rescaled by 1/2, 1 and 2; otherwise Corollary 4 is silent.
+
+    At finite ``d`` (pairs, or a state with ``d``) the tolerance is ``tol =
+    c_d / d``: a free finite-d state keeps overlaps ``q_st = O(1/d)`` and so
+    cross-gradients of that size, which must not be announced as recovery.
+    With no ``d`` (a dict state without ``"d"``) ``tol = 1e-10``.
+    """
+    s, t = _check_st(model, student, teacher)
+    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    if tol is None:
+        tol = c_d / d if d else 1e-10
+    tol = _check_pos_float(tol, "tol")
+    th = theory(model)
+    state = dict(m=m0, tA=tA, tB=tB, q1=q1, q2=q2)
+    cm = critical_mean(model, state, warn=False)
+    if not cm.success:
+        return {"case": "undetermined", "verdict": f"no critical mean: {cm.message}",
+                "root": cm.label, "tol": tol, "cond43": False, "cond46": False}
+    g = th.gradients(cm.m, q1, q2)
+    gs = np.array([g["a1"][s, t], g["a2"][s, t]])
+    Q2 = np.array([[q1[t, t], q2[t, t]], [q2[t, t], q1[t, t]]])
+    q2g = Q2 @ gs
+    v = -2.0 * (tA[s] + tB[s]) * q2g
+    cond43 = bool(np.abs(q2g).max() > tol)
+    worst = 0.0
+    for f in (0.5, 1.0, 2.0):
+        probe = dict(m=m0, tA=tA.copy(), tB=tB.copy(), q1=q1.copy(), q2=q2.copy())
+        probe["tA"][s] *= f
+        probe["tB"][s] *= f
+        for q in (probe["q1"], probe["q2"]):
+            q[s, t] = q[t, s] = 0.0
+            q[s, s] *= f * f
+        c2 = critical_mean(model, probe, warn=False)
+        if c2.success:
+            g2 = th.gradients(c2.m, probe["q1"], probe["q2"])
+            worst = max(worst, abs(g2["a1"][s, t]), abs(g2["a2"][s, t]))
+        else:
+            worst = np.inf
+    cond46 = bool(worst <= tol)
+    if cond43:
+        verdict = ("case (i), eq. (43) holds: Q2 g* != 0, weak recovery after Theta(d/eta) steps, "
+                   "Theta(d^2 log d) samples at eta ~ 1/(d log d)")
+        case = "i"
+    elif cond46:
+        verdict = ("case (ii), eq. (46) holds: the cross-gradients vanish on the free manifold; "
+                   "no weak recovery on the d^2 log d sample scale")
+        case = "ii"
+    else:
+        verdict = ("neither (43) nor (46) at this tolerance: Q2 g* is below it here but the "
+                   "cross-gradients do not vanish on the free manifold; Corollary 4 is silent")
+        case = "undetermined"
+    if cm.unstable_start:
+        verdict += ("; NOTE: m(0) sits on an unstable symmetric root, so fluctuations pick the "
+                    "root the fast phase reaches (see root_alternatives)")
+    return {"case": case, "verdict": verdict, "g_star": gs, "Q2g": q2g, "velocity": v,
+            "m_star": cm.m, "root": cm.label, "unstable_start": cm.unstable_start,
+            "root_alternatives": cm.diagnostics.get("alternatives"), "cond43": cond43,
+            "cond46": cond46, "cross_gradient_on_free": worst, "tol": tol,
+            "student": s, "teacher": t}
+
+
+def weak_recovery_time(result, c: float, *, student: int = 0, teacher: int = 1, eta=None):
+    """``N_wr(c)`` of eq. (41) read off a trajectory (hierarchy, flow or SGD).
+
+    Returns ``{"time": first output time with max(|q1_st|, |q2_st|) >= c (None
+    if never), "n": the SGD step count it means (slow time ``n = tau d / eta``,
+    fast ``n = t / eta``; needs ``eta`` and, for slow time, ``d``)}``. Resolution
+    is that of the output times.
+    """
+    c = _check_pos_float(c, "c")
+    q1 = result.observable("q1", student, teacher)
+    q2 = result.observable("q2", student, teacher)
+    hit = np.flatnonzero(np.maximum(np.abs(q1), np.abs(q2)) >= c)
+    tm = float(result.t[hit[0]]) if hit.size else None
+    n = None
+    if tm is not None and eta is not None:
+        eta = _check_pos_float(eta, "eta")
+        slow = "tau" in str(result.params.get("time", "tau"))
+        d = result.params.get("d")
+        if slow and d is None:
+            raise ValueError("slow-time results need params['d'] to convert to steps")
+        n = int(math.ceil(tm * (d if slow else 1) / eta - 1e-9))
+    return {"time": tm, "n": n, "c": c, "max_overlap": float(np.max(np.maximum(np.abs(q1), np.abs(q2))))}
+
+
+# ---------------------------------------------------------------------------
+# the model protocol's theory (compare)
+
+
