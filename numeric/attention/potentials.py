@@ -39,6 +39,7 @@ methods instead reject a non-PSD input with an error naming it.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import sympy as sp
@@ -63,7 +64,7 @@ __all__ = ["NumericPotential", "numeric_potential", "check_continuity", "build_p
 
 _PROJ = {"tied": 1, "untied": 2, "direct": 3, "general": 0}
 
-_WRAPPER = '''
+_WRAPPER = """
 
 import numpy as np
 
@@ -72,10 +73,89 @@ from attndyn.kernels.quadrature import law_eval
 
 @numba.njit(GRAD_SIG, cache=True)
 def grad(x, p, out):
-    """Symmetric-convention gradient of the potential, by compiled quadrature."""
+    \"\"\"Symmetric-convention gradient of the potential by compiled quadrature, the
+    rule chosen per call from a ladder until the error estimate meets the tolerance.\"\"\"
+    n = out.size
+    nr = int(p[1])
+    rtol = p[3]
+    atol = p[4]
+    ot = int(p[13])
     ws = np.empty(int(p[11]))
-    law_eval(x, p, out, ws, integrand)
-'''
+    cur = np.empty(n)
+    prev = np.empty(n)
+    tmp = np.empty(n)
+    acc = np.empty(n)
+    acc2 = np.empty(n)
+    err = np.empty(n)
+    j = int(p[10])
+    have_prev = False
+    while True:
+        off = int(p[ot + 3 * j])
+        ln = int(p[ot + 3 * j + 1])
+        npart = int(p[ot + 3 * j + 2])
+        if npart == 1:
+            law_eval(x, p[off:off + ln], cur, ws, integrand)
+            if not have_prev:
+                o0 = int(p[ot + 3 * (j - 1)])
+                l0 = int(p[ot + 3 * (j - 1) + 1])
+                law_eval(x, p[o0:o0 + l0], prev, ws, integrand)
+            for k in range(n):
+                err[k] = abs(cur[k] - prev[k])
+        else:
+            # scrambled QMC: the mean over the scramblings, three standard errors
+            for k in range(n):
+                acc[k] = 0.0
+                acc2[k] = 0.0
+            for m in range(npart):
+                law_eval(x, p[off + m * ln:off + (m + 1) * ln], tmp, ws, integrand)
+                for k in range(n):
+                    acc[k] += tmp[k]
+                    acc2[k] += tmp[k] * tmp[k]
+            for k in range(n):
+                mean = acc[k] / npart
+                var = (acc2[k] - npart * mean * mean) / (npart - 1)
+                cur[k] = mean
+                err[k] = 3.0 * np.sqrt(max(var, 0.0) / npart)
+        scale = 0.0
+        emax = 0.0
+        finite = True
+        for k in range(n):
+            if not (np.isfinite(cur[k]) and np.isfinite(err[k])):
+                finite = False
+            elif abs(cur[k]) > scale:
+                scale = abs(cur[k])
+            if err[k] > emax:
+                emax = err[k]
+        lim = atol + rtol * scale
+        if not finite or emax <= lim or j == nr - 1:
+            break
+        for k in range(n):
+            prev[k] = cur[k]
+        have_prev = True
+        j += 1
+    for k in range(n):
+        out[k] = cur[k]
+    if finite:
+        p[5] += 1.0
+        if emax > lim:
+            p[6] += 1.0
+        if emax / lim > p[7]:
+            p[7] = emax / lim
+        if emax > p[8]:
+            p[8] = emax
+        p[9] = emax
+        if j > p[10]:
+            p[10] = j
+            p[15] = 0.0
+        elif not have_prev and j > p[2]:
+            # met at the start rung: after 16 such calls in a row, try one rung lower
+            p[15] += 1.0
+            if p[15] >= 16.0:
+                p[10] = j - 1
+                p[15] = 0.0
+        if j > p[14]:
+            p[14] = j
+"""
 
 
 def _drop_delta(e):
@@ -146,8 +226,13 @@ class NumericPotential:
         callable ``loss(G)``.
     params, param_values : loss parameters (symbols) and their values.
     tol : float
-        Requested accuracy of Phi and of every gradient entry, absolute
-        relative to ``max(1, |value|)``, at the reference point.
+        Requested accuracy. The rule is calibrated at the reference point to
+        ``tol * max(1, |value|)``; every later evaluation (compiled or Python) refines
+        it per call until its error estimate is within ``atol + tol * max|out|`` (max
+        norm over the outputs).
+    atol : float, optional
+        Absolute floor of that per-call tolerance; default ``1e-3 tol`` (``tol`` for
+        RQMC, whose error falls only like ``1/n``).
     method : "auto", "tensor", "sparse" or "rqmc"
         ``auto`` chooses by the integration dimension (see
         :func:`attndyn.numeric.attention.quadrature.choose_rule`), and RQMC in Stein mode
@@ -168,7 +253,7 @@ class NumericPotential:
     def __init__(self, law, loss, params=(), param_values=None, *, tol: float = 1e-8,
                  method: str = "auto", seed: int = 0, reference=None, mode: str = "auto",
                  max_points: int = 400_000, hessian: bool = True, L: int = 1, K: int | None = None,
-                 C=None):
+                 C=None, atol: float | None = None):
         if isinstance(law, str):
             if K is None:
                 raise TypeError("give K (and L, C) with a law kind")
@@ -186,7 +271,17 @@ class NumericPotential:
         self.K, self.L, self.C = law.K, law.L, law.C
         self.params = tuple(params)
         self.notes: list = []
+        if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) \
+                or not (math.isfinite(tol) and tol > 0):
+            raise ValueError(f"tol must be a finite number > 0, got {tol!r}")
         self.tol = float(tol)
+        #: per-call accuracy: every entry within ``atol + rtol max_o |out_o|`` (max norm)
+        self.rtol = self.tol
+        self.atol = 1e-3 * self.tol if atol is None else float(atol)
+        if not (math.isfinite(self.atol) and self.atol >= 0):
+            raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+        self._pl = None      # the ladder's parameter vector (built on first compiled use)
+        self._py_report = {"calls": 0, "over_tolerance": 0, "max_ratio": 0.0, "max_error": 0.0}
         self.seed = _int_seed(seed)
         if callable(loss) and not isinstance(loss, sp.Basic):
             from attndyn.symbolic.gaussian import g_array
@@ -256,10 +351,15 @@ class NumericPotential:
                 vals.append(both[1 + P + P * P:])
             return np.concatenate(vals)
 
+        self._max_points = int(max_points)
         self.rule = choose_rule(self.dim, evaluate, tol=self.tol, method=method, seed=self.seed,
                                 max_points=max_points)
         self.error = float(self.rule.error)
         self.method = self.rule.method
+        if atol is None and self.method == "rqmc":
+            # RQMC's error falls like 1/n: the floor stays at tol (as the calibration's
+            # tol * max(1, |value|)); the exponentially converging rules take 1e-3 tol
+            self.atol = self.tol
         self._p = self._pack(self.rule)
         if mode == "stein":
             self.notes.append("Hessian expectation by Stein's identity (first derivatives)")
@@ -357,13 +457,21 @@ class NumericPotential:
         parameters in, gradient in every input out (``q.ravel() -> Gamma.ravel()``
         for tied), plus the ``m``-Hessian for untied.
 
+        Each call walks the ladder of rules packed in :meth:`parameters` (the
+        calibrated rule's predecessor, the calibrated rule, then finer ones: tensor
+        Gauss-Hermite, then in one or two dimensions the trapezoidal rule; sparse
+        grids; more scrambled Sobol points) until the error estimate (the
+        difference of two successive rules, or three standard errors over the
+        scramblings) of every output is within ``atol + rtol max|out|``; the rung
+        reached is kept as the next call's start, so a run of nearby points costs
+        two evaluations each. When the top rung misses the tolerance the call is
+        counted (:meth:`error_report`); a non-finite value stops at once (NaN out).
+
         It is a small generated wrapper around the kernel; numba cannot cache a
         function holding the address of a first-class function, so it is
         compiled once per process (about a second) on the first call here.
         """
         if self._grad_fn is None:
-            import warnings
-
             from numba.core.errors import NumbaWarning
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*Cannot cache compiled function.*",
@@ -372,8 +480,96 @@ class NumericPotential:
         return self._grad_fn
 
     def parameters(self) -> np.ndarray:
-        """The float64 parameter vector of :meth:`gradient_function`."""
-        return self._p
+        """The float64 parameter vector of :meth:`gradient_function`: the ladder of
+        rules and the per-call counters that :meth:`error_report` reads (a copy keeps
+        its own counters). Built on the first call (a second or so for large rules)."""
+        if self._pl is None:
+            self._pl = self._pack_ladder()
+        return self._pl
+
+    #: the ladder's header: marker, rungs, first usable rung, rtol, atol, calls,
+    #: calls over the tolerance, worst error/limit, worst error, last error, start rung,
+    #: workspace size, n_out, offset of the rung table, highest rung used, calls met at
+    #: the start rung in a row
+    _LADDER_BUDGET = 3_000_000   # float64 entries of all packed rungs together
+
+    def _ladder_rules(self):
+        """The rules of the per-call ladder and the first rung a call may start at."""
+        r0 = self.rule
+        if r0.parts:
+            rungs, first = [r0], 0
+        elif r0.coarse is not None:
+            rungs, first = [r0.coarse, r0], 1
+        else:
+            rungs, first = [r0], 1
+        prune = 1e-2 * self.atol if self.atol > 0 else 1e-2 * self.tol
+        total = sum(self._pack(r).size * max(len(r.parts), 1) for r in rungs)
+        cur = r0
+        while True:
+            nxt = self._finer(cur, prune)
+            if nxt is None or nxt.size > self._max_points:
+                break
+            size = (self.n_in * self.P * self.P + nxt.size * (self.dim + 1)) * max(len(nxt.parts), 1)
+            if total + size > self._LADDER_BUDGET:
+                break
+            nxt.coarse = cur
+            rungs.append(nxt)
+            total += size
+            cur = nxt
+        if len(rungs) == first:   # nothing finer fits: the rule against itself
+            rungs.append(r0)
+        return rungs, first
+
+    def _pack_ladder(self):
+        rungs, first = self._ladder_rules()
+        self.ladder = [r.describe() for r in rungs]
+        vecs, table = [], []
+        off = 16 + 3 * len(rungs)
+        for r in rungs:
+            parts = r.parts or [r]
+            pv = [self._pack(pr) for pr in parts]
+            table += [off, pv[0].size, len(pv)]
+            off += sum(v.size for v in pv)
+            vecs += pv
+        head = np.zeros(16)
+        head[:15] = [-2.0, len(rungs), first, self.rtol, self.atol, 0, 0, 0, 0, 0, first,
+                     self._p[11], self.n_out, 16, first]
+        return np.ascontiguousarray(np.concatenate([head, np.array(table, float)] + vecs))
+
+    # -- error reports ---------------------------------------------------------------
+    @property
+    def tolerance(self) -> dict:
+        """The stated per-call accuracy: every output within ``atol + rtol max|out|``."""
+        return {"rtol": self.rtol, "atol": self.atol, "norm": "max"}
+
+    def error_report(self) -> dict:
+        """The worst estimated error over the calls made since :meth:`reset_report`
+        (compiled calls through :meth:`parameters`, and Python calls of
+        :meth:`gradients` / :meth:`gamma_at` / :meth:`gamma_with_error`):
+        ``calls``, ``max_error`` (absolute), ``max_ratio`` (error over
+        ``atol + rtol max|out|``), ``over_tolerance`` (calls whose estimate missed
+        the tolerance: the finest rule available could not reach it), ``rtol``,
+        ``atol``, ``route`` and ``within_tolerance``."""
+        py = self._py_report
+        pl = self._pl
+        calls, over = py["calls"], py["over_tolerance"]
+        ratio, err = py["max_ratio"], py["max_error"]
+        rule = self.rule.describe()
+        if pl is not None:
+            calls += int(pl[5])
+            over += int(pl[6])
+            ratio, err = max(ratio, float(pl[7])), max(err, float(pl[8]))
+            top = int(pl[14])
+            rule = self.ladder[top]
+        return {"route": "numeric", "rtol": self.rtol, "atol": self.atol, "calls": calls,
+                "max_error": err, "max_ratio": ratio, "over_tolerance": over,
+                "within_tolerance": over == 0, "finest_rule": rule}
+
+    def reset_report(self):
+        """Zero the counters of :meth:`error_report` (the ladder's start rung stays)."""
+        self._py_report = {"calls": 0, "over_tolerance": 0, "max_ratio": 0.0, "max_error": 0.0}
+        if self._pl is not None:
+            self._pl[5:10] = 0.0
 
     @property
     def source(self) -> str:
@@ -399,13 +595,17 @@ class NumericPotential:
         self._call(x, p, both)
         return both[:nm]
 
-    def _error_at(self, x, main, rule=None):
+    def _phi_only(self, x, p):
+        return self._moments(x, p)[:1]
+
+    def _error_at(self, x, main, rule=None, run=None):
         rule = self.rule if rule is None else rule
+        run = self._run if run is None else run
         if rule.parts:
-            vals = np.array([self._run(x, self._pack(pr)) for pr in rule.parts])
+            vals = np.array([run(x, self._pack(pr)) for pr in rule.parts])
             return 3 * vals.std(axis=0, ddof=1) / math.sqrt(len(rule.parts))
         if rule.coarse is not None:
-            return np.abs(main - self._run(x, self._pack(rule.coarse)))
+            return np.abs(main - run(x, self._pack(rule.coarse)))
         return np.full_like(main, np.nan)
 
     # -- per-call adaptive rule (issue 12, item 3) -----------------------------------------
@@ -427,44 +627,53 @@ class NumericPotential:
         parts = rqmc_rules(self.dim, rule.level + 1, max(len(rule.parts), 2), self.seed)
         return _merge(parts, self.dim, rule.level + 1, self.seed)
 
-    def adaptive(self, x, rtol: float = 0.0, atol: float | None = None,
-                 max_points: int = 2_000_000, start: QuadratureRule | None = None):
+    def adaptive(self, x, rtol: float | None = None, atol: float | None = None,
+                 max_points: int = 2_000_000, start: QuadratureRule | None = None,
+                 phi: bool = False):
         """Outputs at the flat inputs ``x`` with a rule refined *at this point*
-        until every entry's error estimate is at most ``atol + rtol |value|``.
+        until every entry's error estimate is at most ``atol + rtol max_o |value_o|``
+        (max norm over the outputs).
 
         The estimate is the difference to the previous rule of the ladder
         (tensor, sparse) or three standard errors over the scramblings (rqmc),
         as in :func:`choose_rule`; it starts from the calibrated rule, so a point
-        where that rule suffices costs two evaluations. Default ``atol``: the
-        construction ``tol`` times ``max(1, |value|)``. Returns
+        where that rule suffices costs two evaluations. Default (neither given):
+        the potential's ``rtol``, ``atol`` (:attr:`tolerance`); one given, the other
+        is 0. Returns
         ``(out, error, rule)``; when ``max_points`` stops the refinement first,
         ``error`` says by how much the request is missed (and a warning is issued).
         ``start``: a rule of the ladder to start from instead of the calibrated one
         (the ``rule`` returned by an earlier call, for a run of nearby points).
+        ``phi=True``: refine ``Phi`` alone (the output is ``[Phi]``).
         """
         x = np.ascontiguousarray(np.asarray(x, dtype=float).ravel())
         if x.size != self.n_in:
             raise ValueError(f"x must have {self.n_in} entries, got {x.size}")
-        rtol = float(rtol)
+        if rtol is None and atol is None:
+            rtol, atol = self.rtol, self.atol
+        rtol = 0.0 if rtol is None else float(rtol)
+        atol = 0.0 if atol is None else atol
         if not (math.isfinite(rtol) and rtol >= 0):
             raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
         if atol is not None and not (math.isfinite(atol) and atol >= 0):
             raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
         cache = self.__dict__.setdefault("_ladder_cache", {})
+        run = self._phi_only if phi else self._run
         rule = self.rule if start is None else start
         if rule is self.rule:
-            main = self._run(x, self._p)
+            main = run(x, self._p)
         else:
-            main = self._run(x, cache[(rule.coarse.method, rule.coarse.level)][1])
-        err = self._error_at(x, main, rule)
+            main = run(x, cache[(rule.coarse.method, rule.coarse.level)][1])
+        err = self._error_at(x, main, rule, run)
+        if rule.parts:
+            err = np.full_like(err, float(np.max(err)))   # max norm (see below)
         while True:
-            lim = (self.tol * max(1.0, float(np.max(np.abs(main)))) if atol is None else atol)
-            lim = lim + rtol * np.abs(main)
+            lim = atol + rtol * float(np.max(np.abs(main)))
             if np.all(err <= lim):
                 return main, err, rule
             key = (rule.method, rule.level)
             if key not in cache:
-                prune = 1e-3 * float(np.min(lim)) if rule.method in ("tensor", "trapezoid") else 0.0
+                prune = 1e-3 * lim if rule.method in ("tensor", "trapezoid") else 0.0
                 nxt = self._finer(rule, prune)
                 if nxt is not None:
                     nxt.coarse = rule
@@ -474,24 +683,28 @@ class NumericPotential:
                     cache[key] = (nxt, self._pack(nxt))
             step = cache[key]
             if step is None:
-                import warnings
                 warnings.warn(f"adaptive quadrature stopped at {rule.describe()}: estimated "
                               f"error {float(np.max(err)):.3g} above the request",
                               RuntimeWarning, stacklevel=2)
                 return main, err, rule
             nxt, p = step
-            new = self._run(x, p)
+            new = run(x, p)
             if nxt.parts:
-                vals = np.array([self._run(x, self._pack(pr)) for pr in nxt.parts])
-                err = 3 * vals.std(axis=0, ddof=1) / math.sqrt(len(nxt.parts))
+                vals = np.array([run(x, self._pack(pr)) for pr in nxt.parts])
+                # three standard errors over 8 scramblings: each entry's own is noisy (its
+                # spread is itself an estimate from 8 values), their maximum is the
+                # stable max-norm estimate the tolerance is stated in
+                err = np.full(new.shape, float(np.max(3 * vals.std(axis=0, ddof=1)
+                                                      / math.sqrt(len(nxt.parts)))))
             else:
                 err = np.abs(new - main)
             main, rule = new, nxt
 
-    def gamma_adaptive(self, q, rtol: float = 0.0, atol: float | None = None):
+    def gamma_adaptive(self, q, rtol: float | None = None, atol: float | None = None):
         """``(Gamma(q), error estimate)`` (tied) with the rule refined at ``q``
         (see :meth:`adaptive`): the requested accuracy holds at every ``q``, not
-        only where the rule was calibrated."""
+        only where the rule was calibrated (what :meth:`gamma_with_error` does with
+        the potential's own tolerance)."""
         self._need("tied")
         x = self._x({"q": q})
         out, err, _ = self.adaptive(x, rtol=rtol, atol=atol)
@@ -509,19 +722,34 @@ class NumericPotential:
     def gradients(self, with_error: bool = False, **values):
         """Gradients (symmetric convention) at the order parameters given as
         keywords (``q=`` for tied; ``m=, q1=, q2=`` untied; ``Omega=, Psi=``
-        direct; ``mu=, Omega=, Psi=`` general), validated. With ``with_error``
-        also returns the error estimates in the same layout."""
+        direct; ``mu=, Omega=, Psi=`` general), validated, with the rule refined
+        at this point until the estimate meets :attr:`tolerance` (a warning when
+        even the finest rule cannot; then the estimate says by how much). With
+        ``with_error`` also returns the error estimates in the same layout."""
         x = self._x(values)
-        out = self._run(x, self._p)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            out, err, _ = self.adaptive(x)
+        lim = self.atol + self.rtol * float(np.max(np.abs(out)))
+        emax = float(np.max(err))
+        rep = self._py_report
+        rep["calls"] += 1
+        rep["max_error"] = max(rep["max_error"], emax)
+        rep["max_ratio"] = max(rep["max_ratio"], emax / lim if lim > 0 else math.inf)
+        if not emax <= lim:
+            rep["over_tolerance"] += 1
+            for w in caught:
+                warnings.warn(w.message, RuntimeWarning, stacklevel=2)
         res = self._unflatten(out)
         if with_error:
-            return res, self._unflatten(self._error_at(x, out))
+            return res, self._unflatten(err)
         return res
 
     def phi_at(self, **values) -> float:
-        """``Phi`` at the given order parameters."""
+        """``Phi`` at the given order parameters, the rule refined at this point until
+        its error estimate is within ``atol + rtol |Phi|`` (:meth:`adaptive`)."""
         x = self._x(values)
-        return float(self._moments(x, self._p)[0])
+        return float(self.adaptive(x, phi=True)[0][0])
 
     def moments(self, **values):
         """``(Phi, E[grad loss], E[Hess loss])`` over the (merged) variables."""

@@ -80,16 +80,25 @@ def gh_rule(n: int):
     return z, w
 
 
+def _product(z, w, dim):
+    """Tensor nodes (itertools.product order) and weights (the products taken left to
+    right, as ``math.prod`` of each row would)."""
+    if dim == 0:
+        return np.zeros((1, 0)), np.ones(1)
+    Z = np.stack([g.ravel() for g in np.meshgrid(*([z] * dim), indexing="ij")], axis=1)
+    W = np.asarray(w, dtype=float)
+    for _ in range(dim - 1):
+        W = np.multiply.outer(W, w)
+    return np.ascontiguousarray(Z.reshape(-1, dim), dtype=float), W.ravel().copy()
+
+
 def tensor_rule(dim: int, n: int, prune: float = 0.0) -> QuadratureRule:
     """Tensor Gauss-Hermite rule; nodes are dropped, smallest weight first, while
     their total weight stays below ``prune``."""
     z, w = gh_rule(n)
     if dim == 0:
         return QuadratureRule("tensor", 0, np.zeros((1, 0)), np.ones(1), n)
-    Z = np.array(list(itertools.product(z, repeat=dim)), dtype=float).reshape(-1, dim)
-    W = np.ones(len(Z))
-    for idx, row in enumerate(itertools.product(w, repeat=dim)):
-        W[idx] = math.prod(row)
+    Z, W = _product(z, w, dim)
     if prune > 0:
         order = np.argsort(W)
         cum = np.cumsum(W[order])
@@ -119,10 +128,7 @@ def trapezoid_rule(dim: int, level: int, prune: float = 0.0, half_width: float =
     z = np.arange(-half_width, half_width + h / 2, h)
     w = np.exp(-z * z / 2)
     w = w / w.sum()
-    Z = np.array(list(itertools.product(z, repeat=dim)), dtype=float).reshape(-1, dim)
-    W = np.ones(len(Z))
-    for idx, row in enumerate(itertools.product(w, repeat=dim)):
-        W[idx] = math.prod(row)
+    Z, W = _product(z, w, dim)
     if prune > 0:
         order = np.argsort(W)
         drop = order[np.cumsum(W[order]) < prune]

@@ -17,7 +17,7 @@ from attndyn.numeric.attention.hermite import HermitePotential, hermite_potentia
 from attndyn.numeric.attention.potentials import numeric_potential
 from attndyn.numeric.attention.potentials import tied_potential as built_potential
 from attndyn.numeric.attention.surrogate import from_coordinates
-from attndyn.numeric.attention.tied import TiedModel
+from attndyn.numeric.attention.tied.model import TiedModel
 from attndyn.symbolic.activations import X, activation
 from attndyn.symbolic.losses import mse_teacher_student, softmax_teacher_student
 from attndyn.symbolic.potential import RouteError
