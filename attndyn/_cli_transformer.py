@@ -7,7 +7,9 @@ Examples::
     attndyn transformer kernel --N 2 --L 4 --d 4 --m 64 --n 8 --eps 1 --omega 1 \\
         --kappa 0.125 --xi 0.1 --seed 0 --layer 1 -o H.npz
     attndyn transformer lemmas lemma41 --N 2 --L 4 --d 4 --m 64 --n 8 --eps 1 \\
-        --omega 1 --kappa 1/sqrt(m) --xi 0.1 --widths 16,64,256,1024 -o gap.npz
+        --omega 1 --kappa 1/sqrt(m) --xi 0.1 --widths 16,64,256,1024 --kernel exact -o gap.npz
+    attndyn transformer premises --N 2 --L 4 --d 4 --m 64 --n 8 --eps 1 --omega 1 \\
+        --kappa 1/sqrt(m) --xi 0.1 --token-norm unit --E-scale 0.5 --T 1
 
 The scalings eps, omega, kappa have no defaults (Definition 5.2 fixes them only
 up to hidden constants). Results are labelled .npz files that
@@ -34,9 +36,14 @@ def _kappa(text):
 
 def _ints(text, name):
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        out = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--{name} must be a comma-separated list of ints, got {text!r}") from None
+        raise ValueError(f"--{name} must be a comma-separated list of ints >= 1, "
+                         f"got {text!r}") from None
+    if not out or min(out) < 1:
+        raise ValueError(f"--{name} must be a non-empty comma-separated list of ints >= 1, "
+                         f"got {text!r}")
+    return out
 
 
 def _setup_args(p):
@@ -87,6 +94,11 @@ def add_arguments(command_name, parser) -> None:
     p = sub.add_parser("kernel", help="layer kernel H_nu of Definition B.5 and lambda")
     _setup_args(p)
     p.add_argument("--layer", type=int, required=True, help="layer, 0-based")
+    p = sub.add_parser("premises", help="the lazy-regime premises (Lemma C.1, eqs. 6-9) "
+                                        "measured along a run: a verdict table")
+    _setup_args(p)
+    _train_args(p)
+    _premise_args(p)
     p = sub.add_parser("lemmas", help="measure Lemma 4.1, Assumption 5.1, Lemma 5.3, "
                                       "Theorem 5.5, Definition 5.2")
     p.add_argument("which", choices=LEMMAS)
@@ -96,10 +108,20 @@ def add_arguments(command_name, parser) -> None:
     p.add_argument("--variable", choices=("m", "n", "L", "d"), default="m",
                    help="swept variable (assumption)")
     p.add_argument("--values", default=None, help="values of --variable (assumption)")
-    p.add_argument("--seeds", type=int, default=4, help="number of seeds")
+    p.add_argument("--seeds", type=int, default=4, help="number of seeds (>= 1)")
+    p.add_argument("--kernel", choices=("definition", "exact"), default="definition",
+                   help="Definition B.5's H_nu or the exact Jacobian Gram K_nu (both reported)")
     p.add_argument("--delta", type=float, default=0.05, help="failure probability")
     p.add_argument("--c-exp", type=float, default=None,
                    help="constant C of exp(C d) in Definition 5.2 (required for definition52)")
+
+
+def _premise_args(p):
+    p.add_argument("--kernel", choices=("definition", "exact"), default="definition",
+                   help="kernel whose lambda enters eqs. (6)-(9) (default: Definition B.5)")
+    p.add_argument("--delta", type=float, default=0.05, help="failure probability of Lemma C.1")
+    p.add_argument("--widths", default="16,64,256,1024",
+                   help="widths of the part-16 sweep at initialisation ('none' skips it)")
 
 
 def _train_args_optional(p):
@@ -137,6 +159,23 @@ def run(command_name, args) -> int:
     from attndyn.numeric import transformer as tr
 
     s = tr.check_setup(_setup(args))
+    seeds = getattr(args, "seeds", 1)
+    if seeds < 1:
+        raise ValueError(f"--seeds must be an int >= 1, got {seeds}")
+    if args.action == "premises":
+        from attndyn.numeric.transformer.premises import premises
+        widths = () if args.widths.strip() == "none" else _ints(args.widths, "widths")
+        rep = premises(s, args.seed, T=args.T, method=args.method, kernel=args.kernel,
+                       delta=args.delta, n_eval=args.n_eval, widths=widths, lr=args.lr,
+                       batch_fraction=args.batch_fraction,
+                       **({"seed": args.sgd_seed} if args.method == "sgd" else
+                          {"rtol": args.rtol, "atol": args.atol}))
+        path = rep.save(args.output) if args.output else None
+        _print(args, dict(rep.as_dict(), path=path, status=rep.result.status),
+               rep.table() + f"\nrun: status {rep.result.status} ({rep.result.message}), "
+               f"lambda ({args.kernel}) = {rep.params['lambda']:.4g}"
+               + (f"\nwrote {path}" if path else ""))
+        return 0 if rep.result.status == 0 else 1
     if args.action == "train":
         observe = [o for o in args.observe.split(",") if o]
         student, data = tr.build(s, args.seed)
@@ -173,10 +212,11 @@ def run(command_name, args) -> int:
     # lemmas
     w = args.which
     if w == "lemma41":
-        out = tr.lemma41_sweep(s, _ints(args.widths, "widths"), seeds=args.seeds)
+        out = tr.lemma41_sweep(s, _ints(args.widths, "widths"), seeds=args.seeds,
+                               kernel=args.kernel)
     elif w == "assumption":
         vals = _ints(args.values, "values") if args.values else [8, 16, 32, 64, 128]
-        out = tr.assumption_sweep(s, args.variable, vals, seeds=args.seeds)
+        out = tr.assumption_sweep(s, args.variable, vals, seeds=args.seeds, kernel=args.kernel)
     elif w == "lemma53":
         if args.T is None:
             raise ValueError("--T is required for lemma53")
@@ -186,16 +226,20 @@ def run(command_name, args) -> int:
         if args.T is None:
             raise ValueError("--T is required for theorem55")
         student, data = tr.build(s, args.seed)
-        lam = tr.assumption_lambda(student, data.X)
         res = tr.train(student, data, T=args.T, n_eval=args.n_eval, rtol=args.rtol,
                        atol=args.atol)
-        rep = tr.theorem55(res, lam=lam, omega=student.omega, eps=student.eps)
-        rep["lambda"] = lam
+        rep = tr.theorem55(res, omega=student.omega, eps=student.eps, X=data.X,
+                           kernel=args.kernel)
+        lam = rep["lambda"]
         path = res.save(args.output) if args.output else None
         _print(args, dict(rep, path=path),
-               f"lambda = {lam:.6g}; predicted rate alpha eps^2 = {rep['predicted_rate']:.6g}; "
+               f"kernel {args.kernel}: lambda = {lam:.6g}; predicted rate alpha eps^2 = "
+               f"{rep['predicted_rate']:.6g}; "
                f"min_t effective rate / predicted = {rep['ratio']:.6g}; fitted rate ratio = "
-               f"{rep['fitted_ratio']:.6g}; bound holds: {rep['holds']}"
+               f"{rep['fitted_ratio']:.6g}; bound holds: {rep['holds']}\n"
+               f"both kernels: lambda {rep['lambda_definition']:.4g} (definition), "
+               f"{rep['lambda_exact']:.4g} (exact); min ratio {rep['ratio_definition']:.4g}, "
+               f"{rep['ratio_exact']:.4g}"
                + (f"\nwrote {path}" if path else ""))
         return 0
     else:

@@ -25,6 +25,24 @@ the lemma replaces ``a_r a_r^T`` by ``I_d`` (exact on the diagonal, since
 part the lemma replaces ``sum_{r,r'} <delta_p,a_r><delta_q,a_r'> w_r^T M w_r'``
 by ``<delta_p,delta_q> sum_{r,r'} w_r^T M w_r'``, which keeps the ``r != r'``
 pairs that cancel in the exact form; :func:`lemma41` measures both gaps.
+
+The exact per-layer kernel (``kernel="exact"``) is the Jacobian Gram of the block as it
+is, ``K_nu = (d vec mu_nu / d theta_nu)(d vec mu_nu / d theta_nu)^T`` in
+``R^{nLd x nLd}`` (rows ``(p, a) -> p d + a``, the paper's row-major ``vec``), with the
+block's input ``Lambda_{nu-1}`` held fixed. Since ``dL/dtheta_nu = J_nu^T vec(delta_nu)``,
+
+    dL/dt = -|grad L|^2 = -sum_nu vec(delta_nu)^T K_nu vec(delta_nu)     (exactly),
+
+and in closed form, with ``g_{p,a} = W diag(1_p) A e_a`` and
+``C_{p,a} = Lambda_i^T J_p Lambda_i g_{p,a}``,
+
+    K^W[(p,a),(q,b)] = (omega^2/m) <o_p, o_q> sum_r 1_pr 1_qr a_ra a_rb
+    K^U[(p,a),(q,b)] = (omega^2 kappa^2/m) <Lambda_{i,l}, Lambda_{j,l'}> <C_{p,a}, C_{q,b}>.
+
+Definition B.5's ``H_nu`` is the special case with every row ``a_r`` replaced by the
+all-ones vector: then ``g_{p,a} = s_p`` for every ``a`` and ``K = H (x) 1 1^T``
+(:func:`exact_kernel` takes ``A=`` to check this). The Lemma 4.1 expression uses
+``H (x) I_d``: the ``a = b`` blocks of that special case.
 """
 
 from __future__ import annotations
@@ -32,7 +50,19 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["layer_kernel", "kernel_parts", "min_eigenvalue", "assumption_lambda",
-           "lemma41", "kernel_eigenvalues", "kernel_along"]
+           "lemma41", "kernel_eigenvalues", "kernel_along", "exact_kernel", "exact_kernel_parts",
+           "block_output", "KERNELS", "MAX_EXACT_ROWS"]
+
+KERNELS = ("definition", "exact")
+#: Refuse an exact kernel with more rows ``n L d`` than this.
+MAX_EXACT_ROWS = 6000
+
+
+def _kernel_name(kernel):
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be 'definition' (Definition B.5's H_nu) or 'exact' "
+                         f"(the Jacobian Gram K_nu), got {kernel!r}")
+    return kernel
 
 
 def _layer(model, layer):
@@ -63,6 +93,70 @@ def _parts_from_cache(model, c, k):
     return Hb, Hg
 
 
+def _exact_from_cache(model, c, k, A=None):
+    """``(K^W, K^U)`` of block k (nLd x nLd each), from a forward cache."""
+    n, L, d = c.F.shape
+    if n * L * d > MAX_EXACT_ROWS:
+        raise ValueError(f"the exact kernel has n L d = {n * L * d} rows; refusing above "
+                         f"{MAX_EXACT_ROWS} (pass fewer sequences)")
+    A = model.A[k] if A is None else A
+    O, Z, W = c.O[k], c.Z[k], model.W[k]
+    D = (Z > 0).astype(np.float64)
+    c2 = model.omega ** 2 / model.m
+    nl = n * L
+    Mx = (D[:, None, :] * A.T[None, :, :]).reshape(nl * d, model.m)   # row (p, a): 1_pr a_ra
+    OO = np.repeat(np.repeat(O @ O.T, d, axis=0), d, axis=1)
+    KW = c2 * OO * (Mx @ Mx.T)
+    Lam, P = c.Lam[k], c.P[k]
+    G = np.einsum("er,pr,ra->pae", W, D, A).reshape(n, L, d, d)       # g_{p,a} (index e last)
+    u = np.einsum("ije,ilae->ilaj", Lam, G)                           # Lambda_i g_{p,a}
+    y = P[:, :, None, :] * (u - np.einsum("ilj,ilaj->ila", P, u)[..., None])  # J_p (.)
+    C = np.einsum("ilaj,ije->ilae", y, Lam).reshape(nl * d, d)        # C_{p,a}
+    Lr = Lam.reshape(nl, d)
+    LL = np.repeat(np.repeat(Lr @ Lr.T, d, axis=0), d, axis=1)
+    KU = (c2 * model.kappa ** 2) * LL * (C @ C.T)
+    return KW, KU
+
+
+def exact_kernel_parts(model, X, layer, *, A=None):
+    """``(K^W_nu, K^U_nu)``: the W and U parts of the exact Jacobian Gram of
+    block ``layer`` (0-based), each ``nLd x nLd`` (rows ``p d + a``). ``A``
+    replaces the block's frozen ``A_nu`` (m x d), e.g. ``np.ones((m, d))``,
+    for which ``K = H (x) 1 1^T`` with ``H`` of Definition B.5."""
+    k = _layer(model, layer)
+    c = model._forward(model.check_X(X))
+    if A is not None:
+        A = np.asarray(A, dtype=np.float64)
+        if A.shape != (model.m, model.d) or not np.all(np.isfinite(A)):
+            raise ValueError(f"A must be a finite array of shape (m, d) = ({model.m}, "
+                             f"{model.d})")
+    return _exact_from_cache(model, c, k, A)
+
+
+def exact_kernel(model, X, layer, *, part="full", A=None):
+    """The exact per-layer kernel ``K_nu`` (``nLd x nLd``; ``part`` "full",
+    "W" or "U"): the Gram of the Jacobian of ``vec(mu_nu)`` in
+    ``theta_nu = (U_nu, W_nu)`` at fixed block input. See the module docstring."""
+    if part not in ("full", "W", "U"):
+        raise ValueError(f"part must be 'full', 'W' or 'U', got {part!r}")
+    KW, KU = exact_kernel_parts(model, X, layer, A=A)
+    return KW + KU if part == "full" else (KW if part == "W" else KU)
+
+
+def block_output(model, Lam, layer, *, U=None, W=None):
+    """``mu_nu`` (nL x d) of block ``layer`` for a given input ``Lam`` (n, L, d),
+    optionally with other ``U`` and ``W`` (finite-difference checks of K_nu)."""
+    k = _layer(model, layer)
+    U = model.U[k] if U is None else U
+    W = model.W[k] if W is None else W
+    n, L, d = Lam.shape
+    S = model.kappa * np.matmul(np.matmul(Lam, U), Lam.transpose(0, 2, 1)) + model._neg
+    S = np.exp(S - S.max(axis=2, keepdims=True))
+    S /= S.sum(axis=2, keepdims=True)
+    O = np.matmul(S, Lam).reshape(n * L, d)
+    return model._c * (np.maximum(O @ W, 0.0) @ model.A[k])
+
+
 def kernel_parts(model, X, layer):
     """``(H'_nu, H^gamma_nu)``: the beta (W) and gamma (U) parts of
     Definition B.5 for ``layer`` (0-based), each nL x nL."""
@@ -71,9 +165,12 @@ def kernel_parts(model, X, layer):
     return _parts_from_cache(model, c, k)
 
 
-def layer_kernel(model, X, layer, *, part="full"):
+def layer_kernel(model, X, layer, *, part="full", kernel="definition"):
     """``H_nu`` of Definition B.5 (``part="full"``), its W part ``H'_nu``
-    (``"W"``) or its U part (``"U"``); nL x nL, rows ``p = i L + l``."""
+    (``"W"``) or its U part (``"U"``); nL x nL, rows ``p = i L + l``.
+    ``kernel="exact"``: the Jacobian Gram ``K_nu`` (nLd x nLd) instead."""
+    if _kernel_name(kernel) == "exact":
+        return exact_kernel(model, X, layer, part=part)
     if part not in ("full", "W", "U"):
         raise ValueError(f"part must be 'full', 'W' or 'U', got {part!r}")
     Hb, Hg = kernel_parts(model, X, layer)
@@ -85,17 +182,21 @@ def min_eigenvalue(H) -> float:
     return float(np.linalg.eigvalsh(0.5 * (H + H.T))[0])
 
 
-def kernel_eigenvalues(model, X):
+def kernel_eigenvalues(model, X, *, kernel="definition"):
     """Per layer: ``lambda_min(H_nu)`` ("H"), ``lambda_min(H'_nu)`` ("Hprime"),
     ``lambda_min(H'_nu / omega)`` ("lambda", the ``lambda_nu`` of Assumption 5.1),
     ``lambda_max(H'_nu)`` and "pd" (``lambda_min > 1e-10 lambda_max``).
 
-    ``H' = (omega^2/m) sum_r diag(D_r) O O^T diag(D_r)`` has rank at most
-    ``m d``, so Assumption 5.1 fails whenever ``n L > m d``."""
+    ``kernel="exact"``: the same numbers for ``K_nu`` and its W part ``K^W_nu``
+    (the keys keep their names). ``H' = (omega^2/m) sum_r diag(D_r) O O^T diag(D_r)``
+    has rank at most ``m d``, so Assumption 5.1 fails whenever ``n L > m d``;
+    ``K^W = (omega^2/m) sum_r (diag(D_r) O O^T diag(D_r)) (x) a_r a_r^T`` has rank at
+    most ``m d`` in ``n L d`` rows, so it is singular whenever ``n L > m``."""
+    kernel = _kernel_name(kernel)
     c = model._forward(model.check_X(X))
     out = []
     for k in range(model.N):
-        Hb, Hg = _parts_from_cache(model, c, k)
+        Hb, Hg = (_parts_from_cache if kernel == "definition" else _exact_from_cache)(model, c, k)
         ev = np.linalg.eigvalsh(0.5 * (Hb + Hb.T))
         lb = float(ev[0])
         out.append({"H": min_eigenvalue(Hb + Hg), "Hprime": lb, "lambda": lb / model.omega,
@@ -105,42 +206,68 @@ def kernel_eigenvalues(model, X):
     return out
 
 
-def assumption_lambda(model, X) -> float:
+def assumption_lambda(model, X, *, kernel="definition") -> float:
     """``lambda = min_nu lambda_min(H'_nu / omega)`` (Assumption 5.1), at the
-    model's current parameters (at initialisation for ``theta(0)``)."""
-    return min(e["lambda"] for e in kernel_eigenvalues(model, X))
+    model's current parameters (at initialisation for ``theta(0)``);
+    ``kernel="exact"`` uses ``K^W_nu`` for ``H'_nu``."""
+    return min(e["lambda"] for e in kernel_eigenvalues(model, X, kernel=kernel))
 
 
-def lemma41(model, X, Y):
+def lemma41(model, X, Y, *, kernel="definition"):
     r"""Lemma 4.1 / B.6 against the exact ``dL/dt = -|grad L|^2`` at the
-    current parameters (full batch).
+    current parameters (full batch), with both kernels.
 
-    Returns a dict with ``exact`` (``-|grad L|^2``), ``lemma``
-    (``-sum_nu tr(delta_nu^T H_nu delta_nu)``, exact adjoints
-    ``delta_nu = dL/dmu_nu``), ``rel_gap = |lemma - exact| / |exact|`` and per
-    layer the W and U parts: ``exact_W[k] = |dL/dW|^2``, ``lemma_W[k] =
-    tr(delta^T H' delta)``, and likewise ``exact_U``, ``lemma_U``.
+    ``lemma_definition = -sum_nu tr(delta_nu^T H_nu delta_nu)`` (Definition B.5,
+    i.e. ``H_nu (x) I_d``; exact adjoints ``delta_nu = dL/dmu_nu``) and
+    ``lemma_exact = -sum_nu vec(delta_nu)^T K_nu vec(delta_nu)``, which equals
+    ``exact`` up to rounding; ``rel_gap_definition``, ``rel_gap_exact``. The
+    keys ``lemma``, ``rel_gap``, ``lemma_W``, ``lemma_U`` (per layer),
+    ``rel_gap_W``, ``rel_gap_U`` refer to ``kernel``; ``exact_W[k] = |dL/dW|^2``,
+    ``exact_U[k] = |dL/dU|^2``. The exact kernel is skipped (``None``) above
+    :data:`MAX_EXACT_ROWS` rows.
     """
+    kernel = _kernel_name(kernel)
     X, Y = model.check_XY(X, Y)
     c = model._forward(X)
     grads, deltas = model._backward(c, Y, keep_delta=True)
-    eW, eU, lW, lU = [], [], [], []
+    n, L, d = c.F.shape
+    do_exact = n * L * d <= MAX_EXACT_ROWS
+    if kernel == "exact" and not do_exact:
+        _exact_from_cache(model, c, 0)       # raises the size error
+    eW, eU = [], []
+    parts = {"definition": ([], []), "exact": ([], [])}
     for k in range(model.N):
         dU, dW = grads[k]
         eW.append(float(np.vdot(dW, dW)))
         eU.append(float(np.vdot(dU, dU)))
         Hb, Hg = _parts_from_cache(model, c, k)
-        dl = deltas[k].reshape(-1, model.d)
+        dl = deltas[k].reshape(-1, d)
         G = dl @ dl.T                                   # <delta_p, delta_q>
-        lW.append(float(np.vdot(Hb, G)))
-        lU.append(float(np.vdot(Hg, G)))
+        parts["definition"][0].append(float(np.vdot(Hb, G)))
+        parts["definition"][1].append(float(np.vdot(Hg, G)))
+        if do_exact:
+            KW, KU = _exact_from_cache(model, c, k)
+            v = dl.ravel()
+            parts["exact"][0].append(float(v @ KW @ v))
+            parts["exact"][1].append(float(v @ KU @ v))
     exact = -(sum(eW) + sum(eU))
-    lemma = -(sum(lW) + sum(lU))
-    gap = abs(lemma - exact) / abs(exact) if exact != 0 else 0.0
-    return {"exact": exact, "lemma": lemma, "rel_gap": gap,
-            "exact_W": eW, "exact_U": eU, "lemma_W": lW, "lemma_U": lU,
-            "rel_gap_W": abs(sum(lW) - sum(eW)) / sum(eW) if sum(eW) else 0.0,
-            "rel_gap_U": abs(sum(lU) - sum(eU)) / sum(eU) if sum(eU) else 0.0}
+
+    def rel(a, b):
+        return abs(a - b) / abs(b) if b != 0 else 0.0
+
+    out = {"exact": exact, "exact_W": eW, "exact_U": eU, "kernel": kernel}
+    for name, (lW, lU) in parts.items():
+        if not lW:
+            out.update({f"lemma_{name}": None, f"rel_gap_{name}": None})
+            continue
+        lem = -(sum(lW) + sum(lU))
+        out.update({f"lemma_{name}": lem, f"rel_gap_{name}": rel(lem, exact),
+                    f"lemma_W_{name}": lW, f"lemma_U_{name}": lU,
+                    f"rel_gap_W_{name}": rel(sum(lW), sum(eW)),
+                    f"rel_gap_U_{name}": rel(sum(lU), sum(eU))})
+    for key in ("lemma", "rel_gap", "lemma_W", "lemma_U", "rel_gap_W", "rel_gap_U"):
+        out[key] = out[f"{key}_{kernel}"]
+    return out
 
 
 def kernel_along(result, X, layer, *, part="full"):

@@ -29,7 +29,7 @@ import numpy as np
 from attndyn.numeric.core.validate import resolve_seed
 
 from .data import make_data
-from .kernel import kernel_eigenvalues, lemma41
+from .kernel import KERNELS, _kernel_name, kernel_eigenvalues, lemma41
 from .model import Transformer, _int_ge1, _pos_float
 from .results import Sweep, fit_power_law
 from .training import train
@@ -88,65 +88,103 @@ def build(setup, seed):
 
 def _seed_list(seeds):
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds must be an int >= 1 (a number of seeds) or a non-empty "
+                             f"list of seeds, got {seeds}")
         return list(range(int(seeds)))
-    return [int(x) for x in seeds]
+    out = [int(x) for x in seeds]
+    if not out:
+        raise ValueError("seeds must be an int >= 1 or a non-empty list of seeds")
+    return out
 
 
-def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4):
+def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4,
+                  kernel="definition"):
     """Relative gap between Lemma 4.1's expression and ``dL/dt = -|grad L|^2``
     at initialisation, for every width in ``widths`` (mean and spread over
     ``seeds``), with power-law fits ``gap ~ a m^b`` for the total, the W part
-    (``<beta, beta>`` vs ``|dL/dW|^2``) and the U part.
+    (``<beta, beta>`` vs ``|dL/dW|^2``) and the U part, for ``kernel``
+    (Definition B.5's ``H_nu`` or the exact ``K_nu``); the row ``gap_other``
+    is the total gap of the other kernel (rounding, ~1e-15, for the exact one).
     """
+    kernel = _kernel_name(kernel)
+    other = [k for k in KERNELS if k != kernel][0]
     s = check_setup(setup)
+    if isinstance(widths, str) or not hasattr(widths, "__iter__"):
+        raise TypeError("widths must be a non-empty list of ints >= 1")
+    widths = list(widths)
+    if not widths:
+        raise ValueError("widths must be a non-empty list of ints >= 1")
     seeds = _seed_list(seeds)
     widths = [_int_ge1(int(m), "widths") for m in widths]
     rows = []
     for m in widths:
-        g, gW, gU, rU = [], [], [], []
+        g, gW, gU, rU, go = [], [], [], [], []
         for sd in seeds:
             student, data = build(dict(s, m=m, teacher_m=s["teacher_m"]), sd)
-            r = lemma41(student, data.X, data.Y)
+            r = lemma41(student, data.X, data.Y, kernel=kernel)
+            go.append(np.nan if r[f"rel_gap_{other}"] is None else r[f"rel_gap_{other}"])
             g.append(r["rel_gap"])
             gW.append(r["rel_gap_W"])
             gU.append(r["rel_gap_U"])
             rU.append(sum(r["exact_U"]) / max(sum(r["exact_W"]) + sum(r["exact_U"]), 1e-300))
         rows.append([np.mean(g), np.std(g), np.mean(gW), np.std(gW), np.mean(gU), np.std(gU),
-                     np.mean(rU)])
+                     np.mean(rU), np.mean(go)])
     y = np.asarray(rows).T
-    names = ["gap", "gap_std", "gap_W", "gap_W_std", "gap_U", "gap_U_std", "U_share_exact"]
+    names = ["gap", "gap_std", "gap_W", "gap_W_std", "gap_U", "gap_U_std", "U_share_exact",
+             "gap_other"]
     x = np.asarray(widths, dtype=np.float64)
     fits = {k: fit_power_law(x, y[names.index(k)]) for k in ("gap", "gap_W", "gap_U")}
-    return Sweep("m", x, names, y, kind="lemma41_width", params=s, seeds=seeds, fits=fits)
+    fits["kernel"], fits["other_kernel"] = kernel, other
+    return Sweep("m", x, names, y, kind="lemma41_width", params=dict(s, kernel=kernel),
+                 seeds=seeds, fits=fits)
 
 
-def assumption_sweep(setup, variable, values, *, seeds=4):
+def assumption_sweep(setup, variable, values, *, seeds=4, kernel="definition"):
     """``lambda = min_nu lambda_min(H'_nu(0)/omega)`` (Assumption 5.1) over one
     of ``"m"``, ``"n"``, ``"L"``, ``"d"``: mean, min and the fraction of seeds
     with ``lambda > 0`` (numerically: ``lambda_min > 1e-10 lambda_max`` in
-    every layer; ``H'`` has rank <= m d, so it is singular when n L > m d)."""
+    every layer; ``H'`` has rank <= m d, so it is singular when n L > m d).
+
+    Both kernels are measured: the rows without suffix refer to ``kernel``,
+    ``*_definition`` and ``*_exact`` to each (the exact W part ``K^W`` has rank
+    <= m d in n L d rows: singular when n L > m)."""
     if variable not in ("m", "n", "L", "d"):
         raise ValueError(f"variable must be 'm', 'n', 'L' or 'd', got {variable!r}")
+    kernel = _kernel_name(kernel)
     s = check_setup(setup)
     seeds = _seed_list(seeds)
+    values = list(values)
+    if not values:
+        raise ValueError("values must be a non-empty list of ints >= 1")
     rows = []
     for v in values:
         v = _int_ge1(int(v), "values")
-        lam, pd = [], []
+        lam = {k: [] for k in KERNELS}
+        pd = {k: [] for k in KERNELS}
         for sd in seeds:
             st = dict(s, **{variable: v})
             if variable == "m":
                 st["teacher_m"] = s["teacher_m"]
             student, data = build(st, sd)
-            ev = kernel_eigenvalues(student, data.X)
-            lam.append(min(e["lambda"] for e in ev))
-            pd.append(all(e["pd"] for e in ev))
-        lam = np.asarray(lam)
-        rows.append([lam.mean(), lam.min(), lam.max(), float(np.mean(pd))])
+            for kn in KERNELS:
+                ev = kernel_eigenvalues(student, data.X, kernel=kn)
+                lam[kn].append(min(e["lambda"] for e in ev))
+                pd[kn].append(all(e["pd"] for e in ev))
+        row = []
+        for kn in (kernel,) + KERNELS:
+            a = np.asarray(lam[kn])
+            row += [a.mean(), a.min(), a.max(), float(np.mean(pd[kn]))]
+        rows.append(row)
     x = np.asarray([float(v) for v in values])
-    names = ["lambda_mean", "lambda_min", "lambda_max", "fraction_pd"]
-    return Sweep(variable, x, names, np.asarray(rows).T, kind="assumption51", params=s,
-                 seeds=seeds, fits={"lambda_mean": fit_power_law(x, np.asarray(rows)[:, 0])})
+    base = ["lambda_mean", "lambda_min", "lambda_max", "fraction_pd"]
+    names = base + [f"{b}_{kn}" for kn in KERNELS for b in base]
+    y = np.asarray(rows).T
+    fits = {"lambda_mean": fit_power_law(x, y[0]), "kernel": kernel}
+    for kn in KERNELS:
+        fits[f"lambda_mean_{kn}"] = fit_power_law(x, y[names.index(f"lambda_mean_{kn}")])
+    return Sweep(variable, x, names, y, kind="assumption51", params=dict(s, kernel=kernel),
+                 seeds=seeds, fits=fits)
 
 
 def lemma53(setup, *, T, seeds=4, n_eval=20, **train_kw):
@@ -185,9 +223,14 @@ def lemma53(setup, *, T, seeds=4, n_eval=20, **train_kw):
                  message="; ".join(msgs) or "ok")
 
 
-def theorem55(result, *, lam, omega, eps):
+def theorem55(result, *, lam=None, omega, eps, X=None, kernel="definition"):
     r"""Theorem 5.5 on a training result: ``L(T) <= exp(-alpha eps^2 T) L(0)``
     with ``alpha = lam / omega`` (the constant of ``O(lambda/omega)`` set to 1).
+
+    ``lam`` is Assumption 5.1's lambda for ``kernel``; with the training inputs
+    ``X`` it is measured at ``theta(0)`` for
+    both kernels, and the report has ``ratio_definition`` and ``ratio_exact``
+    (``result.diagnostics["matrices"]["theta0"]`` is kept in memory, not saved).
 
     Returns a dict: ``predicted_rate = alpha eps^2``; ``effective_rate(t) =
     -log(L(t)/L(0))/t`` at every output time; ``ratio = min_t effective /
@@ -195,24 +238,55 @@ def theorem55(result, *, lam, omega, eps):
     constants); ``fitted_rate`` (least-squares slope of ``-log L`` over the
     run) and ``fitted_ratio``; ``holds`` (``L(t) <= bound(t)`` everywhere).
     """
-    lam = float(lam)
+    kernel = _kernel_name(kernel)
     omega = _pos_float(omega, "omega")
     eps = _pos_float(eps, "eps")
+    lams = {}
+    if X is not None:
+        diag = getattr(result, "diagnostics", {}) or {}
+        mats = diag.get("matrices", {})
+        if "theta0" not in mats or "model" not in mats:
+            raise ValueError("theorem55 with X needs a result of train() in this session "
+                             "(theta(0) and the model are not saved to disk); pass lam instead")
+        m0 = mats["model"].copy()
+        m0.set_theta(mats["theta0"])
+        for kn in KERNELS:
+            lams[kn] = min(e["lambda"] for e in kernel_eigenvalues(m0, X, kernel=kn))
+        if lam is None:
+            lam = lams[kernel]
+    if lam is None:
+        raise ValueError("theorem55 needs lam (Assumption 5.1's lambda) or the inputs X")
+    lam = float(lam)
     t = np.asarray(result.t, dtype=np.float64)
     Ls = np.asarray(result.observable("loss"), dtype=np.float64)
-    alpha = lam / omega
-    pred = alpha * eps * eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eff = -np.log(Ls[1:] / Ls[0]) / t[1:]
-    A = np.vstack([np.ones(t.size), t]).T
-    slope = float(-np.linalg.lstsq(A, np.log(Ls), rcond=None)[0][1])
-    bound = np.exp(-pred * t) * Ls[0]
-    return {"alpha": alpha, "predicted_rate": pred, "effective_rate": eff.tolist(),
-            "ratio": float(np.min(eff) / pred) if pred > 0 else float("inf"),
-            "final_ratio": float(eff[-1] / pred) if pred > 0 else float("inf"),
-            "fitted_rate": slope, "fitted_ratio": slope / pred if pred > 0 else float("inf"),
-            "holds": bool(np.all(Ls <= bound * (1 + 1e-12))),
-            "max_excess": float(np.max(Ls / bound))}
+    if t.size < 2:
+        raise ValueError("the result needs at least two output times")
+
+    def report(lm):
+        alpha = lm / omega
+        pred = alpha * eps * eps
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eff = -np.log(Ls[1:] / Ls[0]) / t[1:]
+        A = np.vstack([np.ones(t.size), t]).T
+        slope = float(-np.linalg.lstsq(A, np.log(Ls), rcond=None)[0][1])
+        bound = np.exp(-pred * t) * Ls[0]
+        return {"alpha": alpha, "predicted_rate": pred, "effective_rate": eff.tolist(),
+                "ratio": float(np.min(eff) / pred) if pred > 0 else float("inf"),
+                "final_ratio": float(eff[-1] / pred) if pred > 0 else float("inf"),
+                "fitted_rate": slope, "fitted_ratio": slope / pred if pred > 0 else float("inf"),
+                "holds": bool(np.all(Ls <= bound * (1 + 1e-12))),
+                "max_excess": float(np.max(Ls / bound))}
+
+    out = report(lam)
+    out["kernel"] = kernel
+    out["lambda"] = lam
+    for kn, lm in lams.items():
+        r = report(lm)
+        out[f"lambda_{kn}"] = lm
+        out[f"ratio_{kn}"] = r["ratio"]
+        out[f"fitted_ratio_{kn}"] = r["fitted_ratio"]
+        out[f"holds_{kn}"] = r["holds"]
+    return out
 
 
 def log10_required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0):

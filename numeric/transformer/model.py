@@ -502,10 +502,11 @@ class Transformer:
         return [g.reshape(-1, self.d) for g in deltas]
 
     # -- kernels ------------------------------------------------------------
-    def kernel(self, X, layer, *, part="full"):
+    def kernel(self, X, layer, *, part="full", kernel="definition"):
         """The layer kernel ``H_nu`` of Definition B.5 (nL x nL, rows
         ``p = i L + l``; ``layer`` 0-based). ``part="W"`` gives the
         ``<beta, beta>`` part ``H'_nu`` of Assumption 5.1, ``part="U"`` the
-        ``<gamma, gamma>`` part. See :mod:`attndyn.numeric.transformer.kernel`."""
+        ``<gamma, gamma>`` part. ``kernel="exact"``: the Jacobian Gram ``K_nu``
+        of the block (nLd x nLd). See :mod:`attndyn.numeric.transformer.kernel`."""
         from .kernel import layer_kernel
-        return layer_kernel(self, X, layer, part=part)
+        return layer_kernel(self, X, layer, part=part, kernel=kernel)

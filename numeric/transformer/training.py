@@ -192,7 +192,8 @@ def _times(T, t_eval, n_eval):
 
 def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50, lr=None,
           batch_fraction=1.0, seed=None, solver="RK45", rtol=1e-5, atol=1e-8,
-          observe=(), blowup=1e8, raise_on_failure=False, inplace=False, max_grad=MAX_GRAD):
+          observe=(), blowup=1e8, raise_on_failure=False, inplace=False, max_grad=MAX_GRAD,
+          record=()):
     """Train ``model`` on ``data`` for time ``T`` by eq. (2).
 
     Parameters
@@ -211,6 +212,11 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
         ``alpha_agr`` of section 3.2 (SGD only; the flow is full batch).
     seed : int or SeedSequence
         SGD batch draws (through ``SeedSequence``).
+    record : "premises" or ()
+        ``"premises"`` adds the lazy-regime premises of Lemma C.1 and eqs. (6)-(9)
+        at every output time (:mod:`attndyn.numeric.transformer.premises`);
+        Assumption 5.1's lambda at ``theta(0)`` for both kernels goes to
+        ``params["premise_lambda"]``.
     observe : iterable of "kernel", "lemma41", "theta"
         Extra observables; ``"theta"`` keeps the parameter vector at every
         output time in ``result.diagnostics["matrices"]["theta"]`` (not saved).
@@ -237,6 +243,10 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
             raise ValueError(f"observe entries must be among {_OBSERVE}, got {o!r}")
     blowup = _pos_float(blowup, "blowup")
     max_grad = _int_ge1(max_grad, "max_grad")
+    record_set = (record,) if isinstance(record, str) else tuple(record)
+    for r_ in record_set:
+        if r_ != "premises":
+            raise ValueError(f"record must be 'premises' or (), got {record!r}")
     X, Y, Xt, Ft, dparams = _data(model, data)
     n = X.shape[0]
     ts = _times(T, t_eval, n_eval)
@@ -266,6 +276,12 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     if "kernel" in observe:
         names += [f"lambda_min_H_{k + 1}" for k in range(mdl.N)]
         names += [f"lambda_min_Hprime_{k + 1}" for k in range(mdl.N)]
+    prem = None
+    if "premises" in record_set:
+        from .premises import PremiseRecorder
+        prem = PremiseRecorder(mdl, X)
+        names += prem.names
+    keep = "lemma41" in observe or prem is not None
     thetas = []
 
     def record(th):
@@ -273,7 +289,7 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
         c = mdl._forward(X)
         R = c.F - Y
         row = {"loss": float(np.vdot(R, R) / n)}
-        grads, deltas = mdl._backward(c, Y, keep_delta="lemma41" in observe)
+        grads, deltas = mdl._backward(c, Y, keep_delta=keep)
         row["grad_norm2"] = float(sum(np.vdot(u, u) + np.vdot(w, w) for u, w in grads))
         if Xt is not None:
             row["excess_risk"] = excess_risk(mdl, Xt, Ft)
@@ -289,6 +305,8 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
                     row[f"lambda_min_Hprime_{k + 1}"] = min_eigenvalue(Hb)
             if "lemma41" in observe:
                 row["lemma41"] = lem
+        if prem is not None:
+            row.update(prem.row(mdl, c, grads, deltas, row["loss"]))
         if "theta" in observe:
             thetas.append(th.copy())
         return [row[k] for k in names]
@@ -297,8 +315,11 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     status, message = 0, ""
     th = mdl.theta()
     diag = {"n_grad": 0}
+    theta0 = th.copy()
     params = {"method": method, "T": float(T), "model": mdl.config(), "data": dparams,
               "blowup": blowup}
+    if prem is not None:
+        params["premise_lambda"] = dict(prem.lam)
     if method == "flow":
         params.update(solver=solver, rtol=float(rtol), atol=float(atol), max_grad=max_grad)
         status, message, th, times, rows = _flow(mdl, X, Y, th, ts, solver, rtol, atol,
@@ -340,7 +361,7 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     elif raise_on_failure:
         raise IntegrationError(message)
     y = np.asarray(rows, dtype=np.float64).T if rows else np.zeros((len(names), 0))
-    diag["matrices"] = {"model": mdl}
+    diag["matrices"] = {"model": mdl, "theta0": theta0}
     if "theta" in observe:
         diag["matrices"]["theta"] = np.asarray(thetas)
     return Trajectory(t=np.asarray(times, dtype=np.float64), y=y.reshape(len(names), -1),
