@@ -280,7 +280,89 @@ def row_blocks(indptr, n_blocks: int) -> np.ndarray:
     return np.ascontiguousarray(b)
 
 
-def group_rows(indptr, src, slot, chunk: int = ROW_CHUNK) -> SimpleNamespace:
+@njit(cache=True)
+def _layout_order(lens, chunk, rows, groups):
+    """Rows by chunk of ``chunk`` rows, then by length (stable: then by row) into ``rows``;
+    one line ``(length, count, first term, first position)`` per run of equal lengths in a
+    chunk into ``groups`` (``lens.size`` lines at most). Returns the number of groups."""
+    n = lens.size
+    ng = 0
+    term = 0
+    for c0 in range(0, n, chunk):
+        c1 = min(n, c0 + chunk)
+        order = np.argsort(lens[c0:c1], kind="mergesort")
+        for k in range(c1 - c0):
+            p = c0 + k
+            r = c0 + order[k]
+            rows[p] = r
+            L = lens[r]
+            if k == 0 or L != groups[ng - 1, 0]:
+                groups[ng, 0] = L
+                groups[ng, 1] = 0
+                groups[ng, 2] = term
+                groups[ng, 3] = p
+                ng += 1
+            groups[ng - 1, 1] += 1
+            term += L
+    return ng
+
+
+@njit(cache=True)
+def _layout_slots(ip, src, slot, chunk):
+    """The grouped layout with the slots: ``(rows, groups (int64), src, slot)``, each row's
+    terms in their order (one compiled entry point: one cache load on first use)."""
+    n = ip.size - 1
+    lens = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        lens[i] = ip[i + 1] - ip[i]
+    rows = np.empty(n, dtype=np.uint32)
+    groups = np.empty((max(n, 1), 4), dtype=np.int64)
+    ng = _layout_order(lens, chunk, rows, groups)
+    total = ip[n] - ip[0]
+    osrc = np.empty(total, dtype=np.uint32)
+    oslot = np.empty(total, dtype=slot.dtype)
+    q = 0
+    for p in range(n):
+        r = rows[p]
+        for t in range(ip[r], ip[r + 1]):
+            osrc[q] = src[t]
+            oslot[q] = slot[t]
+            q += 1
+    return rows, groups[:ng], osrc, oslot
+
+
+@njit(cache=True)
+def _layout_values(ip, src, slot, values, chunk):
+    """:func:`_layout_slots` of the terms whose value ``values[slot]`` is not zero, the
+    values spelt out (float64) in place of the slots."""
+    n = ip.size - 1
+    lens = np.zeros(n, dtype=np.int64)
+    total = 0
+    for i in range(n):
+        c = 0
+        for t in range(ip[i], ip[i + 1]):
+            if values[slot[t]] != 0.0:
+                c += 1
+        lens[i] = c
+        total += c
+    rows = np.empty(n, dtype=np.uint32)
+    groups = np.empty((max(n, 1), 4), dtype=np.int64)
+    ng = _layout_order(lens, chunk, rows, groups)
+    osrc = np.empty(total, dtype=np.uint32)
+    oval = np.empty(total, dtype=np.float64)
+    q = 0
+    for p in range(n):
+        r = rows[p]
+        for t in range(ip[r], ip[r + 1]):
+            v = values[slot[t]]
+            if v != 0.0:
+                osrc[q] = src[t]
+                oval[q] = v
+                q += 1
+    return rows, groups[:ng], osrc, oval
+
+
+def group_rows(indptr, src, slot, chunk: int = ROW_CHUNK, values=None) -> SimpleNamespace:
     """The grouped layout of a CSR structure (see the module docstring).
 
     Returns a namespace with ``rows`` (uint32, the rows in processing order: by chunk
@@ -288,36 +370,25 @@ def group_rows(indptr, src, slot, chunk: int = ROW_CHUNK) -> SimpleNamespace:
     one line ``(length, count, first term, first position)`` per run of equal-length
     rows of a chunk), and ``src``, ``slot``: the terms copied into that order, each row's
     terms in their own order. ``indptr, src, slot`` must have been checked
-    (:func:`check_system`)."""
-    ip = np.asarray(indptr).astype(np.int64)
-    lens = np.diff(ip)
-    n = lens.size
+    (:func:`check_system`). With ``values`` (float64, one per slot) only the terms whose
+    value ``values[slot]`` is not zero are kept and ``slot`` holds their values (float64)
+    instead: the constant operator of the Taylor kernel. Compiled passes (a stable sort
+    of each chunk's 1024 rows, one copy of the terms): 0.15-0.4 s of numpy sorts and
+    gathers at order 24 before."""
+    ip = np.ascontiguousarray(indptr, dtype=np.int64)
+    n = ip.size - 1
     if n >= 2 ** 32:
         raise ValueError(f"{n} rows: more than the grouped layout's 32-bit row index holds")
-    if n == 0:
-        return SimpleNamespace(rows=np.zeros(0, dtype=np.uint32),
-                               groups=np.zeros((0, 4), dtype=np.uint64),
-                               src=np.zeros(0, dtype=np.uint32), slot=np.asarray(slot)[:0].copy(),
-                               n_rows=0, n_terms=0)
+    src = np.ascontiguousarray(src)
+    slot = np.ascontiguousarray(slot)
     chunk = max(int(chunk), 1)
-    rid = np.arange(n, dtype=np.int64)
-    rows = np.lexsort((rid, lens, rid // chunk))
-    lp = lens[rows]
-    cut = np.flatnonzero((np.diff(lp) != 0) | (np.diff(rows // chunk) != 0)) + 1
-    first = np.concatenate([[0], cut]).astype(np.int64)
-    count = np.diff(np.concatenate([first, [n]]))
-    glen = lp[first]
-    gterm = np.concatenate([[0], np.cumsum(glen * count)[:-1]])
-    groups = np.ascontiguousarray(np.stack([glen, count, gterm, first], axis=1)
-                                  .astype(np.uint64).reshape(-1, 4))
-    # term q of the layout is term q - start(position) + indptr[row] of the CSR order
-    start = np.concatenate([[0], np.cumsum(lp)[:-1]])
-    take = np.repeat(ip[:-1][rows] - start, lp)
-    take += np.arange(take.size, dtype=np.int64)
-    gsrc = np.ascontiguousarray(np.asarray(src)[take], dtype=np.uint32)
-    gslot = np.ascontiguousarray(np.asarray(slot)[take])
-    return SimpleNamespace(rows=np.ascontiguousarray(rows, dtype=np.uint32), groups=groups,
-                           src=gsrc, slot=gslot, n_rows=n, n_terms=int(take.size))
+    if values is None:
+        rows, groups, gsrc, gslot = _layout_slots(ip, src, slot, chunk)
+    else:
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        rows, groups, gsrc, gslot = _layout_values(ip, src, slot, values, chunk)
+    return SimpleNamespace(rows=rows, groups=np.ascontiguousarray(groups, dtype=np.uint64),
+                           src=gsrc, slot=gslot, n_rows=n, n_terms=int(gsrc.size))
 
 
 def group_blocks(groups, n_blocks: int) -> np.ndarray:
