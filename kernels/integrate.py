@@ -7,7 +7,8 @@ requested output time exactly (the step is clipped to the next output time),
 controls the local error with ``atol + rtol*max(|y|, |y_new|)`` in the RMS norm,
 and never hangs or returns NaN silently: it stops with a status code.
 
-Status codes (``STATUS``):
+Status codes (``STATUS``)::
+
     0  success: reached the last output time;
    -1  step size underflow: the step fell below 10 ulp of t (stiffness or a
        finite-time blow-up just ahead);

@@ -15,7 +15,7 @@ Mehler's formula for jointly Gaussian ``X, Y`` with covariance ``c`` reads
                  = sum_n rho^n n! a_n b_n,     rho = c / sqrt(v_x v_y),
 
 which terminates for polynomials (exact) and otherwise is truncated with the
-Cauchy-Schwarz/Parseval bound
+Cauchy-Schwarz/Parseval bound::
 
     |remainder after order N| <= |rho|^(N+1) sqrt(T_f T_g),
     T_f = E[f(X)^2] - sum_{n <= N} n! a_n^2 .

@@ -7,7 +7,7 @@ For tied attention ``S_k = W_k W_k^T`` the population gradient flow in ODE time
 
 Taking normalised traces ``mu_alpha = Tr(S_{a_1} ... S_{a_n}) / d`` gives the
 hierarchy (eq. 11): for every position ``p`` of ``alpha`` that holds a
-trainable letter ``k = a_p``,
+trainable letter ``k = a_p``::
 
     d mu_alpha / dt  +=  - sum_l Gamma_kl [ mu_{alpha[:p] (l k) alpha[p+1:]}
                                            + mu_{alpha[:p] (k l) alpha[p+1:]} ]

@@ -626,7 +626,7 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
     The argument ``params`` declares the parameter names a raw expression may
     use; ``None`` (default) accepts any plain identifier (letters, digits,
     ``_``, not a Python builtin or SymPy constant) as a parameter, ``()``
-    accepts none (the CLI).
+    accepts none (the CLI). The specs::
 
     ========================== ====================================================
     ``mse:<act>[,<act>]``       :func:`mse_teacher_student`, student 0, teacher 1

@@ -9,7 +9,7 @@ W_k^T`` (:class:`~attndyn.TiedModel`, section 3), direct ``S_k``
 written once, against :class:`AttentionModel`, and never ask which
 parameterisation they hold: everything that differs is a method here.
 
-What a model provides, and which driver calls it:
+What a model provides, and which driver calls it::
 
 =============================  ==============================================  ==================
 member                         meaning                                         called by

@@ -8,7 +8,7 @@ observables as the theory, under the same names.
 
 Time mapping (``n`` = number of mini-batch steps, each with ``B`` samples and
 the batch-mean gradient; the batch size does not enter the time, it only
-divides the noise):
+divides the noise)::
 
 ==========  =================================  ==========================
 model       update                              ODE time
@@ -246,7 +246,8 @@ def _numba_threads(n: int):
 
 def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "slow",
         progress=None, blowup: float = 1e6, threads: int | None = 1,
-        raise_on_failure: bool = False, max_memory=None) -> Trajectory:
+        raise_on_failure: bool = False, max_memory=None, backend: str = "numba",
+        device=None, dtype="float64") -> Trajectory:
     """Run finite-d mini-batch online SGD and record the theory's observables.
 
     The model supplies, through the protocol of
@@ -292,6 +293,11 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
     max_memory : float, optional
         Bytes the run's buffers may take (:func:`sgd_memory_bytes`); default
         the machine's available memory. Above it: ``ValueError`` before allocating.
+    backend, device, dtype : str
+        ``"numba"`` (default, CPU, float64) or ``"array-api"``: the same steps through
+        the array API on ``device`` ``"cpu"`` (NumPy), ``"cuda"`` or ``"cuda:N"`` (CuPy),
+        in ``dtype`` float64 or float32, equal in distribution to numba
+        (:func:`~attndyn.numeric.attention.xp_sgd.xp_sgd`; ``threads`` is numba's only).
 
     Returns
     -------
@@ -303,6 +309,10 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
         of each checkpoint. A failed run keeps the checkpoints before the
         failure, never NaN values.
     """
+    if check_backend(backend, device, dtype):
+        return xp_sgd(model, init, eta=eta, batch=batch, t_eval=t_eval, seed=seed, order=order,
+                      time=time, progress=progress, blowup=blowup, device=device or "cpu",
+                      dtype=dtype, raise_on_failure=raise_on_failure, max_memory=max_memory)
     model = check_model(model)
     kind = model.kind
     eta = _check_eta(eta)

@@ -12,6 +12,7 @@ Writing (:func:`atomic_write`, :func:`atomic_savez`, :func:`atomic_write_text`)
 
 Reading (:func:`open_regular`, :func:`read_bytes`, :func:`read_text`, :func:`load_json`,
 :func:`open_npz`, :func:`npz_json`, :func:`npz_array`)
+
     Only regular files are opened: the file is opened with ``O_NONBLOCK`` (a FIFO or a
     device never blocks the ``open``) and checked with ``fstat`` on the descriptor itself, so
     a symlink to a FIFO, ``/dev/zero`` or a directory is refused without reading a byte.

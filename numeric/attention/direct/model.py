@@ -5,7 +5,7 @@ Online SGD on the attention matrices themselves (eq. 395),
     S_k <- S_k - eta * chi_k * (batch-mean grad_{S_k} L + (gamma/d) S_k),
 
 closes in finitely many order parameters (Theorem 4): in the time
-``tau = eta * n / d`` (no factor 4, unlike the tied model)
+``tau = eta * n / d`` (no factor 4, unlike the tied model)::
 
     dt_k/dtau     = -2 chi_k sum_m (A + B)_km t_m - gamma chi_k t_k                 (402)
     dPsi_kl/dtau  = -2 chi_k (A Psi + B Omega)_kl - 2 chi_l (A Psi + B Omega)_lk

@@ -2,7 +2,7 @@
 
 Paper 003's Theorem 1 replaces the tied pre-activations ``G_k = (x^T S_k x - Tr S_k) /
 sqrt(d)`` by a Gaussian with covariance ``2 q_kl``; at finite ``d`` they are not
-Gaussian. Their joint cumulants are those of Gaussian quadratic forms,
+Gaussian. Their joint cumulants are those of Gaussian quadratic forms::
 
     kappa_3(G_k, G_l, G_m)      = 8 Tr(S_k S_l S_m) / d^(3/2)                  (O(d^-1/2))
     kappa_4(G_k, G_l, G_m, G_n) = 8 sum_{sigma in S_3} Tr(S_k S_sigma(l) S_sigma(m) S_sigma(n)) / d^2

@@ -42,7 +42,7 @@ asymptotically free), are integrated by the fast matrix flow
 ``rotations`` independent rotations at each size, and extrapolated in
 ``1/d`` (Richardson): with sizes ``d_1 < ... < d_m`` the means are fitted by
 ``Y(d) = Y_inf + sum_{j < m} c_j d^{-j}``. The error estimate per observable
-and time is
+and time is::
 
     error = t_975 * max_t (standard error of Y_inf over the rotations)
             + |Y_inf - Y_inf'|,

@@ -227,7 +227,7 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
 
     ``k`` is the trainable index, ``l`` runs over the teachers. With ``Z`` the batch
     matrix of the module docstring, ``c = 1 - eta gamma / d`` and
-    ``D1 = -c (A Z + Z B)``, ``D2 = Z M^T Z`` (so ``M' = c^2 M + eta D1 + eta^2 D2``):
+    ``D1 = -c (A Z + Z B)``, ``D2 = Z M^T Z`` (so ``M' = c^2 M + eta D1 + eta^2 D2``)::
 
     ============  =========================  ===========================================
     observable    first order (``eta``)      ``eta^2``
