@@ -101,7 +101,8 @@ def style(**overrides: Any) -> Iterator[None]:
     bad = [k for k in overrides if k not in matplotlib.rcParams]
     if bad:
         raise ValueError(f"style: unknown matplotlib rcParams {bad}")
-    with matplotlib.rc_context({**STYLE, **overrides}):
+    params: dict[Any, Any] = {**STYLE, **overrides}  # matplotlib types keys as literals
+    with matplotlib.rc_context(params):
         yield
 
 
