@@ -57,6 +57,7 @@ import numpy as np
 from attndyn.kernels import sgd as _k
 from attndyn.numeric.attention.base import check_model, resolve_seed
 from attndyn.numeric.attention.tied.runner import tied_observable_names  # noqa: F401  (re-exported, old home)
+from attndyn.numeric.attention.xp_sgd import check_backend, xp_sgd
 from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.progress import Progress
 from attndyn.numeric.core.results import IntegrationError, Trajectory

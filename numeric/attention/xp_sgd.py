@@ -57,11 +57,13 @@ from attndyn.numeric.core.progress import Progress
 from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.validate import check_t_eval, resolve_seed
 
-from .base import check_model
+from attndyn.numeric.attention.base import check_model
 
-__all__ = ["xp_sgd", "xp_sgd_runs", "xp_memory_bytes", "TEACHER_MODES"]
+__all__ = ["xp_sgd", "xp_sgd_runs", "xp_memory_bytes", "check_backend", "BACKENDS",
+           "TEACHER_MODES"]
 
 TEACHER_MODES = ("auto", "S", "factors")
+BACKENDS = ("numba", "array-api")
 _MAX_STEPS = 2 ** 62
 _SYNC_STEPS = 256  # steps between two reads of the loss and blow-up flags on the host
 
@@ -106,6 +108,22 @@ def _checkpoint_steps(t_eval, dt, eta, d, label):
             f"times of t_eval (up to {t_eval[-1]:g}) round to only {n_s} distinct steps; use "
             "fewer checkpoints, a longer horizon or a smaller eta")
     return steps
+
+
+def check_backend(backend, device, dtype) -> bool:
+    """Whether ``attndyn.sgd(..., backend=, device=, dtype=)`` runs the array-API steps
+    (``backend="array-api"``); the numba kernels take only ``device`` None/"cpu" and float64."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be 'numba' or 'array-api', got {backend!r}")
+    if backend == "array-api":
+        return True
+    if device not in (None, "cpu"):
+        raise ValueError(f"device={device!r} needs backend='array-api' (the numba kernels run "
+                         "on the CPU)")
+    if dtype not in ("float64", np.float64):
+        raise ValueError(f"dtype={dtype!r} needs backend='array-api' (the numba kernels run in "
+                         "float64)")
+    return False
 
 
 _LOSS_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
