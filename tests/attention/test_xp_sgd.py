@@ -299,6 +299,22 @@ def test_bad_arguments_refused_in_one_line(kw, err, match):
     assert "\n" not in str(info.value)
 
 
+def test_sgd_dispatches_to_the_array_api_backend():
+    from attndyn.numeric import sgd
+    model, init, eta, T = SCEN["direct-h2"]
+    kw = dict(eta=eta, batch=BATCH, t_eval=[0.0, T], seed=3, progress=False)
+    a = sgd(model, init, backend="array-api", **kw)
+    b = X.xp_sgd(model, init, **kw)
+    assert np.array_equal(a.y, b.y) and a.params["backend"] == "array-api"
+    assert sgd(model, init, backend="array-api", dtype="float32", **kw).params["dtype"] == \
+        "float32"
+    for bad, match in [({"backend": "jax"}, "backend must be"),
+                       ({"device": "cuda"}, "needs backend='array-api'"),
+                       ({"dtype": "float32"}, "needs backend='array-api'")]:
+        with pytest.raises(ValueError, match=match):
+            sgd(model, init, **bad, **kw)
+
+
 def test_a_model_without_an_array_api_step_is_refused():
     model, init, eta, T = SCEN["tied-two-tokens"]
     fake = types.SimpleNamespace(sgd_form="other")
