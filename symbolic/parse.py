@@ -30,7 +30,8 @@ and product, and ``C(n + D, D)`` for degree ``D`` in ``n`` variables).
 
 :func:`check_loss_expression` validates a loss built in Python (complex,
 ``nan``, ``oo``, ``zoo`` and out-of-range coefficients; free symbols; no
-dependence on ``G``). :class:`LossArray` is the ``G`` array handed to loss
+dependence on ``G``; terms without a Gaussian expectation on the whole line,
+:func:`check_gaussian_expectation`: ``1/G1``, ``log(G1)``, ``sqrt(G1)``, ``G1**0.5``). :class:`LossArray` is the ``G`` array handed to loss
 callables: an index out of range names the index, ``K`` and ``L``.
 :func:`as_sympy` converts API values to SymPy without ever parsing a string.
 """
@@ -57,7 +58,7 @@ __all__ = [
     "MAX_CHARS", "MAX_NODES", "MAX_DEPTH", "MAX_EXPONENT", "MAX_DIGITS", "MAX_DEGREE",
     "MAX_TERMS", "MAX_HERMITE", "MAX_PARAMS", "parse_expression", "parse_loss", "parse_float",
     "parse_int", "check_loss_expression", "as_sympy", "LossArray", "loss_array",
-    "allowed_functions", "reject_strings",
+    "allowed_functions", "reject_strings", "check_gaussian_expectation", "growth_order",
 ]
 
 MAX_CHARS = 2000        #: longest accepted text
@@ -579,6 +580,98 @@ def _check_numbers(expr, what):
         raise ValueError(f"{what}: the expression contains an interval (AccumBounds)")
 
 
+# -- Gaussian expectations on the whole line --------------------------------------------------
+_BOUNDED = (sp.tanh, sp.erf, sp.erfc, sp.sin, sp.cos, sp.Heaviside, sp.sign, sp.atan)
+_LIPSCHITZ = (sp.Abs, sp.Max, sp.Min)
+
+
+def growth_order(expr, syms) -> float:
+    """A bound ``g`` with ``|expr| <= c (1 + |G|^g)`` as ``|G| -> oo`` along every direction of
+    the real symbols ``syms`` (``math.inf``: faster than any power, or unknown). Bounded
+    functions have order 0, ``log`` of a polynomial 0 (slower than any power), ``exp`` of a
+    non-constant argument ``inf``. :func:`check_gaussian_expectation` and the potential use it:
+    ``E[exp(P(G))]`` of a Gaussian ``G`` is finite for every covariance when ``P`` grows
+    slower than ``|G|^2``."""
+    syms = set(syms)
+
+    def g(e):
+        if not e.free_symbols & syms:
+            return 0.0
+        if e in syms:
+            return 1.0
+        if isinstance(e, sp.Add):
+            return max(g(a) for a in e.args)
+        if isinstance(e, sp.Mul):
+            return sum(g(a) for a in e.args)
+        if isinstance(e, sp.Pow):
+            b, p = e.args
+            if p.free_symbols & syms or not p.is_number:
+                return math.inf
+            if p.is_nonnegative:
+                return float(p) * g(b)
+            return 0.0 if b.is_positive else math.inf  # 1/(1 + G^2) is bounded
+        if isinstance(e, sp.exp):
+            return 0.0 if g(e.args[0]) == 0.0 else math.inf
+        if isinstance(e, sp.log):
+            inner = [a.args[0] for a in e.args[0].atoms(sp.exp) if a.free_symbols & syms]
+            return max([g(a) for a in inner] + [0.0])   # log(1 + exp(G)) grows like G
+        if isinstance(e, _BOUNDED):
+            return 0.0
+        if isinstance(e, _LIPSCHITZ):
+            return max(g(a) for a in e.args)
+        return math.inf
+
+    return g(as_sympy(expr, "expression"))
+
+
+def check_gaussian_expectation(expr, gsyms, what: str = "loss") -> sp.Expr:
+    """Refuse the terms of ``expr`` that have no expectation under a Gaussian ``G`` on the
+    whole real line (paper 003's potential ``Phi = E[loss(G)]``, eq. 10): a division by (or a
+    negative power of) an expression of ``G`` that can vanish (``1/G1``, ``G1**-16``), ``log``
+    of one that can be zero or negative, and ``sqrt`` or a fractional power of one that can be
+    negative (``sqrt(G1)``, ``G1**0.5``, ``G1**(1/3)``). Each would make SGD and every route
+    of the potential fail (``ZeroDivisionError``, NaN). Positivity is decided by SymPy's
+    assumptions on real ``G`` (``1 + G**2``, ``exp(G)``, ``G**2`` are recognised); write a
+    positive expression in such a form if it is refused. Raises a one-line ``ValueError``
+    naming the term."""
+    gsyms = set(gsyms)
+    seen = set()
+    for node in sp.preorder_traversal(expr):
+        if node in seen or not (node.free_symbols & gsyms):
+            continue
+        seen.add(node)
+        if isinstance(node, sp.Pow):
+            b, p = node.args
+            if not (b.free_symbols & gsyms):
+                if p.free_symbols & gsyms and not b.is_positive:
+                    raise ValueError(f"{what}: the term {_short(sp.sstr(node), 60)} raises "
+                                     f"{_short(sp.sstr(b), 30)} (not positive) to a power "
+                                     "that depends on G")
+                continue
+            if p.free_symbols & gsyms:
+                raise ValueError(f"{what}: the term {_short(sp.sstr(node), 60)} has G in the "
+                                 "exponent of a power of G: no Gaussian expectation")
+            if p.is_integer and p.is_nonnegative:
+                continue
+            if p.is_negative and not b.is_positive:
+                raise ValueError(f"{what}: the term {_short(sp.sstr(node), 60)} divides by "
+                                 f"{_short(sp.sstr(b), 40)}, which vanishes for some real G: it "
+                                 "has no Gaussian expectation (keep denominators positive, "
+                                 "e.g. 1 + G**2)")
+            if not p.is_integer and not b.is_nonnegative:
+                raise ValueError(f"{what}: the term {_short(sp.sstr(node), 60)} takes a "
+                                 f"fractional power of {_short(sp.sstr(b), 40)}, which is "
+                                 "negative for some real G: it has no real value there (use "
+                                 "abs(...) or a square inside)")
+        elif isinstance(node, sp.log):
+            if not node.args[0].is_positive:
+                raise ValueError(f"{what}: the term {_short(sp.sstr(node), 60)} takes the log "
+                                 f"of {_short(sp.sstr(node.args[0]), 40)}, which is zero or "
+                                 "negative for some real G: it has no Gaussian expectation "
+                                 "(e.g. log(1 + G**2) is fine)")
+    return expr
+
+
 def check_loss_expression(expr, K: int, L: int, params: Sequence | None = None,
                           what: str = "loss") -> sp.Expr:
     """Validate a loss expression in the ``G`` symbols of :func:`g_array`.
@@ -586,8 +679,9 @@ def check_loss_expression(expr, K: int, L: int, params: Sequence | None = None,
     Raises ``TypeError`` if ``expr`` is not a SymPy scalar expression and
     ``ValueError`` (naming ``what``) for complex (``I``), ``nan``, ``oo``,
     ``zoo`` or float64-overflowing coefficients, for an expression that does
-    not depend on any ``G[i,j,k]``, and (when ``params`` is given) for free
-    symbols that are neither ``G`` nor declared parameters.
+    not depend on any ``G[i,j,k]``, (when ``params`` is given) for free
+    symbols that are neither ``G`` nor declared parameters, and for terms without
+    a Gaussian expectation on the whole line (:func:`check_gaussian_expectation`).
     """
     if not isinstance(expr, sp.Expr):
         raise TypeError(f"{what} must be a SymPy scalar expression, got {type(expr).__name__}")
@@ -602,6 +696,7 @@ def check_loss_expression(expr, K: int, L: int, params: Sequence | None = None,
         if extra:
             raise ValueError(f"{what} has free symbols {sorted(map(str, extra))} that are neither "
                              "pre-activations G nor declared parameters")
+    check_gaussian_expectation(expr, gsyms, what)
     return expr
 
 

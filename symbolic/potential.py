@@ -68,6 +68,7 @@ import sympy as sp
 from .codegen import njit_source
 from .gaussian import GaussianLaw, check_covariance, g_array, make_law, q_matrix
 from .parse import as_sympy as _as_sympy
+from .parse import growth_order
 from .hermite import (NoClosedForm, _collapse_heaviside, expect_1d, is_polynomial_in,
                       normalise_nonsmooth, pair_closed, pair_mehler)
 
@@ -786,9 +787,60 @@ def _prepare(loss, kind, K, L, C, params):
     return K, L, C, law, law.reduce_loss(expr), params
 
 
+def _exp_domain_problem(expr, law) -> str | None:
+    """Why ``Phi = E[loss(G)]`` does not exist on the whole domain of the order parameters,
+    or ``None``. The case is ``exp(P(G))`` with ``P`` growing like ``|G|^2`` or faster: for a
+    quadratic ``P = G^T A G / 2 + ...`` on the variables ``v`` of the term, ``E[exp(P)]`` is
+    finite iff ``I - Sigma_v A`` is positive definite (``Sigma_v`` their covariance), i.e.
+    ``a Var(G) < 1/2`` for ``exp(a G^2)``. The law's covariance grows with ``q`` without
+    bound (``Var(G_000) = 2 q_11`` for a tied model, C = 1), so such a potential exists only
+    on a bounded region (``q_11 < 1/4`` for ``exp(G1**2)``): the numeric route returned
+    finite, wrong values past it (issue 23, D5). A quadratic ``P`` with a negative
+    semidefinite ``A`` (``exp(-G**2)``) is fine, as is any ``P`` bounded above."""
+    syms = list(law.variables)
+    index = {v: i for i, v in enumerate(syms)}
+    for node in sorted(expr.atoms(sp.exp), key=sp.default_sort_key):
+        arg = node.args[0]
+        vs = sorted(arg.free_symbols & set(syms), key=index.get)
+        if not vs or growth_order(arg, vs) < 2:
+            continue
+        if (-arg).is_nonnegative:
+            continue  # bounded above: exp(P) <= 1
+        try:
+            poly = sp.Poly(sp.expand(arg), *vs)
+        except sp.PolynomialError:
+            poly = None
+        if poly is None or poly.total_degree() != 2 or not all(
+                c.is_number for c in poly.coeffs()):
+            return (f"E[{sp.sstr(node)}] is infinite for every law with enough variance: its "
+                    "exponent grows like |G|^2 or faster and is not bounded above")
+        A = np.array([[float(sp.diff(arg, a, b).subs({v: 0 for v in vs})) for b in vs]
+                      for a in vs])
+        if np.linalg.eigvalsh(A).max() <= 1e-12 * max(1.0, np.abs(A).max()):
+            continue  # concave quadratic exponent: a Gaussian integral that always converges
+        cov = sp.Matrix([[law.cov[index[a], index[b]] for b in vs] for a in vs])
+        if len(vs) == 1:
+            var = sp.expand(cov[0, 0])
+            cond = sp.sstr(sp.expand(sp.nsimplify(A[0, 0]) * var)) + " < 1"
+            where = (f"Var({vs[0]}) = {sp.sstr(var)} < {sp.sstr(sp.nsimplify(1 / A[0, 0]))}, "
+                     f"i.e. {cond}")
+        else:
+            where = (f"the largest eigenvalue of Sigma A is below 1, with A = {A.tolist()} the "
+                     f"Hessian of the exponent and Sigma the covariance of {', '.join(map(str, vs))}")
+        return (f"E[{sp.sstr(node)}] is finite only while {where}; the variance of G grows "
+                "with the order parameters, so the potential does not exist on the model's "
+                "whole domain")
+    return None
+
+
 def _build(kind, loss, K, L, C, params, route, order, hessian, numeric_kw):
     _check_route(route)
     K, L, C, law, expr, params = _prepare(loss, kind, K, L, C, params)
+    why = _exp_domain_problem(expr, law)
+    if why is not None:
+        raise RouteError(f"loss: {why}: refused (a flow would leave that region and the "
+                         "numeric route would return finite, wrong values there); SGD of "
+                         "the model still runs")
     syms = list(law.variables)
     if order is not None:
         order = _check_int(order, "order", 0)
