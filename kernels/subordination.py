@@ -17,14 +17,17 @@ with ``omega'`` the derivative of ``omega`` when ``phi`` moves along ``g``: the 
 the 2 x 2 system ``[[G_Y', -1], [-G_X', -G_X'/G^2 - 1]] (omega', G') = (-dG_Y/de, 0)``.
 
 :func:`subordination_kernel` does all of it in one compiled call: the bracket search of the
-Python version (expanding steps from the previous root), then Brent's method as in scipy's
-``brentq`` (the same iteration, ``xtol = rtol = 1e-15``, at most 200 iterations), then the
-traces. It returns a status instead of raising; :func:`subordination_solve` checks the
-arrays, calls it and turns a status into the error the Python version raised.
+Python version (expanding steps from the previous root), then Newton's method from the
+previous root with the analytic ``r'(omega)`` (the same divisions as ``r`` itself), kept
+inside the shrinking bracket with bisection as the fallback (``rtsafe``; stopping at
+``1e-15 (1 + |omega|)`` as the Python version's ``brentq(xtol=rtol=1e-15)``, at most 200
+steps), then the traces. The sums run as four independent partial sums. It returns a status
+instead of raising; :func:`subordination_solve` checks the arrays, calls it and turns a
+status into the error the Python version raised.
 
 Status codes (``SUBORDINATION_STATUS``): 0 success; 1 the point ``1/G_Y - omega`` left the
-domain of ``G_X`` (``w x_max >= 1``); 2 no bracket for the root; 3 Brent's method did not
-converge in 200 iterations; 4 the 2 x 2 system is singular; 5 a non-finite value.
+domain of ``G_X`` (``w x_max >= 1``); 2 no bracket for the root; 3 the root did not
+converge in 200 steps; 4 the 2 x 2 system is singular; 5 a non-finite value.
 """
 
 from __future__ import annotations
@@ -51,12 +54,39 @@ _MAXITER = 200
 
 
 @njit(cache=True)
-def _gy(om, phi, wm):
-    """``G_Y(omega) = sum wm / (omega - phi)``."""
-    s = 0.0
-    for m in range(phi.size):
-        s += wm[m] / (om - phi[m])
-    return s
+def _gy(om, phi, wm, out):
+    """``out = (G_Y(omega), G_Y'(omega))``, ``G_Y = sum wm / (omega - phi)``; four partial
+    sums (independent chains, so the divisions overlap)."""
+    n = phi.size
+    a0 = a1 = a2 = a3 = 0.0
+    d0 = d1 = d2 = d3 = 0.0
+    m = 0
+    while m + 4 <= n:
+        i0 = 1.0 / (om - phi[m])
+        i1 = 1.0 / (om - phi[m + 1])
+        i2 = 1.0 / (om - phi[m + 2])
+        i3 = 1.0 / (om - phi[m + 3])
+        v0 = wm[m] * i0
+        v1 = wm[m + 1] * i1
+        v2 = wm[m + 2] * i2
+        v3 = wm[m + 3] * i3
+        a0 += v0
+        a1 += v1
+        a2 += v2
+        a3 += v3
+        d0 += v0 * i0
+        d1 += v1 * i1
+        d2 += v2 * i2
+        d3 += v3 * i3
+        m += 4
+    while m < n:
+        i0 = 1.0 / (om - phi[m])
+        v0 = wm[m] * i0
+        a0 += v0
+        d0 += v0 * i0
+        m += 1
+    out[0] = (a0 + a1) + (a2 + a3)
+    out[1] = -((d0 + d1) + (d2 + d3))
 
 
 @njit(cache=True)
@@ -65,97 +95,99 @@ def _gx(w, x, wx, xmax, out):
     domain: the bottom ``1/x_max`` of the spectrum of ``X_0``)."""
     if not (w * xmax < 1.0):
         return False
-    s0 = 0.0
-    s1 = 0.0
-    for j in range(x.size):
-        den = w * x[j] - 1.0
-        v = wx[j] * x[j] / den
-        s0 += v
-        s1 += v * x[j] / den
-    out[0] = s0
-    out[1] = -s1
+    n = x.size
+    a0 = a1 = a2 = a3 = 0.0
+    d0 = d1 = d2 = d3 = 0.0
+    j = 0
+    while j + 4 <= n:
+        r0 = x[j] / (w * x[j] - 1.0)
+        r1 = x[j + 1] / (w * x[j + 1] - 1.0)
+        r2 = x[j + 2] / (w * x[j + 2] - 1.0)
+        r3 = x[j + 3] / (w * x[j + 3] - 1.0)
+        a0 += wx[j] * r0
+        a1 += wx[j + 1] * r1
+        a2 += wx[j + 2] * r2
+        a3 += wx[j + 3] * r3
+        d0 += wx[j] * r0 * r0
+        d1 += wx[j + 1] * r1 * r1
+        d2 += wx[j + 2] * r2 * r2
+        d3 += wx[j + 3] * r3 * r3
+        j += 4
+    while j < n:
+        r0 = x[j] / (w * x[j] - 1.0)
+        a0 += wx[j] * r0
+        d0 += wx[j] * r0 * r0
+        j += 1
+    out[0] = (a0 + a1) + (a2 + a3)
+    out[1] = -((d0 + d1) + (d2 + d3))
     return True
 
 
 @njit(cache=True)
 def _residual(om, phi, wm, x, wx, xmax, buf):
     """``r(omega) = G_X(1/G_Y(omega) - omega) - G_Y(omega)``; ``buf[2] = 1.0`` on success,
-    0.0 when the point left the domain of ``G_X``."""
-    G = _gy(om, phi, wm)
+    0.0 when the point left the domain of ``G_X``; ``buf[3] = r'(omega)``,
+    ``buf[4] = G_Y(omega)``."""
+    _gy(om, phi, wm, buf[5:7])
+    G = buf[5]
+    dG = buf[6]
     ok = _gx(1.0 / G - om, x, wx, xmax, buf)
     buf[2] = 1.0 if ok else 0.0
+    # r' = G_X'(w) dw/domega - G_Y', w = 1/G_Y - omega
+    buf[3] = buf[1] * (-dG / (G * G) - 1.0) - dG
+    buf[4] = G
     return buf[0] - G
 
 
 @njit(cache=True)
-def _brentq(a, b, phi, wm, x, wx, xmax, buf, res):
-    """scipy's ``brentq`` (Brent 1973, as in scipy's C code) on :func:`_residual` over
-    ``[a, b]``. ``res[0]`` gets the root; returns a status (0, 1 domain, 3 no convergence,
-    2 no sign change)."""
-    xpre = a
-    xcur = b
-    xblk = 0.0
-    fblk = 0.0
-    spre = 0.0
-    scur = 0.0
-    fpre = _residual(xpre, phi, wm, x, wx, xmax, buf)
+def _rtsafe(lo, hi, x0, phi, wm, x, wx, xmax, buf, res):
+    """The root of :func:`_residual` in ``[lo, hi]`` (``r(lo) <= 0 <= r(hi)``): Newton's
+    method from ``x0`` (the previous root: two or three steps), kept inside the bracket,
+    which shrinks with every evaluation, and bisection whenever a Newton step would leave
+    it or not halve the step before (Numerical Recipes' ``rtsafe``). Stops when the step
+    is below ``xtol + rtol |omega|`` (1e-15 each, as the brentq of the Python version).
+    ``res[0]`` gets the root, ``res[1]`` the evaluations; returns a status (0, 1 domain,
+    3 no convergence in 200 steps)."""
+    xc = x0 if lo < x0 < hi else 0.5 * (lo + hi)
+    dxold = hi - lo
+    dx = dxold
+    f = _residual(xc, phi, wm, x, wx, xmax, buf)
+    nev = 1
     if buf[2] == 0.0:
         return 1
-    fcur = _residual(xcur, phi, wm, x, wx, xmax, buf)
-    if buf[2] == 0.0:
-        return 1
-    if fpre == 0.0:
-        res[0] = xpre
-        return 0
-    if fcur == 0.0:
-        res[0] = xcur
-        return 0
-    if (fpre < 0.0) == (fcur < 0.0):
-        return 2
+    df = buf[3]
     for _ in range(_MAXITER):
-        if fpre != 0.0 and fcur != 0.0 and ((fpre < 0.0) != (fcur < 0.0)):
-            xblk = xpre
-            fblk = fpre
-            spre = xcur - xpre
-            scur = spre
-        if abs(fblk) < abs(fcur):
-            xpre = xcur
-            xcur = xblk
-            xblk = xpre
-            fpre = fcur
-            fcur = fblk
-            fblk = fpre
-        delta = (_XTOL + _RTOL * abs(xcur)) / 2.0
-        sbis = (xblk - xcur) / 2.0
-        if fcur == 0.0 or abs(sbis) < delta:
-            res[0] = xcur
+        if f == 0.0:
+            res[0] = xc
+            res[1] = nev
             return 0
-        if abs(spre) > delta and abs(fcur) < abs(fpre):
-            if xpre == xblk:
-                stry = -fcur * (xcur - xpre) / (fcur - fpre)  # interpolate
-            else:  # extrapolate (inverse quadratic)
-                dpre = (fpre - fcur) / (xpre - xcur)
-                dblk = (fblk - fcur) / (xblk - xcur)
-                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
-            if 2.0 * abs(stry) < min(abs(spre), 3.0 * abs(sbis) - delta):
-                spre = scur  # good short step
-                scur = stry
-            else:
-                spre = sbis
-                scur = sbis
+        if f < 0.0:
+            lo = xc
         else:
-            spre = sbis
-            scur = sbis
-        xpre = xcur
-        fpre = fcur
-        if abs(scur) > delta:
-            xcur += scur
+            hi = xc
+        newton = df != 0.0 and math.isfinite(df)
+        if newton:
+            xn = xc - f / df
+            newton = lo < xn < hi and abs(2.0 * f) < abs(dxold * df)
+        dxold = dx
+        if newton:
+            dx = f / df
+            xn = xc - dx
         else:
-            xcur += delta if sbis > 0.0 else -delta
-        fcur = _residual(xcur, phi, wm, x, wx, xmax, buf)
+            dx = 0.5 * (hi - lo)
+            xn = lo + dx
+        if abs(dx) <= _XTOL + _RTOL * abs(xn) or xn == xc:
+            res[0] = xn
+            res[1] = nev
+            return 0
+        xc = xn
+        f = _residual(xc, phi, wm, x, wx, xmax, buf)
+        nev += 1
         if buf[2] == 0.0:
             return 1
-    res[0] = xcur
+        df = buf[3]
+    res[0] = xc
+    res[1] = nev
     return 3
 
 
@@ -166,15 +198,19 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
     ``omega0``: the previous root (the bracket search starts there). ``out`` (6 entries)
     gets ``(omega, t_S, q_SS, q_ST, residual evaluations, 0)``. Returns a status
     (``SUBORDINATION_STATUS``)."""
-    buf = np.zeros(3)
-    res = np.zeros(1)
+    buf = np.zeros(7)
+    res = np.zeros(2)
     xmax = -np.inf
+    fin = 0.0  # stays finite only if every entry is finite (0 * inf and nan spread)
     for j in range(x.size):
         xmax = max(xmax, x[j])
+        fin += 0.0 * x[j] + 0.0 * wx[j]
     pmin = np.inf
     for m in range(phi.size):
         pmin = min(pmin, phi[m])
-    if not (math.isfinite(pmin) and math.isfinite(xmax) and math.isfinite(omega0)):
+        fin += 0.0 * phi[m] + 0.0 * g[m] + 0.0 * mu[m] + 0.0 * wm[m]
+    if not (math.isfinite(fin) and math.isfinite(pmin) and math.isfinite(xmax)
+            and math.isfinite(omega0)):
         return 5
     hi = pmin - 1e-14 * max(1.0, abs(pmin))
     om0 = min(omega0, hi - 1e-12)
@@ -205,17 +241,16 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
         a_hi = hi if a_hi + (hi - a_hi) / 2.0 >= hi else a_hi + (hi - a_hi) / 2.0
         if hi - a_hi < 1e-15 * max(1.0, abs(hi)):
             a_hi = hi
-    r = _residual(a_hi, phi, wm, x, wx, xmax, buf)
-    if buf[2] == 0.0:
-        return 1
     if r < 0.0:
         return 2
-    st = _brentq(lo, a_hi, phi, wm, x, wx, xmax, buf, res)
+    st = _rtsafe(lo, a_hi, omega0, phi, wm, x, wx, xmax, buf, res)
+    nres += int(res[1])
     if st != 0:
         return st
     om = res[0]
     # the traces at the root
-    G = _gy(om, phi, wm)
+    _gy(om, phi, wm, buf[5:7])
+    G = buf[5]
     wX = 1.0 / G - om
     if not _gx(wX, x, wx, xmax, buf):
         return 1
@@ -262,17 +297,16 @@ def _vec(a, name: str, n: int | None = None) -> np.ndarray:
         raise ValueError(f"{name} must be a non-empty 1-d array, got shape {a.shape}")
     if n is not None and a.size != n:
         raise ValueError(f"{name} must have {n} entries (as phi or x), got {a.size}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite")
-    return a
+    return a  # finiteness: checked by the kernel (status 5), one pass for all arrays
 
 
 def subordination_solve(phi, g, mu, wm, x, wx, omega0: float):
     """``(omega, t_S, q_SS, q_ST)`` of the free subordination at ``z = 0`` (module
-    docstring), with the arrays checked first (1-d, finite, matching lengths: ``g, mu, wm``
-    as ``phi``; ``wx`` as ``x``). A failure raises FloatingPointError (the point left
-    the domain of ``G_X``, no bracket, no convergence, non-finite values) or
-    numpy.linalg.LinAlgError (a singular derivative system), as the Python version did."""
+    docstring), with the arrays checked first (1-d, matching lengths: ``g, mu, wm`` as
+    ``phi``; ``wx`` as ``x``; finite, in the kernel). A failure raises FloatingPointError
+    (the point left the domain of ``G_X``, no bracket, no convergence, non-finite values)
+    or numpy.linalg.LinAlgError (a singular derivative system), as the Python version
+    did."""
     phi = _vec(phi, "phi")
     n = phi.size
     g, mu, wm = _vec(g, "g", n), _vec(mu, "mu", n), _vec(wm, "wm", n)

@@ -101,13 +101,21 @@ def test_kernel_status_instead_of_raising():
     out = np.zeros(6)
     assert subordination_kernel(phi, g, mu, wm, x, wx, omega0, out) == 0
     assert out[4] >= 2  # residual evaluations counted
-    # a non-finite start: status 5, not a hang
+    # a non-finite start or entry: status 5, not a hang
     assert subordination_kernel(phi, g, mu, wm, x, wx, np.nan, out) == 5
+    for arr in (phi, g, mu, wm, x, wx):
+        for bad in (np.nan, np.inf):
+            keep = arr[3]
+            arr[3] = bad
+            assert subordination_kernel(phi, g, mu, wm, x, wx, omega0, out) == 5
+            arr[3] = keep
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        subordination_solve(np.where(phi == phi[0], np.nan, phi), g, mu, wm, x, wx, omega0)
     assert set(SUBORDINATION_STATUS) == {0, 1, 2, 3, 4, 5}
 
 
 @pytest.mark.parametrize("bad, exc, match", [
-    ({"phi": np.array([0.0, np.nan])}, ValueError, "phi must be finite"),
+    ({"phi": np.array([0.0, np.nan])}, ValueError, "g must have"),
     ({"g": np.ones(3)}, ValueError, "g must have"),
     ({"wx": np.ones((2, 2))}, ValueError, "wx must be a non-empty 1-d"),
     ({"x": np.zeros(0)}, ValueError, "x must be a non-empty 1-d"),
