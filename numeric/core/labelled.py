@@ -84,7 +84,9 @@ def decode_attrs(attrs: dict) -> dict:
     out = {}
     for key, value in attrs.items():
         if key.endswith("_json") and isinstance(value, str):
-            out[key[:-5]] = json.loads(value)
+            # attributes of a file read back: bounded length and depth, one-line errors
+            from .safeio import loads_json
+            out[key[:-5]] = loads_json(value, "dataset attribute", key)
         else:
             out[key] = value.item() if isinstance(value, np.generic) else value
     return out

@@ -292,6 +292,11 @@ class _Npz:
     def __contains__(self, key):
         return key in self.members
 
+    def __getitem__(self, key) -> np.ndarray:
+        """Member ``key`` as stored (numbers or text; never objects), checked as
+        :func:`npz_array` checks it: a drop-in for ``numpy.load(...)[key]``."""
+        return npz_array(self, key, None, kinds="biufU", dtype=None)
+
     def fail(self, reason) -> BadFile:
         return _fail(self.what, self.path, reason)
 

@@ -224,3 +224,18 @@ def test_nonfinite_floats_round_trip_through_a_header(tmp_path):
         back = safeio.npz_json(z)
     assert back["a"] == np.inf and back["b"] == -np.inf and np.isnan(back["c"])
     assert json.loads(json.dumps(back), parse_constant=float) is not None
+
+
+def test_getitem_is_a_checked_drop_in_for_np_load(tmp_path):
+    p = safeio.atomic_savez(tmp_path / "x", a=np.arange(6).reshape(2, 3), s=np.array("text"),
+                            f=np.asfortranarray(np.arange(6.0).reshape(2, 3)))
+    with safeio.open_npz(p, "file") as z:
+        assert z["a"].dtype == np.int64 and z["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
+        assert str(z["s"]) == "text" and sorted(z.files) == ["a", "f", "s"]
+        assert np.array_equal(z["f"], np.arange(6.0).reshape(2, 3))
+        with pytest.raises(ValueError, match="no array 'b'"):
+            z["b"]
+    np.savez(tmp_path / "o.npz", o=np.array([{"x": 1}], dtype=object))
+    with safeio.open_npz(tmp_path / "o.npz", "file") as z:
+        with pytest.raises(ValueError, match="dtype object"):
+            z["o"]
