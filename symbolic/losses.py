@@ -626,21 +626,21 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
     The argument ``params`` declares the parameter names a raw expression may
     use; ``None`` (default) accepts any plain identifier (letters, digits,
     ``_``, not a Python builtin or SymPy constant) as a parameter, ``()``
-    accepts none (the CLI). The specs::
+    accepts none (the CLI).
 
-    ========================== ====================================================
-    ``mse:<act>[,<act>]``       :func:`mse_teacher_student`, student 0, teacher 1
-    ``softmax[:L=..,beta=..]``  :func:`softmax_teacher_student` (``beta`` a plain
-                                number, ``0 < |beta| <= 100``)
-    ``denoising[:ell=<expr>]``  :func:`matrix_denoising` (``ell`` in ``a``)
-    ``attention2[:heads=..,output=..]`` :func:`two_layer_attention` (``heads <= 8``)
-    ``autoregressive[:heads=..]`` :func:`autoregressive` over the ``L`` tokens (``heads <= 4``)
-    ``multilocation[:act=..]``  :func:`multiple_location` (``L <= 3``; ``act`` an activation)
-    ``reasoning``               :func:`multi_step_reasoning` (``L - 1`` context tokens + query)
-    anything else               an expression in ``G[i,j,k]`` (0-based; ``G1..GK`` for
-                                ``L = 1``) with ``exp, log, sqrt, tanh, erf, abs, max,
-                                min, relu, sigmoid, softplus, gelu, h<k>, He<k>``
-    ========================== ====================================================
+    ===================================  ===============================================================
+    ``mse:<act>[,<act>]``                :func:`mse_teacher_student`, student 0, teacher 1
+    ``softmax[:L=..,beta=..]``           :func:`softmax_teacher_student` (``beta`` a plain
+                                         number, ``0 < |beta| <= 100``)
+    ``denoising[:ell=<expr>]``           :func:`matrix_denoising` (``ell`` in ``a``)
+    ``attention2[:heads=..,output=..]``  :func:`two_layer_attention` (``heads <= 8``)
+    ``autoregressive[:heads=..]``        :func:`autoregressive` over the ``L`` tokens (``heads <= 4``)
+    ``multilocation[:act=..]``           :func:`multiple_location` (``L <= 3``; ``act`` an activation)
+    ``reasoning``                        :func:`multi_step_reasoning` (``L - 1`` context tokens + query)
+    anything else                        an expression in ``G[i,j,k]`` (0-based; ``G1..GK`` for
+                                         ``L = 1``) with ``exp, log, sqrt, tanh, erf, abs, max,
+                                         min, relu, sigmoid, softplus, gelu, h<k>, He<k>``
+    ===================================  ===============================================================
 
     Text is never evaluated as Python: expressions (raw losses, ``ell``,
     polynomial activations in ``x``) go through the whitelist parser of

@@ -8,16 +8,16 @@ observables as the theory, under the same names.
 
 Time mapping (``n`` = number of mini-batch steps, each with ``B`` samples and
 the batch-mean gradient; the batch size does not enter the time, it only
-divides the noise)::
+divides the noise):
 
-==========  =================================  ==========================
-model       update                              ODE time
-==========  =================================  ==========================
-tied        ``W <- W - eta g - (eta gamma/d) W``  ``t = 4 eta n / d``
-direct S    ``S <- S - eta (g + (gamma/d) S)``     ``tau = eta n / d``
-untied      ``U, V <- ... - (eta gamma/d) U, V``  slow ``tau = eta n / d``;
-                                                    fast ``t = eta n``
-==========  =================================  ==========================
+========  ====================================  =========================
+model     update                                ODE time
+========  ====================================  =========================
+tied      ``W <- W - eta g - (eta gamma/d) W``  ``t = 4 eta n / d``
+direct S  ``S <- S - eta (g + (gamma/d) S)``    ``tau = eta n / d``
+untied    ``U, V <- ... - (eta gamma/d) U, V``  slow ``tau = eta n / d``;
+                                                fast ``t = eta n``
+========  ====================================  =========================
 
 Checkpoint times ``t_eval`` are rounded to whole steps, ``n_i = round(t_i / dt)``,
 and the result reports the exact times ``n_i * dt``. The residual against the
