@@ -766,21 +766,21 @@ def xp_sgd_runs(model, init, *, n_seeds: int, seed=None, seeds_per_product=None,
                 **kwargs) -> list:
     """``n_seeds`` independent :func:`xp_sgd` runs from the same ``init``, seeded by
     ``SeedSequence(seed).spawn(n_seeds)`` (as ``attndyn.numeric.sgd_runs``), run
-    ``seeds_per_product`` at a time as one batched product. Default: as many seeds as
-    fit in a quarter of the device's free memory (at most 2 GiB of arrays on a CPU);
-    batching measured 0-23 % faster per seed on one CPU core (docs/sgd.md). A seed's
-    trajectory does not depend on the grouping except through the products' rounding
-    (none measured on NumPy: bit-identical)."""
+    ``seeds_per_product`` at a time as one batched product. Default: one at a time on a
+    CPU (batching measured 0.89-1.34x the per-seed time on one NumPy core, docs/sgd.md),
+    on a GPU as many seeds as fit in a quarter of its free memory. A seed's trajectory
+    does not depend on the grouping except through the products' rounding (none
+    measured on NumPy: bit-identical)."""
     n_seeds = _check_int(n_seeds, "n_seeds")
     kw = _defaults(kwargs)
     if seeds_per_product is None:
-        one = xp_memory_bytes(model, init, kw["batch"], 1, kw["dtype"], kw["teacher"])
         xp = _xp.namespace(kw["device"])
         free = _xp.free_memory(xp)
-        cap = (free // 4) if free is not None else 2 ** 31
-        if _xp.is_numpy(xp):
-            cap = min(cap, 2 ** 31)
-        seeds_per_product = int(max(1, min(n_seeds, cap // max(one, 1))))
+        if _xp.is_numpy(xp) or free is None:
+            seeds_per_product = 1
+        else:
+            one = xp_memory_bytes(model, init, kw["batch"], 1, kw["dtype"], kw["teacher"])
+            seeds_per_product = int(max(1, min(n_seeds, (free // 4) // max(one, 1))))
     per = _check_int(seeds_per_product, "seeds_per_product")
     children = resolve_seed(seed).spawn(n_seeds)
     out = []
