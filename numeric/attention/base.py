@@ -9,27 +9,27 @@ W_k^T`` (:class:`~attndyn.TiedModel`, section 3), direct ``S_k``
 written once, against :class:`AttentionModel`, and never ask which
 parameterisation they hold: everything that differs is a method here.
 
-What a model provides, and which driver calls it::
+What a model provides, and which driver calls it:
 
-=============================  ==============================================  ==================
-member                         meaning                                         called by
-=============================  ==============================================  ==================
-``kind``                       a label (``"tied"``, ``"s"``...) for params      every driver
-``K, trainable, L, C,``        the constructor's validated arguments           every driver
+==============================  ==============================================  =================
+member                          meaning                                         called by
+==============================  ==============================================  =================
+``kind``                        a label (``"tied"``, ``"s"``...) for params     every driver
+``K, trainable, L, C,``         the constructor's validated arguments           every driver
 ``weight_decay, loss, params``
-``alphabet``, ``words(n)``     letters of the words (``None``: no words)       sgd, flow
-``observable_names(order)``    the SGD observables, ``"loss"`` last             sgd, compare
-``potential`` and friends      ``Phi`` and its compiled gradient (attributes)   flow, theory
-``hierarchy(order)``           truncated hierarchy (capability)                 compare, CLI
-``matrix_flow(S, t, ...)``     finite-d deterministic flow (capability)         flow.matrix_flow
-``check_matrices(S, name)``    validate a flow state                            flow, theory
-``check_init(init, name)``     validate SGD weights                             sgd runner
-``gaussian_init(d, ...)``      seeded independent Gaussian weights              sgd_runs, compare
-``sgd_runner(init, order)``    an :class:`SGDRunner`: kernel, arrays, obs.      sgd
-``time_scales``                the ODE times of one SGD step                    sgd, time_step
-``theories``, ``theory(...)``  the theory trajectory on the SGD's time scale    compare
-``params_dict()``              JSON-able record of the model                    every result
-=============================  ==============================================  ==================
+``alphabet``, ``words(n)``      letters of the words (``None``: no words)       sgd, flow
+``observable_names(order)``     the SGD observables, ``"loss"`` last            sgd, compare
+``potential`` and friends       ``Phi`` and its compiled gradient (attributes)  flow, theory
+``hierarchy(order)``            truncated hierarchy (capability)                compare, CLI
+``matrix_flow(S, t, ...)``      finite-d deterministic flow (capability)        flow.matrix_flow
+``check_matrices(S, name)``     validate a flow state                           flow, theory
+``check_init(init, name)``      validate SGD weights                            sgd runner
+``gaussian_init(d, ...)``       seeded independent Gaussian weights             sgd_runs, compare
+``sgd_runner(init, order)``     an :class:`SGDRunner`: kernel, arrays, obs.     sgd
+``time_scales``                 the ODE times of one SGD step                   sgd, time_step
+``theories``, ``theory(...)``   the theory trajectory on the SGD's time scale   compare
+``params_dict()``               JSON-able record of the model                   every result
+==============================  ==============================================  =================
 
 A capability a model lacks (a hierarchy, a matrix flow, a theory) raises
 :class:`CapabilityError` (a ``NotImplementedError`` and a ``ValueError``)

@@ -227,19 +227,19 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
 
     ``k`` is the trainable index, ``l`` runs over the teachers. With ``Z`` the batch
     matrix of the module docstring, ``c = 1 - eta gamma / d`` and
-    ``D1 = -c (A Z + Z B)``, ``D2 = Z M^T Z`` (so ``M' = c^2 M + eta D1 + eta^2 D2``)::
+    ``D1 = -c (A Z + Z B)``, ``D2 = Z M^T Z`` (so ``M' = c^2 M + eta D1 + eta^2 D2``):
 
-    ============  =========================  ===========================================
-    observable    first order (``eta``)      ``eta^2``
-    ============  =========================  ===========================================
-    ``m``         ``-c Tr((A+B) Z)/sqrt d``  ``Tr(Z M^T Z)/sqrt d``
-    ``tA``        ``-2c Tr(M Z)/d``          ``Tr(Z B Z)/d``
-    ``tB``        ``-2c Tr(M Z)/d``          ``Tr(Z A Z)/d``
-    ``q1_kl``     ``-c Tr(Z(T^T A + B T^T))/d``  ``Tr(Z M^T Z T^T)/d``  (``T = M_l``)
-    ``q2_kl``     ``-c Tr(Z(T A + B T))/d``  ``Tr(Z M^T Z T)/d``
-    ``q1_kk``     ``-2c^3 Tr(Z(AM + MB))/d`` ``c^2 Tr(Z A^2 Z + 2 Z A Z B + Z B^2 Z + 2 Z M Z M)/d``
-    ``q2_kk``     ``-2c^3 Tr(Z(MA + BM))/d`` ``c^2 Tr(ZAZA + 2 Z BA Z + ZBZB + 2 Z M^T Z M)/d``
-    ============  =========================  ===========================================
+    ==========  =============================  =======================================================
+    observable  first order (``eta``)          ``eta^2``
+    ==========  =============================  =======================================================
+    ``m``       ``-c Tr((A+B) Z)/sqrt d``      ``Tr(Z M^T Z)/sqrt d``
+    ``tA``      ``-2c Tr(M Z)/d``              ``Tr(Z B Z)/d``
+    ``tB``      ``-2c Tr(M Z)/d``              ``Tr(Z A Z)/d``
+    ``q1_kl``   ``-c Tr(Z(T^T A + B T^T))/d``  ``Tr(Z M^T Z T^T)/d``  (``T = M_l``)
+    ``q2_kl``   ``-c Tr(Z(T A + B T))/d``      ``Tr(Z M^T Z T)/d``
+    ``q1_kk``   ``-2c^3 Tr(Z(AM + MB))/d``     ``c^2 Tr(Z A^2 Z + 2 Z A Z B + Z B^2 Z + 2 Z M Z M)/d``
+    ``q2_kk``   ``-2c^3 Tr(Z(MA + BM))/d``     ``c^2 Tr(ZAZA + 2 Z BA Z + ZBZB + 2 Z M^T Z M)/d``
+    ==========  =============================  =======================================================
 
     plus ``(c^2 - 1)`` (``c^4 - 1`` for ``q*_kk``) times the observable at order 0. The
     ``q*_kk`` rows also have ``eta^3`` terms ``-2c Tr(Z Z M Z A + Z B Z M Z)/d`` (``M``
