@@ -831,7 +831,8 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
             "executor starts its workers with fork, but this process already runs numba's "
             "GNU OpenMP threads, and a forked worker that runs a parallel kernel aborts; pass "
             "a ProcessPoolExecutor(mp_context=multiprocessing.get_context('spawn')) (or "
-            "'forkserver'), or executor=None for the default spawn pool")
+            "'forkserver'), or executor=None for the default spawn pool (with the tbb package "
+            "installed, numba picks its fork-safe TBB layer instead)")
 
     status = [None] * n
     messages = [""] * n
