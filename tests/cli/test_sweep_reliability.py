@@ -279,3 +279,24 @@ def test_sigterm_stops_the_workers_and_the_resource_tracker(points_module, tmp_p
     while any(_alive(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [k for k in kids if _alive(k)]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"),
+                    reason="POSIX FIFOs and /dev/zero")
+def test_sweep_folders_with_fifos_or_devices_never_block(tmp_path):
+    out = tmp_path / "s"
+    sweep(traj, {"a": [1, 2]}, seed=0, executor="serial", cache_dir=out)
+    (out / "point-000001.json").unlink()
+    (out / "point-000001.json").symlink_to("/dev/zero")
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="point 1: .*character device, not a regular file"):
+        load_sweep(out)
+    with pytest.warns(RuntimeWarning, match="point 1: .*recomputing it"):
+        res = sweep(traj, {"a": [1, 2]}, seed=0, executor="serial", cache_dir=out)
+    assert res.results[1].y[0, 0] == 2.0 and load_sweep(out).status == [0, 0]
+    fifo_dir = tmp_path / "f"
+    fifo_dir.mkdir()
+    os.mkfifo(fifo_dir / "sweep.json")
+    with pytest.raises(ValueError, match="FIFO"):
+        load_sweep(fifo_dir)
+    assert time.monotonic() - t0 < 30
