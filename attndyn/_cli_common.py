@@ -55,9 +55,11 @@ MODEL_DEFAULTS = {"model": "tied", "K": 2, "trainable": "0", "L": 1, "loss": "sq
 #: inclusive ranges of every size the CLI accepts (option -> (low, high)); checked before
 #: any work. The highs keep one run within minutes and gigabytes on a workstation.
 LIMITS = {
+    "K": (1, 32),           # Gamma is a K x K symbolic matrix: K = 32 takes 12 s, 64 takes 72 s
     "L": (1, 16),           # the loss sees L x L x K Gaussian entries
     "d": (2, 8192),         # d x d matrices per index (sgd, compare, untied integrate)
     "verify_d": (2, 1000),  # the trunc check's moments cost d^3 per word
+    "compare_d": (2, 2048),  # the theory's d x d matrix flow costs K d^3 per evaluation
     "width": (1, 8192),
     "batch": (1, 1_000_000),
     "n_out": (1, 10_000),
@@ -173,7 +175,8 @@ def add_model_options(p: argparse.ArgumentParser, kinds=KINDS, *, title: str = "
                        help="parameterisation: " + ", ".join(f"{k} ({KIND_NAMES[k]})"
                                                               for k in kinds)
                        + " (default tied)")
-    g.add_argument("--K", type=int, default=None, help="number of indices, 1..255 (default 2)")
+    g.add_argument("--K", type=int, default=None,
+                   help=f"number of indices, {LIMITS['K'][0]}..{LIMITS['K'][1]} (default 2)")
     g.add_argument("--trainable", default=None,
                    help="comma-separated trainable indices, 0-based (default 0)")
     g.add_argument("--L", type=int, default=None,
@@ -236,7 +239,7 @@ def model_spec(args) -> ModelSpec:
     kinds = getattr(args, "_model_kinds", KINDS)
     if v["model"] not in kinds:
         raise ValueError(f"--model must be one of {', '.join(kinds)} here, got {v['model']}")
-    K = check_K(v["K"], "--K")
+    K = check_size(check_K(v["K"], "--K"), "K")
     L = check_size(v["L"], "L")
     trainable = check_trainable(int_list(v["trainable"], "trainable"), K)
     if not trainable:

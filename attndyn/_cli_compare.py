@@ -43,6 +43,7 @@ def run(command: str, args) -> int:
     from attndyn.numeric import compare
 
     check_size(args.seeds, "seeds")
+    check_size(args.d, "d", "compare_d")
     if args.time != "slow":
         raise ValueError("compare runs on the slow time (tau = eta n / d); drop --time fast")
     spec, model, init, t_eval = prepare(args, n_runs=args.seeds)

@@ -30,8 +30,8 @@ def add_run_options(p, command: str) -> None:
     """The model options and the SGD run options of ``sgd`` and ``compare``."""
     add_model_options(p)
     g = p.add_argument_group("SGD run")
-    g.add_argument("--d", type=int, default=200,
-                   help=f"dimension d, {LIMITS['d'][0]}..{LIMITS['d'][1]} (default 200)")
+    lo, hi = LIMITS["compare_d" if command == "compare" else "d"]
+    g.add_argument("--d", type=int, default=200, help=f"dimension d, {lo}..{hi} (default 200)")
     g.add_argument("--width", default=None,
                    help="student/teacher widths d_k (tied, untied), one value or one per index, "
                         f"{LIMITS['width'][0]}..{LIMITS['width'][1]} (default d)")

@@ -40,6 +40,7 @@ CANONICAL = {
     "machine-readable output": ("--json", set()),
     "number of output times": ("--n-out", set()),
     "seed": ("--seed", set()),
+    "number of independent SGD runs": ("--seeds", {"--n-seeds"}),
 }
 # subcommands where --T is a variable of paper 000's bounds, not a run's horizon
 BOUND_VARIABLES = {"scaling"}

@@ -16,9 +16,12 @@ SGD = ["--eta", "0.01", "--d", "20", "--batch", "8", "--t-end", "0.01"]
 
 @pytest.mark.parametrize("argv,option,allowed", [
     (["sgd", *SGD, "--d", "1000000000"], "--d", "[2, 8192]"),
-    (["compare", *SGD, "--d", "1000000"], "--d", "[2, 8192]"),
+    (["compare", *SGD, "--d", "1000000"], "--d", "[2, 2048]"),
+    (["compare", *SGD, "--d", "4096"], "--d", "[2, 2048]"),
     (["sgd", *SGD, "--n-out", "1000000"], "--n-out", "[1, 10000]"),
     (["sgd", *SGD, "--L", "1000000"], "--L", "[1, 16]"),
+    (["sgd", *SGD, "--K", "255"], "--K", "[1, 32]"),
+    (["derive", "--K", "64"], "--K", "[1, 32]"),
     (["sgd", *SGD, "--batch", "1000000000"], "--batch", "[1, 1000000]"),
     (["sgd", *SGD, "--width", "1000000"], "--width", "[1, 8192]"),
     (["sgd", *SGD, "--order", "1000"], "--order", "[1, 12]"),
@@ -49,7 +52,7 @@ def test_sizes_refused_before_any_work(argv, option, allowed, capsys, tmp_path, 
 
 
 def test_limits_cover_the_issue_sizes():
-    for key in ("L", "d", "width", "n_out", "seeds", "batch"):
+    for key in ("K", "L", "d", "width", "n_out", "seeds", "batch"):
         lo, hi = LIMITS[key]
         assert 1 <= lo <= hi < 10 ** 7, key
 
