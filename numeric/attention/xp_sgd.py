@@ -97,7 +97,8 @@ def _seed_record(ss: np.random.SeedSequence) -> dict:
 def _checkpoint_steps(t_eval, dt, eta, d, label):
     ratio = t_eval[-1] / dt
     if not ratio < _MAX_STEPS:
-        raise ValueError(f"t_eval up to {t_eval[-1]:g} needs {ratio:.3g} SGD steps of dt = {dt:.3g} "
+        raise ValueError(f"t_eval up to {t_eval[-1]:g} needs {ratio:.3g} SGD steps of "
+                         f"dt = {dt:.3g} "
                          f"({label}, eta = {eta:g}, d = {d}): more than 2**62")
     steps = np.rint(t_eval / dt).astype(np.int64)
     n_t, n_s = np.unique(t_eval).size, np.unique(steps).size
@@ -270,7 +271,8 @@ class _Factors(_Step):
         for k in range(self.K):
             for i in range(L):
                 for j in range(i, L):
-                    g = (_dot(xp, P[k][:, :, i, :], P[k][:, :, j, :]) - self.C[i][j] * tr_S[k]) / sqd
+                    g = _dot(xp, P[k][:, :, i, :], P[k][:, :, j, :]) - self.C[i][j] * tr_S[k]
+                    g = g / sqd
                     cols[self._idx(i, j, k)] = g
                     cols[self._idx(j, i, k)] = g
         lsum, D = self._losses(cols, cols[0])
@@ -421,7 +423,8 @@ class _Pairs(_Step):
         for k in range(self.K):
             if k in self.tr:
                 u, v, w = self.uoff[k], self.voff[k], self.w[k]
-                out.append((np.ascontiguousarray(W[:, u:u + w]), np.ascontiguousarray(W[:, v:v + w])))
+                out.append((np.ascontiguousarray(W[:, u:u + w]),
+                            np.ascontiguousarray(W[:, v:v + w])))
             else:
                 out.append(self.weights[k])
         return out

@@ -249,8 +249,9 @@ class ExpressionEvaluator:
         self.used = sorted(self._pos[s] for s in used)
 
     # the tree: ("in", i) | ("tmp", i) | ("num", x) | ("add"|"mul"|"max"|"min", [..])
-    # | ("pow", node, e) | ("fn", name, node) | ("erf", node) | ("heaviside", node, h0)
-    # | ("piecewise", [(value, cond)]) | ("cmp", op, a, b)
+    # | ("pow", node, "int"|"sqrt"|"float", e) | ("powe", node, node) | ("fn", name, node)
+    # | ("erf", node) | ("heaviside", node, h0) | ("piecewise", [(value, cond)])
+    # | ("cmp", op, a, b)
     def _build(self, e):
         sp = self._sp
         if e in self._pos:
@@ -273,8 +274,12 @@ class ExpressionEvaluator:
             return ("mul", [self._build(a) for a in e.args])
         if isinstance(e, sp.Pow):
             b, x = e.args
-            if x.is_Number:
-                return ("pow", self._build(b), x)
+            if x.is_Number:  # classified once: no SymPy arithmetic per evaluation
+                if x.is_Integer and 1 <= abs(int(x)) <= 4:
+                    return ("pow", self._build(b), "int", int(x))
+                if x == sp.Rational(1, 2) or x == sp.Rational(-1, 2):
+                    return ("pow", self._build(b), "sqrt", 1 if x > 0 else -1)
+                return ("pow", self._build(b), "float", float(x))
             return ("powe", self._build(b), self._build(x))
         if isinstance(e, sp.Max):
             return ("max", [self._build(a) for a in e.args])
@@ -324,20 +329,18 @@ class ExpressionEvaluator:
             return acc
         if op == "pow":
             b = self._eval(node[1], ctx)
-            x = node[2]
-            if x.is_Integer and 1 <= abs(int(x)) <= 4:
-                n = abs(int(x))
+            how, x = node[2], node[3]
+            if how == "int":
                 out = b
-                for _ in range(n - 1):
+                for _ in range(abs(x) - 1):
                     out = out * b
                 return 1.0 / out if x < 0 else out
-            if x == self._sp.Rational(1, 2):
-                return xp.sqrt(b) if not isinstance(b, float) else math.sqrt(b)
-            if x == self._sp.Rational(-1, 2):
-                return 1.0 / (xp.sqrt(b) if not isinstance(b, float) else math.sqrt(b))
+            if how == "sqrt":
+                r = math.sqrt(b) if isinstance(b, float) else xp.sqrt(b)
+                return r if x > 0 else 1.0 / r
             if isinstance(b, float):
-                return b ** float(x)
-            return xp.pow(b, float(x))
+                return b ** x
+            return xp.pow(b, x)
         if op == "powe":
             b, x = self._eval(node[1], ctx), self._eval(node[2], ctx)
             if isinstance(b, float) and isinstance(x, float):
