@@ -6,7 +6,8 @@ that it writes to netCDF through scipy's engine (no binary dependency) and reads
 
 - numbers and strings stay as they are;
 - dictionaries and lists (``params``, ``seed``, ``diagnostics``...) become JSON strings,
-  under their own name with the suffix ``_json``.
+  under their own name with the suffix ``_json`` (``inf`` and ``nan`` inside them round-trip
+  as floats).
 
 :func:`dataset_attrs` and :func:`decode_attrs` are the two directions of that encoding.
 """
@@ -75,7 +76,9 @@ def dataset_attrs(**labels) -> dict:
         elif isinstance(value, str):
             out[key] = value
         else:
-            out[f"{key}_json"] = json.dumps(jsonable(value), sort_keys=True)
+            # inf and nan as Python's JSON writes them (Infinity, NaN): decode_attrs reads
+            # them back as floats, not as the strings 'inf' and 'nan'
+            out[f"{key}_json"] = json.dumps(jsonable(value, nonfinite="float"), sort_keys=True)
     return out
 
 

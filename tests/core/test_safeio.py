@@ -239,3 +239,14 @@ def test_getitem_is_a_checked_drop_in_for_np_load(tmp_path):
     with safeio.open_npz(tmp_path / "o.npz", "file") as z:
         with pytest.raises(ValueError, match="dtype object"):
             z["o"]
+
+
+def test_dataset_attributes_round_trip_nonfinite_floats(tmp_path):
+    xr = pytest.importorskip("xarray")
+    from attndyn.numeric.core.labelled import decode_attrs, trajectory_to_xarray
+    tr = Trajectory(t=np.linspace(0, 1, 3), y=np.zeros((1, 3)), names=["a"],
+                    params={"h_max": float("inf"), "x": [1.0, float("-inf")]})
+    ds = trajectory_to_xarray(tr)
+    ds.to_netcdf(tmp_path / "x.nc", engine="scipy")
+    back = decode_attrs(xr.open_dataset(tmp_path / "x.nc", engine="scipy").load().attrs)
+    assert back["params"] == {"h_max": np.inf, "x": [1.0, -np.inf]}
