@@ -23,8 +23,9 @@ MAX_T_END = 1e4
 MAX_INIT_VALUE = 1e6
 
 CONVERGENCE_HELP = ("tolerance of the convergence check: the truncation at order M is "
-                    "compared with order M - 2 (M + 2 below order 4) on the moments of length "
-                    "<= 2; above this relative difference the run has status 2 (default 1e-6)")
+                    "compared with order M - 2 (M + 2 below order 4; untied: M + 2) on the "
+                    "moments of length <= 2; above this relative difference the run has "
+                    "status 2 (default 1e-6)")
 
 
 def add_arguments(command: str, p: argparse.ArgumentParser) -> None:

@@ -27,15 +27,16 @@ def test_convergence_check_described_one_way():
     integrate = pattern.search(_opts("integrate")["--conv-tol"].help)
     verify = pattern.search(_opts("verify")["--conv-tol"].help)
     assert integrate and verify
-    assert integrate.group(1) == "M - 2 (M + 2 below order 4)"
+    assert integrate.group(1) == "M - 2 (M + 2 below order 4; untied: M + 2)"
     assert verify.group(1) == "M + 2"
     for cmd in ("integrate", "verify"):
         assert "M vs M-2" not in _opts(cmd)["--conv-tol"].help
 
 
 def test_integrate_convergence_help_matches_the_library():
-    """What integrate's help says its check compares: order 6 against 4, order 2 against 4
-    (``check="auto"``, which ``attndyn integrate`` passes)."""
+    """What integrate's help says its check compares: tied order 6 against 4, order 2
+    against 4, untied order 2 against 4 (``check="auto"``, which ``attndyn integrate``
+    uses)."""
     import numpy as np
 
     import attndyn
@@ -47,6 +48,10 @@ def test_integrate_convergence_help_matches_the_library():
         res = model.hierarchy(order).integrate(init, np.linspace(0, 0.01, 2), check="auto",
                                                method="truncation")
         assert res.diagnostics["ladder"] == [other], order
+    untied = attndyn.UntiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    pairs = untied.gaussian_init(12, seed=0)
+    res = untied.hierarchy(2).integrate(pairs, np.linspace(0, 0.01, 2), check="auto")
+    assert res.diagnostics["ladder"] == [4]
 
 
 @pytest.mark.parametrize("spec,word", [
