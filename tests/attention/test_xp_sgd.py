@@ -322,6 +322,17 @@ def test_a_model_without_an_array_api_step_is_refused():
         X._step_class(fake)
 
 
+def test_numpy_alone_is_the_cpu_namespace_without_array_api_compat(monkeypatch):
+    """The default install has no array-api-compat: NumPy >= 2 itself runs the steps, with
+    the same numbers."""
+    model, init, eta, T = SCEN["tied-two-tokens"]
+    kw = dict(eta=eta, batch=BATCH, t_eval=[0.0, T / 4], seed=1, progress=False)
+    ref = X.xp_sgd(model, init, **kw)
+    monkeypatch.setitem(sys.modules, "array_api_compat.numpy", None)
+    assert XP.namespace("cpu") is np
+    assert np.array_equal(X.xp_sgd(model, init, **kw).y, ref.y)
+
+
 def test_cuda_refused_without_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
     with pytest.raises(XP.DeviceUnavailableError, match="CuPy, which is not installed") as info:
