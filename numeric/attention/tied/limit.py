@@ -259,11 +259,15 @@ def _commuting_run(model, law, t_eval, words, rtol, atol, panels, per_panel, blo
     return per_node_flow(model, lam0, w, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
 
 
-def per_node_flow(model, lam0, w, t_eval, words, *, rtol=1e-12, atol=1e-14, blowup=1e100):
+def per_node_values(model, lam0, w, t_eval, *, rtol=1e-12, atol=1e-14, blowup=1e100):
     """The per-eigenvalue ODE on nodes ``lam0`` (``K x n``: the value of letter ``k`` on
-    the eigenvector of node ``j``) with weights ``w``: returns ``(t, traces, status,
-    message)``. With equal weights ``1/n`` it is the tied matrix flow of the diagonal
-    matrices ``diag(lam0[k])``."""
+    the eigenvector of node ``j``) with weights ``w``,
+
+        d lambda_k/dt = -(2 sum_l Gamma_kl(q) lambda_l + gamma/2) lambda_k  (k trainable),
+        q_kl = sum_j w_j lambda_k(j) lambda_l(j);
+
+    returns ``(t, lam, status, message)``, ``lam`` of shape ``(K, n, n_t)``. Nodes of zero
+    weight are tracers: they follow the flow without changing ``q``."""
     lam0 = np.asarray(lam0, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
     t_eval = np.asarray(t_eval, dtype=np.float64)
@@ -304,13 +308,24 @@ def per_node_flow(model, lam0, w, t_eval, words, *, rtol=1e-12, atol=1e-14, blow
     else:
         Y = np.repeat(lam0[tr].ravel()[:, None], t_eval.size, axis=1)
         ts, status, message = t_eval.copy(), 0, "success"
+    lam = np.repeat(lam0[:, :, None], ts.size, axis=2)
+    lam[tr] = Y.reshape(len(tr), n, ts.size)
+    return ts, lam, status, message
+
+
+def per_node_flow(model, lam0, w, t_eval, words, *, rtol=1e-12, atol=1e-14, blowup=1e100):
+    """The traces ``mu_w = sum_j w_j prod_i lambda_{w_i}(j)`` of :func:`per_node_values`:
+    returns ``(t, traces, status, message)``. With equal weights ``1/n`` it is the tied
+    matrix flow of the diagonal matrices ``diag(lam0[k])``."""
+    w = np.asarray(w, dtype=np.float64)
+    ts, lam, status, message = per_node_values(model, lam0, w, t_eval, rtol=rtol, atol=atol,
+                                               blowup=blowup)
     out = np.empty((len(words), ts.size))
     for j in range(ts.size):
-        lam = full(Y[:, j])
         for i, wd in enumerate(words):
-            prod = np.ones(n)
+            prod = np.ones(w.size)
             for a in wd:
-                prod = prod * lam[a]
+                prod = prod * lam[a, :, j]
             out[i, j] = prod @ w
     return ts, out, status, message
 

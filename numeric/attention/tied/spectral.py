@@ -1,0 +1,256 @@
+"""Spectral density of ``S_k(t)`` in the ``d -> infinity`` limit (tied, commuting laws).
+
+In the commuting case (at most one non-scalar letter in the initial law, see
+:mod:`attndyn.numeric.attention.tied.limit`) every ``S_k(t)`` is a function of the one random
+matrix ``S``: on the eigenvector of ``S`` with eigenvalue ``x``, ``S_k(t)`` has the eigenvalue
+``lambda_k(t, x)``, which solves the self-consistent per-eigenvalue flow
+
+    d lambda_k(x)/dt = -2 sum_l Gamma_kl(q) lambda_l(x) lambda_k(x) - (gamma/2) lambda_k(x),
+    q_kl(t) = int lambda_k(x) lambda_l(x) drho(x)
+
+(paper 003, eq. 11 projected on the eigenbasis; ``rho`` the Marchenko-Pastur law). The law of
+the eigenvalues of ``S_k(t)`` is therefore the push-forward of ``rho`` by ``x -> lambda_k(t, x)``::
+
+    F_t(y) = rho({x : lambda_k(t, x) <= y}),
+    rho_t(y) = rho(x) / |d lambda_k / dx|   at  y = lambda_k(t, x)   (one branch).
+
+The limit solver integrates the flow on the nodes of a Marchenko-Pastur quadrature; here the
+same flow carries extra *tracer* nodes of zero weight on a fine grid of ``theta``
+(``x = lambda_- + (lambda_+ - lambda_-) sin^2(theta/2)``), which leave ``q`` unchanged and
+sample ``lambda_k(t, .)``. With ``x`` increasing in ``theta`` and the closed-form
+Marchenko-Pastur mass of ``[lambda_-, x(theta)]``, the CDF at a tracer is exact; the density
+uses ``d lambda / d theta`` from a cubic spline through the tracers. The map must be monotone
+in ``x`` (it is for every flow whose per-node right-hand side is ``lambda_k`` times a
+function common to all nodes, the Wishart letter of a logistic-type flow included); where it
+is not, the result says so and carries the CDF only.
+
+The atom of the law at 0 (aspect < 1) stays an atom, at ``lambda_k(t, 0)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attndyn.numeric.core.results import Trajectory
+from attndyn.numeric.core.validate import check_t_eval
+from attndyn.numeric.attention.tied.limit import (_check_int, _check_law, _law_record,
+                                                  _mp_cdf_theta, _mp_theta_weight, _node_values,
+                                                  _random_letters, is_commuting, mp_edges,
+                                                  per_node_values)
+
+__all__ = ["spectral_density", "SpectralDensity", "ks_distance", "per_node_values"]
+
+
+class SpectralDensity(Trajectory):
+    """The eigenvalue law of ``S_k(t)`` at the output times (``kind="spectral_density"``).
+
+    ``y`` has shape ``(n_grid, n_t)``: the density of the continuous part at the points
+    ``grid`` (row ``i`` is named ``rho(grid[i])``). ``diagnostics`` holds ``grid``,
+    ``cdf`` (``(n_grid, n_t)``, atoms included), ``support`` (``(2, n_t)``: the image of
+    ``[lambda_-, lambda_+]``), ``atom`` (``(2, n_t)``: location and mass of the atom,
+    mass 0 without one) and, per time, whether the map was monotone.
+    """
+
+    @property
+    def grid(self) -> np.ndarray:
+        return np.asarray(self.diagnostics["grid"], dtype=float)
+
+    @property
+    def density(self) -> np.ndarray:
+        return np.asarray(self.y, dtype=float)
+
+    @property
+    def cdf_values(self) -> np.ndarray:
+        return np.asarray(self.diagnostics["cdf"], dtype=float)
+
+    def cdf(self, y, t_index: int = -1) -> np.ndarray:
+        """``F_t(y)`` at any points ``y`` for the output time ``t[t_index]`` (exact at the
+        tracers, interpolated linearly between them; atoms included)."""
+        tr_y = np.asarray(self.diagnostics["tracer_y"], dtype=float)[:, t_index]
+        tr_F = np.asarray(self.diagnostics["tracer_cdf"], dtype=float)[:, t_index]
+        atom_x, atom_m = np.asarray(self.diagnostics["atom"], dtype=float)[:, t_index]
+        total_c = float(self.params.get("continuous_mass", 1.0 - atom_m))
+        y = np.asarray(y, dtype=float)
+        F = np.interp(y, tr_y, tr_F, left=0.0, right=total_c)
+        return F + np.where(y >= atom_x, atom_m, 0.0)
+
+    @classmethod
+    def load(cls, path) -> "SpectralDensity":
+        from attndyn.numeric.core.results import load_result
+        r = load_result(path)
+        if r.kind != "spectral_density":
+            raise ValueError(f"{path} holds a {r.kind!r} result, not a spectral density")
+        return cls(**{f: getattr(r, f) for f in ("t", "y", "names", "words", "kind", "params",
+                                                 "seed", "status", "message", "diagnostics",
+                                                 "inv")})
+
+    def plot(self, t_index: int = -1, ax=None, **kw):
+        """The density at ``t[t_index]`` (and the atom as a marker); returns the axes."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots()
+        ax.plot(self.grid, self.density[:, t_index], label=f"t = {self.t[t_index]:.3g}", **kw)
+        x, m = np.asarray(self.diagnostics["atom"], dtype=float)[:, t_index]
+        if m > 0:
+            ax.annotate(f"atom {m:.2g}", (x, 0.0))
+        ax.set_xlabel("eigenvalue of $S_k(t)$")
+        ax.set_ylabel("density")
+        return ax
+
+
+def _invert(spline, th_sorted, y_sorted, targets, iters: int = 8):
+    """``theta`` with ``spline(theta) = target`` for a monotone spline: linear start,
+    then safeguarded Newton steps (kept inside the tracer range)."""
+    th = np.interp(targets, y_sorted, th_sorted)
+    lo, hi = th_sorted.min(), th_sorted.max()
+    for _ in range(iters):
+        d1 = spline(th, 1)
+        step = np.where(d1 != 0, (spline(th) - targets) / np.where(d1 != 0, d1, 1.0), 0.0)
+        th = np.clip(th - step, lo, hi)
+    return th
+
+
+def ks_distance(res: SpectralDensity, eigenvalues, t_index: int = -1) -> float:
+    """Kolmogorov-Smirnov distance ``sup_y |F_emp(y) - F_t(y)|`` between the eigenvalues of
+    a finite-``d`` matrix and the limit law ``res`` at ``t[t_index]``."""
+    ev = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
+    if ev.size == 0 or not np.all(np.isfinite(ev)):
+        raise ValueError("eigenvalues must be a non-empty array of finite numbers")
+    F = res.cdf(ev, t_index)
+    n = ev.size
+    i = np.arange(1, n + 1)
+    return float(max(np.max(np.abs(i / n - F)), np.max(np.abs((i - 1) / n - F))))
+
+
+def spectral_density(model, law, t_eval, *, letter: int | None = None, grid=None,
+                     n_grid: int = 400, tracers: int = 2001, rtol: float = 1e-12,
+                     atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
+                     blowup: float = 1e100) -> SpectralDensity:
+    """The ``d -> infinity`` eigenvalue law of ``S_letter(t)`` for a commuting initial law.
+
+    Parameters
+    ----------
+    model : TiedModel
+    law : FreeInit
+        At most one non-scalar (Wishart) letter: the commuting case, where the limit is
+        exact (see the module docstring). Other laws are refused: there the limit solver
+        has no per-eigenvalue map (use the eigenvalues of ``matrix_flow`` at finite ``d``).
+    t_eval : array
+        Output times (ODE time ``t = 4 eta n / d``).
+    letter : int, optional
+        Which ``S_k``; default the Wishart letter when it is trainable, else the first
+        trainable letter.
+    grid : array, optional
+        Points where the density and CDF are reported; default ``n_grid`` points spanning
+        the support at every output time.
+    tracers : int
+        Zero-weight nodes that sample ``x -> lambda_k(t, x)`` (odd, 101-20001).
+
+    Returns
+    -------
+    SpectralDensity
+        ``density`` (``(n_grid, n_t)``), ``cdf(y, t_index)``, ``grid``; status 0, or the
+        limit flow's failure status and message; a map that is not monotone in ``x`` at
+        some time gives status 3 with the CDF only (density NaN at those times).
+    """
+    t_eval = check_t_eval(t_eval)
+    law = _check_law(model, law)
+    if not is_commuting(law):
+        raise ValueError("spectral_density is exact for commuting laws (at most one non-scalar "
+                         "letter); for this law use the eigenvalues of matrix_flow at finite d")
+    rl = _random_letters(law)
+    if not rl:
+        raise ValueError("the law has no Wishart letter: every S_k(t) is a multiple of the "
+                         "identity (a point mass), with no density")
+    wl = rl[0]
+    tr = list(model.trainable)
+    if letter is None:
+        letter = wl if wl in tr else tr[0]
+    letter = _check_int(letter, "letter", 0, model.K - 1)
+    tracers = _check_int(tracers, "tracers", 101, 20001)
+    n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
+
+    spec = law.specs[wl]
+    sigma, aspect = float(spec.a), float(spec.b)
+    lm, lp, atom = mp_edges(sigma, aspect)
+    lam_q, w_q = _node_values(law, panels, per_panel)
+    # tracers: zero weight, uniform in theta (excluding the end points, where the weight
+    # vanishes), plus the two edges and the atom's location x = 0
+    theta = math.pi * (np.arange(tracers) + 0.5) / tracers
+    xs = np.concatenate([[lm], lm + (lp - lm) * np.sin(theta / 2) ** 2, [lp], [0.0]])
+    lam_t = np.repeat(lam_q[:, :1], xs.size, axis=1)
+    lam_t[wl] = xs
+    lam0 = np.concatenate([lam_q, lam_t], axis=1)
+    w = np.concatenate([w_q, np.zeros(xs.size)])
+    ts, vals, status, message = per_node_values(model, lam0, w, t_eval, rtol=rtol, atol=atol,
+                                                blowup=blowup)
+    n_t = ts.size
+    V = vals[letter][w_q.size:]              # (n_tracer + 3, n_t)
+    y_lo, y_tr, y_hi, y_atom = V[0], V[1:-2], V[-2], V[-1]
+    wth = _mp_theta_weight(theta, sigma, aspect)
+    monotone = np.zeros(n_t, dtype=bool)
+    dens_tr = np.full((tracers, n_t), np.nan)
+    from scipy.interpolate import CubicSpline  # here: scipy is heavy at start-up
+    splines = [None] * n_t
+    for j in range(n_t):
+        dy = np.diff(y_tr[:, j])
+        monotone[j] = bool(np.all(dy > 0) or np.all(dy < 0))
+        if monotone[j]:
+            splines[j] = CubicSpline(theta, y_tr[:, j])
+            dens_tr[:, j] = wth / np.abs(splines[j](theta, 1))
+    if grid is None:
+        lo = float(np.nanmin(np.minimum(y_lo, y_hi))) if n_t else 0.0
+        hi = float(np.nanmax(np.maximum(y_lo, y_hi))) if n_t else 1.0
+        grid = np.linspace(lo, hi, n_grid)
+    grid = np.asarray(grid, dtype=float)
+    if grid.ndim != 1 or grid.size < 1 or not np.all(np.isfinite(grid)):
+        raise ValueError("grid must be a 1-d array of finite numbers")
+    total_c = min(1.0, aspect)                      # mass of the continuous part
+    Fc = _mp_cdf_theta(theta, sigma, aspect)         # continuous mass below x(theta)
+    edges_th = math.pi * np.arange(tracers + 1) / tracers
+    cell = np.diff(_mp_cdf_theta(edges_th, sigma, aspect))   # continuous mass per tracer cell
+    dens = np.full((grid.size, n_t), np.nan)
+    cdf = np.empty((grid.size, n_t))
+    tracer_cdf = np.empty((tracers, n_t))
+    tracer_y = np.empty((tracers, n_t))
+    for j in range(n_t):
+        yy = y_tr[:, j]
+        s = np.argsort(yy, kind="stable")
+        ys = yy[s]
+        if monotone[j]:
+            inc = yy[-1] >= yy[0]
+            Fs = (Fc if inc else total_c - Fc)[s]
+            inside = (grid >= ys[0]) & (grid <= ys[-1])
+            th = _invert(splines[j], theta[s], ys, grid[inside])
+            dens[:, j] = 0.0
+            dens[inside, j] = (_mp_theta_weight(th, sigma, aspect)
+                               / np.abs(splines[j](th, 1)))
+            Fg = _mp_cdf_theta(th, sigma, aspect)
+        else:  # the CDF from the tracers' cells alone
+            Fs = np.cumsum(cell[s]) - cell[s] / 2
+        tracer_y[:, j], tracer_cdf[:, j] = ys, Fs
+        F = np.interp(grid, ys, Fs, left=0.0, right=total_c)
+        if monotone[j]:  # exact mass below theta(y) on the spline's inverse
+            F[inside] = Fg if inc else total_c - Fg
+        cdf[:, j] = F + np.where(grid >= y_atom[j], atom, 0.0)
+    if status == 0 and not monotone.all():
+        status = 3
+        message = (f"x -> lambda_{letter + 1}(t, x) is not monotone at {int((~monotone).sum())} "
+                   "output time(s): the CDF is exact at the tracers there, the density is NaN")
+    elif status == 0:
+        message = (f"success: exact commuting-case eigenvalue law of S_{letter + 1}(t) "
+                   f"({tracers} tracer nodes, {panels}x{per_panel} quadrature nodes)")
+    params = model.params_dict()
+    params.update({"method": "commuting", "law": _law_record(law), "letter": int(letter),
+                   "continuous_mass": total_c,
+                   "tracers": int(tracers), "rtol": rtol, "atol": atol, "panels": panels,
+                   "per_panel": per_panel})
+    diag = {"grid": grid, "cdf": cdf, "support": np.vstack([y_lo, y_hi]),
+            "atom": np.vstack([y_atom, np.full(n_t, atom)]), "monotone": monotone.tolist(),
+            "tracer_y": tracer_y, "tracer_cdf": tracer_cdf}
+    return SpectralDensity(t=ts, y=dens, names=[f"rho({g:.6g})" for g in grid], words=None,
+                           kind="spectral_density", params=params, status=int(status),
+                           message=message, diagnostics=diag)
+
