@@ -921,7 +921,7 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
                     i = futs[fut]
                     try:
                         out = fut.result()
-                    except _broken_pool_errors() as exc:
+                    except _broken_pool_errors():
                         broken.append(i)
                         continue
                     except Exception as exc:  # noqa: BLE001 - dask's KilledWorker, lost futures
