@@ -60,7 +60,8 @@ _TENSOR_LADDER = (3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
 
 __all__ = ["NumericPotential", "numeric_potential", "check_continuity", "build_potential",
            "tied_potential", "untied_potential", "direct_potential", "general_potential",
-           "potential"]
+           "potential", "as_potential", "error_report", "record_error", "run_tracked",
+           "CompiledExact"]
 
 _PROJ = {"tied": 1, "untied": 2, "direct": 3, "general": 0}
 
@@ -155,6 +156,32 @@ def grad(x, p, out):
                 p[15] = 0.0
         if j > p[14]:
             p[14] = j
+"""
+
+
+# the certified surrogate where it is built, the per-call ladder elsewhere (SurrogateRoute)
+_BOX_WRAPPER = """
+
+from attndyn.kernels.surrogate import surrogate_grad
+
+
+@numba.njit(GRAD_SIG, cache=True)
+def grad_box(x, p, out):
+    \"\"\"Gamma from the certified surrogate in p when q is inside its box, else from
+    the quadrature ladder (the surrogate's exit counter records the point).\"\"\"
+    if p[5] > 0.0:
+        o = int(p[1])
+        surrogate_grad(x, p[o:o + int(p[2])], out)
+        ok = True
+        for k in range(out.size):
+            if not np.isfinite(out[k]):
+                ok = False
+        if ok:
+            p[7] += 1.0
+            return
+    p[6] += 1.0
+    oq = int(p[3])
+    grad(x, p[oq:oq + int(p[4])], out)
 """
 
 
@@ -479,6 +506,20 @@ class NumericPotential:
                 self._grad_fn = load_generated(self._source + _WRAPPER, "grad")
         return self._grad_fn
 
+    def box_function(self):
+        """The compiled ``grad_box(x, p, out)`` (``GRAD_SIG``) of
+        :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute`: a certified
+        surrogate inside its box, :meth:`gradient_function`'s ladder outside it."""
+        fn = self.__dict__.get("_box_fn")
+        if fn is None:
+            from numba.core.errors import NumbaWarning
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*Cannot cache compiled function.*",
+                                        category=NumbaWarning)
+                fn = self._box_fn = load_generated(self._source + _WRAPPER + _BOX_WRAPPER,
+                                                   "grad_box")
+        return fn
+
     def parameters(self) -> np.ndarray:
         """The float64 parameter vector of :meth:`gradient_function`: the ladder of
         rules and the per-call counters that :meth:`error_report` reads (a copy keeps
@@ -550,8 +591,12 @@ class NumericPotential:
         ``atol + rtol max|out|``), ``over_tolerance`` (calls whose estimate missed
         the tolerance: the finest rule available could not reach it), ``rtol``,
         ``atol``, ``route`` and ``within_tolerance``."""
+        return self.ladder_report(self._pl)
+
+    def ladder_report(self, pl) -> dict:
+        """:meth:`error_report` over the compiled calls counted in the ladder vector
+        ``pl`` (:meth:`parameters`, or a copy of it) and the Python calls."""
         py = self._py_report
-        pl = self._pl
         calls, over = py["calls"], py["over_tolerance"]
         ratio, err = py["max_ratio"], py["max_error"]
         rule = self.rule.describe()
@@ -559,8 +604,7 @@ class NumericPotential:
             calls += int(pl[5])
             over += int(pl[6])
             ratio, err = max(ratio, float(pl[7])), max(err, float(pl[8]))
-            top = int(pl[14])
-            rule = self.ladder[top]
+            rule = self.ladder[int(pl[14])]
         return {"route": "numeric", "rtol": self.rtol, "atol": self.atol, "calls": calls,
                 "max_error": err, "max_ratio": ratio, "over_tolerance": over,
                 "within_tolerance": over == 0, "finest_rule": rule}
@@ -849,3 +893,162 @@ def potential(kind: str, loss, K: int, L: int = 1, C=None, params=(), **kw):
     """:func:`attndyn.symbolic.potential.potential` with the numeric route built."""
     from attndyn.symbolic import potential as _sym
     return build_potential(_sym.potential(kind, loss, K, L, C, params, **kw))
+
+
+# -- what a model takes as potential=, and what integrators report (issue 25) -------------------
+class CompiledExact:
+    """An exact (Wick, closed-form, symbolic Hermite) tied potential with its compiled
+    ``Gamma``: what a model needs from a :class:`~attndyn.symbolic.potential.TiedPotential`
+    passed as ``potential=`` (exact to rounding: its error report is empty)."""
+
+    def __init__(self, pot):
+        if getattr(pot, "params", ()):
+            raise TypeError("potential: this exact potential has parameters "
+                            f"{[str(s) for s in pot.params]}; pass the loss with params= to the "
+                            "model instead")
+        self.symbolic = pot
+        self.route, self.kind = pot.route, "tied"
+        self.K, self.L, self.C = pot.K, pot.L, pot.C
+        self._fn = None
+        self._p = np.zeros(0)
+
+    def gradient_function(self):
+        if self._fn is None:
+            self._fn = load_generated(self.symbolic.numba_source("grad"), "grad")
+        return self._fn
+
+    def parameters(self) -> np.ndarray:
+        return self._p
+
+    @property
+    def tolerance(self) -> dict:
+        return {"rtol": 0.0, "atol": 0.0, "norm": "exact (rounding only)"}
+
+    def error_report(self) -> dict:
+        return {"route": self.route, "rtol": 0.0, "atol": 0.0, "calls": None,
+                "max_error": 0.0, "max_ratio": 0.0, "over_tolerance": 0,
+                "within_tolerance": True}
+
+
+def as_potential(obj, K: int, L: int = 1, C=None, tol: float | None = None, *,
+                 kind: str = "tied", trajectory: bool = True):
+    """What a model's ``potential=`` argument becomes (the models call this once).
+
+    - ``None``: ``None`` (the model derives its potential from the loss);
+    - a :class:`~attndyn.symbolic.potential.NumericRoute` (what
+      ``attndyn.symbolic.potential.tied_potential(..., route="numeric")`` returns): built
+      (:func:`build_potential`), then as below;
+    - a tied :class:`NumericPotential`: with ``trajectory`` (default), the
+      :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute` over it: the certified
+      surrogate on the box a trajectory needs (built by :func:`run_tracked` /
+      ``prepare``), the per-call quadrature outside it; ``tol`` sets the surrogate's
+      ``rtol`` (default: the potential's);
+    - an exact symbolic tied potential: :class:`CompiledExact`;
+    - anything with ``gradient_function()`` and ``parameters()`` (a ``NumericPotential``
+      of another law, ``HermitePotential``, ``Surrogate``, ``SurrogateRoute``): as is.
+
+    ``K`` (and ``L`` where the potential states it) must match the model's. Anything else
+    is a ``TypeError`` that says which function builds a potential.
+    """
+    if obj is None:
+        return None
+    from attndyn.symbolic.potential import NumericRoute
+    if isinstance(obj, NumericRoute):
+        if obj.kind != kind:
+            raise TypeError(f"potential: a {obj.kind} numeric route given to a {kind} model")
+        obj = build_potential(obj)
+    pk = getattr(obj, "K", None)
+    if pk is not None and int(pk) != int(K):
+        raise ValueError(f"potential: built for K = {pk}, the model has K = {K}")
+    pl = getattr(obj, "L", None)
+    if pl is not None and int(pl) != int(L):
+        raise ValueError(f"potential: built for L = {pl} tokens, the model has L = {L}")
+    if isinstance(obj, NumericPotential):
+        if obj.kind != kind:
+            raise TypeError(f"potential: a {obj.kind} numeric potential given to a {kind} model")
+        if trajectory and kind == "tied":
+            from .surrogate import SurrogateRoute
+            return SurrogateRoute(obj, rtol=tol)
+        return obj
+    if callable(getattr(obj, "gradient_function", None)) and callable(getattr(obj, "parameters", None)):
+        return obj
+    if callable(getattr(obj, "numba_source", None)) and getattr(obj, "route", None) in (
+            "wick", "closed", "hermite") and kind == "tied":
+        return CompiledExact(obj)
+    raise TypeError(
+        f"potential must be a built potential (with gradient_function() and parameters()), got "
+        f"{type(obj).__name__}; build one with attndyn.numeric.attention.potentials."
+        f"{kind}_potential(loss, K, L, tol=...) (quadrature, Hermite or exact route), "
+        "build_potential(numeric_route), or attndyn.numeric.attention.surrogate.build_surrogate; "
+        "or pass the loss itself and no potential")
+
+
+def error_report(potential) -> dict:
+    """The potential's report of its worst estimated error over the calls made
+    (``route, rtol, atol, max_error, max_ratio, over_tolerance, within_tolerance`` and
+    route-specific entries); exact potentials report none. What integrators store as
+    ``diagnostics["potential"]`` (:func:`record_error`)."""
+    rep = getattr(potential, "error_report", None)
+    if callable(rep):
+        return rep()
+    if getattr(potential, "route", None) == "hermite" and hasattr(potential, "max_bound"):
+        return {"route": "hermite", "rtol": potential.rtol, "atol": potential.atol,
+                "max_error": potential.max_bound, "over_tolerance": potential.over_tolerance,
+                "within_tolerance": potential.over_tolerance == 0 and potential.exits == 0,
+                "exits": potential.exits}
+    if getattr(potential, "route", None) == "surrogate" and hasattr(potential, "certificate"):
+        cert = potential.certificate
+        return {"route": "surrogate", "rtol": potential.rtol, "atol": potential.atol,
+                "max_error": cert.get("max_abs"), "max_ratio": cert.get("max_ratio"),
+                "over_tolerance": 0 if cert.get("passed") else 1,
+                "within_tolerance": bool(cert.get("passed")), "certificate": cert}
+    return {"route": getattr(potential, "route", "exact"), "max_error": 0.0,
+            "over_tolerance": 0, "within_tolerance": True}
+
+
+def record_error(result, potential):
+    """Store :func:`error_report` in ``result.diagnostics["potential"]`` and, when an
+    estimate exceeded the tolerance, say so in ``result.message`` (the status stays)."""
+    rep = error_report(potential)
+    result.diagnostics["potential"] = rep
+    if not rep.get("within_tolerance", True):
+        result.message = (f"{result.message}; Gamma ({rep['route']} route) exceeded its tolerance "
+                          f"(rtol {rep.get('rtol', float('nan')):.1e}, atol "
+                          f"{rep.get('atol', float('nan')):.1e}) in {rep['over_tolerance']} "
+                          f"evaluation(s): worst estimated error {rep.get('max_error', float('nan')):.2e}")
+    return rep
+
+
+def run_tracked(potential, qs, run, *, rerun_above: int = 200, max_extensions: int = 8):
+    """Run a trajectory with a potential that tracks its region of overlap space.
+
+    ``run()`` integrates and returns a result with ``diagnostics`` and ``message``;
+    ``qs`` are the overlaps the trajectory starts from (``K x K`` or a sequence). For a
+    :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute` the surrogate's box is
+    built around ``qs`` first (certified, cached on disk); when the run left the box
+    more than ``rerun_above`` times (the quadrature served those calls, within its own
+    tolerance) the box is grown to the exit point and the run repeated (at most
+    ``max_extensions`` times), so a trajectory gets the surrogate's speed on the box it
+    needs. Any other potential: ``run()`` once. In both cases :func:`record_error`
+    stores the error report (``diagnostics["potential"]``, with the surrogate's
+    certificate) and names a missed tolerance in the message. Returns the result.
+    """
+    track = callable(getattr(potential, "prepare", None)) and callable(getattr(potential, "extend", None))
+    if not track:
+        res = run()
+        record_error(res, potential)
+        return res
+    potential.prepare(qs)
+    extensions = 0
+    while True:
+        potential.reset_exits()
+        potential.reset_report()
+        res = run()
+        fallback = potential.error_report()["quadrature_calls"]
+        if fallback <= rerun_above or extensions >= max_extensions or potential.exit_q is None \
+                or not potential.extend():
+            break
+        extensions += 1
+    record_error(res, potential)
+    res.diagnostics["box_extensions"] = extensions
+    return res

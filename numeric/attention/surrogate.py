@@ -73,8 +73,8 @@ import numpy as np
 
 from attndyn.kernels.surrogate import pack_surrogate, surrogate_batch, surrogate_grad
 
-__all__ = ["Surrogate", "SurrogateError", "build_surrogate", "box_around", "integrate_in_box",
-           "coordinates", "from_coordinates", "BOX_EXIT"]
+__all__ = ["Surrogate", "SurrogateError", "SurrogateRoute", "build_surrogate", "box_around",
+           "integrate_in_box", "coordinates", "from_coordinates", "BOX_EXIT"]
 
 #: Trajectory status when a trajectory left the certified box (``on_exit="stop"``).
 BOX_EXIT = -5
@@ -270,8 +270,9 @@ def _exact_fn(pot):
 
 
 def _make_source(potential, K, key):
-    from .potentials import NumericPotential
-    if isinstance(potential, NumericPotential):
+    # a NumericPotential (attndyn.numeric.attention.potentials), told by its route: this
+    # module sits below potentials.py and does not import it
+    if getattr(potential, "route", None) == "numeric" and callable(getattr(potential, "adaptive", None)):
         if potential.kind != "tied":
             raise TypeError(f"surrogates are for tied potentials, got a {potential.kind} one")
         h = hashlib.sha256()
@@ -730,7 +731,6 @@ def integrate_in_box(model, order, mu0, t_eval, *, surrogate, on_exit: str = "ex
 
     Returns ``(Trajectory, Surrogate)``.
     """
-    from .tied import TiedModel
     if on_exit not in ("extend", "stop"):
         raise ValueError(f"on_exit must be 'extend' or 'stop', got {on_exit!r}")
     if not isinstance(surrogate, Surrogate):
@@ -746,8 +746,9 @@ def integrate_in_box(model, order, mu0, t_eval, *, surrogate, on_exit: str = "ex
     extensions = 0
     while True:
         sur.reset_exits()
-        m = TiedModel(model.K, list(model.trainable), L=model.L, C=model.C,
-                      weight_decay=model.weight_decay, potential=sur)
+        # the model's own class with the surrogate as its potential (no import of the model)
+        m = type(model)(model.K, list(model.trainable), L=model.L, C=model.C,
+                        weight_decay=model.weight_decay, potential=sur)
         res = m.hierarchy(order).integrate(mu0, t_eval, **kw)
         res.diagnostics["surrogate"] = sur.describe()
         res.diagnostics["box_extensions"] = extensions
@@ -771,3 +772,239 @@ def integrate_in_box(model, order, mu0, t_eval, *, surrogate, on_exit: str = "ex
         from ..core.results import IntegrationError
         raise IntegrationError(res.message)
     return res, sur
+
+
+# -- the trajectory route of a numeric potential (issue 25) -------------------------------------
+class SurrogateRoute:
+    """The route a trajectory takes with a tied numeric (quadrature) potential: the
+    certified Chebyshev surrogate (:func:`build_surrogate`) on the box of overlap space
+    the trajectory needs, the source's per-call quadrature ladder outside it.
+
+    The compiled ``Gamma`` (:meth:`gradient_function`, ``GRAD_SIG``) evaluates the
+    surrogate when ``q`` is inside its box and falls back to the quadrature otherwise,
+    so it never returns NaN for a PSD ``q`` and every value is within the stated
+    tolerance (the surrogate's certificate inside, the ladder's estimate outside); the
+    fallback counts the exit and records the first outside ``q``. :meth:`prepare`
+    builds (or grows) the box around given overlaps; :meth:`extend` grows it to an exit
+    point. Both rebuild from the source and the disk cache of :func:`build_surrogate`,
+    and write the new surrogate into the same parameter vector, so a model holding
+    :meth:`parameters` sees it without being rebuilt. A box that cannot be certified
+    (the quadrature cannot reach the accuracy at a corner, too many nodes) leaves the
+    quadrature in charge there and is noted in ``notes`` and :attr:`certificate`.
+
+    Parameters
+    ----------
+    source : NumericPotential (tied)
+        The quadrature route: the surrogate's reference and the fallback.
+    rtol, atol : float, optional
+        The surrogate's tolerance, ``|error| <= atol + rtol |Gamma_kl|``; default the
+        source's.
+    rel_margin, r_margin : float
+        Margins of a new box around the overlaps it must contain (:func:`box_around`).
+    capacity : int
+        Room in the parameter vector for the surrogate (float64 entries).
+    build : dict, optional
+        More options of :func:`build_surrogate` (``n_check``, ``max_nodes``, ...).
+
+    One-off evaluations (:meth:`gamma_at`, :meth:`gamma_with_error`) go to the
+    quadrature route; :meth:`error_report` sums up both parts.
+    """
+
+    route = "surrogate"
+    kind = "tied"
+
+    def __init__(self, source, *, rtol: float | None = None, atol: float | None = None,
+                 rel_margin: float = 0.25, r_margin: float = 0.1, capacity: int = 262_144,
+                 build: dict | None = None):
+        if getattr(source, "route", None) != "numeric" or getattr(source, "kind", None) != "tied" \
+                or not callable(getattr(source, "box_function", None)):
+            raise TypeError("source must be a tied NumericPotential "
+                            "(attndyn.numeric.attention.potentials.tied_potential(..., "
+                            "route='numeric'))")
+        self.source = source
+        self.K, self.L, self.C = source.K, source.L, source.C
+        self.rtol = _check_tol(source.rtol if rtol is None else rtol, "rtol")
+        self.atol = _check_tol(source.atol if atol is None else atol, "atol")
+        if self.rtol == 0 and self.atol == 0:
+            raise ValueError("rtol and atol cannot both be 0")
+        self.rel_margin, self.r_margin = float(rel_margin), float(r_margin)
+        self._build = dict(build or {})
+        self.surrogate = None
+        self.notes: list = []
+        ladder = source.parameters()
+        cap = int(capacity)
+        head = np.zeros(16)
+        head[:8] = [-3.0, 16, cap, 16 + cap, ladder.size, 0.0, 0.0, 0.0]
+        self._p = np.ascontiguousarray(np.concatenate([head, np.zeros(cap), ladder]))
+
+    # -- the model protocol ---------------------------------------------------------------
+    def gradient_function(self):
+        """The compiled ``grad(x, p, out)`` (``GRAD_SIG``): surrogate in its box, quadrature
+        outside (compiled once per process, as the quadrature route's)."""
+        return self.source.box_function()
+
+    def parameters(self) -> np.ndarray:
+        """The parameter vector of :meth:`gradient_function` (stable: a new box is written
+        into it in place)."""
+        return self._p
+
+    @property
+    def tolerance(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol, "norm": "entrywise (surrogate), max "
+                "(quadrature outside the box)"}
+
+    # -- the box ------------------------------------------------------------------------------
+    def _slot(self):
+        return self._p[16:16 + int(self._p[2])]
+
+    @property
+    def exits(self) -> int:
+        """Calls outside the surrogate's box since :meth:`reset_exits` (0 without a box)."""
+        return int(self._slot()[5]) if self.surrogate is not None else 0
+
+    @property
+    def exit_q(self):
+        """The first ``q`` seen outside the box (None if none)."""
+        if self.exits == 0:
+            return None
+        sl = self._slot()
+        o = int(sl[6])
+        return sl[o:o + self.K * self.K].reshape(self.K, self.K).copy()
+
+    def reset_exits(self):
+        if self.surrogate is not None:
+            sl = self._slot()
+            sl[5] = 0.0
+            o = int(sl[6])
+            sl[o:o + self.K * self.K] = 0.0
+
+    def covers(self, qs) -> bool:
+        """Whether every overlap matrix in ``qs`` lies in the surrogate's box."""
+        if self.surrogate is None:
+            return False
+        c = coordinates(np.asarray(qs, dtype=float))
+        return bool(np.all(c >= self.surrogate.lo) and np.all(c <= self.surrogate.hi))
+
+    def _install(self, sur):
+        sl = self._slot()
+        n = sur.parameters().size
+        if n > sl.size:
+            raise SurrogateError(f"the surrogate needs {n} parameters, the route has room for "
+                                 f"{sl.size}; build the route with a larger capacity=")
+        sl[:n] = sur.parameters()
+        sl[n:] = 0.0
+        self._p[5] = 1.0
+        self.surrogate = sur
+
+    def _build_on(self, lo, hi):
+        try:
+            sur = build_surrogate(self.source, (lo, hi), rtol=self.rtol, atol=self.atol,
+                                  **self._build)
+        except (SurrogateError, ValueError) as exc:
+            self.notes.append(f"no surrogate on {lo.tolist()} .. {hi.tolist()}: {exc}; the "
+                              "quadrature route serves there")
+            return False
+        self._install(sur)
+        return True
+
+    def prepare(self, qs) -> bool:
+        """Make the box contain the overlaps ``qs`` (a ``K x K`` matrix or a sequence):
+        build it around them with the margins, or grow the present one to hold them
+        too. Returns whether a certified surrogate covers them."""
+        Q = np.asarray(qs, dtype=float)
+        if Q.ndim == 2:
+            Q = Q[None]
+        if Q.ndim != 3 or Q.shape[1:] != (self.K, self.K):
+            raise ValueError(f"qs must be ({self.K}, {self.K}) overlap matrices, got shape "
+                             f"{np.shape(qs)}")
+        if self.covers(Q):
+            return True
+        lo, hi = box_around(Q, self.rel_margin, self.r_margin)
+        if self.surrogate is not None:
+            lo, hi = np.minimum(lo, self.surrogate.lo), np.maximum(hi, self.surrogate.hi)
+        return self._build_on(lo, hi)
+
+    def extend(self, q=None, margin: float = 0.5) -> bool:
+        """Grow the box to the exit point ``q`` (default: the recorded one) plus ``margin``
+        of its width on each side that moves, as :meth:`Surrogate.extended`."""
+        q = self.exit_q if q is None else np.asarray(q, dtype=float)
+        if q is None:
+            return self.surrogate is not None
+        if self.surrogate is None:
+            return self.prepare(q)
+        c = coordinates(q)[0]
+        if not np.all(np.isfinite(c)) or np.any(c[:self.K] <= 0):
+            return False
+        lo, hi = self.surrogate.lo.copy(), self.surrogate.hi.copy()
+        w = hi - lo
+        below, above = c < lo, c > hi
+        lo[below] = c[below] - margin * w[below]
+        hi[above] = c[above] + margin * w[above]
+        vb = below[:self.K]
+        lo[:self.K][vb] = np.maximum(lo[:self.K][vb], 0.25 * c[:self.K][vb])
+        lo[self.K:] = np.maximum(lo[self.K:], -1.0)
+        hi[self.K:] = np.minimum(hi[self.K:], 1.0)
+        return self._build_on(lo, hi)
+
+    # -- evaluation -------------------------------------------------------------------------
+    def gamma(self, q) -> np.ndarray:
+        """``Gamma(q)`` through the compiled route (surrogate in the box, else quadrature)."""
+        q = np.asarray(q, dtype=float)
+        if q.shape != (self.K, self.K) or not np.all(np.isfinite(q)):
+            raise ValueError(f"q must be a finite ({self.K}, {self.K}) array")
+        out = np.empty(self.K * self.K)
+        p = self._p.copy()
+        self.gradient_function()(np.ascontiguousarray(q.ravel()), p, out)
+        return out.reshape(self.K, self.K)
+
+    def gamma_at(self, q) -> np.ndarray:
+        """One-off ``Gamma(q)``: the quadrature route refined at ``q``."""
+        return self.source.gamma_at(q)
+
+    def gamma_with_error(self, q):
+        """One-off ``(Gamma(q), error estimate)`` from the quadrature route."""
+        return self.source.gamma_with_error(q)
+
+    # -- reports -----------------------------------------------------------------------------
+    @property
+    def certificate(self) -> dict:
+        """The certificate of the surrogate in use (its box, points, worst ratio), or why
+        there is none."""
+        if self.surrogate is None:
+            return {"built": False, "notes": list(self.notes)}
+        sur = self.surrogate
+        return dict(sur.certificate, built=True, box=sur.box_text(), lo=sur.lo.tolist(),
+                    hi=sur.hi.tolist(), rtol=sur.rtol, atol=sur.atol, terms=sur.n_terms,
+                    build_seconds=sur.build_seconds, cached=sur.cached, notes=list(self.notes))
+
+    def error_report(self) -> dict:
+        """The worst error over the calls since :meth:`reset_report`: the surrogate's
+        certificate for the calls inside its box, the quadrature ladder's estimate for
+        the calls outside (``quadrature``); ``over_tolerance`` counts the ladder's calls
+        over its tolerance (plus one for a failed certificate)."""
+        oq, nq = int(self._p[3]), int(self._p[4])
+        quad = self.source.ladder_report(self._p[oq:oq + nq])
+        cert = self.certificate
+        over = quad["over_tolerance"]
+        ratio, err = quad["max_ratio"], quad["max_error"]
+        if self.surrogate is not None and int(self._p[7]) > 0:
+            over += 0 if cert.get("passed", False) else 1
+            ratio = max(ratio, float(cert.get("max_ratio", 0.0)))
+            err = max(err, float(cert.get("max_abs", 0.0)))
+        return {"route": "surrogate", "rtol": self.rtol, "atol": self.atol,
+                "surrogate_calls": int(self._p[7]), "quadrature_calls": int(self._p[6]),
+                "max_error": err, "max_ratio": ratio, "over_tolerance": over,
+                "within_tolerance": over == 0, "certificate": cert, "quadrature": quad}
+
+    def reset_report(self):
+        """Zero the call counters (the box and the ladder's start rung stay)."""
+        self._p[6] = self._p[7] = 0.0
+        oq = int(self._p[3])
+        self._p[oq + 5:oq + 10] = 0.0
+        self.source.reset_report()
+
+    def describe(self) -> str:
+        box = "no box yet" if self.surrogate is None else self.surrogate.describe()
+        return f"SurrogateRoute({box}; outside: {self.source.describe()})"
+
+    __repr__ = describe
