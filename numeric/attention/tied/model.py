@@ -80,6 +80,9 @@ class TiedModel(AttentionModel):
         self.K = self.alphabet.K
         self.loss = loss
         self.params = dict(params or {})
+        if potential is not None:  # a NumericRoute built; quadrature -> certified surrogate route
+            from attndyn.numeric.attention.potentials import as_potential
+            potential = as_potential(potential, self.K, self.L)
         self._numeric_potential = potential
         self._potential = None
         self._entry = None  # the potential's cache entry (potcache), for exact routes
@@ -133,8 +136,8 @@ class TiedModel(AttentionModel):
                              param_values=[float(v) for v in self.params.values()])
         if pot.route == "numeric":
             # no closed form: the symbolic layer describes the quadrature, built here
-            from attndyn.numeric.attention.potentials import build_potential
-            self._numeric_potential = build_potential(pot)
+            from attndyn.numeric.attention.potentials import as_potential
+            self._numeric_potential = as_potential(pot, self.K, self.L)
             return None
         self._potential = pot
         return pot
