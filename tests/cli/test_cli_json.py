@@ -59,6 +59,26 @@ def check_output(text: str, command: str) -> dict:
     return env
 
 
+# commands whose modules still print their own JSON layout (paper 000's scaling and
+# transformer): they move to print_json and RESULT_KEYS with their owners
+PENDING = {"scaling", "transformer"}
+
+
+def test_every_json_command_has_a_documented_result():
+    import argparse
+
+    from attndyn.cli import _parser
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+
+    def has_json(sp):
+        nested = [a for a in sp._actions if isinstance(a, argparse._SubParsersAction)]
+        parsers = list(nested[0].choices.values()) if nested else [sp]
+        return any("--json" in a.option_strings for p in parsers for a in p._actions)
+    with_json = {name for name, sp in sub.choices.items() if has_json(sp)}
+    assert set(RESULT_KEYS) <= with_json
+    assert with_json - set(RESULT_KEYS) <= PENDING, with_json - set(RESULT_KEYS)
+
+
 def test_validator_rejects_what_it_should():
     good = {"schema": SCHEMA, "command": "x", "attndyn": "0", "status": 0, "ok": True,
             "message": "", "saved": [], "result": {}}
