@@ -74,6 +74,14 @@ class CheckResult:
     def held(self) -> bool | None:
         return None if self.verdict == "not applicable" else self.verdict == "held"
 
+    def _repr_html_(self) -> str:
+        """Notebook display: the verdict, the measured number and its bound."""
+        from .display import html_summary
+        return html_summary(f"Check {self.key}", {
+            "paper": self.reference, "verdict": self.verdict, "instances": self.instances,
+            "worst": self.worst, "measured": self.measured, "bound": self.bound,
+            "expectation": self.expectation, "detail": self.detail})
+
     def as_dict(self) -> dict:
         """JSON-ready: numpy numbers as Python numbers, non-finite numbers as ``None``
         (top level) or their ``repr`` (inside ``data``)."""

@@ -75,6 +75,16 @@ class FigureRun:
     def table(self) -> str:
         return claims_table(self.claims, f"{self.name}: {self.title}")
 
+    def _repr_html_(self) -> str:
+        """Notebook display: title, curves, settings, and every claim with its verdict."""
+        from .display import html_summary
+        held = sum(bool(c.held) for c in self.claims)
+        fields = {"title": self.title, "curves": len(self.curves),
+                  "claims held": f"{held} of {len(self.claims)}", **self.settings}
+        rows = [("held" if c.held else "NOT HELD", c.text) for c in self.claims]
+        return html_summary(f"FigureRun {self.name}", fields, table=rows,
+                            table_header=("verdict", "claim"))
+
     def plot(self, fig=None):
         """Draw the figure; returns the matplotlib figure."""
         if self.plotter is None:

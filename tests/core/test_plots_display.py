@@ -154,3 +154,18 @@ def test_html_summary_escapes_and_cuts():
         display.html_summary("", {})
     with pytest.raises(TypeError, match="fields"):
         display.html_summary("x", [("a", 1)])
+
+
+def test_core_results_display_as_html():
+    from attndyn.numeric.core.checks import CheckResult
+    from attndyn.numeric.core.claims import Claim, FigureRun
+
+    run = FigureRun("fig9", "a <test> figure", {"d": 40, "seeds": [0, 1]},
+                    claims=[Claim("q_11 rises", True, "0.1 -> 0.2"),
+                            Claim("q_12 falls", False, "0.3 -> 0.4")])
+    html = run._repr_html_()
+    assert "FigureRun fig9" in html and "a &lt;test&gt; figure" in html
+    assert "<td>claims held</td><td>1 of 2</td>" in html and "<td>NOT HELD</td>" in html
+    res = CheckResult("cor1", "Corollary 1", "held", 3, 1e-9, "distance", bound=1e-6)
+    html = res._repr_html_()
+    assert "Check cor1" in html and "<td>worst</td><td>1e-09</td>" in html
