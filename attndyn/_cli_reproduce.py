@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 
-NAMES = ("fig1", "fig2", "fig3", "fig4", "scaling")
+NAMES = ("fig1", "fig2", "fig3", "fig4", "scaling", "scaling-empirical")
 ORDER_ALL = ("fig4", "scaling", "fig2", "fig3", "fig1")  # cheapest first
 
 
@@ -55,6 +55,9 @@ def add_arguments(command_name, parser) -> None:
 
 
 def _builder(name):
+    if name == "scaling-empirical":  # paper 000 trained in its theorems' regime
+        from attndyn.numeric.transformer.regime_scaling import scaling_empirical_figure
+        return scaling_empirical_figure
     if name == "scaling":
         from attndyn.numeric.scaling.figures import scaling_figure
 
