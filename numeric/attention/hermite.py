@@ -405,6 +405,22 @@ class HermitePotential:
         """Compiled calls since :meth:`reset` whose bound exceeded ``atol + rtol |Gamma|``."""
         return int(self._p[15])
 
+    @property
+    def tolerance(self) -> dict:
+        """The stated accuracy of every entry: ``atol + rtol |Gamma_kl|`` (a bound per call)."""
+        return {"rtol": self.rtol, "atol": self.atol, "norm": "entrywise", "q_max": self.q_max}
+
+    def error_report(self) -> dict:
+        """The largest stated bound over the compiled calls since :meth:`reset`, the calls
+        whose bound exceeded the tolerance and the calls outside ``(0, q_max]`` (NaN)."""
+        over = self.over_tolerance
+        return {"route": "hermite", "rtol": self.rtol, "atol": self.atol,
+                "max_error": self.max_bound, "over_tolerance": over, "exits": self.exits,
+                "within_tolerance": over == 0 and self.exits == 0, "q_max": self.q_max}
+
+    def reset_report(self):
+        self.reset()
+
     def reset(self):
         """Zero the exit, bound and over-tolerance counters (the caches stay)."""
         self._p[12] = self._p[14] = self._p[15] = 0.0

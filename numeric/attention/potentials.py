@@ -991,17 +991,6 @@ def error_report(potential) -> dict:
     rep = getattr(potential, "error_report", None)
     if callable(rep):
         return rep()
-    if getattr(potential, "route", None) == "hermite" and hasattr(potential, "max_bound"):
-        return {"route": "hermite", "rtol": potential.rtol, "atol": potential.atol,
-                "max_error": potential.max_bound, "over_tolerance": potential.over_tolerance,
-                "within_tolerance": potential.over_tolerance == 0 and potential.exits == 0,
-                "exits": potential.exits}
-    if getattr(potential, "route", None) == "surrogate" and hasattr(potential, "certificate"):
-        cert = potential.certificate
-        return {"route": "surrogate", "rtol": potential.rtol, "atol": potential.atol,
-                "max_error": cert.get("max_abs"), "max_ratio": cert.get("max_ratio"),
-                "over_tolerance": 0 if cert.get("passed") else 1,
-                "within_tolerance": bool(cert.get("passed")), "certificate": cert}
     return {"route": getattr(potential, "route", "exact"), "max_error": 0.0,
             "over_tolerance": 0, "within_tolerance": True}
 
@@ -1012,10 +1001,14 @@ def record_error(result, potential):
     rep = error_report(potential)
     result.diagnostics["potential"] = rep
     if not rep.get("within_tolerance", True):
+        def num(key):
+            v = rep.get(key)
+            return float("nan") if v is None else float(v)
+        extra = f", {rep['exits']} outside its range" if rep.get("exits") else ""
         result.message = (f"{result.message}; Gamma ({rep['route']} route) exceeded its tolerance "
-                          f"(rtol {rep.get('rtol', float('nan')):.1e}, atol "
-                          f"{rep.get('atol', float('nan')):.1e}) in {rep['over_tolerance']} "
-                          f"evaluation(s): worst estimated error {rep.get('max_error', float('nan')):.2e}")
+                          f"(rtol {num('rtol'):.1e}, atol {num('atol'):.1e}) in "
+                          f"{rep.get('over_tolerance', 0)} evaluation(s){extra}: worst estimated "
+                          f"error {num('max_error'):.2e}")
     return rep
 
 

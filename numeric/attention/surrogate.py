@@ -406,6 +406,22 @@ class Surrogate:
         return build_surrogate(self._source, box=(lo, hi), rtol=self.rtol, atol=self.atol,
                                **self._options)
 
+    @property
+    def tolerance(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol, "norm": "entrywise"}
+
+    def error_report(self) -> dict:
+        """The certificate as an error report (calls outside the box are NaN: ``exits``)."""
+        c = self.certificate
+        passed = bool(c.get("passed", False))
+        return {"route": "surrogate", "rtol": self.rtol, "atol": self.atol,
+                "max_error": c.get("max_abs"), "max_ratio": c.get("max_ratio"),
+                "over_tolerance": 0 if passed else 1, "exits": self.exits,
+                "within_tolerance": passed and self.exits == 0, "certificate": dict(c)}
+
+    def reset_report(self):
+        self.reset_exits()
+
     def describe(self) -> str:
         c = self.certificate
         return (f"Surrogate(K={self.K}, {self.box_text()}; nodes {self.degrees}, "
