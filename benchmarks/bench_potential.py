@@ -1,5 +1,7 @@
 """Potential gradients: compiled exact paths and compiled quadrature vs plain numpy.
 
+(Clock: process CPU time, one thread, as every benchmark here: benchmarks/run.py.)
+
 For each case it prints the cost of one evaluation of ``Gamma(q)`` (tied,
 K = 2) through the compiled function the hierarchy kernels call, measured two
 ways (one Python call; and inside a compiled loop, as the right-hand side
@@ -24,10 +26,10 @@ import numpy as np
 def _best(fn, repeat, number):
     best = np.inf
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         for _ in range(number):
             fn()
-        best = min(best, (time.perf_counter() - t) / number)
+        best = min(best, (time.process_time() - t) / number)
     return best
 
 
@@ -135,10 +137,10 @@ def main(quick: bool = False) -> None:
         t_call = _best(lambda: f(x, p, out), 5, number)
         xx = x.copy()
         loop(f, xx, p, out, 10)
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         n_loop = 200_000 if quick else 2_000_000
         loop(f, xx, p, out, n_loop)
-        t_loop = (time.perf_counter() - t0) / n_loop
+        t_loop = (time.process_time() - t0) / n_loop
         ref = _numpy_exact(act, q)
         ref()
         t_np = _best(ref, 3, 20 if quick else 100)
@@ -184,8 +186,8 @@ def _fig1_setting():
     return [W1 @ W1.T, W2 @ W2.T], np.linspace(0.0, 0.3, 31), 8
 
 
-def _loop_time(loop, f, x, p, n, clock=time.perf_counter):
-    """Best of 3 of the time per call inside the compiled loop (``clock``: wall time by
+def _loop_time(loop, f, x, p, n, clock=time.process_time):
+    """Best of 3 of the time per call inside the compiled loop (``clock``: CPU time by
     default; ``time.process_time`` counts only this process's CPU time, which a loaded
     machine inflates less)."""
     xx = x.copy()
@@ -268,7 +270,7 @@ def surrogate_table(quick: bool = False) -> None:
            f"{'quad us':>9} {'quad pts':>8} {'speed-up':>9} {'cert ratio':>10} {'max |err|':>9} "
            f"{'err/tol':>8} {'against':<12}")
     print("\ncertified surrogates, rtol 1e-9, atol 1e-12 (tol = max(rtol |Gamma|, atol) per entry); "
-          "build s: wall time of the construction (from the disk cache's record when cached)")
+          "build s: CPU time of the construction (from the disk cache's record when cached)")
     print(hdr)
     print("-" * len(hdr))
     for name, sur, tb, ts, tn, e, rt, against, npts in rows:
@@ -292,25 +294,25 @@ def surrogate_table(quick: bool = False) -> None:
     # Figure 1: the hierarchy on the surrogate vs on the quadrature route
     loss, sur, num = sur_fig1
     model = attndyn.TiedModel(2, [0], loss, L=2, potential=num)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     res, sur2 = integrate_in_box(model, order, S0, t_eval, surrogate=sur, on_exit="extend",
                                  check=None)
-    t_sur = time.perf_counter() - t0
+    t_sur = time.process_time() - t0
     res2, _ = integrate_in_box(model, order, S0, t_eval, surrogate=sur2, on_exit="stop",
                                check=None)  # once more, box final and compiled: the steady cost
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     res2, _ = integrate_in_box(model, order, S0, t_eval, surrogate=sur2, on_exit="stop",
                                check=None)
-    t_sur2 = time.perf_counter() - t0
+    t_sur2 = time.process_time() - t0
     line = (f"\nFigure 1 setting (tied, L = 2, softmax, order {order}, t in [0, 0.3], "
             f"{res.diagnostics['steps']} steps): surrogate {t_sur2:.3f} s "
             f"(first run {t_sur:.2f} s, {res.diagnostics['box_extensions']} box extensions)")
     if not quick:
         fast = numeric_potential("tied", loss, 2, 2, tol=1e-6)  # today's route at the issue's tol
         model = attndyn.TiedModel(2, [0], loss, L=2, potential=fast)
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         ref = model.hierarchy(order).integrate(S0, t_eval, check=None, method="truncation")
-        t_q = time.perf_counter() - t0
+        t_q = time.process_time() - t0
         diff = float(np.max(np.abs(ref.y - res2.y)))
         line += (f"; quadrature route (tol 1e-6) {t_q:.1f} s; max |moment difference| "
                  f"{diff:.1e}")
@@ -369,9 +371,9 @@ def hermite_table(quick: bool = False, surrogates=None) -> None:
     x = np.ascontiguousarray(np.array([[0.9, 0.3], [0.3, 0.7]]).ravel())
     rows = []
     for act in ("tanh", "gelu", "sigmoid", "softplus", "erf"):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         hp = HermitePotential(act, rtol=rtol, atol=atol, q_max=2.0)
-        t_build = time.perf_counter() - t0
+        t_build = time.process_time() - t0
         got, bnd = hp.gamma_many(Q, with_bound=True)
         if act == "erf":
             ex = sym_tied(mse_teacher_student("erf"), 2)
@@ -443,9 +445,9 @@ def hermite_table(quick: bool = False, surrogates=None) -> None:
         m.hierarchy(6).integrate(S0, t_eval, check=None, method="truncation")   # compile
         if pot is hp:
             hp.reset()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         res.append(m.hierarchy(6).integrate(S0, t_eval, check=None, method="truncation"))
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     print(f"tied hierarchy, MSE tanh, order 6, t in [0, 1] ({res[0].diagnostics.get('steps')} "
           f"steps): hermite route {times[0] * 1e3:.1f} ms (largest stated bound "
           f"{hp.max_bound:.1e}, {hp.over_tolerance} calls over the tolerance, {hp.exits} exits), "

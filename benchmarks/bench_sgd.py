@@ -1,5 +1,7 @@
 """SGD kernel speed against references measured in the same process.
 
+(Clock: process CPU time, one thread, as every benchmark here: benchmarks/run.py.)
+
 1. One tied SGD step (L = 1, K = 2: one student, one teacher, d_k = d) against
    the three ``B x d x d`` products it needs (student and teacher
    pre-activations ``X @ W_k``, student gradient ``X^T @ Y``) done by numpy on
@@ -30,9 +32,9 @@ import numpy as np
 def _best(fn, repeats, inner):
     best = math.inf
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        best = min(best, (time.perf_counter() - t0) / inner)
+        best = min(best, (time.process_time() - t0) / inner)
     return best
 
 

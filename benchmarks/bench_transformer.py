@@ -1,5 +1,7 @@
 """Forward plus gradient of paper 000's transformer against the BLAS floor.
 
+(Clock: process CPU time, one thread, as every benchmark here: benchmarks/run.py.)
+
 ``Transformer.loss_and_grad`` (forward pass of eq. 1 and the reverse-mode
 gradient of every U_nu, W_nu) at n = 256, L = 16, d = 64, m = 256, N = 2,
 against the same matrix products done by numpy on preallocated arrays
@@ -25,9 +27,9 @@ import numpy as np
 def _best(fn, repeats):
     best = math.inf
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     return best
 
 

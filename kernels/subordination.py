@@ -16,7 +16,9 @@ and then the traces
 with ``omega'`` the derivative of ``omega`` when ``phi`` moves along ``g``: the solution of
 the 2 x 2 system ``[[G_Y', -1], [-G_X', -G_X'/G^2 - 1]] (omega', G') = (-dG_Y/de, 0)``.
 
-:func:`subordination_kernel` does all of it in one compiled call: the bracket search of the
+:func:`subordination_kernel` does all of it in one compiled call: plain Newton from the
+previous root (accepted when its steps contract to the tolerance below ``min(phi)``: two or
+three residuals, the usual case inside an ODE solve); otherwise the bracket search of the
 Python version (expanding steps from the previous root), then Newton's method from the
 previous root with the analytic ``r'(omega)`` (the same divisions as ``r`` itself), kept
 inside the shrinking bracket with bisection as the fallback (``rtsafe``; stopping at
@@ -192,6 +194,55 @@ def _rtsafe(lo, hi, x0, phi, wm, x, wx, xmax, buf, res):
 
 
 @njit(cache=True)
+def _traces(om, phi, g, mu, wm, x, wx, xmax, buf, nres, out):
+    """The traces at the root ``om`` into ``out`` (one pass of divisions, kept in ``inv``);
+    returns a status."""
+    n = phi.size
+    inv = np.empty(n)
+    G = 0.0
+    gy_w = 0.0
+    gy_e = 0.0
+    for m in range(n):
+        iv = 1.0 / (om - phi[m])
+        inv[m] = iv
+        wi = wm[m] * iv
+        G += wi
+        gy_w -= wi * iv
+        gy_e += wi * g[m] * iv
+    wX = 1.0 / G - om
+    if not _gx(wX, x, wx, xmax, buf):
+        return 1
+    gx1 = buf[1]
+    # [[gy_w, -1], [-gx1, -gx1/G^2 - 1]] (dom, dG) = (-gy_e, 0), by Cramer's rule
+    a11 = gy_w
+    a12 = -1.0
+    a21 = -gx1
+    a22 = -gx1 / (G * G) - 1.0
+    det = a11 * a22 - a12 * a21
+    if det == 0.0 or not math.isfinite(det):
+        return 4
+    dom = (-gy_e * a22) / det
+    t0 = 0.0
+    q01 = 0.0
+    q00 = 0.0
+    for m in range(n):
+        pinv = -inv[m]  # 1 / (phi - omega)
+        wg = wm[m] * g[m] * pinv
+        t0 += wg
+        q01 += wg * mu[m]
+        q00 += wg * (g[m] - dom) * pinv
+    out[0] = om
+    out[1] = t0
+    out[2] = q00
+    out[3] = q01
+    out[4] = nres
+    out[5] = 0.0
+    if not (math.isfinite(t0) and math.isfinite(q00) and math.isfinite(q01)):
+        return 5
+    return 0
+
+
+@njit(cache=True)
 def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
     """The root and the traces (module docstring) in one call.
 
@@ -213,11 +264,30 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
             and math.isfinite(omega0)):
         return 5
     hi = pmin - 1e-14 * max(1.0, abs(pmin))
+    nres = 0
+    # fast path: plain Newton from the previous root (it moves little between evaluations),
+    # accepted only if every iterate stays below min(phi) and the steps contract to the
+    # tolerance within 6 steps; else the bracketed search below (what the Python version did)
+    xc = omega0
+    if xc < hi:
+        dxp = np.inf
+        for _ in range(6):
+            f = _residual(xc, phi, wm, x, wx, xmax, buf)
+            nres += 1
+            if buf[2] == 0.0 or not (buf[3] != 0.0 and math.isfinite(buf[3])):
+                break
+            dx = f / buf[3]
+            xn = xc - dx
+            if not (xn < hi) or not (abs(dx) < 0.5 * dxp) or not math.isfinite(xn):
+                break
+            if abs(dx) <= _XTOL + _RTOL * abs(xn):
+                return _traces(xn, phi, g, mu, wm, x, wx, xmax, buf, nres, out)
+            dxp = abs(dx)
+            xc = xn
     om0 = min(omega0, hi - 1e-12)
     lo = om0 - 1e-3 * max(1.0, abs(om0))
     step = max(1.0, abs(om0))
     n = 0
-    nres = 0
     while True:
         r = _residual(lo, phi, wm, x, wx, xmax, buf)
         nres += 1
@@ -248,47 +318,7 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
     if st != 0:
         return st
     om = res[0]
-    # the traces at the root
-    _gy(om, phi, wm, buf[5:7])
-    G = buf[5]
-    wX = 1.0 / G - om
-    if not _gx(wX, x, wx, xmax, buf):
-        return 1
-    gx1 = buf[1]
-    gy_w = 0.0
-    gy_e = 0.0
-    for m in range(phi.size):
-        inv = 1.0 / (om - phi[m])
-        inv2 = inv * inv
-        gy_w -= wm[m] * inv2
-        gy_e += wm[m] * g[m] * inv2
-    # [[gy_w, -1], [-gx1, -gx1/G^2 - 1]] (dom, dG) = (-gy_e, 0), by Cramer's rule
-    a11 = gy_w
-    a12 = -1.0
-    a21 = -gx1
-    a22 = -gx1 / (G * G) - 1.0
-    det = a11 * a22 - a12 * a21
-    if det == 0.0 or not math.isfinite(det):
-        return 4
-    dom = (-gy_e * a22) / det
-    t0 = 0.0
-    q01 = 0.0
-    q00 = 0.0
-    for m in range(phi.size):
-        pinv = 1.0 / (phi[m] - om)
-        wg = wm[m] * g[m] * pinv
-        t0 += wg
-        q01 += wg * mu[m]
-        q00 += wg * (g[m] - dom) * pinv
-    out[0] = om
-    out[1] = t0
-    out[2] = q00
-    out[3] = q01
-    out[4] = nres
-    out[5] = 0.0
-    if not (math.isfinite(t0) and math.isfinite(q00) and math.isfinite(q01)):
-        return 5
-    return 0
+    return _traces(om, phi, g, mu, wm, x, wx, xmax, buf, nres, out)
 
 
 def _vec(a, name: str, n: int | None = None) -> np.ndarray:
