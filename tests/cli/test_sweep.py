@@ -204,7 +204,7 @@ def test_cli_sweep_runs_resumes_and_exports(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)["result"]   # the one --json envelope of every command
-    assert summary["result"]["n_points"] == 6 and summary["result"]["failed"] == []
+    assert summary["n_points"] == 6 and summary["failed"] == []
     ds = xr.open_dataset(tmp_path / "b.nc", engine="scipy").load()
     assert ds["critical_data_size"].dims == ("C", "N")
     assert np.all(np.diff(ds["critical_data_size"].values[:, 0]) > 0)  # N* grows with C
