@@ -93,6 +93,16 @@ def _seed_label(seed):
     return None
 
 
+def _check_dtype(dtype):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be 'float64' or 'float32', got {dtype!r}") from None
+    if dt not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+    return dt.type
+
+
 def positional_embedding(L, d, kind="sinusoidal"):
     """Fixed positional embedding ``E`` (L x d).
 
@@ -192,13 +202,18 @@ class Transformer:
         Multiplies a named embedding (the sinusoidal one has ``||E_l||^2 = d/2``).
     mask : "causal"
         The only mask of the paper (Definition A.4); anything else is refused.
+    dtype : "float64" (default) or "float32"
+        Precision of the weights, the forward pass and the gradients. The
+        weights are drawn in float64 (the same stream for both) and rounded;
+        inputs are rounded on entry; losses are returned as Python floats.
 
     There are no defaults for ``eps``, ``omega``, ``kappa``: the paper's
     "good" values depend on hidden constants (:func:`good_scalings`).
     """
 
     def __init__(self, N, L, d, m, eps, omega, kappa, *, seed=None, E="sinusoidal",
-                 E_scale=1.0, mask="causal"):
+                 E_scale=1.0, mask="causal", dtype="float64"):
+        self.dtype = _check_dtype(dtype)
         self.N = _int_ge1(N, "N")
         self.L = _int_ge1(L, "L")
         self.d = _int_ge1(d, "d")
@@ -240,6 +255,22 @@ class Transformer:
         self._c = self.omega / math.sqrt(self.m)
         tril = np.tri(self.L, dtype=bool)
         self._neg = np.where(tril, 0.0, -np.inf)
+        self._cast()
+
+    def _cast(self):
+        dt = self.dtype
+        self.U = [np.asarray(u, dtype=dt) for u in self.U]
+        self.W = [np.asarray(w, dtype=dt) for w in self.W]
+        self.A = [np.asarray(a, dtype=dt) for a in self.A]
+        self.E = np.asarray(self.E, dtype=dt)
+        self._neg = np.asarray(self._neg, dtype=dt)
+
+    def astype(self, dtype):
+        """A copy with the weights rounded to ``dtype`` ("float32" or "float64")."""
+        new = self.copy()
+        new.dtype = _check_dtype(dtype)
+        new._cast()
+        return new
 
     # -- description ------------------------------------------------------
     @property
@@ -251,7 +282,7 @@ class Transformer:
         """JSON-serialisable constructor arguments (without the seeded weights)."""
         return {"N": self.N, "L": self.L, "d": self.d, "m": self.m, "eps": self.eps,
                 "omega": self.omega, "kappa": self.kappa, "seed": self.seed,
-                "E": self._E_kind, "mask": self.mask}
+                "E": self._E_kind, "mask": self.mask, "dtype": np.dtype(self.dtype).name}
 
     def __repr__(self):
         return (f"Transformer(N={self.N}, L={self.L}, d={self.d}, m={self.m}, eps={self.eps:g}, "
@@ -284,9 +315,9 @@ class Transformer:
                 if not np.all(np.isfinite(x)):
                     raise ValueError(f"params[{k}]['{name}'] must be finite")
             new.append((u, w, a))
-        self.U = [x[0] for x in new]
-        self.W = [x[1] for x in new]
-        self.A = [x[2] for x in new]
+        self.U = [x[0].astype(self.dtype) for x in new]
+        self.W = [x[1].astype(self.dtype) for x in new]
+        self.A = [x[2].astype(self.dtype) for x in new]
 
     def theta(self) -> np.ndarray:
         """The flat trainable vector ``theta`` in R^M: for each layer
@@ -302,9 +333,9 @@ class Transformer:
         dd, dm = self.d * self.d, self.d * self.m
         off = 0
         for k in range(self.N):
-            self.U[k] = theta[off:off + dd].reshape(self.d, self.d).copy()
+            self.U[k] = theta[off:off + dd].reshape(self.d, self.d).astype(self.dtype)
             off += dd
-            self.W[k] = theta[off:off + dm].reshape(self.d, self.m).copy()
+            self.W[k] = theta[off:off + dm].reshape(self.d, self.m).astype(self.dtype)
             off += dm
 
     def copy(self):
@@ -332,18 +363,34 @@ class Transformer:
 
     @classmethod
     def load(cls, path):
-        """Load a model saved by :meth:`save`."""
-        import json
-        with np.load(path, allow_pickle=False) as f:
-            h = json.loads(str(f["header"]))
-            if h.get("format") != "attndyn-transformer-1":
-                raise ValueError(f"{path} is not an attndyn transformer file")
-            model = cls(h["N"], h["L"], h["d"], h["m"], h["eps"], h["omega"], h["kappa"],
-                        seed=0, E=f["E"])
-            model.set_parameters([{"U": f[f"U{k}"], "W": f[f"W{k}"], "A": f[f"A{k}"]}
-                                  for k in range(h["N"])])
-            model.seed = h["seed"]
-            model._E_kind = h["E"]
+        """Load a model saved by :meth:`save`. Nothing is unpickled; only a
+        regular file is opened and its declared sizes are bounded before
+        anything is inflated (``numeric.core.safeio``); a bad file raises a
+        one-line ``ValueError`` naming the path."""
+        from attndyn.numeric.core import safeio
+        what = "not a valid attndyn transformer file:"
+        try:
+            with safeio.open_npz(path, what) as f:
+                h = safeio.npz_json(f, "header")
+                if not isinstance(h, dict) or h.get("format") != "attndyn-transformer-1":
+                    raise f.fail("no attndyn-transformer-1 header")
+                try:
+                    N = _int_ge1(h["N"], "N")
+                    E = safeio.npz_array(f, "E", 2)
+                    model = cls(N, h["L"], h["d"], h["m"], h["eps"], h["omega"], h["kappa"],
+                                seed=0, E=E, dtype=h.get("dtype", "float64"))
+                    model.set_parameters([{"U": safeio.npz_array(f, f"U{k}", 2),
+                                           "W": safeio.npz_array(f, f"W{k}", 2),
+                                           "A": safeio.npz_array(f, f"A{k}", 2)}
+                                          for k in range(N)])
+                except (KeyError, TypeError, ValueError) as exc:
+                    if isinstance(exc, safeio.BadFile):
+                        raise
+                    raise f.fail(f"{type(exc).__name__}: {exc}") from None
+                model.seed = h.get("seed")
+                model._E_kind = str(h.get("E", "array"))
+        except safeio.BadFile as exc:
+            raise ValueError(safeio._one_line(str(exc))) from None
         return model
 
     # -- input checks -----------------------------------------------------
@@ -381,7 +428,7 @@ class Transformer:
     def _forward(self, X) -> ForwardCache:
         n, L, d = X.shape
         self._check_size(n)
-        Lam = X + self.E
+        Lam = np.asarray(X, dtype=self.dtype) + self.E
         Lams, Ps, Os, Zs, mus = [Lam], [], [], [], []
         for U, W, A in zip(self.U, self.W, self.A):
             S = np.matmul(np.matmul(Lam, U), Lam.transpose(0, 2, 1))
@@ -437,7 +484,7 @@ class Transformer:
         """
         n, L, d = c.F.shape
         nl = n * L
-        G = (2.0 * self.eps / n) * (c.F - Y)  # dL/dLambda_N
+        G = (2.0 * self.eps / n) * (c.F - np.asarray(Y, dtype=self.dtype))  # dL/dLambda_N
         grads = [None] * self.N
         deltas = [None] * self.N
         for k in range(self.N - 1, -1, -1):
@@ -489,7 +536,7 @@ class Transformer:
         """``(L, grad_theta L)`` with the gradient flattened like :meth:`theta`
         (inputs already checked: used by the training loops)."""
         c = self._forward(X)
-        R = c.F - Y
+        R = c.F - np.asarray(Y, dtype=self.dtype)
         loss = float(np.vdot(R, R) / X.shape[0])
         grads, _ = self._backward(c, Y)
         g = np.concatenate([np.concatenate([u.ravel(), w.ravel()]) for u, w in grads])

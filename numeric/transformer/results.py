@@ -107,11 +107,30 @@ class Sweep:
 
 
 def load_sweep(path) -> Sweep:
-    """Load a :class:`Sweep` saved by :meth:`Sweep.save`."""
-    with np.load(path, allow_pickle=False) as f:
-        h = json.loads(str(f["header"]))
-        if h.get("format") != "attndyn-sweep-1":
-            raise ValueError(f"{path} is not an attndyn sweep file")
-        return Sweep(x_name=h["x_name"], x=f["x"], names=h["names"], y=f["y"], kind=h["kind"],
-                     params=h["params"], seeds=h["seeds"], fits=h["fits"], status=h["status"],
-                     message=h["message"])
+    """Load a :class:`Sweep` saved by :meth:`Sweep.save`. Nothing is unpickled;
+    only a regular file is opened and its sizes are bounded before anything is
+    inflated (``numeric.core.safeio``); a bad file raises a one-line
+    ``ValueError`` naming the path."""
+    from attndyn.numeric.core import safeio
+    what = "not a valid attndyn sweep file:"
+    try:
+        with safeio.open_npz(path, what) as f:
+            h = safeio.npz_json(f, "header")
+            if not isinstance(h, dict) or h.get("format") != "attndyn-sweep-1":
+                raise f.fail("no attndyn-sweep-1 header")
+            x = safeio.npz_array(f, "x", 1)
+            y = safeio.npz_array(f, "y", 2)
+            names = h.get("names")
+            if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                raise f.fail("'names' must be a list of strings")
+            if y.shape != (len(names), x.size):
+                raise f.fail(f"y has shape {y.shape}, expected ({len(names)}, {x.size})")
+            try:
+                return Sweep(x_name=str(h["x_name"]), x=x, names=names, y=y,
+                             kind=str(h["kind"]), params=h["params"], seeds=h["seeds"],
+                             fits=h["fits"], status=int(h["status"]),
+                             message=str(h["message"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise f.fail(f"{type(exc).__name__}: {exc}") from None
+    except safeio.BadFile as exc:
+        raise ValueError(safeio._one_line(str(exc))) from None
