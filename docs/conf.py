@@ -124,3 +124,4 @@ html_copy_source = False
 def setup(app):
     app.connect("builder-inited", api_pages.report_import_errors)
     app.connect("build-finished", gallery_tools.copy_mathjax)
+    app.connect("build-finished", gallery_tools.cleanup)

@@ -86,6 +86,11 @@ def scraper(block, block_vars, gallery_conf) -> str:
     return figure_rst(paths, gallery_conf["src_dir"]) if paths else ""
 
 
+def cleanup(app, exc) -> None:
+    """Sphinx ``build-finished`` hook: remove the temporary folder of the figures."""
+    shutil.rmtree(_OUT, ignore_errors=True)
+
+
 def mathjax_source() -> pathlib.Path | None:
     """The ``es5`` folder of MathJax 3 shipped by ``django-static-mathjax``, if installed."""
     try:
