@@ -39,7 +39,8 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["subordination_kernel", "subordination_solve", "SUBORDINATION_STATUS"]
+__all__ = ["subordination_kernel", "subordination_kernel_log", "subordination_solve",
+           "subordination_solve_log", "SUBORDINATION_STATUS"]
 
 SUBORDINATION_STATUS = {
     0: "success",
@@ -56,18 +57,19 @@ _MAXITER = 200
 
 
 @njit(cache=True)
-def _gy(om, phi, wm, out):
-    """``out = (G_Y(omega), G_Y'(omega))``, ``G_Y = sum wm / (omega - phi)``; four partial
-    sums (independent chains, so the divisions overlap)."""
-    n = phi.size
+def _gy(om, e, c, wm, out):
+    """``out = (G_Y(omega), G_Y'(omega))``, ``G_Y = sum wm / (omega - phi)`` with
+    ``phi = c / e`` (``1 / (omega - phi) = -e / (c - omega e)``); four partial sums
+    (independent chains, so the divisions overlap)."""
+    n = e.size
     a0 = a1 = a2 = a3 = 0.0
     d0 = d1 = d2 = d3 = 0.0
     m = 0
     while m + 4 <= n:
-        i0 = 1.0 / (om - phi[m])
-        i1 = 1.0 / (om - phi[m + 1])
-        i2 = 1.0 / (om - phi[m + 2])
-        i3 = 1.0 / (om - phi[m + 3])
+        i0 = -e[m] / (c[m] - om * e[m])
+        i1 = -e[m + 1] / (c[m + 1] - om * e[m + 1])
+        i2 = -e[m + 2] / (c[m + 2] - om * e[m + 2])
+        i3 = -e[m + 3] / (c[m + 3] - om * e[m + 3])
         v0 = wm[m] * i0
         v1 = wm[m + 1] * i1
         v2 = wm[m + 2] * i2
@@ -82,7 +84,7 @@ def _gy(om, phi, wm, out):
         d3 += v3 * i3
         m += 4
     while m < n:
-        i0 = 1.0 / (om - phi[m])
+        i0 = -e[m] / (c[m] - om * e[m])
         v0 = wm[m] * i0
         a0 += v0
         d0 += v0 * i0
@@ -126,11 +128,11 @@ def _gx(w, x, wx, xmax, out):
 
 
 @njit(cache=True)
-def _residual(om, phi, wm, x, wx, xmax, buf):
+def _residual(om, e, c, wm, x, wx, xmax, buf):
     """``r(omega) = G_X(1/G_Y(omega) - omega) - G_Y(omega)``; ``buf[2] = 1.0`` on success,
     0.0 when the point left the domain of ``G_X``; ``buf[3] = r'(omega)``,
     ``buf[4] = G_Y(omega)``."""
-    _gy(om, phi, wm, buf[5:7])
+    _gy(om, e, c, wm, buf[5:7])
     G = buf[5]
     dG = buf[6]
     ok = _gx(1.0 / G - om, x, wx, xmax, buf)
@@ -142,7 +144,7 @@ def _residual(om, phi, wm, x, wx, xmax, buf):
 
 
 @njit(cache=True)
-def _rtsafe(lo, hi, x0, phi, wm, x, wx, xmax, buf, res):
+def _rtsafe(lo, hi, x0, e, c, wm, x, wx, xmax, buf, res):
     """The root of :func:`_residual` in ``[lo, hi]`` (``r(lo) <= 0 <= r(hi)``): Newton's
     method from ``x0`` (the previous root: two or three steps), kept inside the bracket,
     which shrinks with every evaluation, and bisection whenever a Newton step would leave
@@ -153,7 +155,7 @@ def _rtsafe(lo, hi, x0, phi, wm, x, wx, xmax, buf, res):
     xc = x0 if lo < x0 < hi else 0.5 * (lo + hi)
     dxold = hi - lo
     dx = dxold
-    f = _residual(xc, phi, wm, x, wx, xmax, buf)
+    f = _residual(xc, e, c, wm, x, wx, xmax, buf)
     nev = 1
     if buf[2] == 0.0:
         return 1
@@ -183,7 +185,7 @@ def _rtsafe(lo, hi, x0, phi, wm, x, wx, xmax, buf, res):
             res[1] = nev
             return 0
         xc = xn
-        f = _residual(xc, phi, wm, x, wx, xmax, buf)
+        f = _residual(xc, e, c, wm, x, wx, xmax, buf)
         nev += 1
         if buf[2] == 0.0:
             return 1
@@ -194,21 +196,23 @@ def _rtsafe(lo, hi, x0, phi, wm, x, wx, xmax, buf, res):
 
 
 @njit(cache=True)
-def _traces(om, phi, g, mu, wm, x, wx, xmax, buf, nres, out):
-    """The traces at the root ``om`` into ``out`` (one pass of divisions, kept in ``inv``);
-    returns a status."""
-    n = phi.size
-    inv = np.empty(n)
+def _traces(om, e, c, h, mu, wm, x, wx, xmax, buf, nres, out):
+    """The traces at the root ``om`` into ``out``, with ``phi = c / e`` and ``h = g e``:
+    ``1 / (phi - omega) = e / D`` and ``g / (phi - omega) = h / D``, ``D = c - omega e``
+    (one pass of divisions, kept in ``dinv = 1 / D``); returns a status."""
+    n = e.size
+    dinv = np.empty(n)
     G = 0.0
     gy_w = 0.0
     gy_e = 0.0
     for m in range(n):
-        iv = 1.0 / (om - phi[m])
-        inv[m] = iv
+        di = 1.0 / (c[m] - om * e[m])
+        dinv[m] = di
+        iv = -e[m] * di          # 1 / (omega - phi)
         wi = wm[m] * iv
         G += wi
         gy_w -= wi * iv
-        gy_e += wi * g[m] * iv
+        gy_e += wm[m] * h[m] * di * e[m] * di   # wm g / (phi - omega)^2
     wX = 1.0 / G - om
     if not _gx(wX, x, wx, xmax, buf):
         return 1
@@ -226,11 +230,10 @@ def _traces(om, phi, g, mu, wm, x, wx, xmax, buf, nres, out):
     q01 = 0.0
     q00 = 0.0
     for m in range(n):
-        pinv = -inv[m]  # 1 / (phi - omega)
-        wg = wm[m] * g[m] * pinv
+        wg = wm[m] * h[m] * dinv[m]      # wm g / (phi - omega)
         t0 += wg
         q01 += wg * mu[m]
-        q00 += wg * (g[m] - dom) * pinv
+        q00 += wg * (h[m] - dom * e[m]) * dinv[m]
     out[0] = om
     out[1] = t0
     out[2] = q00
@@ -249,6 +252,30 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
     ``omega0``: the previous root (the bracket search starts there). ``out`` (6 entries)
     gets ``(omega, t_S, q_SS, q_ST, residual evaluations, 0)``. Returns a status
     (``SUBORDINATION_STATUS``)."""
+    return _kernel(np.ones(phi.size), phi, g, mu, wm, x, wx, omega0, out)
+
+
+@njit(cache=True)
+def subordination_kernel_log(psi, logg, mu, wm, x, wx, omega0, out):
+    """:func:`subordination_kernel` with ``phi = expm1(psi)`` and ``g = exp(logg)`` given by
+    their logarithms: ``e = exp(-psi)``, ``c = -expm1(-psi)``, ``h = exp(logg - psi)``, so
+    neither ``phi`` nor ``g`` is ever formed. Where ``psi`` passes 700 (``phi`` beyond
+    double precision) ``e`` underflows to 0 and that node's ``1 / (omega - phi)`` to 0,
+    its limit, while ``g / (phi - omega) = h / (c - omega e)`` stays finite."""
+    n = psi.size
+    e = np.empty(n)
+    c = np.empty(n)
+    h = np.empty(n)
+    for m in range(n):
+        e[m] = math.exp(-psi[m])
+        c[m] = -math.expm1(-psi[m])
+        h[m] = math.exp(logg[m] - psi[m])
+    return _kernel(e, c, h, mu, wm, x, wx, omega0, out)
+
+
+@njit(cache=True)
+def _kernel(e, c, h, mu, wm, x, wx, omega0, out):
+    """The kernel on ``phi = c / e`` (``e >= 0``) and ``h = g e``."""
     buf = np.zeros(7)
     res = np.zeros(2)
     xmax = -np.inf
@@ -257,9 +284,12 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
         xmax = max(xmax, x[j])
         fin += 0.0 * x[j] + 0.0 * wx[j]
     pmin = np.inf
-    for m in range(phi.size):
-        pmin = min(pmin, phi[m])
-        fin += 0.0 * phi[m] + 0.0 * g[m] + 0.0 * mu[m] + 0.0 * wm[m]
+    for m in range(e.size):
+        if e[m] > 0.0:
+            pmin = min(pmin, c[m] / e[m])
+        elif not (e[m] == 0.0):
+            fin = np.nan
+        fin += 0.0 * c[m] + 0.0 * h[m] + 0.0 * mu[m] + 0.0 * wm[m]
     if not (math.isfinite(fin) and math.isfinite(pmin) and math.isfinite(xmax)
             and math.isfinite(omega0)):
         return 5
@@ -272,7 +302,7 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
     if xc < hi:
         dxp = np.inf
         for _ in range(6):
-            f = _residual(xc, phi, wm, x, wx, xmax, buf)
+            f = _residual(xc, e, c, wm, x, wx, xmax, buf)
             nres += 1
             if buf[2] == 0.0 or not (buf[3] != 0.0 and math.isfinite(buf[3])):
                 break
@@ -281,7 +311,7 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
             if not (xn < hi) or not (abs(dx) < 0.5 * dxp) or not math.isfinite(xn):
                 break
             if abs(dx) <= _XTOL + _RTOL * abs(xn):
-                return _traces(xn, phi, g, mu, wm, x, wx, xmax, buf, nres, out)
+                return _traces(xn, e, c, h, mu, wm, x, wx, xmax, buf, nres, out)
             dxp = abs(dx)
             xc = xn
     om0 = min(omega0, hi - 1e-12)
@@ -289,7 +319,7 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
     step = max(1.0, abs(om0))
     n = 0
     while True:
-        r = _residual(lo, phi, wm, x, wx, xmax, buf)
+        r = _residual(lo, e, c, wm, x, wx, xmax, buf)
         nres += 1
         if buf[2] == 0.0:
             return 1
@@ -302,7 +332,7 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
             return 2
     a_hi = min(om0 + 1e-3 * max(1.0, abs(om0)), hi)
     while True:
-        r = _residual(a_hi, phi, wm, x, wx, xmax, buf)
+        r = _residual(a_hi, e, c, wm, x, wx, xmax, buf)
         nres += 1
         if buf[2] == 0.0:
             return 1
@@ -313,12 +343,12 @@ def subordination_kernel(phi, g, mu, wm, x, wx, omega0, out):
             a_hi = hi
     if r < 0.0:
         return 2
-    st = _rtsafe(lo, a_hi, omega0, phi, wm, x, wx, xmax, buf, res)
+    st = _rtsafe(lo, a_hi, omega0, e, c, wm, x, wx, xmax, buf, res)
     nres += int(res[1])
     if st != 0:
         return st
     om = res[0]
-    return _traces(om, phi, g, mu, wm, x, wx, xmax, buf, nres, out)
+    return _traces(om, e, c, h, mu, wm, x, wx, xmax, buf, nres, out)
 
 
 def _vec(a, name: str, n: int | None = None) -> np.ndarray:
@@ -345,6 +375,24 @@ def subordination_solve(phi, g, mu, wm, x, wx, omega0: float):
     omega0 = float(omega0)
     out = np.zeros(6)
     st = subordination_kernel(phi, g, mu, wm, x, wx, omega0, out)
+    if st == 4:
+        raise np.linalg.LinAlgError(SUBORDINATION_STATUS[4])
+    if st != 0:
+        raise FloatingPointError(SUBORDINATION_STATUS[st])
+    return float(out[0]), float(out[1]), float(out[2]), float(out[3])
+
+
+def subordination_solve_log(psi, logg, mu, wm, x, wx, omega0: float):
+    """:func:`subordination_solve` with ``phi = expm1(psi)`` and ``g = exp(logg)`` given by
+    their logarithms (:func:`subordination_kernel_log`): for the free solver's state, whose
+    ``phi`` grows like ``exp(2 |B| mu)`` and leaves double precision on long horizons."""
+    psi = _vec(psi, "psi")
+    n = psi.size
+    logg, mu, wm = _vec(logg, "logg", n), _vec(mu, "mu", n), _vec(wm, "wm", n)
+    x = _vec(x, "x")
+    wx = _vec(wx, "wx", x.size)
+    out = np.zeros(6)
+    st = subordination_kernel_log(psi, logg, mu, wm, x, wx, float(omega0), out)
     if st == 4:
         raise np.linalg.LinAlgError(SUBORDINATION_STATUS[4])
     if st != 0:

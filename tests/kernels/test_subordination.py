@@ -151,3 +151,35 @@ def test_wrapper_maps_statuses_to_the_python_errors(monkeypatch):
         monkeypatch.setattr(sub, "subordination_kernel", lambda *a, _s=status: _s)
         with pytest.raises(exc, match=SUBORDINATION_STATUS[status]):
             sub.subordination_solve(*args)
+
+
+@pytest.mark.parametrize("seed, t", [(8, 0.3), (9, 3.0)])
+def test_log_form_matches_the_direct_form(seed, t):
+    from attndyn.kernels.subordination import subordination_solve_log
+    phi, g, mu, wm, x, wx, omega0 = _case(seed, t)
+    a = subordination_solve(phi, g, mu, wm, x, wx, omega0)
+    b = subordination_solve_log(np.log1p(phi), np.log(g), mu, wm, x, wx, omega0)
+    np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+def test_log_form_beyond_double_precision():
+    # phi = expm1(psi) past 1e308 on the upper nodes (psi up to 900) and g alike: the direct
+    # form cannot even hold the arrays; the log form gives the limit in which those nodes
+    # drop out of G_Y, and it agrees with the direct form on the nodes that remain when
+    # their phi is merely large (psi = 300)
+    from attndyn.kernels.subordination import subordination_solve_log
+    phi, g, mu, wm, x, wx, omega0 = _case(10, 1.0)
+    psi = np.log1p(phi)
+    logg = np.log(g)
+    psi_big, logg_big = psi.copy(), logg.copy()
+    psi_big[32:] += 900.0
+    logg_big[32:] += 900.0  # g / (1 + phi) unchanged on those nodes
+    psi_mid, logg_mid = psi.copy(), logg.copy()
+    psi_mid[32:] += 300.0
+    logg_mid[32:] += 300.0
+    big = subordination_solve_log(psi_big, logg_big, mu, wm, x, wx, omega0)
+    mid = subordination_solve_log(psi_mid, logg_mid, mu, wm, x, wx, omega0)
+    assert np.all(np.isfinite(big))
+    np.testing.assert_allclose(big, mid, rtol=1e-12, atol=1e-14)
+    direct = subordination_solve(np.expm1(psi_mid), np.exp(logg_mid), mu, wm, x, wx, omega0)
+    np.testing.assert_allclose(mid, direct, rtol=1e-9, atol=1e-12)
