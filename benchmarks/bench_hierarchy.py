@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _timing import interleaved, load, pin_threads, reps_for, stream_rates  # noqa: E402
+from _timing import interleaved, load, pin_threads, stream_rates  # noqa: E402
 
 LINEAR = "lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2"
 
