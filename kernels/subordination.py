@@ -27,6 +27,14 @@ steps), then the traces. The sums run as four independent partial sums. It retur
 instead of raising; :func:`subordination_solve` checks the arrays, calls it and turns a
 status into the error the Python version raised.
 
+Internally ``phi = c / e`` and ``h = g e`` for positive weights ``e``: with ``e = 1`` that is
+``phi`` itself (:func:`subordination_kernel`); with ``e = exp(-psi)``, ``c = -expm1(-psi)``,
+``h = exp(log g - psi)`` it is ``phi = expm1(psi)`` given by its logarithm
+(:func:`subordination_kernel_log`), which the free solver's state carries because ``phi``
+grows like ``exp(2 |B| mu)`` and leaves double precision on long horizons; a node whose
+``e`` underflows drops out of ``G_Y`` (its limit) while ``g / (phi - omega) = h / (c -
+omega e)`` stays finite.
+
 Status codes (``SUBORDINATION_STATUS``): 0 success; 1 the point ``1/G_Y - omega`` left the
 domain of ``G_X`` (``w x_max >= 1``); 2 no bracket for the root; 3 the root did not
 converge in 200 steps; 4 the 2 x 2 system is singular; 5 a non-finite value.
