@@ -8,7 +8,9 @@ Examples::
         --alpha 1 --prefactor 1 --loss0 1 --c-stat 1 --json
     attndyn scaling --list
 
-Numba-using modules are imported inside :func:`run` only.
+Numba-using modules are imported inside :func:`run` only, and the compiled kernels
+load only when a quantity is evaluated: ``--list`` and every input check run
+before (and without) any compilation.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ def parse_spec(option: str, text: str):
             n = int(parts[2])
             if n < 1 or not (math.isfinite(a) and math.isfinite(b)):
                 raise ValueError
+            if n > MAX_ROWS:  # refused before any list is built
+                raise ValueError(f"--{option}: {n} points, above the limit of {MAX_ROWS} "
+                                 f"rows; got '{text}'")
             if n == 1:
                 return [a]
             if lin:
@@ -85,6 +90,8 @@ def parse_spec(option: str, text: str):
             vals = [10.0 ** (la + (lb - la) * i / (n - 1)) for i in range(n)]
             vals[0], vals[-1] = a, b
             return vals
+        if text.count(",") >= MAX_ROWS:
+            raise ValueError(f"--{option}: more than {MAX_ROWS} values")
         return [float(v) for v in text.split(",")]
     except ValueError as exc:
         if str(exc).startswith("--"):

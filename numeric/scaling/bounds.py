@@ -64,9 +64,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, vectorize
 
-from attndyn.kernels.lambertw import lambertw0_scalar, lambertw_log0_scalar
+
+
 
 __all__ = [
     # threshold and its inverse
@@ -223,893 +223,41 @@ def _out(res):
 
 
 def _call(ufunc, *args):
-    """Call a kernel ufunc; intermediate overflow and underflow are handled
-    inside the kernels (log forms), so the floating-point flags are muted."""
+    """Call a kernel ufunc (by name: the kernels load on first use);
+    intermediate overflow and underflow are handled inside the kernels (log
+    forms), so the floating-point flags are muted."""
+    if isinstance(ufunc, str):
+        ufunc = getattr(_kernels(), ufunc)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         return _out(ufunc(*args))
 
 
 # ---------------------------------------------------------------------------
-# compiled kernels
+# compiled kernels: numeric/scaling/_kernels.py, imported on first use (numba
+# compiles or loads the ufuncs at import, so validation and the quantity table
+# never compile anything)
 # ---------------------------------------------------------------------------
-#
-# Extended-exponent arithmetic. Every bound is a product of powers of its
-# inputs (times a logarithm or an exponential), and for finite inputs its
-# intermediate products can leave the float range although the result does
-# not, or the result is out of range and a plain formula gives inf * 0 = NaN.
-# So the kernels hold a non-negative finite number as a pair (m, e) meaning
-# m * 2**e. The mantissa m is kept inside (1e-150, 1e150), renormalised with
-# math.frexp only when it leaves that band: a product or quotient of two such
-# mantissas never overflows or turns subnormal, and it rounds exactly as the
-# same plain float operation does (scaling by a power of 2 is exact). So
-# inside the float range the results are bit for bit those of the direct
-# formulas (same operations, same order) at almost the same speed; outside it
-# nothing overflows or underflows until the final ldexp, which gives inf or 0
-# only when the true value is beyond the float range.
-# Infinite inputs (C, N, M, T = inf) are handled first, by their limits.
 
-_LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of log 2: k * _LN2_HI is exact
-_LN2_LO = 1.90821492927058770002e-10
-_LN2 = 0.6931471805599453
-_EBIG = 1 << 50  # exponent of a number that is certainly beyond the float range
-
-
-@njit(cache=True)
-def _xn(m, e):
-    """Renormalise ``(m, e)`` if ``m`` left the band (1e-150, 1e150)."""
-    if m > 1e-150 and m < 1e150:
-        return m, e
-    if m == 0.0:
-        return 0.0, np.int64(0)
-    mm, k = math.frexp(m)
-    return mm, e + np.int64(k)
-
-
-@njit(cache=True)
-def _xf(v):
-    """Finite float ``v >= 0`` as ``(m, e)``."""
-    return _xn(v, np.int64(0))
-
-
-@njit(cache=True)
-def _xmul(am, ae, bm, be):
-    return _xn(am * bm, ae + be)
-
-
-@njit(cache=True)
-def _xdiv(am, ae, bm, be):
-    return _xn(am / bm, ae - be)
-
-
-@njit(cache=True)
-def _xval(m, e):
-    """``m * 2**e`` as a float (inf or 0 beyond the float range)."""
-    if e == 0 or m == 0.0:
-        return m
-    if e > 2600:
-        return _INF
-    if e < -2800:
-        return 0.0
-    return math.ldexp(m, int(e))
-
-
-@njit(cache=True)
-def _xlog(m, e):
-    """``log(m * 2**e)`` for ``m > 0``, accurate near the float range's ends too."""
-    v = _xval(m, e)
-    if v > 1e-300 and v < 1e300:
-        return math.log(v)
-    return e * _LN2_HI + (math.log(m) + e * _LN2_LO)
-
-
-@njit(cache=True)
-def _xexp(x):
-    """``exp(x)`` as ``(m, e)`` for any ``x``; beyond ``|x| = 1e7`` a number
-    ``2**(+-2**50)`` stands for "certainly beyond the float range"."""
-    if x > -700.0 and x < 700.0:
-        return _xf(math.exp(x))
-    if x != x:
-        return np.nan, np.int64(0)
-    if x < -1e7:  # far below the float range, but kept positive (no 0 * inf later)
-        return 0.5, np.int64(-_EBIG)
-    if x > 1e7:
-        return 0.5, np.int64(_EBIG)
-    k = math.floor(x / _LN2 + 0.5)
-    r = (x - k * _LN2_HI) - k * _LN2_LO
-    m, e = _xf(math.exp(r))
-    return m, e + np.int64(k)
-
-
-@njit(cache=True)
-def _xpow(m, e, p):
-    """``(m 2**e)**p`` for ``m > 0`` and a finite real ``p``."""
-    if p == 0.0:
-        return 0.5, np.int64(1)
-    v = _xval(m, e)
-    if v > 1e-300 and v < 1e300:
-        r = v ** p
-        if r > 1e-300 and r < 1e300:
-            return _xf(r)
-    return _xexp(p * _xlog(m, e))
-
-
-@njit(cache=True)
-def _xle(am, ae, bm, be):
-    """``a <= b`` for two non-negative extended numbers (exact)."""
-    if am == 0.0:
-        return True
-    if bm == 0.0:
-        return False
-    if ae == be:
-        return am <= bm
-    am, k = math.frexp(am)
-    bm, j = math.frexp(bm)
-    ae = ae + np.int64(k)
-    be = be + np.int64(j)
-    if ae != be:
-        return ae < be
-    return am <= bm
-
-
-@njit(cache=True)
-def _ok(x):
-    """A plain intermediate that certainly neither overflowed nor went subnormal."""
-    return x > 1e-300 and x < 1e300
-
-
-# Fast paths. A plain float operation whose result is normal rounds exactly as the
-# same operation on extended numbers does (renormalising by a power of 2 changes no
-# rounding). So each kernel first runs the plain formula, in the same order as its
-# extended version, and checks every intermediate with _ok; if all pass, the result is
-# bit for bit the extended one, without the exponent bookkeeping. Otherwise (NaN
-# returned as the signal) the extended version runs.
-
-
-@njit(cache=True)
-def _log_u(Nm, Ne, xm, xe, ldm, lde):
-    """``log(u)``, ``u = N L d / xi^2`` (eq. 3), without overflow."""
-    am, ae = _xmul(Nm, Ne, ldm, lde)
-    bm, be = _xmul(xm, xe, xm, xe)
-    um, ue = _xdiv(am, ae, bm, be)
-    return _xlog(um, ue)
-
-
-@njit(cache=True)
-def _threshold_x(Nm, Ne, xm, xe, ldm, lde):
-    """``C*(N) = N^6 log(u) / xi^2`` (a float; may be negative) from extended
-    ``N``, ``xi`` and ``L d``."""
-    lu = _log_u(Nm, Ne, xm, xe, ldm, lde)
-    if lu == 0.0:
-        return 0.0
-    am, ae = _xmul(Nm, Ne, Nm, Ne)
-    am, ae = _xmul(am, ae, Nm, Ne)
-    n3m, n3e = _xdiv(am, ae, xm, xe)  # N^3 / xi
-    rm, re = _xmul(n3m, n3e, n3m, n3e)
-    lm, le = _xf(abs(lu))
-    rm, re = _xmul(rm, re, lm, le)
-    v = _xval(rm, re)
-    return v if lu > 0.0 else -v
-
-
-@njit(cache=True)
-def _threshold_fast(N, xi, L, d):
-    ld = L * d
-    a = N * ld
-    b = xi * xi
-    u = a / b
-    n2 = N * N
-    n3 = n2 * N / xi
-    if not (_ok(ld) and _ok(a) and _ok(b) and _ok(u) and _ok(n2) and _ok(n2 * N) and _ok(n3)):
-        return np.nan
-    lu = math.log(u)
-    if lu == 0.0:
-        return 0.0
-    s = n3 * n3
-    r = s * lu
-    return r if _ok(s) and _ok(abs(r)) else np.nan
-
-
-@njit(cache=True)
-def threshold_compute_kernel(N, xi, L, d):
-    """Right side of eq. (3): ``N^6 log(N L d / xi^2) / xi^2``."""
-    if N == _INF:
-        return _INF
-    r = _threshold_fast(N, xi, L, d)
-    if r == r:
-        return r
-    Lm, Le = _xf(L)
-    dm, de = _xf(d)
-    ldm, lde = _xmul(Lm, Le, dm, de)
-    Nm, Ne = _xf(N)
-    xm, xe = _xf(xi)
-    return _threshold_x(Nm, Ne, xm, xe, ldm, lde)
-
-
-@njit(cache=True)
-def _w_of_threshold(Cm, Ce, xm, xe, ldm, lde):
-    """W0(6 (L d)^6 C / xi^10), without overflow."""
-    l2m, l2e = _xmul(ldm, lde, ldm, lde)
-    l6m, l6e = _xmul(l2m, l2e, l2m, l2e)
-    l6m, l6e = _xmul(l6m, l6e, l2m, l2e)
-    x2m, x2e = _xmul(xm, xe, xm, xe)
-    x4m, x4e = _xmul(x2m, x2e, x2m, x2e)
-    x10m, x10e = _xmul(x4m, x4e, x4m, x4e)
-    x10m, x10e = _xmul(x10m, x10e, x2m, x2e)
-    sm, se = _xf(6.0)
-    am, ae = _xmul(sm, se, Cm, Ce)
-    am, ae = _xmul(am, ae, l6m, l6e)
-    am, ae = _xdiv(am, ae, x10m, x10e)
-    a = _xval(am, ae)
-    if a < 1e300 and a > 1e-300:
-        return lambertw0_scalar(a)
-    return lambertw_log0_scalar(_xlog(am, ae))
-
-
-@njit(cache=True)
-def _sixth_root_of_ratio(nm, ne, pm, pe, qm, qe):
-    """Refine ``n ~ (p q)^(1/6)`` by one Newton step, without forming ``p q``."""
-    n3m, n3e = _xmul(nm, ne, nm, ne)
-    n3m, n3e = _xmul(n3m, n3e, nm, ne)
-    am, ae = _xdiv(pm, pe, n3m, n3e)
-    bm, be = _xdiv(qm, qe, n3m, n3e)
-    rm, re = _xmul(am, ae, bm, be)
-    rho = _xval(rm, re)
-    fm, fe = _xf(1.0 + (rho - 1.0) / 6.0)
-    return _xmul(nm, ne, fm, fe)
-
-
-@njit(cache=True)
-def _critical_x(C, xm, xe, ldm, lde):
-    """``N*(C)`` extended, for a finite ``C >= 0`` (see module docstring)."""
-    am, ae = _xdiv(xm, xe, ldm, lde)
-    n0m, n0e = _xmul(xm, xe, am, ae)  # xi^2 / (L d) = N*(0)
-    if C == 0.0:
-        return n0m, n0e
-    Cm, Ce = _xf(C)
-    w = _w_of_threshold(Cm, Ce, xm, xe, ldm, lde)
-    em, ee = _xexp(w / 6.0)
-    nm, ne = _xmul(n0m, n0e, em, ee)
-    if w < 1.0:  # exp form: the absolute error of w is tiny
-        return nm, ne
-    # N^6 = 6 C xi^2 / w: one Newton step removes the w/6 rounding of exp
-    wm, we = _xf(w)
-    pm, pe = _xdiv(Cm, Ce, wm, we)
-    sm, se = _xf(6.0)
-    qm, qe = _xmul(sm, se, xm, xe)
-    qm, qe = _xmul(qm, qe, xm, xe)
-    return _sixth_root_of_ratio(nm, ne, pm, pe, qm, qe)
-
-
-@njit(cache=True)
-def _ld(L, d):
-    Lm, Le = _xf(L)
-    dm, de = _xf(d)
-    return _xmul(Lm, Le, dm, de)
-
-
-@njit(cache=True)
-def critical_data_size_kernel(C, xi, L, d):
-    """Exact inverse of eq. (3): ``N*(C)`` (see module docstring)."""
-    if C == _INF:
-        return _INF
-    r = _critical_fast(C, xi, L * d)
-    if r == r:
-        return r
-    ldm, lde = _ld(L, d)
-    xm, xe = _xf(xi)
-    nm, ne = _critical_x(C, xm, xe, ldm, lde)
-    return _xval(nm, ne)
-
-
-@njit(cache=True)
-def _critical_fast(C, xi, ld):
-    """:func:`_critical_x` with plain floats (NaN: an intermediate left the range)."""
-    if not (_ok(ld) and _ok(xi)):
-        return np.nan
-    t = xi / ld
-    n0 = xi * t
-    if not (_ok(t) and _ok(n0)):
-        return np.nan
-    if C == 0.0:
-        return n0
-    l2 = ld * ld
-    l4 = l2 * l2
-    l6 = l4 * l2
-    x2 = xi * xi
-    x4 = x2 * x2
-    x8 = x4 * x4
-    x10 = x8 * x2
-    c6 = 6.0 * C
-    num = c6 * l6
-    if not (_ok(l2) and _ok(l4) and _ok(l6) and _ok(x2) and _ok(x4) and _ok(x8) and _ok(x10)
-            and _ok(c6) and _ok(num)):
-        return np.nan
-    a = num / x10
-    if a < 1e300 and a > 1e-300:
-        w = lambertw0_scalar(a)
-    else:
-        xm, xe = _xf(xi)
-        ldm, lde = _xf(ld)
-        Cm, Ce = _xf(C)
-        w = _w_of_threshold(Cm, Ce, xm, xe, ldm, lde)
-    if not w < 4200.0:  # exp(w / 6) would leave the range
-        return np.nan
-    n = n0 * math.exp(w / 6.0)
-    if not _ok(n):
-        return np.nan
-    if w < 1.0:
-        return n
-    p = C / w
-    q = 6.0 * xi * xi
-    n3 = n * n * n
-    pa = p / n3
-    qa = q / n3
-    if not (_ok(p) and _ok(6.0 * xi) and _ok(q) and _ok(n * n) and _ok(n3) and _ok(pa)
-            and _ok(qa)):
-        return np.nan
-    rho = pa * qa
-    return n * (1.0 + (rho - 1.0) / 6.0)
-
-
-@njit(cache=True)
-def _paper_x(C, xm, xe):
-    """The paper's ``(C xi^2 / W0(C / xi^10))^(1/6)`` extended, finite ``C >= 0``."""
-    x2m, x2e = _xmul(xm, xe, xm, xe)
-    if C == 0.0:
-        return x2m, x2e  # limit C -> 0: W(x) ~ x
-    x4m, x4e = _xmul(x2m, x2e, x2m, x2e)
-    x10m, x10e = _xmul(x4m, x4e, x4m, x4e)
-    x10m, x10e = _xmul(x10m, x10e, x2m, x2e)
-    Cm, Ce = _xf(C)
-    am, ae = _xdiv(Cm, Ce, x10m, x10e)
-    a = _xval(am, ae)
-    if a < 1e300 and a > 1e-300:
-        w = lambertw0_scalar(a)
-    else:
-        w = lambertw_log0_scalar(_xlog(am, ae))
-    em, ee = _xexp(w / 6.0)
-    nm, ne = _xmul(x2m, x2e, em, ee)  # (C x2 / w)^(1/6) with C/xi^10 = w e^w
-    if w < 1.0:
-        return nm, ne
-    wm, we = _xf(w)
-    pm, pe = _xdiv(Cm, Ce, wm, we)
-    return _sixth_root_of_ratio(nm, ne, pm, pe, x2m, x2e)
-
-
-@njit(cache=True)
-def paper_critical_data_size_kernel(C, xi):
-    """The paper's ``(C xi^2 / W0(C / xi^10))^(1/6)`` (proof of Thm F.7)."""
-    if C == _INF:
-        return _INF
-    xm, xe = _xf(xi)
-    nm, ne = _paper_x(C, xm, xe)
-    return _xval(nm, ne)
-
-
-@njit(cache=True)
-def paper_form_ratio_kernel(C, xi, L, d):
-    """``N_paper(C) / N*(C)``; at ``C = inf`` its limit ``6^(-1/6)``."""
-    if C == _INF:
-        return 6.0 ** (-1.0 / 6.0)
-    xm, xe = _xf(xi)
-    ldm, lde = _ld(L, d)
-    am, ae = _paper_x(C, xm, xe)
-    bm, be = _critical_x(C, xm, xe, ldm, lde)
-    rm, re = _xdiv(am, ae, bm, be)
-    return _xval(rm, re)
-
-
-@njit(cache=True)
-def _decay(pm, pe, x):
-    """``p exp(-x)`` for an extended ``p`` and ``x >= 0`` (or inf)."""
-    if x == _INF:
-        return 0.0
-    em, ee = _xexp(-x)
-    rm, re = _xmul(pm, pe, em, ee)
-    return _xval(rm, re)
-
-
-@njit(cache=True)
-def stage_one_kernel(C, N, xi, alpha, prefactor, loss0):
-    """Stage I of Theorem 7.1: ``prefactor exp(-alpha xi^2 C / N^6) loss0``."""
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
-    if C == _INF:
-        return 0.0
-    if N == _INF:  # no decay resolved
-        return _xval(pm, pe)
-    n2 = N * N
-    n3 = n2 * N
-    a1 = alpha * xi
-    a2 = a1 * xi
-    b = C / n3
-    a3 = a2 * b
-    x = a3 / n3
-    pl = prefactor * loss0
-    if (_ok(n2) and _ok(n3) and _ok(a1) and _ok(a2) and (C == 0.0 or (_ok(b) and _ok(a3)
-            and _ok(x))) and (loss0 == 0.0 or _ok(pl))):
-        if x > 1500.0:  # pl e^-x < 1e300 e^-1500 = 1e-351: rounds to 0
-            return 0.0
-        if x < 690.0:
-            r = pl * math.exp(-x)
-            if loss0 == 0.0 or _ok(r):
-                return r
-    Nm, Ne = _xf(N)
-    n3m, n3e = _xmul(Nm, Ne, Nm, Ne)
-    n3m, n3e = _xmul(n3m, n3e, Nm, Ne)
-    am, ae = _xf(alpha)
-    xm, xe = _xf(xi)
-    am, ae = _xmul(am, ae, xm, xe)
-    am, ae = _xmul(am, ae, xm, xe)
-    Cm, Ce = _xf(C)
-    bm, be = _xdiv(Cm, Ce, n3m, n3e)
-    am, ae = _xmul(am, ae, bm, be)
-    am, ae = _xdiv(am, ae, n3m, n3e)
-    return _decay(pm, pe, _xval(am, ae))
-
-
-@njit(cache=True)
-def _floor(c_stat, xm, xe, nm, ne):
-    """``c_stat xi^2 / n`` (extended ``xi``, ``n``) as a float."""
-    cm, ce = _xf(c_stat)
-    am, ae = _xmul(cm, ce, xm, xe)
-    bm, be = _xdiv(xm, xe, nm, ne)
-    rm, re = _xmul(am, ae, bm, be)
-    return _xval(rm, re)
-
-
-@njit(cache=True)
-def _stage_two_x(C, xm, xe, ldm, lde, c_stat):
-    if C == _INF:
-        return 0.0
-    nm, ne = _critical_x(C, xm, xe, ldm, lde)
-    return _floor(c_stat, xm, xe, nm, ne)
-
-
-@njit(cache=True)
-def stage_two_kernel(C, xi, L, d, c_stat):
-    """Stage II (exact form): ``c_stat xi^2 / N*(C)``."""
-    if C != _INF:
-        n = _critical_fast(C, xi, L * d)
-        a = c_stat * xi
-        b = xi / n
-        r = a * b
-        if n == n and _ok(n) and _ok(a) and _ok(b) and _ok(r):
-            return r
-    xm, xe = _xf(xi)
-    ldm, lde = _ld(L, d)
-    return _stage_two_x(C, xm, xe, ldm, lde, c_stat)
-
-
-@njit(cache=True)
-def _stage_two_paper_x(C, xm, xe, c_stat):
-    if C == _INF:
-        return 0.0
-    nm, ne = _paper_x(C, xm, xe)
-    # xi^(5/3) (C/W)^(-1/6) = xi^2 / (C xi^2 / W)^(1/6)
-    return _floor(c_stat, xm, xe, nm, ne)
-
-
-@njit(cache=True)
-def stage_two_paper_kernel(C, xi, c_stat):
-    """Stage II as printed: ``c_stat xi^(5/3) (C / W0(C/xi^10))^(-1/6)``."""
-    xm, xe = _xf(xi)
-    return _stage_two_paper_x(C, xm, xe, c_stat)
-
-
-@njit(cache=True)
-def _data_floor(N, xi, c_stat):
-    """``c_stat xi^2 / N`` (0 at ``N = inf``)."""
-    if N == _INF:
-        return 0.0
-    a = c_stat * xi
-    b = xi / N
-    r = a * b
-    if _ok(a) and _ok(b) and _ok(r):
-        return r
-    xm, xe = _xf(xi)
-    Nm, Ne = _xf(N)
-    return _floor(c_stat, xm, xe, Nm, Ne)
-
-
-@njit(cache=True)
-def two_stage_kernel(C, N, xi, L, d, alpha, prefactor, loss0, c_stat):
-    """Fixed-N bound: stage I for C <= C*(N), ``c_stat xi^2 / N`` beyond."""
-    cstar = threshold_compute_kernel(N, xi, L, d)
-    if C <= cstar:
-        return stage_one_kernel(C, N, xi, alpha, prefactor, loss0)
-    return _data_floor(N, xi, c_stat)
-
-
-@njit(cache=True)
-def stage_kernel(C, N, xi, L, d):
-    """1 (compute-starved, C <= C*(N)) or 2 (data-limited, C > C*(N))."""
-    return 1.0 if C <= threshold_compute_kernel(N, xi, L, d) else 2.0
-
-
-@njit(cache=True)
-def compute_for_target_frontier_kernel(target, xi, L, d, c_stat):
-    """Least C with ``c_stat xi^2 / N*(C) <= target`` (stage II frontier)."""
-    ldm, lde = _ld(L, d)
-    xm, xe = _xf(xi)
-    cm, ce = _xf(c_stat)
-    tm, te = _xf(target)
-    am, ae = _xmul(cm, ce, xm, xe)
-    bm, be = _xdiv(xm, xe, tm, te)
-    nm, ne = _xmul(am, ae, bm, be)  # N_t = c_stat xi^2 / target
-    # N_t <= N*(0) = xi^2 / (L d)  <=>  c_stat L d <= target: compared without xi's rounding
-    qm, qe = _xmul(cm, ce, ldm, lde)
-    if _xle(qm, qe, tm, te):  # reached at C = 0 already
-        return 0.0
-    return _threshold_x(nm, ne, xm, xe, ldm, lde)
-
-
-@njit(cache=True)
-def compute_for_target_fixed_n_kernel(target, N, xi, L, d, alpha, prefactor, loss0, c_stat):
-    """Least C with ``two_stage_bound(C, N) <= target`` (inf if never)."""
-    tm, te = _xf(target)
-    if N == _INF:
-        fm, fe = 0.0, np.int64(0)
-    else:
-        xm, xe = _xf(xi)
-        Nm, Ne = _xf(N)
-        cm, ce = _xf(c_stat)
-        am, ae = _xmul(cm, ce, xm, xe)
-        bm, be = _xdiv(xm, xe, Nm, Ne)
-        fm, fe = _xmul(am, ae, bm, be)  # the stage-II floor c_stat xi^2 / N
-    reach = _xle(fm, fe, tm, te)
-    cstar = threshold_compute_kernel(N, xi, L, d)
-    if cstar < 0.0:  # every C >= 0 is past the threshold: stage II only
-        return 0.0 if reach else _INF
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    b0m, b0e = _xmul(pm, pe, lm, le)
-    if _xle(b0m, b0e, tm, te):
-        c1 = 0.0
-    elif N == _INF:
-        c1 = _INF
-    else:
-        rm, re = _xdiv(b0m, b0e, tm, te)
-        lr = _xlog(rm, re)
-        Nm, Ne = _xf(N)
-        n3m, n3e = _xmul(Nm, Ne, Nm, Ne)
-        n3m, n3e = _xmul(n3m, n3e, Nm, Ne)
-        lm, le = _xf(lr)
-        am, ae = _xmul(n3m, n3e, lm, le)
-        bm, be = _xf(alpha)
-        xm, xe = _xf(xi)
-        bm, be = _xmul(bm, be, xm, xe)
-        bm, be = _xmul(bm, be, xm, xe)
-        am, ae = _xdiv(am, ae, bm, be)
-        am, ae = _xmul(n3m, n3e, am, ae)
-        c1 = _xval(am, ae)
-    if c1 <= cstar:
-        return c1
-    if reach:
-        return cstar  # the infimum: any C > C*(N) reaches the floor
-    return _INF
-
-
-@njit(cache=True)
-def threshold_time_kernel(N, xi, L, d):
-    """``T*(N) = N^2 log(N L d / xi^2) / xi^2``."""
-    if N == _INF:
-        return _INF
-    ldm, lde = _ld(L, d)
-    Nm, Ne = _xf(N)
-    xm, xe = _xf(xi)
-    lu = _log_u(Nm, Ne, xm, xe, ldm, lde)
-    if lu == 0.0:
-        return 0.0
-    qm, qe = _xdiv(Nm, Ne, xm, xe)
-    qm, qe = _xmul(qm, qe, qm, qe)
-    lm, le = _xf(abs(lu))
-    rm, re = _xmul(qm, qe, lm, le)
-    v = _xval(rm, re)
-    return v if lu > 0.0 else -v
-
-
-@njit(cache=True)
-def _prod3(a, b, c):
-    """``a b c`` (a float) without intermediate overflow."""
-    am, ae = _xf(a)
-    bm, be = _xf(b)
-    cm, ce = _xf(c)
-    am, ae = _xmul(am, ae, bm, be)
-    return _xmul(am, ae, cm, ce)
-
-
-@njit(cache=True)
-def training_loss_kernel(T, eps, alpha, loss0):
-    """``loss0 exp(-alpha eps^2 T)`` (Theorem 5.5)."""
-    if T == _INF:
-        return 0.0
-    am, ae = _prod3(alpha, eps, eps)
-    tm, te = _xf(T)
-    am, ae = _xmul(am, ae, tm, te)
-    lm, le = _xf(loss0)
-    return _decay(lm, le, _xval(am, ae))
-
-
-@njit(cache=True)
-def generalisation_kernel(M, N, xi, L, d):
-    """``(4/M + xi)/M + L d xi / N`` (Theorem 6.2)."""
-    first = (4.0 / M + xi) / M
-    if N == _INF:
-        return first
-    am, ae = _prod3(L, d, xi)
-    Nm, Ne = _xf(N)
-    am, ae = _xdiv(am, ae, Nm, Ne)
-    return first + _xval(am, ae)
-
-
-@njit(cache=True)
-def threshold_jump_kernel(N, xi, L, d, alpha, prefactor, loss0, c_stat):
-    """``prefactor loss0 / (c_stat L d) (N L d / xi^2)^(1 - alpha)``."""
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
-    qm, qe = _prod3(c_stat, L, d)
-    pm, pe = _xdiv(pm, pe, qm, qe)
-    if alpha == 1.0:
-        return _xval(pm, pe)
-    if N == _INF:
-        return _INF if alpha < 1.0 else 0.0
-    Nm, Ne = _xf(N)
-    um, ue = _prod3(N, L, d)
-    xm, xe = _xf(xi)
-    bm, be = _xmul(xm, xe, xm, xe)
-    um, ue = _xdiv(um, ue, bm, be)
-    wm, we = _xpow(um, ue, 1.0 - alpha)
-    rm, re = _xmul(pm, pe, wm, we)
-    return _xval(rm, re)
-
-
-@njit(cache=True)
-def continuity_kernel(L, d, prefactor, loss0):
-    """``prefactor loss0 / (L d)``."""
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
-    ldm, lde = _ld(L, d)
-    rm, re = _xdiv(pm, pe, ldm, lde)
-    return _xval(rm, re)
-
-
-@njit(cache=True)
-def time_law_kernel(T, N, xi, c_stat, alpha, prefactor, loss0, literal):
-    """``prefactor loss0 exp(-x) + c_stat xi^2 / N`` with ``x = alpha eps^2 T``
-    (``literal``: ``alpha eps^4 T``), ``eps = xi / N``."""
-    floor = _data_floor(N, xi, c_stat)
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
-    if N == _INF:  # eps = 0: no decay resolved
-        x = 0.0
-    elif T == _INF:
-        x = _INF
-    else:
-        xm, xe = _xf(xi)
-        Nm, Ne = _xf(N)
-        qm, qe = _xdiv(xm, xe, Nm, Ne)
-        em, ee = _xmul(qm, qe, qm, qe)  # eps^2
-        am, ae = _xf(alpha)
-        am, ae = _xmul(am, ae, em, ee)
-        tm, te = _xf(T)
-        am, ae = _xmul(am, ae, tm, te)
-        if literal != 0.0:
-            am, ae = _xmul(am, ae, em, ee)
-        x = _xval(am, ae)
-    return _decay(pm, pe, x) + floor
-
-
-@njit(cache=True)
-def data_law_kernel(N, xi, c_stat):
-    """``c_stat xi^2 / N``."""
-    return _data_floor(N, xi, c_stat)
-
-
-@njit(cache=True)
-def model_law_kernel(M, xi, zeta, scale):
-    """``scale xi^2 M^(-zeta)``; ``M^(-zeta)`` is always a normal float for
-    ``0 < zeta < 1/3``."""
-    if M == _INF:
-        return 0.0
-    am, ae = _prod3(scale, xi, xi)
-    pm, pe = _xf(M ** (-zeta))
-    rm, re = _xmul(am, ae, pm, pe)
-    return _xval(rm, re)
-
-
-@njit(cache=True)
-def _ge_const_power(X, k, N, p, div):
-    """``X >= k N^p / div`` (``p`` = 2 or 3, exact comparison of extended numbers)."""
-    if X == _INF:
-        return True
-    if N == _INF:
-        return False
-    Nm, Ne = _xf(N)
-    am, ae = _xmul(Nm, Ne, Nm, Ne)
-    if p == 3:
-        am, ae = _xmul(am, ae, Nm, Ne)
-    km, ke = _xf(k)
-    am, ae = _xmul(km, ke, am, ae)
-    dm, de = _xf(div)
-    am, ae = _xdiv(am, ae, dm, de)
-    Xm, Xe = _xf(X)
-    return _xle(am, ae, Xm, Xe)
-
-
-@njit(cache=True)
-def time_law_valid_kernel(M, N, m_const):
-    """``M >= m_const N^3``."""
-    return 1.0 if _ge_const_power(M, m_const, N, 3, 1.0) else 0.0
-
-
-@njit(cache=True)
-def data_law_valid_kernel(M, N, T, xi, m_const, t_const):
-    """``M >= m_const N^3`` and ``T >= t_const N^2 / xi``."""
-    ok = _ge_const_power(M, m_const, N, 3, 1.0) and _ge_const_power(T, t_const, N, 2, xi)
-    return 1.0 if ok else 0.0
-
-
-@njit(cache=True)
-def noise_drag_data_kernel(N, xi0, power, c_stat):
-    """``c_stat xi(N)^2 / N`` with ``xi(N) = xi0 N^power``."""
-    if N == _INF:  # c_stat xi0^2 N^(2 power - 1)
-        if 2.0 * power > 1.0:
-            return _INF
-        if 2.0 * power < 1.0:
-            return 0.0
-        am, ae = _prod3(c_stat, xi0, xi0)
-        return _xval(am, ae)
-    Nm, Ne = _xf(N)
-    pm, pe = _xpow(Nm, Ne, power)
-    xm, xe = _xf(xi0)
-    xm, xe = _xmul(xm, xe, pm, pe)
-    return _floor(c_stat, xm, xe, Nm, Ne)
-
-
-@njit(cache=True)
-def noise_drag_compute_kernel(C, xi0, L, d, power, c_stat, paper):
-    """Stage-II bound at ``xi(C) = xi0 C^power`` (``paper``: the printed form)."""
-    if C == _INF:  # ~ C^(5 power / 3 - 1/6): constant along the path at power = 1/10
-        if 10.0 * power > 1.0:
-            return _INF
-        if 10.0 * power < 1.0:
-            return 0.0
-        C = 1.0
-    Cm, Ce = _xf(C)
-    pm, pe = _xpow(Cm, Ce, power)
-    xm, xe = _xf(xi0)
-    xm, xe = _xmul(xm, xe, pm, pe)
-    if paper != 0.0:
-        return _stage_two_paper_x(C, xm, xe, c_stat)
-    ldm, lde = _ld(L, d)
-    return _stage_two_x(C, xm, xe, ldm, lde, c_stat)
-
-
-_F = "float64"
-
-
-def _sig(n):
-    return [f"{_F}({', '.join([_F] * n)})"]
-
-
-@vectorize(_sig(4), cache=True)
-def threshold_compute_ufunc(N, xi, L, d):
-    return threshold_compute_kernel(N, xi, L, d)
-
-
-@vectorize(_sig(4), cache=True)
-def critical_data_size_ufunc(C, xi, L, d):
-    return critical_data_size_kernel(C, xi, L, d)
-
-
-@vectorize(_sig(2), cache=True)
-def paper_critical_data_size_ufunc(C, xi):
-    return paper_critical_data_size_kernel(C, xi)
-
-
-@vectorize(_sig(4), cache=True)
-def paper_form_ratio_ufunc(C, xi, L, d):
-    return paper_form_ratio_kernel(C, xi, L, d)
-
-
-@vectorize(_sig(6), cache=True)
-def stage_one_ufunc(C, N, xi, alpha, prefactor, loss0):
-    return stage_one_kernel(C, N, xi, alpha, prefactor, loss0)
-
-
-@vectorize(_sig(5), cache=True)
-def stage_two_ufunc(C, xi, L, d, c_stat):
-    return stage_two_kernel(C, xi, L, d, c_stat)
-
-
-@vectorize(_sig(3), cache=True)
-def stage_two_paper_ufunc(C, xi, c_stat):
-    return stage_two_paper_kernel(C, xi, c_stat)
-
-
-@vectorize(_sig(9), cache=True)
-def two_stage_ufunc(C, N, xi, L, d, alpha, prefactor, loss0, c_stat):
-    return two_stage_kernel(C, N, xi, L, d, alpha, prefactor, loss0, c_stat)
-
-
-@vectorize(_sig(5), cache=True)
-def stage_ufunc(C, N, xi, L, d):
-    return stage_kernel(C, N, xi, L, d)
-
-
-@vectorize(_sig(5), cache=True)
-def compute_for_target_frontier_ufunc(target, xi, L, d, c_stat):
-    return compute_for_target_frontier_kernel(target, xi, L, d, c_stat)
-
-
-@vectorize(_sig(9), cache=True)
-def compute_for_target_fixed_n_ufunc(target, N, xi, L, d, alpha, prefactor, loss0, c_stat):
-    return compute_for_target_fixed_n_kernel(target, N, xi, L, d, alpha, prefactor, loss0, c_stat)
-
-
-@vectorize(_sig(4), cache=True)
-def threshold_time_ufunc(N, xi, L, d):
-    return threshold_time_kernel(N, xi, L, d)
-
-
-@vectorize(_sig(4), cache=True)
-def training_loss_ufunc(T, eps, alpha, loss0):
-    return training_loss_kernel(T, eps, alpha, loss0)
-
-
-@vectorize(_sig(5), cache=True)
-def generalisation_ufunc(M, N, xi, L, d):
-    return generalisation_kernel(M, N, xi, L, d)
-
-
-@vectorize(_sig(8), cache=True)
-def threshold_jump_ufunc(N, xi, L, d, alpha, prefactor, loss0, c_stat):
-    return threshold_jump_kernel(N, xi, L, d, alpha, prefactor, loss0, c_stat)
-
-
-@vectorize(_sig(4), cache=True)
-def continuity_ufunc(L, d, prefactor, loss0):
-    return continuity_kernel(L, d, prefactor, loss0)
-
-
-@vectorize(_sig(8), cache=True)
-def time_law_ufunc(T, N, xi, c_stat, alpha, prefactor, loss0, literal):
-    return time_law_kernel(T, N, xi, c_stat, alpha, prefactor, loss0, literal)
-
-
-@vectorize(_sig(3), cache=True)
-def data_law_ufunc(N, xi, c_stat):
-    return data_law_kernel(N, xi, c_stat)
-
-
-@vectorize(_sig(4), cache=True)
-def model_law_ufunc(M, xi, zeta, scale):
-    return model_law_kernel(M, xi, zeta, scale)
-
-
-@vectorize(_sig(3), cache=True)
-def time_law_valid_ufunc(M, N, m_const):
-    return time_law_valid_kernel(M, N, m_const)
-
-
-@vectorize(_sig(6), cache=True)
-def data_law_valid_ufunc(M, N, T, xi, m_const, t_const):
-    return data_law_valid_kernel(M, N, T, xi, m_const, t_const)
-
-
-@vectorize(_sig(4), cache=True)
-def noise_drag_data_ufunc(N, xi0, power, c_stat):
-    return noise_drag_data_kernel(N, xi0, power, c_stat)
-
-
-@vectorize(_sig(7), cache=True)
-def noise_drag_compute_ufunc(C, xi0, L, d, power, c_stat, paper):
-    return noise_drag_compute_kernel(C, xi0, L, d, power, c_stat, paper)
+_KERNELS = None
+
+
+def _kernels():
+    global _KERNELS
+    if _KERNELS is None:
+        import importlib
+        _KERNELS = importlib.import_module(__name__.rsplit(".", 1)[0] + "._kernels")
+    return _KERNELS
+
+
+def __getattr__(name):
+    # the kernels and ufuncs (``*_kernel``, ``*_ufunc``, the private helpers) keep their
+    # old place here for callers and tests, loaded on first access
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        return getattr(_kernels(), name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 # ---------------------------------------------------------------------------
@@ -1141,7 +289,7 @@ def threshold_compute(N, xi, L, d):
         Sequence length and width.
     """
     N, xi, L, d = _N(N), _xi(xi), _L(L), _d(d)
-    return _call(threshold_compute_ufunc, N, xi, L, d)
+    return _call("threshold_compute_ufunc", N, xi, L, d)
 
 
 def critical_data_size(C, xi, L, d):
@@ -1165,7 +313,7 @@ def critical_data_size(C, xi, L, d):
     L, d : array_like, >= 1
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
-    return _call(critical_data_size_ufunc, C, xi, L, d)
+    return _call("critical_data_size_ufunc", C, xi, L, d)
 
 
 def optimal_data_size(C, xi, L, d):
@@ -1191,7 +339,7 @@ def paper_critical_data_size(C, xi):
     absorbs the difference into ``O(.)``. ``N_paper(0) = xi^2``.
     """
     C, xi = _C(C), _xi(xi)
-    return _call(paper_critical_data_size_ufunc, C, xi)
+    return _call("paper_critical_data_size_ufunc", C, xi)
 
 
 def paper_form_ratio(C, xi, L, d):
@@ -1201,7 +349,7 @@ def paper_form_ratio(C, xi, L, d):
     ``log C``; ``C = inf`` returns this limit), and to ``L d`` as ``C -> 0``.
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
-    return _call(paper_form_ratio_ufunc, C, xi, L, d)
+    return _call("paper_form_ratio_ufunc", C, xi, L, d)
 
 
 def threshold_time(N, xi, L, d):
@@ -1214,13 +362,13 @@ def threshold_time(N, xi, L, d):
     ``C*(N) = M N T*(N)`` with ``M = N^3``.
     """
     N, xi, L, d = _N(N), _xi(xi), _L(L), _d(d)
-    return _call(threshold_time_ufunc, N, xi, L, d)
+    return _call("threshold_time_ufunc", N, xi, L, d)
 
 
 def stage(C, N, xi, L, d):
     """Stage of Theorem 7.1 at ``(C, N)``: 1 if ``C <= C*(N)``, else 2."""
     C, N, xi, L, d = _C(C), _N(N), _xi(xi), _L(L), _d(d)
-    return _out(np.asarray(_call(stage_ufunc, C, N, xi, L, d)).astype(np.int8))
+    return _out(np.asarray(_call("stage_ufunc", C, N, xi, L, d)).astype(np.int8))
 
 
 # ---------------------------------------------------------------------------
@@ -1250,7 +398,7 @@ def training_loss_bound(T, eps, *, alpha, loss0):
     eps = _pos("eps", eps, "output scaling coefficient")
     alpha = _pos("alpha", alpha, "convergence-rate constant Theta(lambda)")
     loss0 = _nonneg("loss0", loss0, "initial loss L(0, D)")
-    return _call(training_loss_ufunc, T, eps, alpha, loss0)
+    return _call("training_loss_ufunc", T, eps, alpha, loss0)
 
 
 def approximation_bound(M):
@@ -1277,7 +425,7 @@ def generalisation_bound(M, N, xi, L, d):
     ``N``, increasing in ``xi``.
     """
     M, N, xi, L, d = _M(M), _N(N), _xi(xi), _L(L), _d(d)
-    return _call(generalisation_ufunc, M, N, xi, L, d)
+    return _call("generalisation_ufunc", M, N, xi, L, d)
 
 
 def stage_one_bound(C, N, xi, *, alpha, prefactor, loss0):
@@ -1303,7 +451,7 @@ def stage_one_bound(C, N, xi, *, alpha, prefactor, loss0):
     alpha = _pos("alpha", alpha, "convergence-rate constant Theta(lambda)")
     prefactor = _pos("prefactor", prefactor, "stage-I constant poly(L, d, 1/lambda, 1/omega)")
     loss0 = _nonneg("loss0", loss0, "initial loss L(0, D)")
-    return _call(stage_one_ufunc, C, N, xi, alpha, prefactor, loss0)
+    return _call("stage_one_ufunc", C, N, xi, alpha, prefactor, loss0)
 
 
 def stage_two_bound(C, xi, L, d, *, c_stat):
@@ -1322,7 +470,7 @@ def stage_two_bound(C, xi, L, d, *, c_stat):
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
-    return _call(stage_two_ufunc, C, xi, L, d, c_stat)
+    return _call("stage_two_ufunc", C, xi, L, d, c_stat)
 
 
 def stage_two_bound_paper(C, xi, *, c_stat):
@@ -1334,7 +482,7 @@ def stage_two_bound_paper(C, xi, *, c_stat):
     """
     C, xi = _C(C), _xi(xi)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(.)"), "constant of O(.)")
-    return _call(stage_two_paper_ufunc, C, xi, c_stat)
+    return _call("stage_two_paper_ufunc", C, xi, c_stat)
 
 
 def two_stage_bound(C, N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
@@ -1356,7 +504,7 @@ def two_stage_bound(C, N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
     prefactor = _pos("prefactor", prefactor, "stage-I constant poly(L, d, 1/lambda, 1/omega)")
     loss0 = _nonneg("loss0", loss0, "initial loss L(0, D)")
     c_stat = _pos("c_stat", c_stat, "constant of O(xi^2/N)")
-    return _call(two_stage_ufunc, C, N, xi, L, d, alpha, prefactor, loss0, c_stat)
+    return _call("two_stage_ufunc", C, N, xi, L, d, alpha, prefactor, loss0, c_stat)
 
 
 def threshold_jump(N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
@@ -1380,7 +528,7 @@ def threshold_jump(N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
     prefactor = _pos("prefactor", prefactor, "stage-I constant")
     loss0 = _pos("loss0", loss0, "initial loss L(0, D)")
     c_stat = _pos("c_stat", c_stat, "constant of O(xi^2/N)")
-    return _call(threshold_jump_ufunc, N, xi, L, d, alpha, prefactor, loss0, c_stat)
+    return _call("threshold_jump_ufunc", N, xi, L, d, alpha, prefactor, loss0, c_stat)
 
 
 def continuity_constant(L, d, *, prefactor, loss0):
@@ -1389,7 +537,7 @@ def continuity_constant(L, d, *, prefactor, loss0):
     L, d = _L(L), _d(d)
     prefactor = _pos("prefactor", prefactor, "stage-I constant")
     loss0 = _pos("loss0", loss0, "initial loss L(0, D)")
-    return _call(continuity_ufunc, L, d, prefactor, loss0)
+    return _call("continuity_ufunc", L, d, prefactor, loss0)
 
 
 # ---------------------------------------------------------------------------
@@ -1419,7 +567,7 @@ def time_law(T, N, xi, *, c_stat, alpha=1.0, prefactor=1.0, loss0=1.0, literal=F
     alpha = _pos("alpha", alpha, "convergence-rate constant")
     prefactor = _pos("prefactor", prefactor, "stage-I constant")
     loss0 = _nonneg("loss0", loss0, "initial loss L(0, D)")
-    return _call(time_law_ufunc, T, N, xi, c_stat, alpha, prefactor, loss0,
+    return _call("time_law_ufunc", T, N, xi, c_stat, alpha, prefactor, loss0,
                  1.0 if literal else 0.0)
 
 
@@ -1431,7 +579,7 @@ def data_law(N, xi, *, c_stat):
     """
     N, xi = _N(N), _xi(xi)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
-    return _call(data_law_ufunc, N, xi, c_stat)
+    return _call("data_law_ufunc", N, xi, c_stat)
 
 
 def model_law(M, xi, zeta, *, scale=1.0):
@@ -1444,7 +592,7 @@ def model_law(M, xi, zeta, *, scale=1.0):
     """
     M, xi, zeta = _M(M), _xi(xi), _zeta(zeta)
     scale = _pos("scale", scale, "multiplier of the model law")
-    return _call(model_law_ufunc, M, xi, zeta, scale)
+    return _call("model_law_ufunc", M, xi, zeta, scale)
 
 
 def time_law_valid(M, N, *, m_const):
@@ -1453,7 +601,7 @@ def time_law_valid(M, N, *, m_const):
     constant ``m_const`` (> 0) explicit."""
     M, N = _M(M), _N(N)
     m_const = _pos("m_const", m_const, "constant of M = Omega(N^3)")
-    return _out(np.asarray(_call(time_law_valid_ufunc, M, N, m_const)) != 0.0)
+    return _out(np.asarray(_call("time_law_valid_ufunc", M, N, m_const)) != 0.0)
 
 
 def data_law_valid(M, N, T, xi, *, m_const, t_const):
@@ -1462,7 +610,7 @@ def data_law_valid(M, N, T, xi, *, m_const, t_const):
     M, N, T, xi = _M(M), _N(N), _T(T), _xi(xi)
     m_const = _pos("m_const", m_const, "constant of M = Omega(N^3)")
     t_const = _pos("t_const", t_const, "constant of T = Omega~(N^2/xi)")
-    return _out(np.asarray(_call(data_law_valid_ufunc, M, N, T, xi, m_const, t_const)) != 0.0)
+    return _out(np.asarray(_call("data_law_valid_ufunc", M, N, T, xi, m_const, t_const)) != 0.0)
 
 
 def model_law_boundary(N, zeta):
@@ -1506,7 +654,7 @@ def noise_drag_data(N, xi0, power=0.5, *, c_stat):
     xi0 = _xi(xi0, "xi0")
     power = _nonneg("power", power, "growth exponent of xi(N)")
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
-    return _call(noise_drag_data_ufunc, N, xi0, power, c_stat)
+    return _call("noise_drag_data_ufunc", N, xi0, power, c_stat)
 
 
 def noise_drag_compute(C, xi0, L, d, power=0.1, *, c_stat, form="exact"):
@@ -1527,7 +675,7 @@ def noise_drag_compute(C, xi0, L, d, power=0.1, *, c_stat, form="exact"):
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(.)"), "constant of O(.)")
     if form not in ("exact", "paper"):
         raise ValueError(f"form must be 'exact' or 'paper', got {form!r}")
-    return _call(noise_drag_compute_ufunc, C, xi0, L, d, power, c_stat,
+    return _call("noise_drag_compute_ufunc", C, xi0, L, d, power, c_stat,
                  1.0 if form == "paper" else 0.0)
 
 
@@ -1572,14 +720,14 @@ def compute_for_target(target, xi, L, d, *, c_stat, N=None, alpha=None, prefacto
     xi, L, d = _xi(xi), _L(L), _d(d)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
     if N is None:
-        return _call(compute_for_target_frontier_ufunc, target, xi, L, d, c_stat)
+        return _call("compute_for_target_frontier_ufunc", target, xi, L, d, c_stat)
     N = _N(N)
     alpha = _pos("alpha", _required("alpha", alpha, "Theta(lambda)"), "convergence-rate constant")
     prefactor = _pos("prefactor",
                      _required("prefactor", prefactor, "poly(L, d, 1/lambda, 1/omega)"),
                      "stage-I constant")
     loss0 = _pos("loss0", _required("loss0", loss0, "L(0, D)"), "initial loss L(0, D)")
-    return _call(compute_for_target_fixed_n_ufunc, target, N, xi, L, d, alpha, prefactor, loss0,
+    return _call("compute_for_target_fixed_n_ufunc", target, N, xi, L, d, alpha, prefactor, loss0,
                  c_stat)
 
 
