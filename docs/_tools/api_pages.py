@@ -155,15 +155,18 @@ class _Pages:
 
 def write_api_pages(folder: pathlib.Path) -> list[str]:
     """Write one page per face, per layer and per layer module into ``folder``; return
-    their names. A file is rewritten only when its text changes (incremental builds stay
-    incremental); pages of modules that no longer exist are removed."""
+    their names. A page is rewritten only when its text changes; every other file there
+    (autosummary's stubs of the previous build, pages of modules that no longer exist) is
+    removed, so a name that left ``__all__`` leaves the reference."""
     folder.mkdir(parents=True, exist_ok=True)
     p = _Pages()
     for i, face in enumerate(FACES):
         p.face(i, face)
     for i, (pkg, blurb) in enumerate(LAYERS.items()):
         p.layer(i, pkg, blurb)
-    for old in folder.glob("mod-*.rst"):
+    # anything else here is a stub of a name that may be gone or documented elsewhere by
+    # now (an earlier __all__): autosummary writes the current ones again
+    for old in folder.glob("*.rst"):
         if old.stem not in p.pages:
             old.unlink()
     for name, text in p.pages.items():
