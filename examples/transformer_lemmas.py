@@ -7,7 +7,8 @@ beside the bounds of Theorems 7.1 / 7.2.
     python examples/transformer_lemmas.py [--quick] [--json out.json] [--plot out.png]
 
 Prints every measured number (the ones quoted in docs/transformer.md):
-Lemma 4.1's relative gap against the width m at N = 2 (two setups) with the
+the lazy-regime premises along a run (verdict tables for both setups),
+Assumption 5.1 with both kernels, Lemma 4.1's relative gap against the width m at N = 2 (two setups) with the
 fitted trend, the gap along a gradient-flow run, Assumption 5.1's lambda
 against m, n, L, d, Lemma 5.3 over seeds, Theorem 5.5's rate ratio, Definition
 5.2's required width, and the excess-risk scaling in N, M, T and C.
@@ -112,6 +113,20 @@ def main(argv=None):
     g = tr.good_scalings(2, 4, 4, 256, omega_const=1.0, delta=0.05, b_const=1.0)
     print(f"Definition 5.2's omega (constant 1, B from Lemma C.1 with constant 1): {g}")
     out["good_scalings"] = g
+
+    # the lazy-regime premises along a flow run (Lemma C.1, eqs. 6-9), both setups
+    from attndyn.numeric.transformer.premises import premises
+    for name, setup in (("A", A), ("B", B)):
+        rep = premises(setup, 0, T=1.0, n_eval=5, widths=(16, 64, 256, 1024), **FLOW)
+        print(f"\nPremises along a flow run, setup {name} (m = {setup['m']}, T = 1)\n"
+              f"{rep.table()}")
+        out[f"premises_{name}"] = rep.as_dict()
+
+    # Assumption 5.1 with both kernels (Definition B.5's H' and the exact K^W)
+    for name, setup in (("A", A), ("B", B)):
+        sw = tr.assumption_sweep(setup, "m", [8, 32, 128, 512], seeds=seeds, kernel="exact")
+        print(f"\nAssumption 5.1 with both kernels, setup {name}\n{sw.table()}")
+        out[f"assumption51_both_{name}"] = {"x": sw.x, "rows": dict(zip(sw.names, sw.y))}
 
     # empirical scaling beside the bounds
     Tsc = 2.0 if q else 5.0
