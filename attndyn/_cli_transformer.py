@@ -168,7 +168,7 @@ def run(command_name, args) -> int:
         rep = premises(s, args.seed, T=args.T, method=args.method, kernel=args.kernel,
                        delta=args.delta, n_eval=args.n_eval, widths=widths, lr=args.lr,
                        batch_fraction=args.batch_fraction,
-                       **({"seed": args.sgd_seed} if args.method == "sgd" else
+                       **({"sgd_seed": args.sgd_seed} if args.method == "sgd" else
                           {"rtol": args.rtol, "atol": args.atol}))
         path = rep.save(args.output) if args.output else None
         _print(args, dict(rep.as_dict(), path=path, status=rep.result.status),

@@ -149,15 +149,17 @@ def _g(x):
 
 
 def premises(setup, seed=0, *, T, method="flow", kernel="definition", delta=0.05, b_const=1.0,
-             n_eval=10, widths=(16, 64, 256, 1024), **train_kw) -> PremiseReport:
+             n_eval=10, widths=(16, 64, 256, 1024), sgd_seed=None,
+             **train_kw) -> PremiseReport:
     r"""Train once (``setup`` as in :func:`~attndyn.numeric.transformer.lemmas.build`)
     with ``record="premises"`` and judge each premise.
 
     ``kernel`` chooses the lambda of Assumption 5.1 (Definition B.5's ``H'`` or
     the exact ``K^W``) used in eqs. (6)-(9); ``B = max(b_const sqrt(log(L m d /
     delta)), 1)`` (Lemma C.1); ``widths``: the part-16 width sweep at
-    initialisation (``()`` skips it). Hidden constants are set to 1 in the
-    verdicts and the implied constants are printed.
+    initialisation (``()`` skips it); ``sgd_seed``: the SGD batches
+    (``method="sgd"``). Hidden constants are set to 1 in the verdicts and the
+    implied constants are printed.
     """
     from .kernel import _kernel_name
     from .lemmas import build, check_setup
@@ -168,6 +170,8 @@ def premises(setup, seed=0, *, T, method="flow", kernel="definition", delta=0.05
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     student, data = build(s, seed)
+    if method == "sgd":
+        train_kw["seed"] = sgd_seed
     res = train(student, data, T=T, method=method, n_eval=n_eval, record="premises", **train_kw)
     lam = res.params["premise_lambda"][kernel]
     N, L, d, m, n = s["N"], s["L"], s["d"], s["m"], s["n"]

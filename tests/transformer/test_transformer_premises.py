@@ -47,6 +47,9 @@ def test_premises_command(capsys):
     assert main(["transformer", "premises", *args]) == 0
     out = capsys.readouterr().out
     assert "eq. (7)" in out and "verdict" in out
+    assert main(["transformer", "premises", *args, "--method", "sgd", "--lr", "0.01",
+                 "--batch-fraction", "0.5"]) == 0
+    assert "part 15" in capsys.readouterr().out
 
 
 def test_lemma_commands_refuse_empty_lists(capsys):
