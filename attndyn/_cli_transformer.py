@@ -94,6 +94,9 @@ def add_arguments(command_name, parser) -> None:
     p = sub.add_parser("kernel", help="layer kernel H_nu of Definition B.5 and lambda")
     _setup_args(p)
     p.add_argument("--layer", type=int, required=True, help="layer, 0-based")
+    p.add_argument("--kernel", choices=("definition", "exact"), default="definition",
+                   help="Definition B.5's H_nu (nL x nL) or the exact Jacobian Gram K_nu "
+                        "(nLd x nLd)")
     p = sub.add_parser("premises", help="the lazy-regime premises (Lemma C.1, eqs. 6-9) "
                                         "measured along a run: a verdict table")
     _setup_args(p)
@@ -194,11 +197,15 @@ def run(command_name, args) -> int:
     if args.action == "kernel":
         import numpy as np
         student, data = tr.build(s, args.seed)
-        Hb, Hg = tr.kernel_parts(student, data.X, args.layer)
+        if args.kernel == "exact":
+            Hb, Hg = tr.exact_kernel_parts(student, data.X, args.layer)
+        else:
+            Hb, Hg = tr.kernel_parts(student, data.X, args.layer)
         lam_H = tr.min_eigenvalue(Hb + Hg)
         lam = tr.min_eigenvalue(Hb) / student.omega
-        summary = {"layer": args.layer, "nL": int(Hb.shape[0]), "lambda_min_H": lam_H,
-                   "lambda": lam, "setup": s, "seed": args.seed}
+        summary = {"layer": args.layer, "nL": int(s["n"] * s["L"]), "rows": int(Hb.shape[0]),
+                   "kernel": args.kernel, "lambda_min_H": lam_H, "lambda": lam, "setup": s,
+                   "seed": args.seed}
         path = None
         if args.output:
             path = args.output if args.output.endswith(".npz") else args.output + ".npz"
@@ -206,8 +213,8 @@ def run(command_name, args) -> int:
                                 header=np.array(json.dumps(dict(summary,
                                                 format="attndyn-transformer-kernel-1"))))
         _print(args, dict(summary, path=path),
-               f"layer {args.layer} (0-based), nL = {Hb.shape[0]}: lambda_min(H) = {lam_H:.6g}, "
-               f"lambda = lambda_min(H'/omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""))
+               f"layer {args.layer} (0-based), {args.kernel} kernel, {Hb.shape[0]} rows: "
+               f"lambda_min = {lam_H:.6g}, lambda = lambda_min(W part / omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""))
         return 0
     # lemmas
     w = args.which

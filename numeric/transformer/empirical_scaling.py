@@ -1,6 +1,10 @@
 r"""Empirical scaling of the excess risk on the synthetic teacher task, beside
 the bounds of Theorems 7.1 / 7.2 (evaluated by :mod:`attndyn.numeric.scaling`).
 
+These sweeps run at a fixed ``eps`` and ``n``, outside the theorems' regime; the
+experiment in that regime (``eps = xi/N``, ``M ~ N^3``) is
+:mod:`attndyn.numeric.transformer.regime_scaling`.
+
 :func:`scaling_sweep` trains students (gradient flow by default) and measures
 the excess risk ``E||F(X) - F*(X)||_F^2`` on held-out teacher inputs against
 
@@ -11,7 +15,9 @@ the excess risk ``E||F(X) - F*(X)||_F^2`` on held-out teacher inputs against
   fitted);
 - ``"T"``: the training time (bound: Theorem 5.5's ``ER(0) exp(-alpha eps^2 T)``
   with ``alpha = lambda/omega`` measured at initialisation, plus the measured
-  floor, the final excess risk);
+  floor, the final excess risk). The power-law fit of ``ER - floor`` recorded in
+  ``fits["excess_risk"]`` depends on the horizon and the window (the floor is the
+  last value): it is a description of one run, not an exponent of the model;
 - ``"C"``: the compute ``C = M T |B|`` (Definition 5.4) over a grid of widths
   and times, reduced to its lower envelope (bound: the two-stage bound of
   Theorem 7.1 with ``alpha = lambda/omega``, ``prefactor = 1``,

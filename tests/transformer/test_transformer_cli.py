@@ -28,6 +28,10 @@ def test_kernel_and_lemmas(tmp_path, capsys):
     assert main(["transformer", "kernel", *ARGS, "--layer", "0", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["nL"] == 12 and summary["lambda"] > 0
+    assert main(["transformer", "kernel", *ARGS, "--layer", "0", "--kernel", "exact",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == 48 and summary["kernel"] == "exact"
     out = tmp_path / "gap.npz"
     assert main(["transformer", "lemmas", "lemma41", *ARGS, "--widths", "8,32", "--seeds", "2",
                  "-o", str(out)]) == 0
