@@ -26,7 +26,8 @@ class IntegrationError(RuntimeError):
 
 
 class TruncationNotConverged(IntegrationError):
-    """Raised by ``raise_on_failure=True`` when orders M and M+2 disagree."""
+    """Raised by ``raise_on_failure=True`` when the truncation's convergence check fails
+    (the two orders it compares disagree; docs/long-horizon.md, "The convergence check")."""
 
 
 @dataclass
