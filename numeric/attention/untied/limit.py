@@ -1,0 +1,560 @@
+"""The d -> infinity trajectory of the untied slow dynamics from an initial law.
+
+The slaved flow on the slow time ``tau = eta n / d`` (paper 003, section 4 and
+appendix F; ``m = m*(q)``, eqs. 29-30),
+
+    dU_k/dtau = -beta_k V_k - 2 P_k V_k - gamma U_k,
+    dV_k/dtau = -beta_k U_k - 2 P_k^T U_k - gamma V_k,
+    P_k = sum_l a^(1)_kl M_l + a^(2)_kl M_l^T,   beta_k = -psi_k / (tA_k + tB_k),
+
+has the slow hierarchy (32) as its normalised-trace projection at every ``d``
+(:mod:`.fastslow`). Its ``d -> infinity`` limit depends on the initial pairs only
+through their law; :func:`limit_flow` computes it from one of two laws.
+
+Commuting law (exact), :class:`DiagonalLaw`. All ``U_k, V_k`` diagonal in one
+basis, with entries ``(u_k(x), v_k(x))`` distributed by a joint law of ``x``
+given as nodes and weights. Then ``M_k = M_k^T = diag(u_k v_k)``,
+``A_k = diag(u_k^2)``, ``B_k = diag(v_k^2)`` and the flow stays diagonal; it
+acts node by node,
+
+    du_k/dtau = -(beta_k + 2 p_k) v_k - gamma u_k,
+    dv_k/dtau = -(beta_k + 2 p_k) u_k - gamma v_k,
+    p_k(x) = sum_l (a^(1)_kl + a^(2)_kl) u_l(x) v_l(x),
+
+with the scalars ``q1_kl = q2_kl = E[u_k v_k u_l v_l]``, ``tA_k = E u_k^2``,
+``tB_k = E v_k^2``, ``psi_k = 2 E[p_k (u_k^2 + v_k^2)]`` (eq. 27) and ``m*`` (eq. 29,
+Newton from the root the fast flow reaches from the law's means) closing it. With
+``n`` equal weights ``1/n`` it *is* the finite-``d`` slaved flow of the diagonal pairs
+(``d = n``), and for a law given by a quadrature rule it is the ``d -> infinity``
+limit up to that rule's error. The error estimate is the change under a tolerance
+100 times tighter, plus rounding. docs/untied.md derives a closed-form case.
+
+Gaussian law (deterministic equivalents), :class:`UntiedLaw` of
+:func:`gaussian_pair` blocks: ``U_k, V_k`` independent with i.i.d.
+``N(0, scale^2 / d_k)`` entries (:func:`attndyn.numeric.gaussian_init`), so the
+letters are asymptotically free (Assumption 6) and ``m_k -> mean_k``. Its moments
+(:meth:`UntiedLaw.moment`) are sums over the non-crossing pairings of the Gaussian
+factors. The trajectory comes from pairs of size ``d`` whose singular values are the
+Marchenko-Pastur bin means (``mp_bin_means`` of :mod:`..tied.limit`) between
+independent Haar rotations, their traces set to ``mean_k sqrt(d)``, integrated by
+the slaved flow at two or more sizes, averaged over ``rotations`` rotations and
+extrapolated in ``1/d`` by Richardson with the stated error of
+:func:`..tied.limit.extrapolate` (Student quantile times the propagated standard
+error plus the change without the smallest size).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from attndyn.numeric.attention.tied.limit import (LimitTrajectory, _check_int, _seed_rec,
+                                                  extrapolate, haar_orthogonal, mp_bin_means)
+from attndyn.numeric.attention.untied.coefficients import (ROOT_FAILED, SlowState, _obs,
+                                                           coefficients)
+from attndyn.numeric.attention.untied.fastslow import _newton, critical_mean, untied_flow
+from attndyn.numeric.core.results import IntegrationError
+from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
+from attndyn.symbolic import untied as su
+from attndyn.symbolic.words import canonical
+
+__all__ = ["GaussianPair", "gaussian_pair", "UntiedLaw", "DiagonalLaw", "law_of_pairs",
+           "commuting_limit", "equivalent_pairs", "limit_flow"]
+
+
+# ---------------------------------------------------------------------------
+# laws
+
+@dataclass(frozen=True)
+class GaussianPair:
+    """One index: ``U_k, V_k`` of shape ``d x d_k`` (``d_k = aspect d``) with i.i.d.
+    ``N(0, scale_u^2/d_k)`` and ``N(0, scale_v^2/d_k)`` entries; ``mean`` is the limit
+    of ``m_k = Tr(U_k V_k^T)/sqrt(d)``."""
+
+    scale_u: float = 1.0
+    scale_v: float = 1.0
+    aspect: float = 1.0
+    mean: float = 0.0
+
+
+def gaussian_pair(scale=1.0, aspect=1.0, mean=0.0, *, scale_v=None) -> GaussianPair:
+    """The law of one Gaussian pair (``gaussian_init``'s: ``tA = scale^2``, ``tB = scale_v^2``)."""
+    su_ = float(scale)
+    sv = su_ if scale_v is None else float(scale_v)
+    a, m = float(aspect), float(mean)
+    if not (math.isfinite(su_) and su_ > 0 and math.isfinite(sv) and sv > 0):
+        raise ValueError(f"scale and scale_v must be finite and > 0, got {scale}, {scale_v}")
+    if not (math.isfinite(a) and a > 0):
+        raise ValueError(f"aspect must be finite and > 0 (d_k / d), got {aspect}")
+    if not math.isfinite(m):
+        raise ValueError(f"mean must be finite, got {mean}")
+    return GaussianPair(su_, sv, a, m)
+
+
+def _ginibre_letters(word):
+    """A word over ``{M, M^T, A, B}`` as Gaussian factors ``(matrix, transposed)``, matrix
+    ``2k`` for ``U_k`` and ``2k + 1`` for ``V_k``."""
+    out = []
+    for a in word:
+        k, kind = divmod(int(a), 4)
+        u, v = 2 * k, 2 * k + 1
+        out += {su.M: [(u, False), (v, True)], su.MT: [(v, False), (u, True)],
+                su.A: [(u, False), (u, True)], su.B: [(v, False), (v, True)]}[kind]
+    return tuple(out)
+
+
+def _nc_pairings(n):
+    """Non-crossing pairings of ``0..n-1`` (lists of pairs)."""
+    if n == 0:
+        yield []
+        return
+    for j in range(1, n, 2):
+        for inner in _nc_pairings(j - 1):
+            for outer in _nc_pairings(n - j - 1):
+                yield ([(0, j)] + [(a + 1, b + 1) for a, b in inner]
+                       + [(a + j + 1, b + j + 1) for a, b in outer])
+
+
+class UntiedLaw:
+    """Independent :func:`gaussian_pair` laws, one per index (free: Assumption 6).
+
+    ``moment(word)`` is the limit of the normalised trace of a word over
+    ``{M_k, M_k^T, A_k, B_k}`` (eq. 26): writing ``M = U V^T``, ``A = U U^T``,
+    ``B = V V^T``, the sum over the non-crossing pairings of each factor with its
+    transpose, each pairing weighted by ``prod scale^2 * aspect^(f_r - n)`` with
+    ``f_r`` the number of its inner (``d_k``-dimensional) index cycles, ``n`` its pairs
+    (Wick's theorem; the other pairings are ``O(1/d)``). ``means`` are the ``m_k``.
+    """
+
+    def __init__(self, blocks):
+        blocks = list(blocks)
+        for k, b in enumerate(blocks):
+            if not isinstance(b, GaussianPair):
+                raise TypeError(f"blocks[{k}] must come from gaussian_pair(...)")
+        if not blocks:
+            raise ValueError("blocks must hold at least one gaussian_pair")
+        self.blocks = blocks
+        self._cached = lru_cache(maxsize=None)(self._moment)
+
+    @property
+    def means(self) -> np.ndarray:
+        return np.array([b.mean for b in self.blocks])
+
+    def moment(self, word) -> float:
+        """The limit of ``Tr(Z_1 ... Z_w)/d`` for a word over ``{M_k, M_k^T, A_k, B_k}``."""
+        return self._cached(tuple(int(a) for a in word))
+
+    def _moment(self, word) -> float:
+        for a in word:
+            if not 0 <= a < 4 * len(self.blocks):
+                raise ValueError(f"word letter {a} out of range 0..{4 * len(self.blocks) - 1}")
+        g = _ginibre_letters(word)
+        n2 = len(g)
+        if n2 == 0:
+            return 1.0
+        if n2 > 24:
+            raise ValueError(f"moments are enumerated up to words of length 12, got {len(word)}")
+        total = 0.0
+        for pairing in _nc_pairings(n2):
+            ok = True
+            for i, j in pairing:
+                if g[i][0] != g[j][0] or g[i][1] == g[j][1]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            # slots: letter i runs from slot i to slot i + 1 (cyclic); union the paired ones
+            parent = list(range(n2))
+
+            def find(a):
+                while parent[a] != a:
+                    parent[a] = parent[parent[a]]
+                    a = parent[a]
+                return a
+            for i, j in pairing:
+                parent[find(i)] = find((j + 1) % n2)
+                parent[find((i + 1) % n2)] = find(j)
+            weight = 1.0
+            inner = {}
+            for i, j in pairing:
+                mat, tr = g[i]
+                b = self.blocks[mat // 2]
+                s = b.scale_u if mat % 2 == 0 else b.scale_v
+                weight *= s * s / b.aspect  # entry variance scale^2 / (aspect d), times d
+                # the d_k-dimensional slot of an untransposed factor is its column slot
+                inner[find((i + 1) % n2 if not tr else i)] = b.aspect
+            if len({find(a) for a in range(n2)}) != n2 // 2 + 1:
+                continue  # not planar: O(1/d)
+            for a in inner.values():  # each inner cycle sums over d_k = aspect d values
+                weight *= a
+            total += weight
+        return total
+
+    def __call__(self, words):
+        return np.array([self.moment(tuple(w)) for w in words], dtype=float)
+
+    def slow_state(self, words) -> SlowState:
+        """A :class:`SlowState` of the limit moments over ``words`` (e.g. a hierarchy's
+        ``.words``) and the means: the d -> infinity start of the truncated hierarchy."""
+        words = [tuple(w) for w in words]
+        return SlowState(words=words, mu=self(words), m0=self.means, d=None)
+
+
+class DiagonalLaw:
+    """Jointly diagonal pairs (the commuting case): ``U_k = diag(u[k])``,
+    ``V_k = diag(v[k])`` over ``n`` nodes with ``weights`` (summing to 1), ``means``
+    the ``m_k`` (default 0). A quadrature rule of a continuous joint law of the
+    diagonal entries, or ``n`` equal weights for ``d = n`` diagonal pairs exactly."""
+
+    def __init__(self, u, v, weights=None, means=None):
+        u = np.array(u, dtype=float, ndmin=2)
+        v = np.array(v, dtype=float, ndmin=2)
+        if u.ndim != 2 or u.shape != v.shape or u.shape[1] < 1:
+            raise ValueError(f"u and v must be K x n arrays of the same shape, got {u.shape}, "
+                             f"{v.shape}")
+        K, n = u.shape
+        w = np.full(n, 1.0 / n) if weights is None else np.array(weights, dtype=float).ravel()
+        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError(f"weights must be {n} finite numbers >= 0")
+        if abs(w.sum() - 1.0) > 1e-12:
+            raise ValueError(f"weights must sum to 1, got {w.sum():.15g}")
+        m = np.zeros(K) if means is None else np.array(means, dtype=float).ravel()
+        if m.shape != (K,):
+            raise ValueError(f"means must hold K = {K} numbers, got shape {m.shape}")
+        for nm, a in (("u", u), ("v", v), ("means", m)):
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"{nm} must be finite")
+        self.u, self.v, self.weights, self.means = u, v, w, m
+
+    @property
+    def K(self) -> int:
+        return self.u.shape[0]
+
+    def letter_values(self, u=None, v=None) -> np.ndarray:
+        """Per-node values of the ``4K`` letters (``M, M^T, A, B`` of each index)."""
+        u = self.u if u is None else u
+        v = self.v if v is None else v
+        vals = np.empty((4 * u.shape[0], u.shape[1]))
+        vals[0::4] = vals[1::4] = u * v
+        vals[2::4] = u * u
+        vals[3::4] = v * v
+        return vals
+
+    def moment(self, word) -> float:
+        return float(_node_traces(self.letter_values(), self.weights, [tuple(word)])[0])
+
+    def __call__(self, words):
+        return _node_traces(self.letter_values(), self.weights, [tuple(w) for w in words])
+
+    def slow_state(self, words) -> SlowState:
+        words = [tuple(w) for w in words]
+        return SlowState(words=words, mu=self(words), m0=self.means.copy(), d=None)
+
+    def pairs(self) -> list:
+        """The diagonal pairs ``(diag u_k, diag v_k)`` (equal weights: the finite-d state)."""
+        return [(np.diag(self.u[k]), np.diag(self.v[k])) for k in range(self.K)]
+
+
+def law_of_pairs(model, pairs) -> UntiedLaw:
+    """The Gaussian law the pairs were drawn from when their entries are i.i.d. centred
+    Gaussian (``gaussian_init``): scales from the measured ``tA_k, tB_k``, aspects
+    ``d_k/d``, means 0 (the ``O(d^-1/2)`` means of such pairs vanish in the limit)."""
+    pairs = model.check_factors(pairs, "pairs")
+    d = pairs[0][0].shape[0]
+    return UntiedLaw([gaussian_pair(math.sqrt(np.sum(U * U) / d), U.shape[1] / d,
+                                    scale_v=math.sqrt(np.sum(V * V) / d)) for U, V in pairs])
+
+
+def _node_traces(vals, w, words):
+    out = np.empty(len(words))
+    for i, wd in enumerate(words):
+        prod = np.ones(w.size)
+        for a in wd:
+            prod = prod * vals[a]
+        out[i] = prod @ w
+    return out
+
+
+# ---------------------------------------------------------------------------
+# rows (the names of untied_flow)
+
+def _row_names(model, words):
+    K = model.K
+    return ([su.word_name(w, K) for w in words] + [_obs("m", k) for k in range(K)]
+            + [_obs("tA", k) for k in range(K)] + [_obs("tB", k) for k in range(K)]
+            + [_obs("q1", k, l) for k in range(K) for l in range(K)]
+            + [_obs("q2", k, l) for k in range(K) for l in range(K)])
+
+
+def _words(model, order, words):
+    alph = su.untied_alphabet(model.K)
+    if words is None:
+        return [tuple(w) for w in model.words(su.check_order(order))]
+    return [canonical(alph.check_word(w, "words"), alph) for w in words]
+
+
+def _result(model, words, t, y, err, status, message, params, diag, seed=None):
+    diag = dict(diag)
+    diag["error"] = err
+    return LimitTrajectory(t=np.asarray(t, float), y=y, names=_row_names(model, words),
+                           words=[tuple(w) for w in words], kind="untied_limit", params=params,
+                           seed=seed, status=status, message=message, diagnostics=diag,
+                           inv=su.untied_alphabet(model.K).inv)
+
+
+# ---------------------------------------------------------------------------
+# commuting case
+
+def _node_run(model, law, t_eval, words, rtol, atol, newton_tol, blowup):
+    """The per-node ODE of the module docstring; ``(t, rows, status, message)``."""
+    from scipy.integrate import solve_ivp
+    th = coefficients(model)
+    K, n = law.u.shape
+    tr = list(model.trainable)
+    w = law.weights
+    gamma = model.weight_decay
+    st = {"m": None, "fail": False}
+
+    def low(u, v):
+        s = u * v
+        q = (s * w) @ s.T
+        return s, q, (u * u) @ w, (v * v) @ w
+
+    s0, q0, tA0, tB0 = low(law.u, law.v)
+    cm = critical_mean(model, dict(m=law.means, tA=tA0, tB=tB0, q1=q0, q2=q0), warn=True)
+    if not cm.success:
+        return t_eval[:0], None, ROOT_FAILED, f"root search failed: {cm.message}", cm
+    st["m"] = cm.m.copy()
+
+    def unpack(y):
+        u, v = law.u.copy(), law.v.copy()
+        Y = y.reshape(2, len(tr), n)
+        u[tr], v[tr] = Y[0], Y[1]
+        return u, v
+
+    def rhs(t, y):
+        u, v = unpack(y)
+        s, q, tA, tB = low(u, v)
+        m, ok, _, _ = _newton(th, st["m"], q, q, tr, tol=newton_tol)
+        if not ok:
+            st["fail"] = True
+            return np.full(y.size, np.nan)
+        st["m"] = m
+        g = th.gradients(m, q, q)
+        p = (g["a1"] + g["a2"])[tr] @ s                       # p_k on every node
+        r = u[tr] ** 2 + v[tr] ** 2
+        beta = -2.0 * ((p * r) @ w) / (tA[tr] + tB[tr])       # eqs. (27), (30)
+        c = beta[:, None] + 2.0 * p
+        return np.concatenate([(-c * v[tr] - gamma * u[tr]).ravel(),
+                               (-c * u[tr] - gamma * v[tr]).ravel()])
+
+    def blow(t, y):
+        return blowup - np.abs(y).max()
+    blow.terminal = True
+
+    y0 = np.concatenate([law.u[tr].ravel(), law.v[tr].ravel()])
+    if tr and t_eval[-1] > 0:
+        with np.errstate(all="ignore"):
+            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method="DOP853", t_eval=t_eval,
+                            rtol=rtol, atol=atol, events=blow)
+        ts, Y = sol.t, sol.y
+        good = np.all(np.isfinite(Y), axis=0)
+        n_ok = good.size if good.all() else int(np.argmin(good))
+        ts, Y = ts[:n_ok], Y[:, :n_ok]
+        status = 0 if (sol.status == 0 and n_ok == t_eval.size) else (
+            ROOT_FAILED if st["fail"] else -3 if sol.status == 1 or n_ok < sol.t.size else -1)
+        message = "success" if status == 0 else (
+            f"stopped at tau = {ts[-1] if ts.size else 0.0:.4g}: "
+            + ("the root m*(q) was lost (Newton failed)" if status == ROOT_FAILED else sol.message))
+    else:
+        ts, Y, status, message = t_eval.copy(), np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
+    rows = np.empty((len(_row_names(model, words)), ts.size))
+    m = cm.m.copy()
+    for j in range(ts.size):
+        u, v = unpack(Y[:, j])
+        s, q, tA, tB = low(u, v)
+        m, ok, _, _ = _newton(th, m, q, q, tr, tol=newton_tol)
+        vals = law.letter_values(u, v)
+        rows[:, j] = np.concatenate([_node_traces(vals, w, words), m if ok else np.full(K, np.nan),
+                                     tA, tB, q.ravel(), q.ravel()])
+    return ts, rows, status, message, cm
+
+
+def commuting_limit(model, law, t_eval, *, order: int = 2, words=None, rtol: float = 1e-12,
+                    atol: float = 1e-14, newton_tol: float = 1e-13,
+                    blowup: float = 1e100) -> LimitTrajectory:
+    """Exact ``d -> infinity`` solution for a :class:`DiagonalLaw` (module docstring): the
+    per-node ODE on the law's nodes, means slaved to ``m*(q)``. The error estimate is the
+    change under ``rtol/100`` (at least ``3e-14``), ``atol/100``, plus ``10 rtol`` relative."""
+    t_eval = check_t_eval(t_eval, "t_eval")
+    law = _check_law(model, law)
+    if not isinstance(law, DiagonalLaw):
+        raise TypeError("commuting_limit needs a DiagonalLaw")
+    words = _words(model, order, words)
+    ts, rows, status, msg, cm = _node_run(model, law, t_eval, words, rtol, atol, newton_tol,
+                                          blowup)
+    params = model.params_dict()
+    params.update({"method": "commuting", "nodes": int(law.u.shape[1]), "rtol": rtol,
+                   "atol": atol, "time": "tau = eta * n / d (slow)"})
+    diag = {"method": "commuting", "root": cm.label, "order_in_1_over_d": None}
+    if rows is None:
+        return _result(model, words, ts, np.zeros((len(_row_names(model, words)), 0)),
+                       np.zeros((len(_row_names(model, words)), 0)), status, msg, params, diag)
+    err = np.full(rows.shape, np.nan)
+    if status == 0:
+        ts2, rows2, st2, _, _ = _node_run(model, law, t_eval, words, max(rtol / 100, 3e-14),
+                                          atol / 100, newton_tol, blowup)
+        if st2 == 0:
+            err = np.abs(rows - rows2) + 10 * rtol * np.maximum(1.0, np.abs(rows))
+    message = (f"success: exact commuting-case limit (per-node slaved flow on "
+               f"{law.u.shape[1]} nodes), max error estimate "
+               f"{np.nanmax(err) if err.size else 0.0:.2g}") if status == 0 else \
+        f"commuting limit failed: {msg}"
+    return _result(model, words, ts, rows, err, status, message, params, diag)
+
+
+# ---------------------------------------------------------------------------
+# Gaussian law: deterministic equivalents
+
+def _factor(scale, d, r, rng, rotate_left):
+    """``d x r`` factor with the Marchenko-Pastur bin-mean singular values of i.i.d.
+    ``N(0, scale^2/r)`` entries between Haar rotations (the left one optional)."""
+    k = min(d, r)
+    if r >= d:  # eigenvalues of U U^T: wishart(scale sqrt(d/r), r/d) in d dimensions
+        lam = mp_bin_means(scale * math.sqrt(d / r), r / d, d)
+    else:       # eigenvalues of U^T U: wishart(scale, d/r) in r dimensions, all non-zero
+        lam = mp_bin_means(scale, d / r, r)
+    F = np.zeros((d, r))
+    F[np.arange(k), np.arange(k)] = np.sqrt(np.maximum(lam[:k], 0.0))
+    F = F @ haar_orthogonal(r, rng).T
+    if rotate_left:
+        F = haar_orthogonal(d, rng) @ F
+    return F
+
+
+def equivalent_pairs(model, law, d: int, rng) -> list:
+    """Pairs of size ``d`` for a :class:`UntiedLaw`: every factor with the bin-mean
+    singular values between independent Haar rotations (``U_0``'s left rotation is the
+    identity: the flow is invariant under a common rotation), and ``V_k`` shifted by
+    ``c U_k`` (``c = O(1/d)``) so that ``Tr(U_k V_k^T)/sqrt(d)`` is the law's mean."""
+    rng = np.random.default_rng(rng)
+    out = []
+    for k, b in enumerate(law.blocks):
+        r = max(1, int(round(b.aspect * d)))
+        U = _factor(b.scale_u, d, r, rng, rotate_left=(k > 0))
+        V = _factor(b.scale_v, d, r, rng, rotate_left=True)
+        c = (b.mean * math.sqrt(d) - float(np.sum(U * V))) / float(np.sum(U * U))
+        out.append((U, V + c * U))
+    return out
+
+
+def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, atol, max_dim):
+    for d in sizes:
+        if d > max_dim:
+            raise ValueError(f"sizes: d = {d} exceeds max_dim = {max_dim}")
+    kids = resolve_seed(seed).spawn(len(sizes))
+    means, ses, per_size, notes = [], [], [], set()
+    for d, kid in zip(sizes, kids):
+        runs = []
+        for r_ss in kid.spawn(rotations):
+            pairs = equivalent_pairs(model, law, d, np.random.default_rng(r_ss))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fo = untied_flow(model, pairs, t_eval, mode="slaved", words=words, rtol=rtol,
+                                 atol=atol)
+            notes.update(str(c.message).split(":")[0] for c in caught)
+            if fo.status != 0 or fo.t.size != t_eval.size:
+                return None, f"slaved flow at d = {d} failed: {fo.message}", notes
+            runs.append(fo.y)
+        runs = np.array(runs)
+        means.append(runs.mean(axis=0))
+        ses.append(runs.std(axis=0, ddof=1) / math.sqrt(rotations) if rotations > 1
+                   else np.zeros_like(runs[0]))
+        per_size.append(runs)
+    return (np.array(means), np.array(ses), per_size), "", notes
+
+
+# ---------------------------------------------------------------------------
+# entry point
+
+def _check_law(model, law):
+    if isinstance(law, DiagonalLaw):
+        if law.K != model.K:
+            raise ValueError(f"law must have K = {model.K} indices, got {law.K}")
+        return law
+    if isinstance(law, UntiedLaw):
+        if len(law.blocks) != model.K:
+            raise ValueError(f"law must have K = {model.K} blocks, got {len(law.blocks)}")
+        return law
+    raise TypeError("law must be an UntiedLaw (gaussian_pair blocks) or a DiagonalLaw")
+
+
+def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
+               order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
+               max_dim: int = 2048, raise_on_failure: bool = False) -> LimitTrajectory:
+    """The ``d -> infinity`` slow trajectory of an :class:`~attndyn.UntiedModel` (the slow
+    hierarchy, eqs. 31-32, closed by the fast manifold ``m = m*(q)`` of eq. 29) from a law.
+
+    ``law``: a :class:`DiagonalLaw` (commuting, exact: ``method="commuting"``) or an
+    :class:`UntiedLaw` of :func:`gaussian_pair` blocks (free: ``method="equivalents"``,
+    Richardson over ``sizes``, default ``(200, 400)``, ``rotations`` Haar draws each,
+    seeded by ``seed``). ``"auto"`` picks by the law. ``t_eval`` is the slow time
+    ``tau = eta n / d``. Rows: the words up to ``order`` (or ``words``), then ``m_k``,
+    ``tA_k``, ``tB_k``, ``q1_kl``, ``q2_kl`` (the names of ``untied_flow``); ``.error``
+    per row and time (module docstring).
+    """
+    t_eval = check_t_eval(t_eval, "t_eval")
+    law = _check_law(model, law)
+    if method not in ("auto", "commuting", "equivalents"):
+        raise ValueError(f"method must be 'auto', 'commuting' or 'equivalents', got {method!r}")
+    rtol = _check_pos_float(rtol, "rtol")
+    atol = _check_pos_float(atol, "atol")
+    if method == "auto":
+        method = "commuting" if isinstance(law, DiagonalLaw) else "equivalents"
+    if (method == "commuting") != isinstance(law, DiagonalLaw):
+        raise ValueError(f"method={method!r} does not fit a {type(law).__name__}: 'commuting' "
+                         "takes a DiagonalLaw, 'equivalents' an UntiedLaw")
+    if method == "commuting":
+        res = commuting_limit(model, law, t_eval, order=order, words=words,
+                              rtol=min(rtol, 1e-12), atol=min(atol, 1e-14))
+        if raise_on_failure and res.status != 0:
+            raise IntegrationError(res.message)
+        return res
+    rotations = _check_int(rotations, "rotations", 1)
+    max_dim = _check_int(max_dim, "max_dim", 2)
+    words = _words(model, order, words)
+    if sizes is None:
+        sizes = (200, 400)
+    try:
+        sizes = sorted(int(s) for s in sizes)
+    except (TypeError, ValueError):
+        raise TypeError("sizes must be a sequence of ints >= 2") from None
+    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
+        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
+    out, msg, notes = _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol,
+                                       atol, max_dim)
+    params = model.params_dict()
+    params.update({"method": "equivalents", "sizes": sizes, "rotations": rotations,
+                   "rtol": rtol, "atol": atol, "time": "tau = eta * n / d (slow)",
+                   "law": [vars(b) for b in law.blocks]})
+    n_rows = len(_row_names(model, words))
+    if out is None:
+        res = _result(model, words, t_eval[:0], np.zeros((n_rows, 0)), np.zeros((n_rows, 0)),
+                      -3, f"limit flow failed: {msg}", params, {"method": "equivalents"},
+                      _seed_rec(seed))
+        if raise_on_failure:
+            raise IntegrationError(res.message)
+        return res
+    means, ses, per_size = out
+    Y, err, stat, sys_, wts = extrapolate(means, ses, sizes, rotations)
+    diag = {"method": "equivalents", "sizes": list(sizes), "means": means,
+            "error_statistical": stat, "error_extrapolation": sys_, "richardson_weights": wts,
+            "warnings": sorted(notes), "order_in_1_over_d": None}
+    message = (f"success: d -> infinity by Richardson over sizes {sizes} ({rotations} Haar "
+               f"rotation(s) each), max error estimate {err.max():.2g}"
+               + ("; the slaved flows warned: " + "; ".join(sorted(notes)) if notes else ""))
+    return _result(model, words, t_eval, Y, err, 0, message, params, diag, _seed_rec(seed))
