@@ -12,3 +12,4 @@ from . import cor1_landscape  # noqa: F401  key "cor1": Corollary 1, the constra
 from . import cor3  # noqa: F401  key "cor3": Corollary 3, N_wr(c) ~ d^2 log d from SGD
 from . import cor6_recovery  # noqa: F401  key "recovery": D.5 / Cor. 6, PL second-phase rate
 from . import cor2_truncation  # noqa: F401  key "cor2": Corollary 2 with the proof's constants
+from . import f4_strong_recovery  # noqa: F401  key "f4": F.4 / Cor. 9, untied strong recovery

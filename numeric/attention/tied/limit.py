@@ -671,6 +671,9 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
                max_dim: int = 4096, raise_on_failure: bool = False) -> LimitTrajectory:
     """The ``d -> infinity`` trajectory of the tied hierarchy (eq. 11) from a law.
 
+    An :class:`~attndyn.UntiedModel` goes to
+    :func:`attndyn.numeric.attention.untied.limit.limit_flow` (its laws and methods).
+
     Parameters
     ----------
     model : TiedModel
@@ -707,6 +710,11 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
         per-size means, the measured order of the ``1/d`` error
         (``order_in_1_over_d``, from three or more sizes).
     """
+    if getattr(model, "kind", None) == "untied":  # the untied limit: untied/limit.py
+        from attndyn.numeric.attention.untied.limit import limit_flow as untied_limit
+        return untied_limit(model, law, t_eval, sizes, rtol, atol, order=order, words=words,
+                            rotations=rotations, seed=seed, method=method, max_dim=max_dim,
+                            raise_on_failure=raise_on_failure)
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)
     if method not in ("auto", "commuting", "free", "equivalents"):
