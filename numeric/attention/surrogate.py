@@ -21,7 +21,7 @@ Construction (:func:`build_surrogate`).
    minimum over its corners, centre and every node): the requested tolerance
    at the entry's smallest value.
 2. Dimension-adaptive sparse Chebyshev interpolation (Gerstner-Griebel
-   combination technique on nested Chebyshev-Lobatto levels of 1, 3, 5, 9, ...,
+   combination technique on nested Chebyshev-Lobatto levels of 3, 5, 9, ...,
    129 nodes): the set of level vectors grows, one coordinate at a time, where
    the surplus (the change the new tensor grid brings, as Chebyshev
    coefficients) is largest, until the surpluses of the frontier sum (in l1,
@@ -78,7 +78,7 @@ __all__ = ["Surrogate", "SurrogateError", "SurrogateRoute", "build_surrogate", "
 
 #: Trajectory status when a trajectory left the certified box (``on_exit="stop"``).
 BOX_EXIT = -5
-_VERSION = 1
+_VERSION = 2  # 2: the coarsest level has three nodes
 _NMAX = 129  # the largest number of nodes per coordinate (2^7 + 1)
 _SRC = 0.1  # accuracy of the source at the nodes, as a fraction of the budget
 _PASS = 0.5  # certified when the worst checked error is at most half the tolerance
@@ -477,17 +477,21 @@ def _check_tol(x, name):
 
 
 def _m(level):
-    """Nodes of the nested Chebyshev-Lobatto (Clenshaw-Curtis) rule of a level."""
-    return 1 if level == 0 else 2 ** level + 1
+    """Nodes of the nested Chebyshev-Lobatto (Clenshaw-Curtis) rule of a level: 3, 5, 9, ...
+
+    The coarsest rule has three nodes, not the centre alone: a Gamma entry that vanishes on
+    the centre line of a coordinate (Gamma_01 of an odd activation at r_01 = 0, the usual
+    start of a trajectory) would otherwise show zero surpluses along every other coordinate,
+    and the mixed terms behind them would never be added (a box centred at r_01 = 0 then
+    missed q_01 = r_01 sqrt(q_00 q_11) by 5e-2)."""
+    return 2 ** (level + 1) + 1
 
 
-_LMAX = 7  # 2^7 + 1 = _NMAX nodes
+_LMAX = 6  # 2^7 + 1 = _NMAX nodes
 
 
 def _level_keys(level):
     """Positions of a level's nodes on the finest grid (cos(pi key / 128))."""
-    if level == 0:
-        return [(_NMAX - 1) // 2]
     step = (_NMAX - 1) // (_m(level) - 1)
     return [j * step for j in range(_m(level))]
 
