@@ -12,4 +12,6 @@ from . import cor1_landscape  # noqa: F401  key "cor1": Corollary 1, the constra
 from . import cor3  # noqa: F401  key "cor3": Corollary 3, N_wr(c) ~ d^2 log d from SGD
 from . import cor6_recovery  # noqa: F401  key "recovery": D.5 / Cor. 6, PL second-phase rate
 from . import cor2_truncation  # noqa: F401  key "cor2": Corollary 2 with the proof's constants
+from . import cor4  # noqa: F401  key "cor4": Corollary 4 (i), untied N_wr ~ d^2 log d from SGD
+from . import cor7  # noqa: F401  key "cor7": Corollary 7 case 1, direct-S N_wr ~ d^2 log d
 from . import f4_strong_recovery  # noqa: F401  key "f4": F.4 / Cor. 9, untied strong recovery
