@@ -1,12 +1,15 @@
 """Parameter sweeps: a grid of calls, seeded per point, on any executor, resumable.
 
-``sweep(fn, grid)`` calls ``fn(**point)`` (and ``seed=child`` when ``fn`` takes a ``seed``
-keyword) for every point of a grid, on a local process pool, a ``concurrent.futures``
+``sweep(fn, grid)`` calls ``fn(**point)`` (and ``rng=child``, or ``seed=child``, when ``fn``
+takes an ``rng`` or a ``seed`` keyword) for every point of a grid, on a local process pool, a ``concurrent.futures``
 executor, or a ``dask.distributed`` client. Results come back in grid order, whatever the
 scheduling:
 
 - the child seed of point ``i`` is ``SeedSequence(entropy, spawn_key=(..., i))``, the ``i``-th
-  child that ``SeedSequence(seed).spawn(n)`` gives: keyed by the grid index, never by the worker;
+  child that ``SeedSequence(rng).spawn(n)`` gives: keyed by the grid index, never by the worker;
+  the root follows the package's one randomness rule (SPEC 7,
+  :func:`attndyn.numeric.core.validate.resolve_rng`): a Generator is a source of entropy and
+  advances;
 - with ``cache_dir``, each finished point is written as it completes, so an interrupted sweep
   resumes where it stopped, and a finished one reloads without running anything;
 - a point that raises records status ``-10`` (:data:`POINT_FAILED`) and the error message, and
@@ -107,22 +110,11 @@ def _check_grid(grid, zipped, max_points):
     return axes, points
 
 
-def _root_seed(seed) -> np.random.SeedSequence:
-    """int, sequence of ints, SeedSequence or Generator (its seed sequence) -> SeedSequence."""
-    if isinstance(seed, np.random.Generator):
-        ss = getattr(seed.bit_generator, "seed_seq", None) or seed.bit_generator._seed_seq
-        return ss
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if seed is None:
-        raise TypeError("seed must be given (an int, a SeedSequence or a Generator): a sweep "
-                        "with fresh entropy could not resume")
-    if isinstance(seed, (bool, float)):
-        raise TypeError(f"seed must be an int >= 0, a SeedSequence or a Generator, got {seed!r}")
-    try:
-        return np.random.SeedSequence(seed)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"invalid seed {seed!r}: {exc}") from None
+def _root_seed(rng=None, seed=None) -> np.random.SeedSequence:
+    """The root SeedSequence by the package's rule (:func:`resolve_rng`, SPEC 7), 0 when
+    neither ``rng`` nor ``seed`` is given (a sweep is reproducible and resumable by default)."""
+    from attndyn.numeric.core.validate import resolve_rng
+    return resolve_rng(rng, seed, name="sweep", default=0)
 
 
 def _child(root: np.random.SeedSequence, i: int) -> np.random.SeedSequence:
@@ -137,13 +129,18 @@ def _seed_record(ss: np.random.SeedSequence) -> dict:
     return {"entropy": ent, "spawn_key": [int(k) for k in ss.spawn_key]}
 
 
-def _takes_seed(fn) -> bool:
+def _takes_seed(fn) -> str | None:
+    """The keyword that carries a point's child seed: ``"rng"`` when ``fn`` takes it (SPEC 7),
+    else ``"seed"`` when it takes that, else ``None``."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return False
-    p = params.get("seed")
-    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        return None
+    for key in ("rng", "seed"):
+        p = params.get(key)
+        if p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            return key
+    return None
 
 
 def _fn_id(fn) -> str:
@@ -162,7 +159,7 @@ def _run_point(fn, point, seed, takes_seed):
     """(status, message, result, error_traceback). Exceptions of the point are recorded;
     KeyboardInterrupt and SystemExit are not caught."""
     try:
-        res = fn(**point, seed=seed) if takes_seed else fn(**point)
+        res = fn(**point, **{takes_seed: seed}) if takes_seed else fn(**point)
     except Exception as exc:  # noqa: BLE001 - a failed point must not stop the sweep
         return (POINT_FAILED, f"failed: {type(exc).__name__}: {exc}", None,
                 traceback.format_exc(limit=20))
@@ -752,7 +749,7 @@ def _as_completed(futures):
     yield from futures
 
 
-def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=None,
+def sweep(fn: Callable, grid: dict, *, rng=None, seed=None, zipped: bool = False, executor=None,
           cache_dir=None, workers: int | None = None, threads: int | None = None,
           warm: bool = True, progress: bool | None = None,
           max_points: int = MAX_POINTS) -> SweepResult:
@@ -761,14 +758,20 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
     Parameters
     ----------
     fn : callable
-        Called as ``fn(**point, seed=child)`` when it takes a ``seed`` keyword, else
-        ``fn(**point)``. For a process pool or a dask cluster it must be picklable
-        (a module-level function).
+        Called as ``fn(**point, rng=child)`` when it takes an ``rng`` keyword,
+        ``fn(**point, seed=child)`` when it takes a ``seed`` keyword, else ``fn(**point)``.
+        For a process pool or a dask cluster it must be picklable (a module-level function).
     grid : dict
         Parameter name -> list of values (numbers, strings, booleans, None or lists).
-    seed : int, SeedSequence or Generator
+    rng : int, sequence of ints, SeedSequence, Generator or seed dict; default 0
         Root of the per-point seeds: point ``i`` gets the ``i``-th child, as
-        ``SeedSequence(seed).spawn(n)[i]`` (SPEC 7).
+        ``SeedSequence(rng).spawn(n)[i]``. The package's one rule (SPEC 7,
+        :func:`~attndyn.numeric.core.validate.resolve_rng`): the same int gives the same
+        sweep; a Generator is a source of entropy and advances, so the same Generator object
+        twice gives two different sweeps (resume one with the root recorded in
+        ``result.params["seed"]``, which a dict ``rng`` takes back).
+    seed : the same, optional
+        The older name of ``rng``; passing both is an error.
     zipped : bool
         Zip the lists (equal lengths) instead of taking their product.
     executor : None, "serial", or an object with ``submit``
@@ -809,15 +812,15 @@ def sweep(fn: Callable, grid: dict, *, seed=0, zipped: bool = False, executor=No
         raise TypeError("executor must be None, 'serial' or an object with submit() "
                         f"(concurrent.futures executor, dask Client); got {type(executor).__name__}")
     axes, points = _check_grid(grid, bool(zipped), int(max_points))
-    root = _root_seed(seed)
+    root = _root_seed(rng, seed)
     root_rec = _seed_record(root)
     n = len(points)
     children = [_child(root, i) for i in range(n)]
     seed_recs = [_seed_record(c) for c in children]
     takes_seed = _takes_seed(fn)
-    if takes_seed and "seed" in axes:
-        raise ValueError("grid has an axis named 'seed' and fn takes a seed keyword: rename the "
-                         "axis (each point gets its own child seed)")
+    if takes_seed and takes_seed in axes:
+        raise ValueError(f"grid has an axis named {takes_seed!r} and fn takes a {takes_seed} "
+                         "keyword: rename the axis (each point gets its own child seed)")
     fid = _fn_id(fn)
     cores = os.cpu_count() or 1
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):

@@ -20,7 +20,7 @@ __all__ = ["TASKS", "task_signature", "compare_tied", "sgd_tied", "integrate_tie
 @functools.lru_cache(maxsize=32)
 def _tied_model(loss: str, K: int, trainable: tuple, L: int, weight_decay: float):
     from attndyn._cli_common import loss_from_option
-    from attndyn.numeric.attention.tied import TiedModel
+    from attndyn.numeric.attention.tied.model import TiedModel
     return TiedModel(K, list(trainable), loss_from_option(loss, K, L), L,
                      weight_decay=weight_decay)
 
@@ -35,27 +35,33 @@ def compare_tied(*, loss: str = "square", d: int = 60, eta: float = 0.005, batch
                  T: float = 0.1, n_t: int = 6, K: int = 2, trainable=(0,), L: int = 1,
                  weight_decay: float = 0.0, scale: float = 0.5, init_seed: int = 0,
                  theory: str | None = None, order: int | None = None, replica: int = 0,
-                 seed=None):
+                 rng=None, seed=None):
     """SGD against theory for a tied model (:func:`attndyn.numeric.compare`) from a seeded
     Gaussian initialisation (``d``, ``scale``, ``init_seed``). ``replica`` only labels repeated
-    points: each point has its own SGD seed."""
+    points: each point has its own SGD seed (``rng``, alias ``seed``: the package's rule,
+    :func:`~attndyn.numeric.core.validate.resolve_rng`)."""
     from attndyn.numeric.attention.compare import compare
+    from attndyn.numeric.core.validate import resolve_rng
     model = _tied_model(str(loss), int(K), tuple(int(k) for k in trainable), int(L),
                         float(weight_decay))
     return compare(model, {"d": d, "scale": scale, "seed": init_seed}, eta=eta, batch=batch,
-                   t_eval=_times(T, n_t), theory=theory, order=order, seed=seed)
+                   t_eval=_times(T, n_t), theory=theory, order=order,
+                   seed=resolve_rng(rng, seed, name="compare task"))
 
 
 def sgd_tied(*, loss: str = "square", d: int = 60, eta: float = 0.005, batch: int = 64,
              T: float = 0.1, n_t: int = 6, K: int = 2, trainable=(0,), L: int = 1,
              weight_decay: float = 0.0, scale: float = 0.5, init_seed: int = 0,
-             order: int | None = None, replica: int = 0, seed=None):
-    """Finite-d online SGD of a tied model (:func:`attndyn.sgd`)."""
+             order: int | None = None, replica: int = 0, rng=None, seed=None):
+    """Finite-d online SGD of a tied model (:func:`attndyn.sgd`); ``rng`` (alias ``seed``) as
+    :func:`~attndyn.numeric.core.validate.resolve_rng`."""
     from attndyn.numeric.attention.training import gaussian_init, sgd
+    from attndyn.numeric.core.validate import resolve_rng
     model = _tied_model(str(loss), int(K), tuple(int(k) for k in trainable), int(L),
                         float(weight_decay))
     init = gaussian_init(model, d, scale=scale, seed=init_seed)
-    return sgd(model, init, eta=eta, batch=batch, t_eval=_times(T, n_t), order=order, seed=seed)
+    return sgd(model, init, eta=eta, batch=batch, t_eval=_times(T, n_t), order=order,
+               seed=resolve_rng(rng, seed, name="sgd task"))
 
 
 def integrate_tied(*, loss: str = "square", order: int = 8, T: float = 0.1, n_t: int = 11,
@@ -92,4 +98,4 @@ def task_signature(name: str) -> dict:
     if name not in TASKS:
         raise ValueError(f"function {name!r} is not a sweep task; choose one of {sorted(TASKS)}")
     return {p.name: p.default for p in inspect.signature(TASKS[name]).parameters.values()
-            if p.name != "seed"}
+            if p.name not in ("rng", "seed")}

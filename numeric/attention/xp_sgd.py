@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import time as _time
+from contextlib import nullcontext as _nullcontext
 import weakref
 
 import numpy as np
@@ -55,7 +56,8 @@ from attndyn.kernels.sgd import status_message
 from attndyn.numeric.core import xp as _xp
 from attndyn.numeric.core.progress import Progress
 from attndyn.numeric.core.results import IntegrationError, Trajectory
-from attndyn.numeric.core.validate import check_t_eval, resolve_seed
+from attndyn.numeric.core.threads import compute_threads
+from attndyn.numeric.core.validate import check_t_eval, resolve_rng
 
 from attndyn.numeric.attention.base import check_model
 
@@ -626,7 +628,7 @@ class _Book:
 
 
 def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, progress,
-         blowup, raise_on_failure, max_memory, teacher):
+         blowup, raise_on_failure, max_memory, teacher, blas_threads=None):
     """Run ``len(seeds)`` seeds as one batched product; one Trajectory per seed."""
     model = check_model(model)
     eta = _check_eta(eta)
@@ -653,7 +655,9 @@ def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, 
     C, F, ident = _cov(model)
     gamma = float(model.weight_decay)
     n_obs = len(runner0.names)
-    with _xp.device_context(device), _xp.quiet_fp(xp):
+    # on NumPy the products run in this process's BLAS: limited by the package's policy
+    threads = compute_threads(blas_threads=blas_threads) if _xp.is_numpy(xp) else _nullcontext()
+    with threads, _xp.device_context(device), _xp.quiet_fp(xp):
         step = cls(model, weights, xp, dt_x, R, C, teacher)
         sampler = _Sampler(xp, dt_x, seeds, F, ident, B, model.L, d)
         book = _Book(R, n_total, n_obs, steps.size)
@@ -736,9 +740,10 @@ def _trajectory(model, runner0, ss, ys, losses, steps, recorded, status, fail_st
                       inv=runner0.inv)
 
 
-def xp_sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "slow",
-           device: str = "cpu", dtype: str = "float64", progress=None, blowup: float = 1e6,
-           raise_on_failure: bool = False, max_memory=None, teacher: str = "auto") -> Trajectory:
+def xp_sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None,
+           time: str = "slow", device: str = "cpu", dtype: str = "float64", progress=None,
+           blowup: float = 1e6, raise_on_failure: bool = False, max_memory=None,
+           teacher: str = "auto", blas_threads=None) -> Trajectory:
     """Finite-d online SGD through the array API (NumPy on ``device="cpu"``, CuPy on
     ``"cuda"``/``"cuda:N"``), equal in distribution to ``attndyn.sgd`` (numba).
 
@@ -756,19 +761,27 @@ def xp_sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str 
         product) or through its factors (two ``d x d_k`` products); ``"auto"``
         takes the one with fewer multiply-adds (``S`` when ``d < 2 d_k``).
 
-    ``seed``: as :func:`attndyn.sgd`; the same seed gives the same trajectory on the
-    same device (bit for bit on NumPy), not the numba backend's.
+    blas_threads : int or "auto", optional
+        BLAS threads of the NumPy products (:func:`~attndyn.numeric.core.threads.compute_threads`:
+        default ``ATTNDYN_BLAS_THREADS`` or 1).
+
+    ``rng`` (alias ``seed``; both is an error): the package's rule
+    (:func:`~attndyn.numeric.core.validate.resolve_rng`, SPEC 7): the same int or
+    SeedSequence gives the same trajectory on the same device (bit for bit on NumPy), not
+    the numba backend's; a Generator is a source of entropy and advances.
     """
-    ss = resolve_seed(seed)
+    ss = resolve_rng(rng, seed, name="xp_sgd")
     return _run(model, init, [ss], eta=eta, batch=batch, t_eval=t_eval, order=order, time=time,
                 device=device, dtype=dtype, progress=progress, blowup=blowup,
-                raise_on_failure=raise_on_failure, max_memory=max_memory, teacher=teacher)[0]
+                raise_on_failure=raise_on_failure, max_memory=max_memory, teacher=teacher,
+                blas_threads=blas_threads)[0]
 
 
-def xp_sgd_runs(model, init, *, n_seeds: int, seed=None, seeds_per_product=None,
+def xp_sgd_runs(model, init, *, n_seeds: int, rng=None, seed=None, seeds_per_product=None,
                 **kwargs) -> list:
     """``n_seeds`` independent :func:`xp_sgd` runs from the same ``init``, seeded by
-    ``SeedSequence(seed).spawn(n_seeds)`` (as ``attndyn.numeric.sgd_runs``), run
+    ``SeedSequence(rng).spawn(n_seeds)`` (as ``attndyn.numeric.sgd_runs``; ``rng``, alias
+    ``seed``, by :func:`~attndyn.numeric.core.validate.resolve_rng`), run
     ``seeds_per_product`` at a time as one batched product. Default: one at a time on a
     CPU (batching measured 0.89-1.34x the per-seed time on one NumPy core, docs/sgd.md),
     on a GPU as many seeds as fit in a quarter of its free memory. A seed's trajectory
@@ -785,7 +798,7 @@ def xp_sgd_runs(model, init, *, n_seeds: int, seed=None, seeds_per_product=None,
             one = xp_memory_bytes(model, init, kw["batch"], 1, kw["dtype"], kw["teacher"])
             seeds_per_product = int(max(1, min(n_seeds, (free // 4) // max(one, 1))))
     per = _check_int(seeds_per_product, "seeds_per_product")
-    children = resolve_seed(seed).spawn(n_seeds)
+    children = resolve_rng(rng, seed, name="xp_sgd_runs").spawn(n_seeds)
     out = []
     for a in range(0, n_seeds, per):
         out += _run(model, init, children[a:a + per], **kw)
@@ -794,7 +807,7 @@ def xp_sgd_runs(model, init, *, n_seeds: int, seed=None, seeds_per_product=None,
 
 def _defaults(kwargs):
     allowed = {"eta", "batch", "t_eval", "order", "time", "device", "dtype", "progress", "blowup",
-               "raise_on_failure", "max_memory", "teacher"}
+               "raise_on_failure", "max_memory", "teacher", "blas_threads"}
     extra = set(kwargs) - allowed
     if extra:
         raise TypeError(f"xp_sgd_runs got unexpected keyword arguments {sorted(extra)}")
@@ -803,6 +816,7 @@ def _defaults(kwargs):
             raise TypeError(f"xp_sgd_runs needs the keyword argument {req!r}")
     _check_int(kwargs["batch"], "batch")
     out = {"order": None, "time": "slow", "device": "cpu", "dtype": "float64", "progress": None,
-           "blowup": 1e6, "raise_on_failure": False, "max_memory": None, "teacher": "auto"}
+           "blowup": 1e6, "raise_on_failure": False, "max_memory": None, "teacher": "auto",
+           "blas_threads": None}
     out.update(kwargs)
     return out

@@ -14,7 +14,7 @@ from attndyn.symbolic.hierarchy import check_K, check_trainable
 from attndyn.symbolic.words import Alphabet
 
 __all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval", "check_max_steps",
-           "resolve_seed", "kernel_array", "check_eta", "check_batch", "check_threads",
+           "resolve_seed", "resolve_rng", "RNG_RULE", "kernel_array", "check_eta", "check_batch", "check_threads",
            "check_int_per", "check_finite_result",
            "MAX_STEPS_CAP", "real_array",
            "_check_nonneg_float", "_check_pos_float"]
@@ -280,3 +280,51 @@ def resolve_seed(seed, name: str = "seed") -> np.random.SeedSequence:
         return np.random.SeedSequence(seed)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"invalid {name} {seed!r}: {exc}") from None
+
+
+#: The randomness rule of every entry point (SPEC 7), stated once; docstrings point here.
+RNG_RULE = (
+    "rng: None (fresh entropy), an int >= 0 or a sequence of them, a SeedSequence, a numpy "
+    "Generator, or the dict a result stores as its seed. An int, sequence, SeedSequence or dict "
+    "seeds a new stream: the same value gives the same numbers. A Generator is a source of "
+    "entropy: four 32-bit words are drawn from it, so it advances, the same Generator object "
+    "passed twice gives different numbers, and two Generators built the same way give the same "
+    "numbers (but not those of the int they were built from). seed= is the older name of rng=; "
+    "passing both is an error.")
+
+
+def resolve_rng(rng=None, seed=None, *, name: str = "rng", default=None) -> np.random.SeedSequence:
+    """The ``SeedSequence`` of a call that takes ``rng=`` and its alias ``seed=`` (SPEC 7).
+
+    One rule for every entry point (:data:`RNG_RULE`):
+
+    - ``None`` (both keywords): ``default`` if given (a sweep defaults to 0, so that it can
+      resume), else fresh OS entropy;
+    - an int ``>= 0``, a sequence of them, a ``SeedSequence`` or the dict
+      ``{"entropy": ..., "spawn_key": [...]}`` a result records: a new stream, the same
+      value gives the same numbers (a ``SeedSequence`` is used as is);
+    - a ``numpy.random.Generator``: used as a source of entropy, four 32-bit words are
+      drawn from it (:func:`resolve_seed`). It advances, so the same object passed twice
+      gives different numbers, while two Generators built the same way
+      (``default_rng(0)`` twice) give the same ones. The drawn entropy is what the result
+      records, so a run started from a Generator is reproduced from its record.
+
+    ``seed`` is accepted as an alias of ``rng``; passing both (not ``None``) is a
+    ``TypeError``. ``name`` is the entry point, named in the messages.
+
+    Examples
+    --------
+    >>> resolve_rng(rng=3).entropy, resolve_rng(seed=3).entropy
+    (3, 3)
+    >>> g = np.random.default_rng(0)
+    >>> resolve_rng(rng=g).entropy == resolve_rng(rng=g).entropy
+    False
+    """
+    if rng is not None and seed is not None:
+        raise TypeError(f"{name}: pass rng= or its alias seed=, not both")
+    value, key = (seed, "seed") if rng is None and seed is not None else (rng, "rng")
+    if value is None:
+        if default is None:
+            return np.random.SeedSequence()
+        value = default
+    return resolve_seed(value, key)

@@ -63,10 +63,13 @@ def test_grid_order_and_seeds_keyed_by_index():
         assert res.seeds[i]["spawn_key"] == [i]
     zipped = sweep(draw, {"a": [1, 2], "b": [5, 6]}, zipped=True, seed=11, executor="serial")
     assert zipped.points == [{"a": 1, "b": 5}, {"a": 2, "b": 6}]
-    # a Generator and a SeedSequence are accepted (SPEC 7) and give the same children
+    # a SeedSequence gives the children of its int; a Generator is a source of entropy (SPEC 7,
+    # resolve_rng): its own stream, reproduced from the root the result records
     g = sweep(draw, {"a": [1], "b": [0, 1]}, seed=np.random.default_rng(11), executor="serial")
     s = sweep(draw, {"a": [1], "b": [0, 1]}, seed=np.random.SeedSequence(11), executor="serial")
-    assert g.results == s.results == res.results[:2]
+    assert s.results == res.results[:2] and g.results != s.results
+    assert sweep(draw, {"a": [1], "b": [0, 1]}, rng=g.params["seed"],
+                 executor="serial").results == g.results
 
 
 def test_compare_sweep_default_pool_dask_and_resume_bit_identical(serial_run, tmp_path):
@@ -133,7 +136,7 @@ def test_cache_dir_of_another_sweep_is_refused(tmp_path):
     ({"a": [float("nan")]}, {}, "finite"),
     ({"a": [1, 2], "b": [1]}, {"zipped": True}, "same length"),
     ({"a": list(range(10)), "b": list(range(10))}, {"max_points": 50}, "max_points"),
-    ({"a": [1]}, {"seed": None}, "seed must be given"),
+    ({"a": [1]}, {"seed": 1, "rng": 1}, "not both"),
     ({"a": [1]}, {"seed": 1.5}, "seed must be"),
     ({"a": [1]}, {"executor": 42}, "executor"),
 ])
