@@ -43,8 +43,30 @@ def add_arguments(command_name, parser) -> None:
                    help="a seconds-sized smoke run (not the figure: verdicts not meaningful, "
                         "exit status 0 whatever they are)")
     parser.set_defaults(mode="quick")
-    parser.add_argument("--seeds", type=int, default=1, metavar="N",
-                        help="independent SGD runs per curve (1..64, default 1)")
+    parser.add_argument("--seeds", type=int, default=None, metavar="N",
+                        help="independent SGD runs per curve (1..64; default the figure's: 4 in "
+                             "--quick and --full, 2 in --mini; the claims are in seed units)")
+    parser.add_argument("--d", type=int, default=None, metavar="D",
+                        help="Figs. 1-4: another dimension, keeping the mode's eta d/B (the "
+                             "batch and the Monte Carlo dimensions scale with D)")
+    j = parser.add_argument_group(
+        "distributed, resumable SGD (Figs. 1-4; on by default with --full)",
+        "Every (curve, seed) SGD run is a task on the sweep machinery; finished tasks are "
+        "stored as they complete, and a rerun of a killed job loads them instead of "
+        "recomputing. A plan (tasks, calibrated time per task) is printed first.")
+    j.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="a dask.distributed scheduler address (tcp://host:port) to run the "
+                        "tasks on (default: a local process pool with --full, this process "
+                        "otherwise)")
+    j.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes of the local pool (default: the cores)")
+    j.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="where finished tasks are stored (default <out>/cache with --full, "
+                        "--scheduler or --workers; none otherwise)")
+    j.add_argument("--backend", choices=("numba", "array-api"), default="numba",
+                   help="SGD backend (default numba)")
+    j.add_argument("--device", default=None, metavar="DEV",
+                   help="array-api device: cpu, cuda or cuda:N")
     parser.add_argument("--out", default="reproduce_out", metavar="DIR",
                         help="output folder (created; default ./reproduce_out)")
     parser.add_argument("--pdf", action="store_true", help="also write a PDF per figure")
@@ -67,10 +89,60 @@ def _builder(name):
     return FIGURES[name]
 
 
+PAPER_003 = ("fig1", "fig2", "fig3", "fig4")
+
+
+def _overrides(name, args):
+    """``--d``: the mode's settings at another dimension, same eta d/B."""
+    from attndyn.numeric.attention.figures.common import SETTINGS
+
+    if args.d is None or name not in PAPER_003:
+        return {}
+    base = SETTINGS[name][args.mode]
+    r = args.d / base["d"]
+    out = {"d": args.d, "batch": max(1, int(round(base["batch"] * r)))}
+    for k in ("mc_d", "scan_d"):
+        if k in base:
+            out[k] = tuple(sorted({max(8, int(round(x * r))) for x in base[k]}))
+    return out
+
+
+def _runner(name, args, out):
+    """The task runner of a paper-003 figure (None: in this process, no cache)."""
+    from attndyn.cli import CLIError
+
+    if name not in PAPER_003:
+        return None
+    distributed = (args.mode == "full" or args.scheduler is not None
+                   or args.workers is not None or args.cache_dir is not None)
+    if not distributed and args.backend == "numba" and args.device is None:
+        return None
+    from attndyn.numeric.attention.figures.common import TaskRunner
+
+    executor = "serial"
+    if args.scheduler is not None:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise CLIError("--scheduler needs dask.distributed (pip install "
+                           "'dask[distributed]')") from None
+        try:
+            executor = Client(args.scheduler, timeout=30)
+        except (OSError, ValueError, TimeoutError) as exc:
+            raise CLIError(f"--scheduler {args.scheduler}: cannot connect: {exc}") from None
+    elif distributed:
+        executor = None
+    cache = args.cache_dir
+    if cache is None and distributed:
+        cache = os.path.join(out, "cache")
+    return TaskRunner(executor, cache_dir=cache, workers=args.workers, backend=args.backend,
+                      device=args.device, plan=distributed, progress=None if distributed else False)
+
+
 def run(command_name, args) -> int:
     from attndyn.cli import CLIError
 
-    if not 1 <= args.seeds <= 64:
+    if args.seeds is not None and not 1 <= args.seeds <= 64:
         raise CLIError(f"--seeds must be in [1, 64], got {args.seeds}")
     if not 20 <= args.dpi <= 600:
         raise CLIError(f"--dpi must be in [20, 600], got {args.dpi}")
@@ -81,13 +153,23 @@ def run(command_name, args) -> int:
         raise CLIError(f"--out {out}: cannot create the folder: {exc.strerror}") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise CLIError(f"--out {out}: folder is not writable")
+    if args.d is not None and not 8 <= args.d <= 4096:
+        raise CLIError(f"--d must be in [8, 4096], got {args.d}")
+    if args.workers is not None and not 1 <= args.workers <= 256:
+        raise CLIError(f"--workers must be in [1, 256], got {args.workers}")
     names = ORDER_ALL if args.name == "all" else (args.name,)
     failed = []
     report = []
     t_all = time.perf_counter()
     for name in names:
         t0 = time.perf_counter()
-        fig = _builder(name)(args.mode, seeds=args.seeds)
+        kw = {} if args.seeds is None else {"seeds": args.seeds}
+        runner = _runner(name, args, out)
+        if runner is not None:
+            kw["runner"] = runner
+        fig = _builder(name)(args.mode, **kw, **_overrides(name, args))
+        if runner is not None and runner.last_folder and not args.json:
+            print(f"  SGD tasks stored in {runner.last_folder} (tasks.log lists them)")
         paths = fig.save(out, pdf=args.pdf, dpi=args.dpi)
         wall = time.perf_counter() - t0
         if not fig.all_held:

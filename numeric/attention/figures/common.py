@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import time
 
 import numpy as np
 
@@ -14,44 +16,45 @@ __all__ = ["SETTINGS"]
 SETTINGS = {
     "fig1": {
         "mini": dict(d=30, eta=0.01, batch=40, T=0.1, T_short=0.04, scale=0.5, orders=(2, 4),
-                     n_t=11),
-        "quick": dict(d=80, eta=0.01, batch=100, T=0.5, T_short=0.1, scale=0.5,
-                      orders=(2, 4, 6), n_t=21),
+                     n_t=11, seeds=2),
+        # T = 6: the overlaps move by >= 10 seed SDs (q_12: 9.3 SD at T = 4, measured)
+        "quick": dict(d=80, eta=0.01, batch=100, T=6.0, T_short=0.1, scale=0.5,
+                      orders=(2, 4, 6), n_t=61, seeds=4),
         "full": dict(d=400, eta=0.01, batch=512, T=1.0, T_short=0.1, scale=0.5,
-                     orders=(2, 4, 6, 8), n_t=41),
+                     orders=(2, 4, 6, 8), n_t=41, seeds=4),
     },
     "fig2": {
         # scan_d / scan_seeds: the direct-S flow from Gaussian starts at growing d (eq. 418 is a
         # d -> infinity statement); mc_d / mc_n: Monte Carlo of the exact finite-d SGD drift of
         # tied h3 against the matrix flow (Gaussian equivalence holds only as d -> infinity)
         "mini": dict(d=30, eta=0.005, batch=40, T=0.4, n_t=9, acts=("h1", "h2", "h3"),
-                     scan_d=(20, 40), scan_seeds=2, mc_d=(20, 40), mc_n=20000),
+                     scan_d=(20, 40), scan_seeds=2, mc_d=(20, 40), mc_n=20000, seeds=2),
         # B = 400, not the caption's eta d/B: at d = 80 and 120 the degree-6 h3 loss
         # diverges with B = 100-150 (measured, eta 0.005 and 0.0025)
         "quick": dict(d=80, eta=0.005, batch=400, T=2.0, n_t=41, acts=("h1", "h2", "h3"),
                       scan_d=(80, 160, 400, 800), scan_seeds=16, mc_d=(40, 80, 160, 320),
-                      mc_n=200000),
+                      mc_n=200000, seeds=4),
         "full": dict(d=400, eta=0.005, batch=512, T=2.0, n_t=41, acts=("h1", "h2", "h3"),
                      scan_d=(100, 200, 400, 800, 1600), scan_seeds=16,
-                     mc_d=(50, 100, 200, 400), mc_n=400000),
+                     mc_d=(50, 100, 200, 400), mc_n=400000, seeds=4),
     },
     "fig3": {
         # mc_d / mc_n: Monte Carlo of the exact finite-d loss at the start against the
         # Gaussian-equivalent potential Phi (the theory's d -> infinity input)
         "mini": dict(d=30, eta=0.01, batch=64, T=0.2, n_t=9, acts=("h1", "h2", "h3"),
-                     mc_d=(20, 40), mc_n=20000),
+                     mc_d=(20, 40), mc_n=20000, seeds=2),
         "quick": dict(d=80, eta=0.01, batch=400, T=1.0, n_t=21, acts=("h1", "h2", "h3"),
-                      mc_d=(40, 80, 160, 320), mc_n=200000),
+                      mc_d=(40, 80, 160, 320), mc_n=200000, seeds=4),
         "full": dict(d=800, eta=0.01, batch=4096, T=1.0, n_t=21, acts=("h1", "h2", "h3"),
-                     mc_d=(100, 200, 400, 800), mc_n=200000),
+                     mc_d=(100, 200, 400, 800), mc_n=200000, seeds=4),
     },
     "fig4": {
         "mini": dict(d=40, eta=0.01, batch=50, T=0.3, T_short=0.15, scale=0.5,
-                     orders=(2, 4, 8), n_t=13),
+                     orders=(2, 4, 8), n_t=13, seeds=2),
         "quick": dict(d=160, eta=0.01, batch=200, T=1.0, T_short=0.15, scale=0.5,
-                      orders=(2, 4, 8, 12), n_t=41),
+                      orders=(2, 4, 8, 12), n_t=41, seeds=4),
         "full": dict(d=400, eta=0.01, batch=512, T=1.0, T_short=0.15, scale=0.5,
-                     orders=(2, 4, 8, 12), n_t=41),
+                     orders=(2, 4, 8, 12), n_t=41, seeds=4),
     },
 }
 
@@ -68,7 +71,9 @@ def _settings(name, mode, overrides):
     return s
 
 
-def _seeds(seeds, base):
+def _seeds(seeds, base, default=1):
+    if seeds is None:
+        seeds = default
     if isinstance(seeds, int):
         if seeds < 1 or seeds > 64:
             raise ValueError(f"seeds must be in [1, 64], got {seeds}")
@@ -161,3 +166,215 @@ def _slope(x, y):
 # Figure 1: tied, L = 2, softmax, MSE, truncation orders vs SGD
 
 
+
+
+# ---------------------------------------------------------------------------
+# the SGD runs of a figure as tasks: one (curve, seed) per task, on the sweep machinery
+
+FIGURE_NAMES = ("fig1", "fig2", "fig3", "fig4")
+_GPU_FLOPS = 6.0e13    # an H200's FP64 rate (tensor cores), FLOP/s: estimate, not measured
+_CPU_FLOPS = 4.5e10    # one core of this machine in the SGD GEMMs (issue 26: 42-49 GFLOP/s)
+
+
+def _setup_of(figure):
+    """The ``_sgd_setup(curve, sgd_seed, s)`` of a figure module (fixed names only)."""
+    import importlib
+
+    if figure not in FIGURE_NAMES:
+        raise ValueError(f"figure must be one of {FIGURE_NAMES}, got {figure!r}")
+    return importlib.import_module(f"attndyn.numeric.attention.figures.{figure}")._sgd_setup
+
+
+def _settings_text(s) -> str:
+    """The settings as canonical JSON (the key of a task and of its cache folder)."""
+    import json
+
+    from attndyn.numeric.core.labelled import jsonable
+    return json.dumps(jsonable(s, nonfinite="float"), sort_keys=True)
+
+
+def _log_line(path, text):
+    if path is None:
+        return
+    import os
+    # one short append per line: O_APPEND keeps lines of concurrent workers whole
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"{time.time():.3f} pid={os.getpid()} {text}\n")
+        f.flush()
+
+
+class SGDTask:
+    """One SGD run of a figure: ``task(figure=, curve=, sgd_seed=, settings=)`` rebuilds the
+    curve's model and initial condition from the settings (JSON text) and runs
+    :func:`attndyn.numeric.attention.training.sgd` with the SGD seed ``sgd_seed``, the
+    same run whatever process or machine it lands on. Picklable (module-level class), so it
+    runs on a process pool or a ``dask.distributed`` cluster; ``log`` (a path) gets a
+    ``start`` and a ``done`` line per task."""
+
+    sweep_id = "attndyn.figures:sgd_task/1"
+
+    def __init__(self, log=None, backend="numba", device=None, dtype="float64"):
+        self.log, self.backend, self.device, self.dtype = log, backend, device, dtype
+
+    def __call__(self, figure, curve, sgd_seed, settings):
+        import json
+
+        from attndyn.numeric.attention.training import sgd
+
+        s = json.loads(settings)
+        model, init, t_eval, kw = _setup_of(figure)(curve, int(sgd_seed), s)
+        kw.pop("_steps_per_unit", None)
+        _log_line(self.log, f"start {figure} {curve} seed={sgd_seed}")
+        c0 = time.process_time()
+        r = sgd(model, init, eta=s["eta"], batch=s["batch"], t_eval=t_eval, seed=int(sgd_seed),
+                backend=self.backend, device=self.device, dtype=self.dtype, progress=False, **kw)
+        _log_line(self.log, f"done {figure} {curve} seed={sgd_seed} cpu_s="
+                            f"{time.process_time() - c0:.2f} status={r.status}")
+        return r
+
+
+def calibrate(figure, curve, s, *, steps=20, backend="numba", device=None):
+    """CPU seconds per SGD step of one curve (process time of ``steps`` steps after a warm-up
+    step), the steps of a whole run, and the FLOP estimate of a step from the CPU rate."""
+    import numpy as np
+
+    from attndyn.numeric.attention.training import sgd
+
+    model, init, t_eval, kw = _setup_of(figure)(curve, 0, s)
+    per_unit = float(kw.pop("_steps_per_unit"))
+    n_run = int(round(float(t_eval[-1]) * per_unit))
+    steps = max(1, min(int(steps), n_run))
+    run = lambda n: sgd(model, init, eta=s["eta"], batch=s["batch"],  # noqa: E731
+                        t_eval=np.array([0.0, n / per_unit]), seed=0, backend=backend,
+                        device=device, progress=False, **kw)
+    run(1)  # compile
+    c0 = time.process_time()
+    run(steps)
+    per_step = (time.process_time() - c0) / steps
+    return {"cpu_s_per_step": per_step, "steps": n_run, "cpu_s": per_step * n_run,
+            "flop_per_step_est": per_step * _CPU_FLOPS,
+            "gpu_s_est": per_step * n_run * _CPU_FLOPS / _GPU_FLOPS}
+
+
+class TaskRunner:
+    """Runs the SGD tasks of a figure: in this process (``executor="serial"``), on a local
+    process pool (``None``) or a ``dask.distributed`` client, through
+    :func:`attndyn._sweep.sweep`. With ``cache_dir`` every finished task is stored as it
+    completes (in ``<cache_dir>/<figure>-<key>``, the key a hash of the settings, the tasks
+    and the backend) and a rerun loads it instead of recomputing; ``tasks.log`` there lists
+    each task's start and end. ``plan=True`` prints the tasks and the time estimate of a short
+    calibration run first."""
+
+    def __init__(self, executor="serial", *, cache_dir=None, workers=None, backend="numba",
+                 device=None, progress=None, plan=False, out=None):
+        self.executor, self.cache_dir, self.workers = executor, cache_dir, workers
+        self.backend, self.device, self.progress, self.plan = backend, device, progress, plan
+        self.out = out if out is not None else print
+        self.last_folder = None
+
+    def folder(self, figure, s, tasks):
+        import hashlib
+        import os
+
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256((_settings_text(s) + repr(sorted(tasks)) + str(self.backend)
+                              + str(self.device)).encode()).hexdigest()[:12]
+        return os.path.join(os.fspath(self.cache_dir), f"{figure}-{key}")
+
+    def print_plan(self, figure, s, tasks):
+        curves = sorted({c for c, _ in tasks})
+        n_workers = self.workers or (os.cpu_count() or 1)
+        lines = [f"plan: {figure} [{s.get('mode')}], {len(tasks)} SGD tasks "
+                 f"({len(curves)} curve(s) x seeds {sorted({sd for _, sd in tasks})}), "
+                 f"backend {self.backend}" + (f" on {self.device}" if self.device else "")]
+        total = 0.0
+        for c in curves:
+            cal = calibrate(figure, c, s, backend=self.backend, device=self.device)
+            n = sum(1 for cc, _ in tasks if cc == c)
+            total += n * cal["cpu_s"]
+            lines.append(f"  {c}: {cal['steps']} steps/task, {1e3 * cal['cpu_s_per_step']:.2f} ms "
+                         f"CPU/step (calibrated), about {cal['cpu_s']:.0f} s CPU per task; GPU "
+                         f"estimate {cal['gpu_s_est']:.1f} s/task (from the FLOP rate, not run)")
+        lines.append(f"  total about {total:.0f} s CPU; about {total / n_workers:.0f} s wall on "
+                     f"{n_workers} worker(s) if each gets a core")
+        self.out("\n".join(lines))
+        return total
+
+    def run(self, figure, s, tasks):
+        """``{(curve, seed): Trajectory}`` for ``tasks = [(curve, seed), ...]``."""
+        import os
+        import warnings
+
+        from attndyn._sweep import sweep
+
+        tasks = [(str(c), int(sd)) for c, sd in tasks]
+        if self.plan:
+            self.print_plan(figure, s, tasks)
+        text = _settings_text(s)
+        folder = self.folder(figure, s, tasks)
+        self.last_folder = folder
+        log = None
+        if folder is not None:
+            os.makedirs(folder, exist_ok=True)
+            log = os.path.join(folder, "tasks.log")
+            _log_line(log, f"run {figure} tasks={len(tasks)}")
+        fn = SGDTask(log=log, backend=self.backend, device=self.device)
+        grid = {"figure": [figure] * len(tasks), "curve": [c for c, _ in tasks],
+                "sgd_seed": [sd for _, sd in tasks], "settings": [text] * len(tasks)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # failed tasks are reported below
+            # no warm-up task in this process: the numba kernels are compiled once per
+            # worker from the disk cache, and every task runs in parallel from the start
+            res = sweep(fn, grid, zipped=True, executor=self.executor, cache_dir=folder,
+                        workers=self.workers, progress=self.progress, seed=0, warm=False)
+        out = {}
+        for (c, sd), st, msg, r in zip(tasks, res.status, res.messages, res.results):
+            if r is None:
+                raise RuntimeError(f"{figure}: SGD task {c} seed {sd} failed: {msg}")
+            out[(c, sd)] = r
+        return out
+
+
+def run_sgd_tasks(figure, s, tasks, runner=None):
+    """The SGD runs of ``tasks`` (``[(curve, seed)]``): with ``runner=None`` one after the
+    other in this process, else through ``runner`` (:class:`TaskRunner`)."""
+    if runner is None:
+        fn = SGDTask()
+        text = _settings_text(s)
+        return {(c, sd): fn(figure, c, sd, text) for c, sd in tasks}
+    return runner.run(figure, s, tasks)
+
+
+# ---------------------------------------------------------------------------
+# claims in seed units
+
+def seed_z(runs, theory, paired=True):
+    """z-scores over the plotted times ``t > 0`` of SGD runs against a theory.
+
+    ``runs``: ``(n_seeds, n_t)``; ``theory``: ``(n_seeds, n_t)`` (paired: seed ``i``'s theory
+    from seed ``i``'s matrices) or ``(n_t,)`` (one theory, e.g. from the law the SGD starts
+    are drawn from). ``z(t) = mean_i D_i(t) / (sd_i D_i(t) / sqrt(n))`` with ``D_i = SGD_i -
+    theory_i``. Returns ``(rms z, max |z|, z array)``; ``nan`` with fewer than 2 seeds."""
+    import numpy as np
+
+    Y = np.asarray(runs, float)
+    T = np.asarray(theory, float)
+    n_t = min(Y.shape[1], T.shape[-1])
+    D = Y[:, :n_t] - (T[:, :n_t] if T.ndim == 2 else T[None, :n_t])
+    n = D.shape[0]
+    if n < 2:
+        return float("nan"), float("nan"), np.full(n_t, np.nan)
+    se = D.std(axis=0, ddof=1) / np.sqrt(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, D.mean(axis=0) / np.where(se > 0, se, 1.0), 0.0)
+    zz = z[1:] if n_t > 1 else z
+    return float(np.sqrt(np.mean(zz ** 2))), float(np.max(np.abs(zz))), z
+
+
+def fmt_z(rms, mx):
+    return f"rms z {rms:.2f} (max |z| {mx:.2f})"
+
+
+#: rms z over the plotted times under which a theory counts as tracking SGD in seed units
+Z_OK = 3.0

@@ -122,7 +122,29 @@ def _fig2_tied_drift(s):
     return out
 
 
-def fig2(mode: str = "quick", seeds=1, **overrides) -> FigureRun:
+def _sgd_setup(curve, sgd_seed, s):
+    """SGD task of Fig. 2: ``curve`` is ``"<act>/tied"`` or ``"<act>/S"``; the figure's one
+    start (the theory is from the same matrices), SGD seed ``sgd_seed``."""
+    from attndyn.numeric.attention.direct.model import SModel
+    from attndyn.numeric.attention.tied.model import TiedModel
+    from attndyn.numeric.attention.training import gaussian_init
+    from attndyn.symbolic.losses import mse_teacher_student
+
+    act, _, kind = str(curve).partition("/")
+    if act not in s["acts"] or kind not in ("tied", "S"):
+        raise ValueError(f"fig2: unknown curve {curve!r}")
+    loss = mse_teacher_student(act)
+    t_tied = np.linspace(0.0, s["T"], s["n_t"])
+    if kind == "tied":
+        tm = TiedModel(2, [0], loss)
+        W = _rescale_tied(gaussian_init(tm, s["d"], seed=s["init_seed"]))
+        return tm, W, t_tied, {"_steps_per_unit": s["d"] / (4 * s["eta"])}
+    sm = SModel(2, [0], loss)
+    S0 = _rescale_s(gaussian_init(sm, s["d"], seed=s["init_seed"]))
+    return sm, S0, t_tied / 4.0, {"_steps_per_unit": s["d"] / s["eta"]}
+
+
+def fig2(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun:
     """Figure 2: weak recovery from an uninformative start, tied ``S = W W^T``
     against direct optimisation over S (appendix E), MSE teacher-student with
     ``h1``, ``h2``, ``h3`` (``h_k = He_k/sqrt(k!)``), L = 1.
@@ -136,18 +158,29 @@ def fig2(mode: str = "quick", seeds=1, **overrides) -> FigureRun:
     from attndyn.numeric.attention.direct.model import SModel
     from attndyn.numeric.attention.flow import matrix_flow
     from attndyn.numeric.attention.tied.model import TiedModel
-    from attndyn.numeric.attention.training import gaussian_init, sgd
+    from attndyn.numeric.attention.training import gaussian_init
     from attndyn.symbolic.losses import mse_teacher_student
 
+    from attndyn.numeric.attention.figures.common import Z_OK, fmt_z, run_sgd_tasks, seed_z
+    from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
+
     s = _settings("fig2", mode, overrides)
-    seed_list = _seeds(seeds, 0)
+    seed_list = _seeds(seeds, 0, s.pop("seeds"))
     t0 = time.perf_counter()
     d = s["d"]
     t_tied = np.linspace(0.0, s["T"], s["n_t"])
     t_s = t_tied / 4.0
     s.update(init_seed=2000 + d, sgd_seeds=seed_list, var_G=1.0,
              init="independent gaussian_init student/teacher, rescaled to Var G_k = 1",
-             time="tied t = 4 tau; S tau = eta n/d")
+             time="tied t = 4 tau; S tau = eta n/d", eta_d_over_B=s["eta"] * d / s["batch"],
+             eta_d_over_B_caption=0.005 * 400 / 512)
+    if mode == "quick":
+        s["note"] = (f"eta d/B = {s['eta'] * d / s['batch']:.3g}, not the caption's 0.0039: at "
+                     "d = 80 and 120 the degree-6 h3 loss makes tied SGD diverge with the "
+                     "caption's eta d/B (B = 100-150, measured)")
+    runs = run_sgd_tasks("fig2", s, [(f"{a}/{k}", sd) for a in s["acts"] for k in ("tied", "S")
+                                     for sd in seed_list], runner)
+    zt, ztn, zs, zsn = {}, {}, {}, {}
     run = FigureRun("fig2", "Fig. 2: tied W vs direct S from an uninformative start", s)
     esc_t, maxp_tied, maxp_s, maxp_su, p0_s, esc_f, gap_s = {}, {}, {}, {}, {}, {}, {}
     for act in s["acts"]:
@@ -158,10 +191,10 @@ def fig2(mode: str = "quick", seeds=1, **overrides) -> FigureRun:
         S0 = _rescale_s(gaussian_init(sm, d, seed=2000 + d))
         pt, ps = [], []
         for sd in seed_list:
-            r = sgd(tm, W, eta=s["eta"], batch=s["batch"], t_eval=t_tied, seed=sd)
+            r = runs[(f"{act}/tied", sd)]
             run.curves[f"{act}/tied_sgd/seed{sd}"] = r
             pt.append(np.abs(r.observable("p_12")))
-            rs = sgd(sm, S0, eta=s["eta"], batch=s["batch"], t_eval=t_s, seed=sd)
+            rs = runs[(f"{act}/S", sd)]
             run.curves[f"{act}/S_sgd/seed{sd}"] = rs
             ps.append(np.maximum(np.abs(rs.observable("p_Psi_12")),
                                  np.abs(rs.observable("p_Omega_12"))))
@@ -172,6 +205,33 @@ def fig2(mode: str = "quick", seeds=1, **overrides) -> FigureRun:
                                   0.1)
         th = sm.integrate(S0, run.curves[f"{act}/S_sgd/seed{seed_list[0]}"].t)
         run.curves[f"{act}/S_ode"] = th
+        # seed units: SGD runs (one start) against the theory from that start, signed p
+        Yt = [runs[(f"{act}/tied", sd)].observable("p_12") for sd in seed_list]
+        n = min(min(len(y) for y in Yt), f.t.size)
+        pf = f.moment((0, 1)) - f.moment((0,)) * f.moment((1,))
+        zt[act] = seed_z(np.array([y[:n] for y in Yt]), pf[:n])[:2]
+        try:
+            fn = noise_corrected_flow(tm, [w @ w.T for w in W], f.t, eta=s["eta"],
+                                      batch=s["batch"], correction="noise")
+            run.curves[f"{act}/tied_flow_noise"] = fn
+            ztn[act] = seed_z(np.array([y[:n] for y in Yt]), fn.observable("q_12")[:n]
+                              - fn.observable("mu_1")[:n] * fn.observable("mu_2")[:n])[:2]
+        except Exception as exc:  # noqa: BLE001 - reported, not fatal
+            run.extra.setdefault("noise_unavailable", {})[f"{act}/tied"] = str(exc)[:200]
+        ys = {o: [runs[(f"{act}/S", sd)].observable(o) for sd in seed_list]
+              for o in ("p_Psi_12", "p_Omega_12")}
+        thn = None
+        try:
+            thn = sm.integrate(S0, th.t, correction="noise", eta=s["eta"], batch=s["batch"])
+            run.curves[f"{act}/S_ode_noise"] = thn
+        except Exception as exc:  # noqa: BLE001
+            run.extra.setdefault("noise_unavailable", {})[f"{act}/S"] = str(exc)[:200]
+        for tgt, dst in ((th, zs), (thn, zsn)):
+            if tgt is None:
+                continue
+            n = min(min(len(y) for y in ys["p_Psi_12"]), tgt.t.size)
+            dst[act] = max((seed_z(np.array([y[:n] for y in ys[o]]), tgt.observable(o)[:n])[:2]
+                            for o in ys), key=lambda v: v[0])
         # the d -> infinity uninformative state (Assumption 10): t_1 = 0, no cross overlaps
         tq, Psi, Om = sm.order_parameters(S0)
         tq[0] = 0.0
@@ -196,7 +256,8 @@ def fig2(mode: str = "quick", seeds=1, **overrides) -> FigureRun:
     mc = _fig2_tied_drift(s) if "h3" in acts else {}
     run.extra.update(escape_tau=esc_t, escape_tau_flow=esc_f, max_p12_tied=maxp_tied,
                      max_p12_S=maxp_s, S_sgd_to_ode=gap_s, direct_scan=scan, tied_h3_drift=mc)
-    horizon = f"tau <= {s['T'] / 4:g} (tied t <= {s['T']:g}), d = {d}, mean of {len(seed_list)} seed(s)"
+    horizon = (f"tau <= {s['T'] / 4:g} (tied t <= {s['T']:g}), d = {d}, eta d/B = "
+               f"{s['eta'] * d / s['batch']:.3g}, {len(seed_list)} SGD seeds from one start")
     run.claims.append(Claim(
         "tied |p_12| escapes to at least 0.1 for h1, h2, h3",
         all(maxp_tied[a] >= 0.1 for a in acts),
@@ -230,9 +291,28 @@ def fig2(mode: str = "quick", seeds=1, **overrides) -> FigureRun:
             "direct-S SGD follows its flow (402)-(404) from the same start within O(1/d)",
             all(gap_s[a] <= 2.0 / d for a in hs),
             ", ".join(f"{a}: max |p_SGD - p_flow| = {_fmt(gap_s[a])}" for a in hs)
-            + f" (tolerance 2/d = {_fmt(2.0 / d)})",
-            horizon + "; the gap is the finite-d non-Gaussian drift, not lr noise: measured "
-                      "apart at d = 80, h2: 9.3e-3 with B = 400, 9.9e-3 with B = 1600"))
+            + f" (tolerance 2/d = {_fmt(2.0 / d)}); in seed units, which this finite-d drift "
+            "exceeds: " + ", ".join(f"{a}: {fmt_z(*zs[a])}" + (
+                f", correction=\"noise\" {fmt_z(*zsn[a])}" if a in zsn else "") for a in hs),
+            horizon + "; a deterministic finite-d bound, not a seed-unit claim: the gap is the "
+                      "finite-d non-Gaussian drift, not lr noise (measured apart at d = 80, h2: "
+                      "9.3e-3 with B = 400, 9.9e-3 with B = 1600)"))
+    if "h1" in acts:
+        best_t = min(zt["h1"][0], ztn.get("h1", (float("inf"),))[0])
+        best_s = min(zs["h1"][0], zsn.get("h1", (float("inf"),))[0])
+        run.claims.append(Claim(
+            "h1 (quadratic loss, no finite-d drift): tied and direct-S SGD follow their "
+            "theories from the same start within the seed noise",
+            best_t <= Z_OK and best_s <= Z_OK,
+            f"tied p_12: matrix flow {fmt_z(*zt['h1'])}"
+            + (f", correction=\"noise\" {fmt_z(*ztn['h1'])}" if "h1" in ztn else "")
+            + f"; direct S max over p_Psi_12, p_Omega_12: ODE {fmt_z(*zs['h1'])}"
+            + (f", correction=\"noise\" {fmt_z(*zsn['h1'])}" if "h1" in zsn else "")
+            + "; h2, h3 (finite-d drift, Fig. 2 text): tied flow "
+            + ", ".join(f"{a} {fmt_z(*zt[a])}" + (f" (noise {zt[a][0] if a not in ztn else ztn[a][0]:.2f})")
+                        for a in acts if a != "h1"),
+            horizon + f"; held when the better theory (with or without the noise correction) "
+                      f"is within rms z {Z_OK:g} for both parameterisations"))
     run.claims.append(Claim(
         "direct S theory from the uninformative state stays uninformative for h2 and h3",
         all(maxp_su[a] < 1e-12 for a in hs),

@@ -31,7 +31,9 @@ def test_fig4_miniature(tmp_path):
     run = F4.fig4("mini")
     assert {"sgd/seed0", "limit", "flow", "truncation/M2", "truncation_full/M8"} <= set(run.curves)
     meta = _check_saved(run, tmp_path)
-    assert meta["settings"]["sgd_seeds"] == [0]
+    assert meta["settings"]["sgd_seeds"] == [0, 1]   # mini: 2 seeds (claims in seed units)
+    assert set(run.extra["paired_rms_z"]) == {"flow", "noise", "noise+finite-d"}
+    assert {"flow_noise", "flow_noise_finite-d"} <= set(run.curves)
     # the error to the exact hierarchy falls with the order even at this size
     e = run.extra["to_flow_err_short"]
     assert e["2"] > e["4"] > e["8"]
@@ -95,14 +97,14 @@ def test_finite_d_drift_mc_is_exact_for_linear():
 def test_untied_loss_mc_matches_phi_for_linear():
     from attndyn.numeric.attention.training import gaussian_init
     from attndyn.numeric.attention.untied.model import UntiedModel
-    from attndyn.numeric.attention.untied.coefficients import theory
+    from attndyn.numeric.attention.untied.coefficients import coefficients
     from attndyn.symbolic.losses import mse_teacher_student
 
     m = UntiedModel(2, [0], mse_teacher_student("h1"))
     pairs = gaussian_init(m, 24, seed=3)
     op = m.order_parameters(pairs)
     (mean, se), = F3._untied_loss_mc(pairs, ["h1"], 40000, seed=2).values()
-    phi = theory(m).phi(op["m"], op["q1"], op["q2"])
+    phi = coefficients(m).phi(op["m"], op["q1"], op["q2"])
     assert abs(mean - phi) < 5 * se, (mean, se, phi)
     # eq. 49's teacher factor: E h2'(Z) = sqrt(2) m_2 for Z ~ N(m_2, v)
     m2 = mse_teacher_student("h2")
