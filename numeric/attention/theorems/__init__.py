@@ -15,3 +15,4 @@ from . import cor2_truncation  # noqa: F401  key "cor2": Corollary 2 with the pr
 from . import cor4  # noqa: F401  key "cor4": Corollary 4 (i), untied N_wr ~ d^2 log d from SGD
 from . import cor7  # noqa: F401  key "cor7": Corollary 7 case 1, direct-S N_wr ~ d^2 log d
 from . import f4_strong_recovery  # noqa: F401  key "f4": F.4 / Cor. 9, untied strong recovery
+from . import cor8_bound  # noqa: F401  key "cor8": Corollary 8, untied truncations and the cone P
