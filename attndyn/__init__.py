@@ -14,21 +14,18 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.2.0"
+from attndyn.numeric import EXPORTS as _NUMERIC_EXPORTS
 
-# public name -> module that defines it
-_EXPORTS = {
-    "TiedModel": "attndyn.numeric.attention.tied.model",
-    "SModel": "attndyn.numeric.attention.direct.model",
-    "UntiedModel": "attndyn.numeric.attention.untied.model",
-    "sgd": "attndyn.numeric.attention.training",
-    "lambertw": "attndyn.numeric.scaling.lambertw",
-    "load_result": "attndyn.numeric.core.results",
-    "Transformer": "attndyn.numeric.transformer.model",
+__version__ = "0.3.0"
+
+# public name -> module that defines it: every name of ``attndyn.numeric``'s table, plus the
+# parameter sweep
+_EXPORTS = dict(_NUMERIC_EXPORTS)
+_EXPORTS.update({
     "sweep": "attndyn._sweep",
     "SweepResult": "attndyn._sweep",
     "load_sweep": "attndyn._sweep",
-}
+})
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

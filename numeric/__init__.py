@@ -19,53 +19,45 @@ from __future__ import annotations
 
 import importlib
 
-# public name -> module that defines it
-_EXPORTS = {
+# public name -> module that defines it: the one table of the package's face
+# (``attndyn`` exports the same names, plus its own sweep helpers)
+EXPORTS = {
+    # the model protocol and the three parameterisations of paper 003
     "AttentionModel": "attndyn.numeric.attention.base",
+    "Theory": "attndyn.numeric.attention.base",
+    "Correction": "attndyn.numeric.attention.base",
+    "Hierarchy": "attndyn.numeric.attention.base",
+    "CapabilityError": "attndyn.numeric.attention.base",
     "TiedModel": "attndyn.numeric.attention.tied.model",
     "TiedHierarchy": "attndyn.numeric.attention.tied.hierarchy",
     "SModel": "attndyn.numeric.attention.direct.model",
     "UntiedModel": "attndyn.numeric.attention.untied.model",
-    "untied_flow": "attndyn.numeric.attention.untied.fastslow",
+    "UntiedHierarchy": "attndyn.numeric.attention.untied.hierarchy",
+    # the drivers
     "matrix_flow": "attndyn.numeric.attention.flow",
     "limit_flow": "attndyn.numeric.attention.tied.limit",
+    "untied_flow": "attndyn.numeric.attention.untied.fastslow",
     "sgd": "attndyn.numeric.attention.training",
     "sgd_runs": "attndyn.numeric.attention.training",
     "gaussian_init": "attndyn.numeric.attention.training",
     "compare": "attndyn.numeric.attention.compare",
     "Comparison": "attndyn.numeric.attention.compare",
+    "load_comparison": "attndyn.numeric.attention.compare",
+    # results
     "Trajectory": "attndyn.numeric.core.results",
     "load_result": "attndyn.numeric.core.results",
     "IntegrationError": "attndyn.numeric.core.results",
     "TruncationNotConverged": "attndyn.numeric.core.results",
-}
-
-# modules of the flat layout before 0.2 -> their new home (kept one release, deprecated).
-# ``sgd`` and ``compare`` have no alias: the names are the functions, and a module of the
-# same name would shadow them once imported.
-_MOVED = {
-    "models": "attndyn.numeric.attention.tied.model",
-    "smodel": "attndyn.numeric.attention.direct.model",
-    "untied": "attndyn.numeric.attention.untied",
-    "flow": "attndyn.numeric.attention.flow",
-    "potentials": "attndyn.numeric.attention.potentials",
-    "quadrature": "attndyn.numeric.attention.quadrature",
-    "results": "attndyn.numeric.core.results",
-    "compile": "attndyn.numeric.core.compile",
-    "progress": "attndyn.numeric.core.progress",
-    "plots": "attndyn.numeric.core.plots",
-    "scaling_plots": "attndyn.numeric.scaling.plots",
+    # paper 000
+    "Transformer": "attndyn.numeric.transformer.model",
     "lambertw": "attndyn.numeric.scaling.lambertw",
 }
-
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(EXPORTS)
 
 
 def __getattr__(name: str):
-    module = _EXPORTS.get(name)
+    module = EXPORTS.get(name)
     if module is None:
-        if name in _MOVED:  # ``from attndyn.numeric import models`` (old layout)
-            return importlib.import_module(f"attndyn.numeric.{name}")
         raise AttributeError(f"module 'attndyn.numeric' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

@@ -154,9 +154,9 @@ def diagnose(model, init, quick: bool = False) -> list:
     ``init`` (tied factors or matrices, untied pairs, direct-S matrices): tied 2.1, 2.2,
     2.4 and 3; untied 4.1, 4.4, 5 and 6; direct S 9.1 and 9.4. ``quick``: the cheap
     version of Assumption 6 (what ``compare`` runs). Each model says which assumptions
-    its theorem has (``AttentionModel.assumptions``); one without diagnostics gives
+    its theorem has (``model.theory.assumptions``); one without diagnostics gives
     ``[]``."""
-    return list(model.assumptions(init, quick=quick))
+    return list(model.theory.assumptions(init, quick=quick))
 
 
 def _poly_bounds(expr, syms, rho: float):

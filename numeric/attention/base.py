@@ -9,31 +9,40 @@ W_k^T`` (:class:`~attndyn.TiedModel`, section 3), direct ``S_k``
 written once, against :class:`AttentionModel`, and never ask which
 parameterisation they hold: everything that differs is a method here.
 
+The protocol has four parts:
+
+- :class:`AttentionModel`: the parameterisation and its SGD (what every driver reads);
+- :class:`Theory`: one per parameterisation, built by ``model.theory``: its solvers
+  (``uncorrected``, ``matrix_flow``, ``hierarchy``), the table of its corrections, its
+  assumptions and the feasible set of Corollary 1;
+- :class:`Correction`: a finite-learning-rate or finite-width correction, a strategy
+  object (``check`` before any SGD runs, ``apply``, ``flow``), reached only through
+  :meth:`Theory.correction`, which refuses an unknown name listing the choices;
+- :class:`Hierarchy`: what the tied and the untied truncated hierarchies share.
+
 What a model provides, and which driver calls it:
 
-==============================  ==============================================  =================
-member                          meaning                                         called by
-==============================  ==============================================  =================
-``kind``                        a label (``"tied"``, ``"s"``...) for params     every driver
-``K, trainable, L, C,``         the constructor's validated arguments           every driver
+==============================  ============================================  =================
+member                          meaning                                       called by
+==============================  ============================================  =================
+``kind``                        a label (``"tied"``, ``"s"``...) for params   every driver
+``K, trainable, L, C,``         the constructor's validated arguments         every driver
 ``weight_decay, loss, params``
-``alphabet``, ``words(n)``      letters of the words (``None``: no words)       sgd, flow
-``observable_names(order)``     the SGD observables, ``"loss"`` last            sgd, compare
-``potential`` and friends       ``Phi`` and its compiled gradient (attributes)  flow, theory
-``hierarchy(order)``            truncated hierarchy (capability)                compare, CLI
-``matrix_flow(S, t, ...)``      finite-d deterministic flow (capability)        flow.matrix_flow
-``check_matrices(S, name)``     validate a flow state                           flow, theory
-``check_init(init, name)``      validate SGD weights                            sgd runner
-``gaussian_init(d, ...)``       seeded independent Gaussian weights             sgd_runs, compare
-``sgd_runner(init, order)``     an :class:`SGDRunner`: kernel, arrays, obs.     sgd
-``time_scales``                 the ODE times of one SGD step                   sgd, time_step
-``theories``, ``theory(...)``   the theory trajectory on the SGD's time scale   compare
-``params_dict()``               JSON-able record of the model                   every result
-==============================  ==============================================  =================
+``alphabet``, ``words(n)``      letters of the words (``None``: no words)     sgd, flow
+``observable_names(order)``     the SGD observables, ``"loss"`` last          sgd, compare
+``check_matrices(S, name)``     validate a flow state                         flow, theory
+``check_init(init, name)``      validate SGD weights                          sgd runner
+``gaussian_init(d, ...)``       seeded independent Gaussian weights           sgd_runs, compare
+``sgd_runner(init, order)``     an :class:`SGDRunner`: kernel, arrays, obs.   sgd
+``sgd_form``                    the form of the SGD weights (array-API step)  xp_sgd
+``time_scales``                 the ODE times of one SGD step                 sgd, time_step
+``theory``                      the :class:`Theory` (solvers, corrections)    flow, compare
+``params_dict()``               JSON-able record of the model                 every result
+==============================  ============================================  =================
 
-A capability a model lacks (a hierarchy, a matrix flow, a theory) raises
-:class:`CapabilityError` (a ``NotImplementedError`` and a ``ValueError``)
-through the base class, with the model's name in the message.
+A capability a theory lacks (a hierarchy, a matrix flow, a theory at all) raises
+:class:`CapabilityError` (a ``NotImplementedError`` and a ``ValueError``) through the
+base class, with the model's name in the message.
 
 Classes are abstract or final, as in equinox: :class:`AttentionModel` and
 :class:`SGDRunner` are abstract; every concrete model is final (it is never
@@ -58,7 +67,8 @@ from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
 __all__ = ["AttentionModel", "SGDRunner", "TimeScale", "CapabilityError", "check_model",
-           "check_order_arg", "resolve_seed", "obs_key"]
+           "check_order_arg", "resolve_seed", "obs_key", "Theory", "NoTheory", "Correction",
+           "NoCorrection", "HierarchyCorrection", "NONE", "Hierarchy", "FeasibleSpec"]
 
 
 def obs_key(name: str, *indices) -> str:
@@ -158,27 +168,10 @@ class AttentionModel(abc.ABC):
 
     kind: ClassVar[str] = "abstract"
     time_scales: ClassVar[tuple] = ()
-    theories: ClassVar[tuple] = ()
-    #: the finite-learning-rate / finite-width corrections its theory takes
-    #: (``compare(..., correction=)``, issue 16); ``"none"`` always
-    corrections: ClassVar[tuple] = ("none",)
-    #: SGD moves every trainable ``S_k = W_k W_k^T`` by ``W_k' = (c I - eta A_k) W_k`` with a
-    #: symmetric batch matrix ``A_k`` (what the tied formulas of noise.py and
-    #: finite_width.py assume)
-    tied_factors: ClassVar[bool] = False
     #: the form of the SGD weights, which picks the array-API step (xp_sgd.py):
     #: "factors" (W_k), "pairs" (U_k, V_k), "matrices" (S_k); None: none there
     sgd_form: ClassVar[str | None] = None
     alphabet = None
-    #: The feasible set Q of Corollary 1 as data (read by ``theorems/landscape.py``): the
-    #: Gram matrices of order parameters that must be PSD, each ``("q",)`` (the matrix of
-    #: the symbols ``q_kl`` itself) or ``("P", "R", s)`` (``(P + s R)/2``); whether every
-    #: free entry is ``>= 0`` as well; the prefixes of unconstrained order parameters; the
-    #: set in words. Empty: no feasible set is known for the parameterisation.
-    feasible_grams: ClassVar[tuple] = ()
-    feasible_nonnegative: ClassVar[bool] = False
-    feasible_free: ClassVar[tuple] = ()
-    feasible_text: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -205,47 +198,15 @@ class AttentionModel(abc.ABC):
     def observable_names(self, order: int | None = None) -> list:
         """Names of the SGD observables (``"loss"`` last), the rows of :func:`~attndyn.sgd`."""
 
-    # -- theory capabilities ---------------------------------------------------
-    def landscape_potential(self):
-        """The closed-form potential whose ``phi`` Corollary 1 minimises over the feasible
-        set (``None`` when the loss takes a numeric route)."""
-        return getattr(self, "potential", None)
-
-    def assumptions(self, init, quick: bool = False) -> list:
-        """The assumptions of the theorem behind this model's theory, checked at the
-        initial weights ``init``: a list of
-        :class:`~attndyn.numeric.attention.theorems.assumptions.Verdict` (empty when the
-        parameterisation has no diagnostics). ``quick``: the cheap versions (what
-        ``compare`` runs)."""
-        return []
-
-    def hierarchy(self, order: int):
-        """The truncated moment hierarchy at ``order`` (a capability)."""
-        raise CapabilityError(f"{type(self).__name__} has no moment hierarchy")
-
-    def matrix_flow(self, matrices, t_eval, **options):
-        """The finite-d deterministic matrix flow from ``matrices`` (a capability).
-
-        Returns a :class:`~attndyn.numeric.core.results.Trajectory` of the model's
-        observables with ``status`` and ``message`` (blow-up: -3)."""
-        raise CapabilityError(f"{type(self).__name__} has no matrix flow")
-
-    def check_correction(self, theory, order, correction) -> None:
-        """Refuse, before any SGD runs, a ``correction`` that ``theory`` does not take
-        (``compare``); models whose theories differ override it."""
-        if correction not in self.corrections:
-            raise ValueError(f"correction={correction!r} is not available for "
-                             f"{type(self).__name__}; it has {list(self.corrections)}")
-
-    def check_theory(self, theory, order):
-        """``(theory, order)`` validated for :func:`~attndyn.numeric.compare`."""
-        raise CapabilityError(f"compare: {type(self).__name__} has no theory to compare with; "
-                              "run attndyn.sgd alone")
-
-    def theory(self, init, t, *, theory: str, order, check, words, **kwargs):
-        """The theory trajectory from the SGD weights ``init`` at the SGD times ``t``
-        (the same time scale), with rows named as the SGD observables."""
-        raise CapabilityError(f"compare: {type(self).__name__} has no theory to compare with")
+    # -- the theory ------------------------------------------------------------
+    @property
+    def theory(self) -> "Theory":
+        """The parameterisation's :class:`Theory` (its solvers and its corrections). A
+        model without one gets :class:`NoTheory`, whose capabilities all refuse."""
+        th = self.__dict__.get("theory")
+        if th is None:
+            th = self.__dict__["theory"] = NoTheory(self)
+        return th
 
     # -- matrices and weights ----------------------------------------------------
     @abc.abstractmethod
@@ -311,3 +272,245 @@ class AttentionModel(abc.ABC):
     @abc.abstractmethod
     def params_dict(self) -> dict:
         """JSON-able record of the model (``model``, ``K``, ``trainable``, ...)."""
+
+
+# ---------------------------------------------------------------------------
+# the theory of a parameterisation and its corrections
+
+def _choices(names) -> str:
+    names = [repr(n) for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+@dataclass(frozen=True)
+class FeasibleSpec:
+    """The feasible set Q of Corollary 1 as data (read by
+    :mod:`~attndyn.numeric.attention.theorems.cor1_landscape`): the Gram matrices of order
+    parameters that must be PSD, each ``("q",)`` (the matrix of the symbols ``q_kl``
+    itself) or ``("P", "R", s)`` (``(P + s R)/2``); whether every free entry is ``>= 0``
+    as well; the prefixes of unconstrained order parameters; the set in words."""
+
+    grams: tuple
+    nonnegative: bool = False
+    free: tuple = ()
+    text: str = ""
+
+
+class Correction(abc.ABC):
+    """A finite-learning-rate or finite-width correction of a theory: a strategy object,
+    as a step-size controller of an ODE library is one. Each lives in its
+    parameterisation's folder (its formulas need that parameterisation's weights) and is
+    reached only through the :class:`Theory` that lists it (:meth:`Theory.correction`).
+
+    ``check`` refuses a combination before any SGD runs (naming the fix); ``apply`` runs
+    the corrected theory at the SGD times (what ``compare`` calls); ``flow`` the
+    corrected matrix-level flow (what ``matrix_flow(..., correction=)`` calls)."""
+
+    #: the name :meth:`Theory.correction` resolves
+    name: ClassVar[str] = "abstract"
+    #: the SGD parameters it needs (``("eta", "batch")``: the noise of the mini-batch)
+    needs: ClassVar[tuple] = ("eta", "batch")
+
+    def check(self, theory: str, order) -> None:
+        """Refuse (``ValueError``) a theory or an order this correction does not take."""
+
+    def require(self, eta, batch) -> None:
+        """``ValueError`` when a parameter of :attr:`needs` is missing."""
+        if ("eta" in self.needs and eta is None) or ("batch" in self.needs and batch is None):
+            raise ValueError(f"correction={self.name!r} needs the SGD's eta and batch")
+
+    @abc.abstractmethod
+    def apply(self, theory: "Theory", init, t, *, name: str, order, check, words, eta=None,
+              batch=None, **options):
+        """The corrected theory trajectory from the SGD weights ``init`` at the SGD times
+        ``t`` (rows named as the SGD observables)."""
+
+    def flow(self, theory: "Theory", matrices, t_eval, *, eta=None, batch=None, **options):
+        """The corrected matrix-level flow from ``matrices`` (a capability)."""
+        raise CapabilityError(f"correction={self.name!r} has no matrix-level flow for "
+                              f"{type(theory.model).__name__}")
+
+    def __repr__(self):
+        return f"<correction {self.name!r}>"
+
+
+class NoCorrection(Correction):
+    """The theory as it is (``correction="none"``): ``eta`` and ``batch`` are not used."""
+
+    name = "none"
+    needs = ()
+
+    def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
+              **options):
+        return theory.uncorrected(init, t, name=name, order=order, check=check, words=words,
+                                  **options)
+
+    def flow(self, theory, matrices, t_eval, *, eta=None, batch=None, **options):
+        return theory.matrix_flow(matrices, t_eval, **options)
+
+
+#: the one ``"none"`` correction every theory lists
+NONE = NoCorrection()
+
+
+class HierarchyCorrection(Correction):
+    """A :class:`Correction` that also acts on a truncated hierarchy (extra rows): what
+    ``hierarchy.integrate(..., correction=)`` and ``hierarchy.text(correction=)`` run."""
+
+    @abc.abstractmethod
+    def hierarchy(self, hierarchy: "Hierarchy", mu0, t_eval, *, eta, batch, **options):
+        """The corrected truncation of ``hierarchy`` from ``mu0``."""
+
+    @abc.abstractmethod
+    def text(self, hierarchy: "Hierarchy") -> str:
+        """The extra rows of the corrected truncation, printed."""
+
+
+class Theory(abc.ABC):
+    """The theory of one parameterisation, built by ``model.theory`` (one per model): its
+    solvers (:meth:`uncorrected`, :meth:`matrix_flow`, :meth:`hierarchy`), the table of
+    its corrections (:attr:`corrections`, looked up by :meth:`correction` only), its
+    assumptions and the feasible set of Corollary 1. A capability it lacks raises
+    :class:`CapabilityError` naming the model."""
+
+    #: the theory names ``compare(..., theory=)`` takes (the first is the default)
+    names: ClassVar[tuple] = ()
+    #: name -> :class:`Correction`; ``"none"`` always
+    corrections: ClassVar[dict] = {"none": NONE}
+    #: the feasible set Q of Corollary 1 (``None``: not known for the parameterisation)
+    feasible: ClassVar[FeasibleSpec | None] = None
+
+    def __init__(self, model: "AttentionModel"):
+        self.model = model
+
+    def __repr__(self):
+        return f"<{type(self).__name__} of {self.model!r}>"
+
+    @abc.abstractmethod
+    def check(self, name, order) -> tuple:
+        """``(name, order)`` validated (``None``: the defaults)."""
+
+    def correction(self, correction=None) -> Correction:
+        """The :class:`Correction` called ``correction`` (``None``: ``"none"``), or the
+        object itself when it belongs to this theory; ``ValueError`` naming the choices."""
+        if correction is None:
+            return self.corrections["none"]
+        if isinstance(correction, Correction):
+            if any(c is correction for c in self.corrections.values()):
+                return correction
+            correction = correction.name
+        if isinstance(correction, str) and correction in self.corrections:
+            return self.corrections[correction]
+        raise ValueError(f"correction must be one of {_choices(self.corrections)}, got "
+                         f"{correction!r}: not available for {type(self.model).__name__}")
+
+    def run(self, init, t, *, name=None, order=None, check="auto", words=None,
+            correction=None, eta=None, batch=None, **options):
+        """The theory trajectory ``name`` from the SGD weights ``init`` at the SGD times
+        ``t`` with ``correction`` (an object of :attr:`corrections` or its name), rows named
+        as the SGD observables (what :func:`~attndyn.numeric.compare` compares)."""
+        name, order = self.check(name, order)
+        corr = self.correction(correction)
+        corr.check(name, order)
+        return corr.apply(self, init, t, name=name, order=order, check=check, words=words,
+                          eta=eta, batch=batch, **options)
+
+    def uncorrected(self, init, t, *, name, order, check, words, **options):
+        """The theory without a correction (what :class:`NoCorrection` runs)."""
+        raise CapabilityError(f"compare: {type(self.model).__name__} has no theory to "
+                              "compare with")
+
+    def matrix_flow(self, matrices, t_eval, **options):
+        """The finite-d deterministic matrix flow from ``matrices`` (a capability).
+
+        Returns a :class:`~attndyn.numeric.core.results.Trajectory` of the model's
+        observables with ``status`` and ``message`` (blow-up: -3)."""
+        raise CapabilityError(f"{type(self.model).__name__} has no matrix flow")
+
+    def hierarchy(self, order: int, **options) -> "Hierarchy":
+        """The truncated moment hierarchy at ``order`` (a capability)."""
+        raise CapabilityError(f"{type(self.model).__name__} has no moment hierarchy")
+
+    def limit_flow(self, law, t_eval, *args, **options):
+        """The ``d -> infinity`` trajectory from the initial law ``law`` (a capability)."""
+        raise CapabilityError(f"{type(self.model).__name__} has no d -> infinity limit solver")
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """The assumptions of the theorem behind the theory at the initial weights
+        ``init``: a list of :class:`~attndyn.numeric.attention.assumptions.Verdict` (empty
+        when there are no diagnostics). ``quick``: the cheap versions (``compare``)."""
+        return []
+
+    def landscape_potential(self):
+        """The closed-form potential whose ``phi`` Corollary 1 minimises over the feasible
+        set (``None`` when the loss takes a numeric route)."""
+        return None
+
+
+class NoTheory(Theory):
+    """The theory of a parameterisation that has none: every capability refuses."""
+
+    names = ()
+
+    def check(self, name, order):
+        raise CapabilityError(f"compare: {type(self.model).__name__} has no theory to compare "
+                              "with; run attndyn.sgd alone")
+
+
+class Hierarchy(abc.ABC):
+    """What the tied and the untied truncated hierarchies share: the words and moments of
+    the truncation at ``order`` (``words``, ``n_moments``, ``n_terms``, :meth:`index`,
+    :attr:`names`), the printed equations and the integration. Built by
+    :meth:`Theory.hierarchy`; the subclasses implement every member below."""
+
+    model: "AttentionModel"
+    order: int
+    words: list
+
+    @property
+    @abc.abstractmethod
+    def n_moments(self) -> int:
+        """Number of moments (the words kept)."""
+
+    @property
+    @abc.abstractmethod
+    def n_terms(self) -> int:
+        """Number of terms of the right-hand side."""
+
+    @property
+    @abc.abstractmethod
+    def names(self) -> list:
+        """Printed names of the moments (``mu_1``, ``q_12``...)."""
+
+    @abc.abstractmethod
+    def index(self, word) -> int:
+        """Position of ``word`` among ``words`` (``KeyError`` when absent)."""
+
+    @abc.abstractmethod
+    def equations(self, *args, **kwargs) -> list:
+        """The truncated equations, one per moment."""
+
+    @abc.abstractmethod
+    def text(self, *args, **kwargs) -> str:
+        """The truncated equations in plain text."""
+
+    @abc.abstractmethod
+    def latex(self, *args, **kwargs) -> str:
+        """The truncated equations in LaTeX."""
+
+    @abc.abstractmethod
+    def moments_from_matrices(self, matrices) -> np.ndarray:
+        """The moments of ``words`` of explicit matrices."""
+
+    @abc.abstractmethod
+    def initial_state(self, mu0) -> np.ndarray:
+        """The initial moment vector from ``mu0`` (matrices, moments, a law...)."""
+
+    @abc.abstractmethod
+    def rhs(self, *args) -> np.ndarray:
+        """The right-hand side at a moment vector."""
+
+    @abc.abstractmethod
+    def integrate(self, mu0, t_eval, **options):
+        """Integrate the truncation from ``mu0`` (a
+        :class:`~attndyn.numeric.core.results.Trajectory`)."""

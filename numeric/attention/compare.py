@@ -228,6 +228,40 @@ def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
                       inv=traj.inv)
 
 
+def _sgd_runs(model, init, n_seeds, seed, kw):
+    """``(init, runs)``: the initial weights (drawn when ``init`` is a dict of
+    :func:`gaussian_init` keywords) and one SGD run per seed."""
+    if isinstance(init, dict):
+        opts = dict(init)
+        if "d" not in opts:
+            raise ValueError("init dict needs 'd' (and optionally scale, width, seed, symmetric)")
+        d = opts.pop("d")
+        init = gaussian_init(model, d, **opts)
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
+        raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
+    if n_seeds == 1:
+        return init, [sgd(model, init, seed=seed, **kw)]
+    return init, sgd_runs(model, init, n_seeds=n_seeds, seed=seed, **kw)
+
+
+def _sgd_mean(runs, common, t):
+    """The mean over the runs of the rows ``common`` at the times ``t``, their standard
+    deviation per row (``None`` for one run) and the mean as a Trajectory."""
+    n_t = t.size
+    stack = np.array([[r.y[r.names.index(n), :n_t] for n in common] for r in runs])
+    mean = stack.mean(axis=0)
+    spread = None
+    if len(runs) > 1:
+        sd = stack.std(axis=0, ddof=1)
+        spread = {n: sd[i] for i, n in enumerate(common)}
+    sgd_mean = Trajectory(t=t.copy(), y=mean, names=list(common), kind="sgd" if len(runs) == 1
+                          else "sgd_mean", params=runs[0].params,
+                          seed=runs[0].seed if len(runs) == 1 else [r.seed for r in runs],
+                          status=runs[0].status, message=runs[0].message,
+                          diagnostics={"n_seeds": len(runs)})
+    return mean, spread, sgd_mean
+
+
 def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order: int | None = None,
             seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
             theory_kwargs: dict | None = None, threads: int | None = 1,
@@ -264,9 +298,9 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
         numba threads of the SGD kernels (see :func:`attndyn.numeric.attention.training.sgd`).
     correction : "none", "noise", "noise+finite-d" or "finite-d"
         Finite-learning-rate correction of the theory (issue 16; tied ``theory="flow"``
-        only, :func:`attndyn.numeric.attention.noise.noise_corrected_flow`), with
+        only, :func:`attndyn.numeric.attention.tied.noise_flow.noise_corrected_flow`), with
         ``eta``, ``batch`` and ``d`` of this comparison; ``"finite-d"``: the finite-width
-        potential (:func:`attndyn.numeric.attention.finite_width.finite_width_flow`).
+        potential (:func:`attndyn.numeric.attention.tied.finite_width.finite_width_flow`).
 
     Returns
     -------
@@ -274,24 +308,12 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     """
     model = check_model(model)
     # a model without a theory refuses here (CapabilityError, a ValueError)
-    theory, order = model.check_theory(theory, order)
-    from attndyn.numeric.attention.corrections import check_correction
-    correction = check_correction(correction)
-    model.check_correction(theory, order, correction)  # before any SGD runs
-    if isinstance(init, dict):
-        kw = dict(init)
-        if "d" not in kw:
-            raise ValueError("init dict needs 'd' (and optionally scale, width, seed, symmetric)")
-        d = kw.pop("d")
-        init = gaussian_init(model, d, **kw)
-    kw = dict(eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order,
-              threads=threads)
-    if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
-        raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
-    if n_seeds == 1:
-        runs = [sgd(model, init, seed=seed, **kw)]
-    else:
-        runs = sgd_runs(model, init, n_seeds=n_seeds, seed=seed, **kw)
+    th_obj = model.theory
+    theory, order = th_obj.check(theory, order)
+    corr = th_obj.correction(correction)
+    corr.check(theory, order)  # before any SGD runs
+    init, runs = _sgd_runs(model, init, n_seeds, seed, dict(
+        eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order, threads=threads))
     n_t = min(r.t.size for r in runs)
     t = runs[0].t[:n_t]
     status = next((int(r.status) for r in runs if r.status != 0), 0)
@@ -299,11 +321,9 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
 
     # theory at the SGD times
     tk = dict(theory_kwargs or {})
-    if correction != "none":
-        tk.update(correction=correction, eta=float(eta), batch=int(batch))
     if t.size:
-        th = model.theory(init, t, theory=theory, order=order, check=check,
-                          words=runs[0].words, **tk)
+        th = corr.apply(th_obj, init, t, name=theory, order=order, check=check,
+                        words=runs[0].words, eta=float(eta), batch=int(batch), **tk)
     else:  # SGD failed before its first checkpoint: nothing to compare at
         th = Trajectory(t=np.zeros(0), y=np.zeros((len(runs[0].names), 0)),
                         names=list(runs[0].names), kind="theory", params={}, status=0,
@@ -321,26 +341,15 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
             raise ValueError(f"names {missing} are not observables of both SGD and theory; "
                              f"have {common}")
         common = list(names)
-    stack = np.array([[r.y[r.names.index(n), :n_t] for n in common] for r in runs])
-    mean = stack.mean(axis=0)
-    spread = None
-    if len(runs) > 1:
-        sd = stack.std(axis=0, ddof=1)
-        spread = {n: sd[i] for i, n in enumerate(common)}
-    sgd_mean = Trajectory(t=t.copy(), y=mean, names=list(common), kind="sgd" if len(runs) == 1
-                          else "sgd_mean", params=runs[0].params,
-                          seed=runs[0].seed if len(runs) == 1 else [r.seed for r in runs],
-                          status=runs[0].status, message=runs[0].message,
-                          diagnostics={"n_seeds": len(runs)})
+    mean, spread, sgd_mean = _sgd_mean(runs, common, t)
     th_al = _subset(th, common, t=t)
     errors = {n: error_metrics(mean[i], th_al.y[i]) for i, n in enumerate(common)}
     params = dict(runs[0].params)
     params.update({"theory": theory, "order": order, "n_seeds": len(runs),
-                   "correction": correction})
+                   "correction": corr.name})
     message = "success: SGD and theory compared" if status == 0 else "; ".join(msgs)
     # the premises of the theorem behind the theory, at this start (issue 18)
-    from attndyn.numeric.attention.assumptions import diagnose
-    verdicts = diagnose(model, init, quick=True)
+    verdicts = th_obj.assumptions(init, quick=True)
     params["assumptions"] = [v.as_dict() for v in verdicts]
     message += "".join(f"; {v}" for v in verdicts if v.holds is False)
     res = Comparison(t=t, names=common, sgd=sgd_mean, theory=th_al, runs=runs, spread=spread,

@@ -1,4 +1,9 @@
-"""Shared mathematics of the finite-eta corrections."""
+"""Shared mathematics of the finite-learning-rate corrections (issue 16), used by the tied,
+untied and direct-S noise terms: moments of Gaussian quadratic forms (:func:`qf_moment`,
+Isserlis over set partitions), the quadratic form of a loss of degree <= 2 in ``G``
+(:func:`quadratic_loss`: ``loss = G^T H G + b^T G + c``), running batch means with their
+standard errors (:class:`BatchMeans`) and the printed check tables. The corrections
+themselves are objects of each parameterisation's folder, listed by its theory."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import numpy as np
 
 from attndyn.numeric.attention.base import check_model
 
-__all__ = ["qf_moment", "quadratic_loss", "check_correction", "CORRECTIONS", "OBSERVABLES"]
+__all__ = ["qf_moment", "quadratic_loss", "BatchMeans", "check_table", "OBSERVABLES"]
 
 
 #: the one-step observables, by kind: ("t", k), ("q", k, k), ("q", k, l)
@@ -151,17 +156,3 @@ def check_table(rows) -> str:
                      f"{r['z_corrected']:>8.2f}{r['eta3_pred_over_se']:>10.2f}"
                      f"{r['eta3_over_se']:>10.2f}{r['eta4_over_se']:>7.2f}")
     return "\n".join(lines)
-
-
-CORRECTIONS = ("none", "noise", "noise+finite-d", "finite-d")
-
-
-def check_correction(correction) -> str:
-    """``correction`` validated: ``"none"``, ``"noise"``, ``"noise+finite-d"`` (both: the
-    moment-level flow, quadratic losses) or ``"finite-d"`` (the finite-width potential of
-    :mod:`attndyn.numeric.attention.finite_width`, polynomial losses of degree <= 4)."""
-    if correction is None:
-        return "none"
-    if not isinstance(correction, str) or correction not in CORRECTIONS:
-        raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
-    return correction

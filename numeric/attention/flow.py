@@ -29,15 +29,14 @@ the same method, tolerances and ``t_eval`` (same steps, same dense output).
 
 from __future__ import annotations
 
-
-
+from attndyn.numeric.attention.base import check_model
 
 __all__ = ["matrix_flow"]
 
 
 def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, atol=None,
                 method=None, keep_matrices: bool = False, blowup=None,
-                raise_on_failure: bool = False, correction: str = "none", eta=None,
+                raise_on_failure: bool = False, correction=None, eta=None,
                 batch=None):
     """Integrate the finite-d matrix flow of ``model`` from ``matrices``.
 
@@ -67,38 +66,22 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
         Also keep ``S_k(t)`` in ``result.diagnostics["matrices"]`` (n_t, K, d, d).
     correction, eta, batch :
         ``"none"`` (default), or ``"noise"`` / ``"noise+finite-d"``: the moment-level
-        flow of :func:`attndyn.numeric.attention.noise.noise_corrected_flow` (issue 16:
+        flow of :func:`attndyn.numeric.attention.tied.noise_flow.noise_corrected_flow` (issue 16:
         the mini-batch noise of SGD with learning rate ``eta`` and batch ``batch``, to
         first order in ``eta d / B``; tied, one trainable index, quadratic loss), or
         ``"finite-d"``: the flow of the finite-d population loss (the fourth-cumulant
-        correction of :mod:`attndyn.numeric.attention.finite_width`, degree <= 4 losses).
+        correction of :mod:`attndyn.numeric.attention.tied.finite_width`, degree <= 4 losses).
 
     Returns
     -------
     Trajectory (tied: ``kind="matrix_flow"`` with ``.moment(word)``), with
     ``status`` 0, -1 (solver failure) or -3 (blow-up or non-finite right-hand side).
     """
-    from attndyn.numeric.attention.base import check_model
-    from attndyn.numeric.attention.corrections import check_correction
-    from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
-    if check_correction(correction) != "none":
-        if (eta is None or batch is None) and correction != "finite-d":
-            raise ValueError(f"correction={correction!r} needs the SGD's eta and batch")
-        if order not in (None, 1, 2) or words is not None or keep_matrices:
-            raise ValueError(f"correction={correction!r} reports the words of length <= 2 "
-                             "only (order <= 2, no words=, no keep_matrices)")
-        kw = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
-        if correction == "finite-d":
-            from attndyn.numeric.attention.tied.finite_width import finite_width_flow
-            return finite_width_flow(check_model(model), matrices, t_eval,
-                                     raise_on_failure=raise_on_failure, **kw)
-        return noise_corrected_flow(check_model(model), matrices, t_eval, eta=eta, batch=batch,
-                                    correction=correction, raise_on_failure=raise_on_failure,
-                                    **kw)
+    theory = check_model(model).theory
     opts = {k: v for k, v in (("order", order), ("words", words), ("rtol", rtol),
                               ("atol", atol), ("method", method), ("blowup", blowup))
             if v is not None}
     if keep_matrices:
         opts["keep_matrices"] = True
-    return check_model(model).matrix_flow(matrices, t_eval, raise_on_failure=raise_on_failure,
-                                          **opts)
+    return theory.correction(correction).flow(theory, matrices, t_eval, eta=eta, batch=batch,
+                                              raise_on_failure=raise_on_failure, **opts)

@@ -1,4 +1,17 @@
-"""The one ODE driver of the package."""
+"""The one ODE driver of the package: :func:`solve_flow` integrates every matrix flow and
+closed ODE (tied eq. 11 before projection, the untied flows, the direct-S ODE (402)-(404),
+the corrected flows) with scipy's explicit or implicit solvers (DOP853 by default), with
+
+- blow-up detection: a state entry above ``blowup`` (or non-finite) stops the run with
+  status -3, keeping the outputs before it;
+- a non-finite right-hand side at a finite state (a non-finite ``Gamma``) stops at once with
+  status -3 instead of letting the solver shrink its step forever;
+- a solver failure before the first output gives status -1 and an empty trajectory;
+- repeated output times (two SGD checkpoints on one step) evaluated once and repeated.
+
+On a successful run the outputs are those of ``scipy.integrate.solve_ivp`` with the same
+method, tolerances and ``t_eval``. Importing this module imports ``scipy.integrate``:
+callers on the start-up path import it inside the function that integrates."""
 
 from __future__ import annotations
 

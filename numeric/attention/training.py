@@ -56,7 +56,6 @@ import numpy as np
 
 from attndyn.kernels import sgd as _k
 from attndyn.numeric.attention.base import check_model, resolve_seed
-from attndyn.numeric.attention.tied.runner import tied_observable_names  # noqa: F401  (re-exported, old home)
 from attndyn.numeric.attention.xp_sgd import check_backend, xp_sgd
 from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.progress import Progress
@@ -65,7 +64,7 @@ from attndyn.numeric.core.validate import check_t_eval
 from attndyn.symbolic.lossgrad import loss_gradient
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
-           "compiled_loss", "tied_observable_names", "sgd_memory_bytes", "available_memory"]
+           "compiled_loss", "sgd_memory_bytes", "available_memory"]
 
 _LOSS_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 

@@ -43,7 +43,10 @@ from typing import Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from attndyn.numeric.attention.base import AttentionModel, obs_key, SGDRunner, TimeScale
+from attndyn.numeric.attention.base import (AttentionModel, NoCorrection, obs_key, SGDRunner,
+                                          TimeScale)
+from attndyn.numeric.attention.direct.noise import noise_setup
+from attndyn.numeric.attention.direct.theory import DirectTheory
 from attndyn.numeric.attention.direct.runner import (_order_parameters, _SRunner,
                                                      s_observable_names, s_observables)
 from attndyn.numeric.attention.odesolve import check_solver_args, solve_flow
@@ -71,14 +74,7 @@ class SModel(AttentionModel):
     kind = "s"
     sgd_form = "matrices"
     time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),)
-    theories = ("ode", "flow")
-    #: the mini-batch noise terms of :mod:`.noise_direct` on the closed ODE: ``"noise"``
-    #: (leading order in 1/d) and ``"noise+finite-d"`` (exact in d, L = 1, quadratic losses)
-    corrections = ("none", "noise", "noise+finite-d")
     alphabet = None  # no words: the theory closes in t, Psi, Omega (Theorem 4)
-    feasible_grams = (("Omega", "Psi", +1), ("Omega", "Psi", -1))
-    feasible_text = ("direct S: (Omega + Psi)/2 and (Omega - Psi)/2 PSD (Gram matrices of the "
-                     "symmetric and antisymmetric parts); exact")
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, params: dict | None = None):
@@ -117,45 +113,15 @@ class SModel(AttentionModel):
             out.append(S)
         return out
 
-    def assumptions(self, init, quick: bool = False) -> list:
-        """Theorem 4's Assumptions 9.1 and 9.4 at ``init`` (the matrices S_k)."""
-        from attndyn.numeric.attention.direct.theory import direct_diagnostics
-        return direct_diagnostics(self, init, quick)
-
     def sgd_runner(self, init, order=None) -> SGDRunner:
         if order is not None:
             raise ValueError("order does not apply to an SModel (its theory closes in t, Psi, Omega)")
         return _SRunner(self, self.check_init(init))
 
-    def check_theory(self, theory, order):
-        theory = "ode" if theory is None else theory
-        if theory not in ("ode", "flow"):
-            raise ValueError(f"theory for an SModel must be 'ode' or 'flow', got {theory!r}")
-        if order is not None:
-            raise ValueError("order does not apply to an SModel")
-        return theory, None
-
-    def check_correction(self, theory, order, correction) -> None:
-        """The closed ODE takes the corrections; the S matrix flow none."""
-        super().check_correction(theory, order, correction)
-        if correction not in (None, "none") and theory != "ode":
-            raise ValueError(f"correction={correction!r} for an SModel applies to "
-                             f"theory='ode' (the closed ODE), got theory={theory!r}")
-
-    def theory(self, init, t, *, theory: str, order, check, words, correction="none",
-               eta=None, batch=None, **kwargs) -> Trajectory:
-        """The closed ODE (402)-(404) (``"ode"``) or the S matrix flow (``"flow"``);
-        ``correction="noise"`` (with the SGD's ``eta`` and ``batch``): the closed ODE with
-        the mini-batch noise terms of :mod:`attndyn.numeric.attention.noise_direct`."""
-        if correction not in (None, "none"):
-            if theory != "ode":
-                raise ValueError(f"correction={correction!r} for an SModel applies to "
-                                 f"theory='ode' (the closed ODE), got theory={theory!r}")
-            return self.integrate(init, t, correction=correction, eta=eta, batch=batch,
-                                  **kwargs)
-        if theory == "ode":
-            return self.integrate(init, t, **kwargs)
-        return self.matrix_flow(init, t, **kwargs)
+    @cached_property
+    def theory(self) -> DirectTheory:
+        """The :class:`~attndyn.numeric.attention.direct.theory.DirectTheory` of this model."""
+        return DirectTheory(self)
 
     def params_dict(self) -> dict:
         import sympy as sp
@@ -319,7 +285,7 @@ class SModel(AttentionModel):
 
     def integrate(self, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
                   method: str = "DOP853", blowup: float = 1e8,
-                  raise_on_failure: bool = False, correction: str = "none", eta=None,
+                  raise_on_failure: bool = False, correction=None, eta=None,
                   batch=None, d=None) -> Trajectory:
         """Integrate the closed ODE (402)-(404) from ``init`` (matrices ``S_k``,
         or ``(t, Psi, Omega)``) and report every observable at ``t_eval``
@@ -327,7 +293,7 @@ class SModel(AttentionModel):
 
         ``correction="noise"`` adds the mini-batch noise terms ``(eta d / B) chi_k chi_l
         Lambda^{Psi,Omega}_kl`` to eqs. (403)-(404)
-        (:mod:`attndyn.numeric.attention.noise_direct`); it needs ``eta``, ``batch`` and
+        (:mod:`attndyn.numeric.attention.direct.noise`); it needs ``eta``, ``batch`` and
         the dimension (from the matrices in ``init``, or ``d``).
 
         Returns a :class:`Trajectory` of kind ``"smodel"`` with
@@ -342,10 +308,9 @@ class SModel(AttentionModel):
         self.gradient_function  # noqa: B018  (raise early for a loss no route can treat)
         y0 = self._pack(t0, Psi0, Om0)
         ode, extra = self._ode, {}
-        if correction not in (None, "none"):
-            from attndyn.numeric.attention.direct.noise import noise_setup
-            ode, extra = noise_setup(self, init, correction=correction, eta=eta, batch=batch,
-                                     d=d)
+        corr = self.theory.correction(correction)
+        if not isinstance(corr, NoCorrection):
+            ode, extra = noise_setup(self, init, correction=corr, eta=eta, batch=batch, d=d)
         elif eta is not None or batch is not None or d is not None:
             raise ValueError("eta, batch and d apply to correction='noise' only")
 

@@ -43,7 +43,7 @@ SGD seeds at ``eta d / B = 0.25, 0.5, 1``, ``d = 50..200``).
 
 This module also has the exact finite-d mean one-step change at fixed ``S`` for losses of
 degree <= 2 in ``G`` with ``L = 1`` (:func:`one_step_prediction`, from the joint moments of
-Gaussian quadratic forms, :func:`attndyn.numeric.attention.noise.qf_moment`; exact, since
+Gaussian quadratic forms, :func:`attndyn.numeric.attention.corrections.qf_moment`; exact, since
 the observables are at most quadratic in the update) and the vectorised empirical mean
 over many batches with standard errors (:func:`one_step_empirical`).
 """
@@ -54,12 +54,14 @@ import math
 
 import numpy as np
 
-from attndyn.numeric.attention.base import check_model
+from attndyn.numeric.attention.base import check_model, Correction, obs_key
+from attndyn.numeric.attention.corrections import BatchMeans, qf_moment, quadratic_loss
+from attndyn.numeric.attention.direct.runner import _order_parameters
 
 __all__ = ["noise_coefficients", "one_step_prediction", "one_step_empirical", "noise_rhs",
            "noise_text", "one_step_check", "check_table", "check_noise_args", "random_configs",
            "finite_d_terms", "noise_setup",
-           "DirectNoiseCoefficients"]
+           "DirectNoiseCoefficients", "DirectNoise", "DirectNoiseFiniteD"]
 
 
 # ---------------------------------------------------------------------------
@@ -67,11 +69,9 @@ __all__ = ["noise_coefficients", "one_step_prediction", "one_step_empirical", "n
 
 def _check_s_model(model):
     model = check_model(model)
-    # the capability, not a kind: the noise correction declared, and the closed
-    # (t, Psi, Omega) ODE of appendix E that this module extends (chi, _ode, gradients)
-    if "noise" not in getattr(model, "corrections", ()) or not all(
-            callable(getattr(model, a, None)) for a in ("_ode", "gradients", "order_parameters")) \
-            or getattr(model, "chi", None) is None:
+    # the closed (t, Psi, Omega) ODE of appendix E that this module extends: a theory
+    # that lists the direct noise correction
+    if not any(isinstance(c, DirectNoise) for c in model.theory.corrections.values()):
         raise ValueError(f"model must be a direct-S model (SModel) with the noise correction, "
                          f"got {type(model).__name__}")
     if model.loss is None:
@@ -217,12 +217,7 @@ def noise_coefficients(model) -> DirectNoiseCoefficients:
     ``Lambda^Psi_kl = sum C_ij' C_ji' E[l_ijk l_i'j'l]``, Gaussian expectations under the
     direct law (eqs. 397, 399) from :func:`attndyn.symbolic.potential.direct_potential`
     applied to the function ``sum C C l l'``. Cached on the model."""
-    model = _check_s_model(model)
-    cache = model.__dict__.get("_noise_coefficients")
-    if cache is None:
-        cache = DirectNoiseCoefficients(model)
-        model.__dict__["_noise_coefficients"] = cache
-    return cache
+    return _check_s_model(model).theory.noise_coefficients
 
 
 # ---------------------------------------------------------------------------
@@ -260,7 +255,6 @@ def noise_text(model) -> str:
 def _obs(model):
     """The one-step observables: ``("t", k)`` for trainable ``k``, ``("Psi"|"Omega", k, l)``
     for trainable ``k`` and every ``l`` (``k <= l`` when both train)."""
-    from attndyn.numeric.attention.base import obs_key
     tr = list(model.trainable)
     keys = [("t", k) for k in tr]
     for kind in ("Psi", "Omega"):
@@ -275,9 +269,8 @@ def _obs(model):
 
 def _quadratic_loss(model):
     """``(H, b)`` with ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly (``L = 1``, a loss
-    of degree <= 2 in G; :func:`attndyn.numeric.attention.noise.quadratic_loss`);
+    of degree <= 2 in G; :func:`attndyn.numeric.attention.corrections.quadratic_loss`);
     ``ValueError`` otherwise, naming the leading-order routes."""
-    from attndyn.numeric.attention.corrections import quadratic_loss
     try:
         return quadratic_loss(model)
     except ValueError as exc:
@@ -315,7 +308,6 @@ def one_step_prediction(model, S, *, eta, batch, exact: bool = True) -> dict:
     ``E Tr(A_k A_l^T)/d = Lambda^Omega_kl / B`` (:func:`noise_coefficients`): leading
     order in ``1/d``, any loss and ``L``.
     """
-    from attndyn.numeric.attention.corrections import qf_moment
     eta, B = check_noise_args(eta, batch)
     model = _check_s_model(model)
     mats = _matrices(model, S)
@@ -326,7 +318,6 @@ def one_step_prediction(model, S, *, eta, batch, exact: bool = True) -> dict:
     c = 1.0 - eta * chi * g / d
     I = np.eye(d)
     keys, names = _obs(model)
-    from attndyn.numeric.attention.direct.runner import _order_parameters
     t0, Psi0, Om0 = _order_parameters(mats)
     Abar = {}
     if exact:
@@ -464,11 +455,9 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     dl = _dloss_function(model)
     sqd = math.sqrt(d)
     trS = np.array([np.trace(m) for m in mats])
-    from attndyn.numeric.attention.direct.runner import _order_parameters
     t0, Psi0, Om0 = _order_parameters(mats)
     keys, names = _obs(model)
     n_obs = len(keys)
-    from attndyn.numeric.attention.corrections import BatchMeans
     acc = BatchMeans(n_obs, 3)
     Scat = np.hstack(mats)  # d x (K d)
     done = 0
@@ -643,11 +632,12 @@ def noise_setup(model, init, *, correction, eta, batch, d):
     (``J_G G`` by a central difference along ``G``). With both, the ODE is exact through
     ``O(eta/d)`` and at every order in ``eta d / B`` for these losses (their drift and
     noise coefficients are linear in the overlaps, so fluctuations do not enter the mean)."""
-    if correction not in ("noise", "noise+finite-d"):
-        raise ValueError(f"correction for an SModel must be 'none', 'noise' or "
-                         f"'noise+finite-d', got {correction!r}")
-    eta, B = check_noise_args(eta, batch)
     model = _check_s_model(model)
+    corr = model.theory.correction(correction)
+    if not isinstance(corr, DirectNoise):
+        raise ValueError(f"correction for an SModel must be 'none', 'noise' or "
+                         f"'noise+finite-d', got {corr.name!r}")
+    eta, B = check_noise_args(eta, batch)
     d_init = None
     if not isinstance(init, (dict, tuple)):
         d_init = model.check_matrices(init)[0].shape[0]
@@ -663,7 +653,7 @@ def noise_setup(model, init, *, correction, eta, batch, d):
     K = model.K
     eps = eta * d_init / B
     cc = np.outer(model.chi, model.chi)
-    if correction == "noise":
+    if not corr.finite_d:
         lam = noise_coefficients(model)
 
         def terms(t, Psi, Om):
@@ -690,7 +680,7 @@ def noise_setup(model, init, *, correction, eta, batch, d):
         dy[K + K * K:] += ao.ravel()
         return dy
     ode = rhs
-    if correction == "noise+finite-d":
+    if corr.finite_d:
         h = eta / d_init  # one step in tau
 
         def ode(tau, y):
@@ -703,5 +693,34 @@ def noise_setup(model, init, *, correction, eta, batch, d):
             dlt = 1e-5 * max(1.0, float(np.max(np.abs(y)))) / nrm
             jg = (rhs(tau, y + dlt * g) - rhs(tau, y - dlt * g)) / (2.0 * dlt)
             return g - 0.5 * h * jg
-    return ode, {"correction": correction, "eta": eta, "batch": B, "d": d_init,
+    return ode, {"correction": corr.name, "eta": eta, "batch": B, "d": d_init,
                  "eta_d_over_B": eps}
+
+
+class DirectNoise(Correction):
+    """``correction="noise"`` of the direct-S closed ODE: the leading-order mini-batch
+    noise terms ``(eta d / B) chi_k chi_l Lambda^{Psi,Omega}_kl`` (any loss, any ``L``;
+    :func:`noise_setup`)."""
+
+    name = "noise"
+    #: adds :func:`finite_d_terms` and the Euler step's O(eta/d) term
+    finite_d = False
+
+    def check(self, theory, order):
+        if theory != "ode":
+            raise ValueError(f"correction={self.name!r} for an SModel applies to "
+                             f"theory='ode' (the closed ODE), got theory={theory!r}")
+
+    def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
+              **options):
+        self.check(name, order)
+        return theory.model.integrate(init, t, correction=self, eta=eta, batch=batch,
+                                      **options)
+
+
+class DirectNoiseFiniteD(DirectNoise):
+    """``correction="noise+finite-d"``: :class:`DirectNoise` exact in ``d`` for ``L = 1``
+    losses of degree <= 2 (:func:`finite_d_terms` and the Euler step's own term)."""
+
+    name = "noise+finite-d"
+    finite_d = True

@@ -1,4 +1,6 @@
-"""Finite-d online SGD of the direct-S model."""
+"""Finite-d online SGD of the direct-S model (appendix E): the runner the generic driver
+calls (the matrices ``S_k`` themselves are the weights) and the observables ``t_k``,
+``Psi_kl``, ``Omega_kl`` of eqs. (402)-(404)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,18 @@
-"""The direct-S theory."""
+"""The direct-S theory (paper 003, appendix E): the closed ODE (402)-(404) in ``(t, Psi,
+Omega)`` (``"ode"``) and the S matrix flow (``"flow"``), with the mini-batch noise
+corrections of :mod:`.noise` (``"noise"``, ``"noise+finite-d"``) and Assumption 9.4.
+Built by ``SModel.theory``."""
 
 from __future__ import annotations
 
-from attndyn.numeric.attention.assumptions import _op, assumption_2_1, Verdict
+from functools import cached_property
 
-__all__ = ["assumption_9_4", "direct_diagnostics"]
+from attndyn.numeric.attention.assumptions import _op, _poly_bounds, assumption_2_1, Verdict
+from attndyn.numeric.attention.base import FeasibleSpec, NONE, Theory
+from attndyn.numeric.attention.direct.noise import (DirectNoise, DirectNoiseCoefficients,
+                                                    DirectNoiseFiniteD)
 
-
-def _n(name: str, k: int) -> str:
-    """``M^T`` of index 1 -> ``M1^T``."""
-    base, _, rest = name.partition("^")
-    return f"{base}{k}" + (f"^{rest}" if rest else "")
+__all__ = ["DirectTheory", "assumption_9_4", "direct_diagnostics"]
 
 
 def assumption_9_4(model, init) -> Verdict:
@@ -19,7 +21,6 @@ def assumption_9_4(model, init) -> Verdict:
     ||S_k(0)||_op``) and ``C_H / gamma <= (C_* - C_0)/4``, where ``C_H`` bounds
     ``||sum_l H_kl (S_l + S_l^T)||_op <= 2 C_* max_k sum_l sup |H_kl|`` over
     ``|Psi|, |Omega| <= C_*^2`` (``H_kl = E[d^2 loss/dG_k dG_l]``, polynomial bound)."""
-    from attndyn.numeric.attention.assumptions import _poly_bounds
 
     mats = model.check_matrices(init)
     C0 = max(_op(S) for S in mats)
@@ -56,3 +57,44 @@ def assumption_9_4(model, init) -> Verdict:
 def direct_diagnostics(model, init, quick=False):
     """Theorem 4 (direct S): Assumptions 9.1 and 9.4."""
     return [assumption_2_1(model, label="9.1"), assumption_9_4(model, init)]
+
+
+class DirectTheory(Theory):
+    """The theories of an :class:`~attndyn.SModel`: the closed ODE (402)-(404) (``"ode"``,
+    default) and the S matrix flow (``"flow"``); the noise corrections apply to the
+    closed ODE."""
+
+    names = ("ode", "flow")
+    corrections = {"none": NONE, "noise": DirectNoise(), "noise+finite-d": DirectNoiseFiniteD()}
+    feasible = FeasibleSpec(grams=(("Omega", "Psi", +1), ("Omega", "Psi", -1)),
+                           text="direct S: (Omega + Psi)/2 and (Omega - Psi)/2 PSD (Gram "
+                                "matrices of the symmetric and antisymmetric parts); exact")
+
+    @cached_property
+    def noise_coefficients(self) -> DirectNoiseCoefficients:
+        """The noise coefficients ``Lambda^{Psi,Omega}`` of the model, built once."""
+        return DirectNoiseCoefficients(self.model)
+
+    def check(self, name, order):
+        name = "ode" if name is None else name
+        if name not in self.names:
+            raise ValueError(f"theory for an SModel must be 'ode' or 'flow', got {name!r}")
+        if order is not None:
+            raise ValueError("order does not apply to an SModel")
+        return name, None
+
+    def uncorrected(self, init, t, *, name, order, check, words, **options):
+        """The closed ODE (``"ode"``) or the S matrix flow (``"flow"``)."""
+        if name == "ode":
+            return self.model.integrate(init, t, **options)
+        return self.model.matrix_flow(init, t, **options)
+
+    def matrix_flow(self, matrices, t_eval, **options):
+        return self.model.matrix_flow(matrices, t_eval, **options)
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """Theorem 4's Assumptions 9.1 and 9.4 at ``init`` (the matrices S_k)."""
+        return direct_diagnostics(self.model, init, quick)
+
+    def landscape_potential(self):
+        return self.model.potential

@@ -57,8 +57,8 @@ class FeasibleSet:
     others; ``grams``: per Gram matrix, a function ``values -> K x K`` matrix that must be
     PSD; ``nonneg``: indices of symbols that must be ``>= 0``; ``exact``: whether the set is
     the closure of the realisable set (``False``: an outer bound); ``text``: the set in
-    words; ``layout``: how the Gram matrices are built (the model's ``feasible_grams``);
-    ``free_prefixes``: unconstrained order parameters (the model's ``feasible_free``)."""
+    words; ``layout``: how the Gram matrices are built (``model.theory.feasible.grams``);
+    ``free_prefixes``: unconstrained order parameters (``model.theory.feasible.free``)."""
 
     kind: str
     K: int
@@ -144,12 +144,13 @@ def feasible_set(model, teacher: dict) -> FeasibleSet:
                 raise ValueError(f"teacher must give the fixed order parameter {n} "
                                  f"(given: {sorted(teacher)})")
             fixed[s] = float(teacher[n])
-    layout = tuple(model.feasible_grams)
+    feas = model.theory.feasible
+    layout = () if feas is None else tuple(feas.grams)
     if not layout:
         raise ValueError(f"feasible_set: no feasible set for a {type(model).__name__}")
     grams = [_gram(index, K, spec) for spec in layout]
-    text = model.feasible_text
-    if model.feasible_nonnegative:
+    text = feas.text
+    if feas.nonnegative:
         nonneg = [i for i, n in enumerate(names) if free[i]]
         # doubly non-negative 2 x 2 matrices are Frobenius Gram matrices of PSD matrices
         exact = len(tr) == 1 and K == 2
@@ -160,11 +161,11 @@ def feasible_set(model, teacher: dict) -> FeasibleSet:
     scale = max([1.0] + [abs(v) for v in fixed.values()])
     _ = sp  # the symbols are SymPy's
     return FeasibleSet(model.kind, K, tr, syms, free, fixed, grams, nonneg, exact, text, scale,
-                       layout, tuple(model.feasible_free))
+                       layout, tuple(feas.free))
 
 
 def _gram(index, K, spec):
-    """``values -> K x K`` Gram matrix for one entry of a model's ``feasible_grams``:
+    """``values -> K x K`` Gram matrix for one entry of ``model.theory.feasible.grams``:
     ``("q",)`` the matrix of the ``q_kl`` itself, ``("P", "R", s)`` ``(P + s R)/2``."""
     if len(spec) == 1:
         return _sym_matrix(None, index, K, spec[0])
@@ -176,7 +177,7 @@ def _gram(index, K, spec):
 
 def _potential(model):
     """The closed-form potential of a model (``phi`` a SymPy expression)."""
-    pot = model.landscape_potential()
+    pot = model.theory.landscape_potential()
     if pot is None or not hasattr(pot, "phi"):
         raise ValueError("Corollary 1's minimisation needs a closed-form potential (this loss "
                          "takes the numeric route)")

@@ -27,7 +27,7 @@ add a ``log d``: ``N ~ d^2 log^2 d``), and that its value is the limit flow's.
 The check (:func:`check_cor3`, registered as ``"cor3"``) walks the ladder:
 
 1. eq. (17) against the initial slope of the exact ``d -> infinity`` flow
-   (:func:`~attndyn.numeric.attention.limit.limit_flow`, free-probability
+   (:func:`~attndyn.numeric.attention.tied.limit.limit_flow`, free-probability
    solution for a Wishart student and teacher);
 2. SGD crossing times against the finite-``d`` matrix flow from the same
    initial factors (named effect: the update's noise term ``O(eta d / B)``);

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from attndyn.numeric.attention.tied.examples import d3_model
 from attndyn.numeric.core.checks import CheckResult, register
 
 __all__ = ["truncation_vs_flow", "check_trunc", "TRUNC_BUDGETS"]
@@ -27,14 +28,6 @@ __all__ = ["truncation_vs_flow", "check_trunc", "TRUNC_BUDGETS"]
 #: orders, d, horizon per budget (the default is the old ``attndyn verify``)
 TRUNC_BUDGETS = {"small": ((8, 12), 30, 0.05), "default": ((8, 12, 16), 120, 0.1),
                  "slow": ((8, 12, 16, 20), 200, 0.1)}
-
-
-def _d3_model():
-    from attndyn.numeric.attention.tied.model import TiedModel
-
-    def square(G):
-        return (G[0, 0, 0] - G[0, 0, 1]) ** 2
-    return TiedModel(2, [0], square)
 
 
 def random_psd(K: int, d: int, rng) -> list:
@@ -128,7 +121,7 @@ def check_trunc(budget, seed, *, model=None, orders=None, d=None, t_end=None,
     and horizon; ``matrix_seed`` (an int) fixes the random matrices, otherwise they come
     from ``seed``."""
     b_orders, b_d, b_t = TRUNC_BUDGETS["default" if budget not in TRUNC_BUDGETS else budget]
-    model = _d3_model() if model is None else model
+    model = d3_model() if model is None else model
     orders = b_orders if orders is None else orders
     d = b_d if d is None else d
     t_end = b_t if t_end is None else t_end

@@ -1,4 +1,8 @@
-"""Assumptions of the tied theory."""
+"""The premises of Theorem 2 (tied attention) at given initial weights: Assumption 2.2
+(rank of the initial matrices), 2.4 (``gamma > gamma*``, the weight decay behind Corollary
+2's bound) and 3 (the overlaps of student and teacher), with Assumption 2.1 of
+:mod:`attndyn.numeric.attention.assumptions`; :func:`tied_diagnostics` is what
+``TiedTheory.assumptions`` runs."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import numpy as np
 
 from attndyn.numeric.attention.assumptions import (_op, assumption_2_1, tied_factors_or_matrices,
                                                    Verdict)
+from attndyn.numeric.attention.tied.bounds import measured_constants, proof_constants
 
 __all__ = ["assumption_2_2", "assumption_2_4", "assumption_2", "assumption_3", "tied_diagnostics"]
 
@@ -38,7 +43,6 @@ def assumption_2_4(model, init, *, R: float | None = None) -> Verdict:
     measured bound of ``||S_k(t)||_op`` along the solution) the Corollary 2 condition with
     that ``R`` is reported too. Undecided when ``Gamma`` is not a polynomial (no rigorous
     constants)."""
-    from attndyn.numeric.attention.tied.bounds import measured_constants, proof_constants
 
     _, C0 = tied_factors_or_matrices(model, init)
     gamma = float(model.weight_decay)

@@ -1,4 +1,7 @@
-"""Corollary 2's constants."""
+"""Corollary 2's constants (paper 003, eq. (14), appendix D.2): the bounds ``C_0``, ``C_1``,
+``C_2`` of ``Gamma`` and its derivatives on the ball of radius ``rho`` (:func:`gamma_constants`),
+with the proof's radius ``R = (2 C_0 + 1)^2`` (:func:`proof_constants`) or a measured one
+(:func:`measured_constants`), and the truncation bound of eq. (14) (:func:`truncation_bound`)."""
 
 from __future__ import annotations
 

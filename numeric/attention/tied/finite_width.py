@@ -33,9 +33,11 @@ import itertools
 
 import numpy as np
 
-from attndyn.numeric.attention.base import check_model
+from attndyn.numeric.attention.base import Correction, check_model
+from attndyn.numeric.attention.tied.runner import theory_rows
 
-__all__ = ["finite_width_coefficients", "finite_width_potential", "finite_width_flow"]
+__all__ = ["finite_width_coefficients", "finite_width_potential", "finite_width_flow",
+           "finite_width_text", "FiniteWidth"]
 
 
 def finite_width_coefficients(model):
@@ -46,7 +48,7 @@ def finite_width_coefficients(model):
 
     from attndyn.symbolic.potential import _call_loss, g_array
     model = check_model(model)
-    if not model.tied_factors or model.L != 1 or model.loss is None:
+    if model.sgd_form != "factors" or model.L != 1 or model.loss is None:
         raise ValueError("the finite-width correction is implemented for tied models with "
                          "L = 1 and a loss callable")
     K = model.K
@@ -96,7 +98,7 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
                       raise_on_failure: bool = False):
     """The tied matrix flow of the finite-d population loss ``Phi_d`` (module docstring):
     the paper's flow plus the ``kappa_3`` and ``kappa_4`` terms. Returns a Trajectory of
-    the words of length <= 2 (``status`` as :func:`attndyn.numeric.attention.flow.solve_flow`)."""
+    the words of length <= 2 (``status`` as :func:`attndyn.numeric.attention.odesolve.solve_flow`)."""
     from attndyn.symbolic.printing import word_label
     from attndyn.symbolic.words import canonical_words
 
@@ -180,3 +182,36 @@ def finite_width_text(model) -> str:
             body = " + ".join(f"{v:g} {word_label(w, K)}" for w, v in terms.items())
             lines.append(f"Phi_d - Phi += ({pref}) * [{body}]   ({tag})")
     return "\n".join(lines) if lines else "no finite-width terms (a loss of degree <= 2 in G)"
+
+
+class FiniteWidth(Correction):
+    """``correction="finite-d"``: the flow of the finite-d population loss (the
+    ``kappa_3`` and ``kappa_4`` terms, :func:`finite_width_flow`; polynomial losses of
+    degree <= 4); the matrix-level flow only, no ``eta`` or ``batch``."""
+
+    name = "finite-d"
+    needs = ()
+
+    def check(self, theory, order):
+        if theory in ("hierarchy", "limit"):
+            raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', got "
+                             f"{self.name!r}")
+        if theory == "flow" and order is not None and order > 2:
+            raise ValueError(f"correction={self.name!r} with theory='flow' reports t_k, q_kl "
+                             f"(order <= 2); got order={order}; theory='hierarchy' takes "
+                             "correction='noise' at any order")
+
+    def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
+              **options):
+        S = [W @ W.T for W in theory.model.check_init(init)]
+        opts = {k: options.pop(k) for k in ("rtol", "atol", "method") if k in options}
+        return theory_rows(theory.model, finite_width_flow(theory.model, S, t, **opts), words)
+
+    def flow(self, theory, matrices, t_eval, *, eta=None, batch=None, order=None, words=None,
+             keep_matrices=False, rtol=None, atol=None, raise_on_failure=False, **ignored):
+        if order not in (None, 1, 2) or words is not None or keep_matrices:
+            raise ValueError(f"correction={self.name!r} reports the words of length <= 2 "
+                             "only (order <= 2, no words=, no keep_matrices)")
+        kw = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
+        return finite_width_flow(theory.model, matrices, t_eval,
+                                 raise_on_failure=raise_on_failure, **kw)

@@ -38,7 +38,7 @@ from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
-__all__ = ["tied_fast_flow", "tied_fast_system", "FlowOutput"]
+__all__ = ["tied_fast_flow", "tied_fast_system", "FlowOutput", "tied_matrix_flow"]
 
 
 class FlowOutput:
@@ -265,7 +265,7 @@ def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, bl
     result holds the normalised traces of ``words`` at ``t_eval`` (exact
     trace projection of the flow, which solves the infinite hierarchy,
     eq. 11). ``factored`` is ``"auto"``, ``True`` or ``False``. Integrated by
-    the project's flow driver (:func:`attndyn.numeric.attention.flow.solve_flow`:
+    the project's flow driver (:func:`attndyn.numeric.attention.odesolve.solve_flow`:
     blow-up and non-finite slopes end with status -3, keeping the outputs before).
     """
     from attndyn.numeric.attention.odesolve import solve_flow
@@ -284,7 +284,7 @@ def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, bl
                       int(rhs.nfev[0]), form)
 
 
-def _tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, method,
+def tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, method,
                       keep_matrices, blowup, raise_on_failure) -> Trajectory:
     """dS_k/dt = -sum_l Gamma_kl(q) (S_l S_k + S_k S_l) - (gamma/2) S_k, q_kl = Tr(S_k S_l)/d."""
     mats = model.check_matrices(matrices)

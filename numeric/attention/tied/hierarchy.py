@@ -9,7 +9,8 @@ import numpy as np
 from attndyn.kernels.integrate import status_message
 from attndyn.kernels.moments import word_traces
 from attndyn.numeric.attention import potcache
-from attndyn.numeric.attention.base import AttentionModel
+from attndyn.numeric.attention.base import (AttentionModel, Hierarchy, HierarchyCorrection,
+                                          NoCorrection)
 from attndyn.numeric.core.results import IntegrationError, Trajectory, TruncationNotConverged
 from attndyn.numeric.core.validate import (_check_pos_float, check_max_steps, check_t_eval,
                                            real_array)
@@ -19,7 +20,8 @@ from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hiera
                                        tied_equations)
 from attndyn.symbolic.words import canonical
 
-__all__ = ["TiedHierarchy", "NOT_CONVERGED", "note_truncation"]
+__all__ = ["TiedHierarchy", "NOT_CONVERGED", "INTEGRATORS", "TIME_LIMIT", "METHODS", "check_method",
+           "hierarchy_method", "auto_extend", "note_truncation"]
 
 
 NOT_CONVERGED = 2
@@ -69,7 +71,7 @@ def _json_copy(x):
     return copy.deepcopy(x)
 
 
-class TiedHierarchy:
+class TiedHierarchy(Hierarchy):
     """The truncated tied hierarchy of one model at one order."""
 
     def __init__(self, model: AttentionModel, order: int, *, max_terms: int | None = None):
@@ -131,13 +133,12 @@ class TiedHierarchy:
         ``correction="noise"`` the mini-batch noise rows follow, each marked with its
         order ``eta d / B``, and the ``Lambda_kl`` they use (issue 16)."""
         out = "\n".join(hierarchy_text(self.structure, self._closed_gamma(closed_form, False)))
-        if correction in (None, "none"):
+        corr = self.model.theory.correction(correction)
+        if isinstance(corr, NoCorrection):
             return out
-        if correction != "noise":
-            raise ValueError(f"correction must be 'none' or 'noise', got {correction!r}")
-        from attndyn.numeric.attention.tied.noise import noise_potential, noise_text
-        return (out + "\n# mini-batch noise, first order in eta d / B, leading order in 1/d:\n"
-                + noise_text(self.model, self.order) + "\n" + noise_potential(self.model).text())
+        if not isinstance(corr, HierarchyCorrection):
+            raise ValueError(f"correction must be 'none' or 'noise', got {corr.name!r}")
+        return out + "\n" + corr.text(self)
 
     def latex(self, closed_form: bool = False) -> str:
         """The same equations as :meth:`text` in LaTeX (``aligned``), in the paper's notation."""
@@ -413,7 +414,7 @@ class TiedHierarchy:
             ``"flow"``: the exact solution of the infinite hierarchy from the
             matrices ``mu0`` (trace projection of their matrix flow).
             ``"limit"``: the ``d -> infinity`` solution from a law ``mu0``
-            (:func:`attndyn.numeric.attention.limit.limit_flow`). ``"auto"``
+            (:func:`attndyn.numeric.attention.tied.limit.limit_flow`). ``"auto"``
             (default): the truncation where its convergence check holds, the
             flow (matrices) or the limit (a law) beyond;
             ``diagnostics["segments"]`` and the message say which method
@@ -434,7 +435,7 @@ class TiedHierarchy:
         correction, eta, batch, d :
             ``"noise"``: add the mini-batch noise rows ``(eta d / B) N_alpha`` of SGD with
             learning rate ``eta`` and batch ``batch`` (issue 16; any ``L = 1`` loss,
-            leading order in ``1/d``, :func:`attndyn.numeric.attention.noise.noise_hierarchy`;
+            leading order in ``1/d``, :func:`attndyn.numeric.attention.tied.noise_flow.noise_hierarchy`;
             ``d`` from matrices, else given). It runs the truncation (scipy DOP853 with
             ``rtol``, ``atol``) with ``check`` ``"auto"`` or ``None``; ``method``,
             ``integrator``, ``max_steps``, ``h_max``, ``time_limit`` do not apply.
@@ -449,21 +450,15 @@ class TiedHierarchy:
         rtol = _check_pos_float(rtol, "rtol")
         atol = _check_pos_float(atol, "atol")
         blowup = _check_pos_float(blowup, "blowup")
-        if correction not in (None, "none"):
-            if correction != "noise":
+        corr = self.model.theory.correction(correction)
+        if not isinstance(corr, NoCorrection):
+            if not isinstance(corr, HierarchyCorrection):
                 raise ValueError(f"the hierarchy takes correction='none' or 'noise', got "
-                                 f"{correction!r} (the finite-d potential is a matrix-flow "
-                                 "correction: matrix_flow(..., correction='finite-d'))")
-            if eta is None or batch is None:
-                raise ValueError("correction='noise' needs the SGD's eta and batch")
-            if method not in ("auto", "truncation"):
-                raise ValueError(f"correction='noise' runs the truncation; method={method!r} "
-                                 "does not apply")
-            from attndyn.numeric.attention.tied.noise_flow import noise_hierarchy
-            return noise_hierarchy(self, mu0, t_eval, eta=eta, batch=batch, d=d, rtol=rtol,
-                                   atol=atol, check="auto" if check == "auto" else check,
-                                   conv_tol=conv_tol, blowup=blowup,
-                                   raise_on_failure=raise_on_failure)
+                                 f"{corr.name!r} (a matrix-flow correction: "
+                                 f"matrix_flow(..., correction={corr.name!r}))")
+            return corr.hierarchy(self, mu0, t_eval, eta=eta, batch=batch, d=d, method=method,
+                                  rtol=rtol, atol=atol, check=check, conv_tol=conv_tol,
+                                  blowup=blowup, raise_on_failure=raise_on_failure)
         # only +inf means "no cap"; nan and -inf are errors, not silent defaults
         h_max = np.inf if _is_pos_inf(h_max) else _check_pos_float(h_max, "h_max")
         conv_tol = _check_pos_float(conv_tol, "conv_tol")

@@ -38,7 +38,7 @@ Non-commuting case (deterministic equivalents). Matrices of size ``d`` whose
 spectra are the bin means of the limiting law over ``d`` equal-mass quantile
 bins, rotated by independent Haar-random orthogonal matrices (so that they are
 asymptotically free), are integrated by the fast matrix flow
-(:mod:`attndyn.numeric.attention.fastflow`) at two or more sizes, averaged over
+(:mod:`attndyn.numeric.attention.tied.flow`) at two or more sizes, averaged over
 ``rotations`` independent rotations at each size, and extrapolated in
 ``1/d`` (Richardson): with sizes ``d_1 < ... < d_m`` the means are fitted by
 ``Y(d) = Y_inf + sum_{j < m} c_j d^{-j}``. The error estimate per observable
@@ -68,6 +68,7 @@ import math
 
 import numpy as np
 
+from attndyn.numeric.attention.base import check_model
 from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
 from attndyn.symbolic.hierarchy import check_order
@@ -75,7 +76,7 @@ from attndyn.symbolic.initial import _Spec, FreeInit
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
-__all__ = ["limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
+__all__ = ["limit_flow", "tied_limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
            "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "law_of_factors",
            "limit_theory", "deterministic_equivalents", "richardson", "is_commuting",
            "haar_orthogonal"]
@@ -669,10 +670,26 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
                order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
                panels: int = 48, per_panel: int = 20, blowup: float = 1e100,
                max_dim: int = 4096, raise_on_failure: bool = False) -> LimitTrajectory:
+    """The ``d -> infinity`` trajectory of ``model`` from the initial law ``law``, through the
+    model's theory (``model.theory.limit_flow``): tied models run :func:`tied_limit_flow`
+    (below, every option), untied ones
+    :func:`attndyn.numeric.attention.untied.limit.limit_flow` (its laws and methods;
+    ``panels``, ``per_panel`` and ``blowup`` do not apply there)."""
+    return check_model(model).theory.limit_flow(
+        law, t_eval, sizes, rtol, atol, order=order, words=words, rotations=rotations,
+        seed=seed, method=method, panels=panels, per_panel=per_panel, blowup=blowup,
+        max_dim=max_dim, raise_on_failure=raise_on_failure)
+
+
+def tied_limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
+               order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
+               panels: int = 48, per_panel: int = 20, blowup: float = 1e100,
+               max_dim: int = 4096, raise_on_failure: bool = False) -> LimitTrajectory:
     """The ``d -> infinity`` trajectory of the tied hierarchy (eq. 11) from a law.
 
     An :class:`~attndyn.UntiedModel` goes to
-    :func:`attndyn.numeric.attention.untied.limit.limit_flow` (its laws and methods).
+    :func:`attndyn.numeric.attention.untied.limit.limit_flow` (its laws and methods) when
+    called through :func:`limit_flow`.
 
     Parameters
     ----------
@@ -710,11 +727,6 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
         per-size means, the measured order of the ``1/d`` error
         (``order_in_1_over_d``, from three or more sizes).
     """
-    if getattr(model, "kind", None) == "untied":  # the untied limit: untied/limit.py
-        from attndyn.numeric.attention.untied.limit import limit_flow as untied_limit
-        return untied_limit(model, law, t_eval, sizes, rtol, atol, order=order, words=words,
-                            rotations=rotations, seed=seed, method=method, max_dim=max_dim,
-                            raise_on_failure=raise_on_failure)
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)
     if method not in ("auto", "commuting", "free", "equivalents"):

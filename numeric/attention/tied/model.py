@@ -16,15 +16,13 @@ import numpy as np
 
 from attndyn.numeric.attention import potcache
 from attndyn.numeric.attention.base import AttentionModel, check_order_arg, SGDRunner, TimeScale
-from attndyn.numeric.attention.tied.flow import _tied_matrix_flow
 from attndyn.numeric.attention.tied.hierarchy import TiedHierarchy
 from attndyn.numeric.attention.tied.runner import (_check_factor_list, _TiedRunner,
                                                    tied_observable_names)
-from attndyn.numeric.attention.tied.theory import _noise_theory, _tied_theory_derived
+from attndyn.numeric.attention.tied.theory import TiedTheory
 from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.results import Trajectory
-from attndyn.numeric.core.validate import (_check_nonneg_float, _check_pos_float, check_model_args,  # noqa: F401
-                             check_max_steps, check_t_eval, real_array)
+from attndyn.numeric.core.validate import check_model_args, real_array
 from attndyn.symbolic.hierarchy import check_order
 
 __all__ = ["TiedModel"]
@@ -63,13 +61,6 @@ class TiedModel(AttentionModel):
     kind = "tied"
     sgd_form = "factors"
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
-    theories = ("flow", "hierarchy", "limit")
-    feasible_grams = (("q",),)
-    feasible_nonnegative = True
-    feasible_text = "tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix of PSD matrices)"
-    #: ``compare(..., correction=)`` choices (issue 16, numeric/attention/noise.py)
-    corrections = ("none", "noise", "noise+finite-d", "finite-d")
-    tied_factors = True
 
     def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
                  weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
@@ -158,6 +149,12 @@ class TiedModel(AttentionModel):
                 and self._entry is not None:
             self._derive()
         return self._potential
+
+    @property
+    def numeric_potential(self):
+        """The numeric potential in use (given as ``potential=`` or built for a loss on the
+        numeric route; ``None`` on the exact routes)."""
+        return self._numeric_potential
 
     def __repr__(self):
         return (f"TiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
@@ -264,80 +261,15 @@ class TiedModel(AttentionModel):
         return [rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k]))
                 for k in range(self.K)]
 
-    def assumptions(self, init, quick: bool = False) -> list:
-        """Theorem 2's Assumptions 2.1, 2.2, 2.4 and 3 at ``init`` (factors or matrices)."""
-        from attndyn.numeric.attention.tied.assumptions import tied_diagnostics
-        return tied_diagnostics(self, init, quick)
-
     def sgd_runner(self, init, order=None) -> SGDRunner:
         return _TiedRunner(self, self.check_init(init), check_order_arg(order, 2))
 
-    def matrix_flow(self, matrices, t_eval, *, order: int = 4, words=None, rtol: float = 1e-11,
-                    atol: float = 1e-13, method: str = "DOP853", keep_matrices: bool = False,
-                    blowup: float = 1e100, raise_on_failure: bool = False) -> Trajectory:
-        """The finite-d tied matrix flow; see :func:`attndyn.numeric.attention.flow.matrix_flow`."""
-        return _tied_matrix_flow(self, matrices, t_eval, order=order, words=words, rtol=rtol,
-                                 atol=atol, method=method, keep_matrices=keep_matrices,
-                                 blowup=blowup, raise_on_failure=raise_on_failure)
+    @cached_property
+    def theory(self) -> TiedTheory:
+        """The :class:`~attndyn.numeric.attention.tied.theory.TiedTheory` of this model."""
+        return TiedTheory(self)
 
-    def check_correction(self, theory, order, correction) -> None:
-        """The flow takes every correction (order <= 2), the hierarchy and the limit
-        ``"noise"`` only."""
-        super().check_correction(theory, order, correction)
-        if correction in (None, "none"):
-            return
-        if theory in ("hierarchy", "limit") and correction != "noise":
-            raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', got "
-                             f"{correction!r}")
-        if theory == "flow" and order is not None and order > 2:
-            raise ValueError(f"correction={correction!r} with theory='flow' reports t_k, q_kl "
-                             f"(order <= 2); got order={order}; theory='hierarchy' takes "
-                             "correction='noise' at any order")
-
-    def check_theory(self, theory, order):
-        theory = "flow" if theory is None else theory
-        if theory not in self.theories:
-            raise ValueError(f"theory for a TiedModel must be 'flow', 'hierarchy' or 'limit', "
-                             f"got {theory!r}")
-        if order is None:
-            order = 4 if theory == "hierarchy" else 2
-        if theory == "hierarchy" and order < 2:
-            raise ValueError("order must be >= 2 for the hierarchy comparison")
-        return theory, order
-
-    def theory(self, init, t, *, theory: str, order, check, words, **kwargs) -> Trajectory:
-        """Matrix flow or truncated hierarchy from ``S_k = W_k W_k^T``, with the SGD's
-        derived rows ``p_kl`` and ``loss = Phi(q)``."""
-        S = [W @ W.T for W in self.check_init(init)]
-        correction = kwargs.pop("correction", "none")
-        if correction not in (None, "none"):  # issue 16
-            from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
-            self.check_correction(theory, order, correction)
-            if theory in ("hierarchy", "limit"):
-                return _noise_theory(self, init, S, t, theory, order, check, words, kwargs)
-            if correction == "finite-d":  # the finite-width potential (degree <= 4 losses)
-                from attndyn.numeric.attention.tied.finite_width import finite_width_flow
-                opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "method") if k in kwargs}
-                th = finite_width_flow(self, S, t, **opts)
-                return _tied_theory_derived(self, th, words)
-            opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "refine") if k in kwargs}
-            th = noise_corrected_flow(self, S, t, eta=kwargs.pop("eta"),
-                                      batch=kwargs.pop("batch"), correction=correction, **opts)
-            return _tied_theory_derived(self, th, words)
-        kwargs.pop("eta", None)
-        kwargs.pop("batch", None)
-        if theory == "flow":
-            th = self.matrix_flow(S, t, order=order, **kwargs)
-        elif theory == "limit":  # d -> infinity from the law of the factors (issue 9)
-            from attndyn.numeric.attention.tied.limit import limit_theory
-            th = limit_theory(self, self.check_init(init), t, order=order, **kwargs)
-        else:
-            kwargs.setdefault("method", "truncation")  # the truncation itself, with its status
-            th = self.hierarchy(order).integrate(S, t, check=check, **kwargs)
-        return _tied_theory_derived(self, th, words)
-
-
-# ---------------------------------------------------------------------------
-# the tied parameterisation's pieces of the protocol: SGD runner, matrix flow, theory rows
-
-
+    def matrix_flow(self, matrices, t_eval, **options) -> Trajectory:
+        """The finite-d tied matrix flow (``self.theory.matrix_flow``); see
+        :func:`attndyn.numeric.attention.flow.matrix_flow`."""
+        return self.theory.matrix_flow(matrices, t_eval, **options)

@@ -44,11 +44,11 @@ import math
 
 import numpy as np
 
-from attndyn.numeric.attention.base import check_model
+from attndyn.numeric.attention.base import check_model, obs_key, resolve_seed
 from attndyn.numeric.attention.corrections import BatchMeans, qf_moment, quadratic_loss
 
 __all__ = ["one_step_prediction", "one_step_empirical", "noise_potential", "noise_terms",
-           "noise_text"]
+           "noise_text", "random_configs", "one_step_check"]
 
 
 # ---------------------------------------------------------------------------
@@ -61,7 +61,7 @@ __all__ = ["one_step_prediction", "one_step_empirical", "noise_potential", "nois
 
 def _one_student(model, W):
     model = check_model(model)
-    if not model.tied_factors:  # the capability the formulas assume, not a kind
+    if model.sgd_form != "factors":  # the formulas assume W_k' = (c I - eta A_k) W_k
         raise ValueError(f"the tied one-step noise term needs S_k = W_k W_k^T moved by "
                          f"W_k' = (c I - eta A) W_k (TiedModel); {type(model).__name__} is "
                          "not (see noise_direct / noise_untied)")
@@ -81,7 +81,6 @@ def _check_eta_batch(eta, batch):
 
 def _obs_keys(K, k):
     keys = [("t", k), ("q", k, k)] + [("q", k, l) for l in range(K) if l != k]
-    from attndyn.numeric.attention.base import obs_key
     names = [obs_key("mu", k) if key[0] == "t" else obs_key("q", *sorted(key[1:]))
              for key in keys]
     return keys, names
@@ -358,7 +357,6 @@ def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
         chunk = max(1, min(n_batches, int(2e7 // (B * d * 4))))
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
-    from attndyn.numeric.attention.base import resolve_seed
     rng = np.random.default_rng(resolve_seed(seed))
     c = 1.0 - eta * model.weight_decay / d
     sqd = math.sqrt(d)
@@ -505,7 +503,6 @@ def random_configs(model, d: int, n: int, seed=0) -> list:
     """``n`` random tied weight configurations for the one-step check: every factor
     ``d x d`` Gaussian (:meth:`gaussian_init`) with its scale drawn uniformly in
     ``[0.5, 1.2]`` (so ``t_k`` in about ``[0.25, 1.4]``)."""
-    from attndyn.numeric.attention.base import resolve_seed
     model = check_model(model)
     rng = np.random.default_rng(resolve_seed(seed))
     out = []

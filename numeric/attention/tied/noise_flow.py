@@ -1,4 +1,9 @@
-"""The noise-corrected tied flow and hierarchy (issue 16)."""
+"""The noise-corrected tied dynamics (issue 16; docs/finite-eta.md): the truncated
+hierarchy with the mini-batch noise rows (:class:`NoiseRows`, :func:`noise_hierarchy`, any
+``L = 1`` loss, first order in ``eta d / B``), the moment-level flow of ``t_k, q_kl``
+(:func:`noise_corrected_flow`: the congruence of one SGD step, with a Volterra feedback for a
+``q``-dependent ``Gamma``), and the corrections of :class:`~.theory.TiedTheory` that run them:
+:class:`TiedNoise` (``"noise"``) and :class:`TiedNoiseFiniteD` (``"noise+finite-d"``)."""
 
 from __future__ import annotations
 
@@ -6,12 +11,15 @@ import math
 
 import numpy as np
 
-from attndyn.numeric.attention.base import check_model
-from attndyn.numeric.attention.corrections import check_correction, quadratic_loss
+from attndyn.numeric.attention.base import check_model, Hierarchy, HierarchyCorrection
+from attndyn.numeric.attention.corrections import quadratic_loss
+from attndyn.numeric.attention.tied.finite_width import finite_width_coefficients, finite_width_flow
+from attndyn.numeric.attention.tied.hierarchy import NOT_CONVERGED
 from attndyn.numeric.attention.tied.noise import (_check_eta_batch, _obs_keys, noise_potential,
-                                                  noise_terms)
+                                                  noise_terms, noise_text)
+from attndyn.numeric.attention.tied.runner import theory_rows
 
-__all__ = ["NoiseRows", "noise_hierarchy", "noise_corrected_flow"]
+__all__ = ["NoiseRows", "noise_hierarchy", "noise_corrected_flow", "TiedNoise", "TiedNoiseFiniteD"]
 
 
 def _exact_EaXa(X, M, beta, d):
@@ -78,23 +86,23 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     from attndyn.numeric.core.results import IntegrationError, Trajectory
     from attndyn.numeric.core.validate import check_t_eval
     from attndyn.numeric.attention.odesolve import solve_flow
-    correction = check_correction(correction)
-    if correction in ("none", "finite-d"):
-        raise ValueError("noise_corrected_flow needs correction='noise' or 'noise+finite-d'")
     eta, B = _check_eta_batch(eta, batch)
     model = check_model(model)
-    if not model.tied_factors or len(model.trainable) != 1:
+    if model.sgd_form != "factors" or len(model.trainable) != 1:
         raise ValueError("correction='noise' is implemented for tied models with one trainable "
                          f"index (the moment-level flow); got {type(model).__name__} with "
-                         f"trainable {list(getattr(model, 'trainable', []))}")
+                         f"trainable {list(model.trainable)}")
+    corr = model.theory.correction(correction)
+    if not isinstance(corr, TiedNoise):
+        raise ValueError("noise_corrected_flow needs correction='noise' or 'noise+finite-d'")
+    correction, finite_d = corr.name, corr.finite_d
     const = True  # a loss of degree <= 2 in G: constant Gamma, the congruence is exact
     try:
         H, b = quadratic_loss(model)
     except ValueError as exc:
-        if correction == "noise+finite-d":
+        if finite_d:
             # degree 3-4: the finite-width potential's correction is added (first order in
             # both, the cross term eps/d left out); beyond: no finite-width term is exact
-            from attndyn.numeric.attention.tied.finite_width import finite_width_coefficients
             try:
                 finite_width_coefficients(model)
             except ValueError:
@@ -122,7 +130,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         grid.extend(list(np.linspace(a, c, refine + 1)[1:]))
     grid = np.array(grid)
     N = grid.size
-    nbytes = 8.0 * d * d * N * (2 + 2 + len(others) + (8 if correction == "noise+finite-d" else 0))
+    nbytes = 8.0 * d * d * N * (2 + 2 + len(others) + (8 if finite_d else 0))
     if nbytes > 4e9:
         raise ValueError(f"noise_corrected_flow would need about {nbytes / 1e9:.1f} GB "
                          f"(d = {d}, {N} grid times); use fewer output times or refine=1")
@@ -190,7 +198,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
             qs.append(q)
             lam[i] = float(lamf(q)[k, k])
             gkk[i] = Gm[k, k]
-    fin = correction == "noise+finite-d" and const  # the finite-d one-step second moment
+    fin = finite_d and const  # the finite-d one-step second moment
     # Q families at every grid time: Q_I, Q_{S_f}, Q_{S_l}
     names_Y = ["I", "f"] + [f"l{l}" for l in others]
     nY = len(names_Y)
@@ -326,8 +334,7 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
         else:  # teachers only: constant
             P = mats[w[0]] if len(w) == 1 else mats[w[0]] @ mats[w[1]]
             y[i] = y_flow[i] = float(np.trace(P)) / d
-    if correction == "noise+finite-d" and not const:  # plus the finite-width potential
-        from attndyn.numeric.attention.tied.finite_width import finite_width_flow
+    if finite_d and not const:  # plus the finite-width potential
         fw = finite_width_flow(model, mats, t_eval, rtol=rtol, atol=atol)
         if fw.status != 0:
             if raise_on_failure:
@@ -495,13 +502,12 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
     from attndyn.numeric.core.results import IntegrationError, Trajectory, TruncationNotConverged
     from attndyn.numeric.core.validate import _check_pos_float, check_t_eval
     from attndyn.numeric.attention.odesolve import solve_flow
-    from attndyn.numeric.attention.tied.hierarchy import NOT_CONVERGED
     eta, B = _check_eta_batch(eta, batch)
     h = hierarchy
-    model = getattr(h, "model", None)
-    if not getattr(model, "tied_factors", False):
+    if not isinstance(h, Hierarchy) or h.model.sgd_form != "factors":
         raise TypeError("noise_hierarchy needs a tied hierarchy (TiedModel.hierarchy(order)); "
                         f"got {type(h).__name__}")
+    model = h.model
     if model.L != 1:
         raise ValueError(f"correction='noise' in the hierarchy needs L = 1, got L = {model.L}")
     t_eval = check_t_eval(t_eval)
@@ -574,3 +580,117 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
         exc = TruncationNotConverged if res.status == NOT_CONVERGED else IntegrationError
         raise exc(res.message)
     return res
+
+
+# ---------------------------------------------------------------------------
+# the corrections of the tied theory (reached through TiedTheory.correction)
+
+def _flow_order_check(name, theory, order):
+    if theory == "flow" and order is not None and order > 2:
+        raise ValueError(f"correction={name!r} with theory='flow' reports t_k, q_kl "
+                         f"(order <= 2); got order={order}; theory='hierarchy' takes "
+                         "correction='noise' at any order")
+
+
+def _flow_options_check(name, order, words, keep_matrices):
+    if order not in (None, 1, 2) or words is not None or keep_matrices:
+        raise ValueError(f"correction={name!r} reports the words of length <= 2 "
+                         "only (order <= 2, no words=, no keep_matrices)")
+
+
+def _noise_theory(theory, init, t, name, order, check, words, eta, batch, kwargs):
+    """``theory="hierarchy"`` / ``"limit"`` with ``correction="noise"``: the truncated
+    hierarchy with the noise rows, from the matrices (hierarchy) or from the law of the
+    factors (limit, ``d -> infinity`` at fixed ``eta d / B``; the truncation ``order``
+    keyword of the limit is its longest reported word, the hierarchy runs at
+    ``hierarchy_order``, default ``max(order, 8)``)."""
+    from attndyn.numeric.attention.tied.limit import law_of_factors
+    model = theory.model
+    S = [W @ W.T for W in model.check_init(init)]
+    opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "conv_tol", "blowup") if k in kwargs}
+    chk = None if check is None else "auto"  # the corrected system's own ladder
+    if name == "hierarchy":
+        h_order = order
+        mu0, d = S, None
+    else:
+        h_order = kwargs.pop("hierarchy_order", max(order, 8))
+        law = kwargs.pop("law", None)
+        mu0 = law_of_factors(model, model.check_init(init)) if law is None else law
+        d = S[0].shape[0]
+    unknown = sorted(kwargs)
+    if unknown:
+        raise ValueError(f"correction='noise' (theory={name!r}) does not take {unknown}")
+    th = noise_hierarchy(theory.hierarchy(h_order), mu0, t, eta=eta, batch=batch, d=d,
+                         check=chk, **opts)
+    return theory_rows(model, th, words)
+
+
+class TiedNoise(HierarchyCorrection):
+    """``correction="noise"``: the mini-batch noise of SGD to first order in ``eta d / B``
+    (issue 16): the moment-level flow (:func:`noise_corrected_flow`, theory ``"flow"``)
+    or the truncated hierarchy with the noise rows (:func:`noise_hierarchy`, theories
+    ``"hierarchy"`` and ``"limit"``)."""
+
+    name = "noise"
+    #: adds the finite-d one-step terms (or the finite-width potential)
+    finite_d = False
+
+    def check(self, theory, order):
+        _flow_order_check(self.name, theory, order)
+
+    def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
+              **options):
+        self.require(eta, batch)
+        if name in ("hierarchy", "limit"):
+            return _noise_theory(theory, init, t, name, order, check, words, eta, batch,
+                                 dict(options))
+        S = [W @ W.T for W in theory.model.check_init(init)]
+        opts = {k: options.pop(k) for k in ("rtol", "atol", "refine") if k in options}
+        th = noise_corrected_flow(theory.model, S, t, eta=eta, batch=batch, correction=self,
+                                  **opts)
+        return theory_rows(theory.model, th, words)
+
+    def flow(self, theory, matrices, t_eval, *, eta=None, batch=None, order=None, words=None,
+             keep_matrices=False, rtol=None, atol=None, raise_on_failure=False, **ignored):
+        self.require(eta, batch)
+        _flow_options_check(self.name, order, words, keep_matrices)
+        kw = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
+        return noise_corrected_flow(theory.model, matrices, t_eval, eta=eta, batch=batch,
+                                    correction=self, raise_on_failure=raise_on_failure, **kw)
+
+    def hierarchy(self, hierarchy, mu0, t_eval, *, eta, batch, method="truncation", check="auto",
+                  **options):
+        self.require(eta, batch)
+        if method not in ("auto", "truncation"):
+            raise ValueError(f"correction='noise' runs the truncation; method={method!r} "
+                             "does not apply")
+        return noise_hierarchy(hierarchy, mu0, t_eval, eta=eta, batch=batch,
+                               check="auto" if check == "auto" else check, **options)
+
+    def text(self, hierarchy):
+        model = hierarchy.model
+        return ("# mini-batch noise, first order in eta d / B, leading order in 1/d:\n"
+                + noise_text(model, hierarchy.order) + "\n" + noise_potential(model).text())
+
+
+class TiedNoiseFiniteD(TiedNoise):
+    """``correction="noise+finite-d"``: :class:`TiedNoise` plus the finite-d one-step
+    terms (a loss of degree <= 2) or the finite-width potential (degree 3-4); the
+    moment-level flow only."""
+
+    name = "noise+finite-d"
+    finite_d = True
+
+    def check(self, theory, order):
+        if theory in ("hierarchy", "limit"):
+            raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', got "
+                             f"{self.name!r}")
+        _flow_order_check(self.name, theory, order)
+
+    def hierarchy(self, hierarchy, mu0, t_eval, **options):
+        raise ValueError(f"the hierarchy takes correction='none' or 'noise', got "
+                         f"{self.name!r} (a matrix-flow correction: "
+                         f"matrix_flow(..., correction={self.name!r}))")
+
+    def text(self, hierarchy):
+        raise ValueError(f"correction must be 'none' or 'noise', got {self.name!r}")

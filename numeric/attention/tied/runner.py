@@ -6,11 +6,12 @@ import numpy as np
 
 from attndyn.kernels.moments import word_traces
 from attndyn.numeric.attention.base import obs_key, SGDRunner
+from attndyn.numeric.core.results import Trajectory
 from attndyn.numeric.core.validate import real_array
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
-__all__ = ["tied_observable_names"]
+__all__ = ["tied_observable_names", "theory_rows"]
 
 
 def _check_factor_list(model, init, name="init") -> list:
@@ -107,3 +108,30 @@ class _TiedRunner(SGDRunner):
 
     def params(self):
         return {"order": self.order, "widths": list(self.widths)}
+
+
+def theory_rows(model, res: Trajectory, words) -> Trajectory:
+    """Add ``p_kl`` and ``loss = Phi(q)`` rows to a tied theory trajectory."""
+    K = model.K
+    names = tied_observable_names(K, words)
+    rows = np.array([res.moment(w) for w in words]) if words else np.zeros((0, res.t.size))
+    extra = []
+    if any(len(w) == 2 for w in words):
+        t = np.array([res.moment((k,)) for k in range(K)])
+        for k in range(K):
+            for l in range(k, K):
+                extra.append(res.moment((k, l)) - t[k] * t[l])
+    loss = np.full(res.t.size, np.nan)
+    pot = model.potential
+    if pot is not None and any(len(w) == 2 for w in words):
+        import sympy as sp
+        qs = [pot.q[k, l] for k in range(K) for l in range(k, K)]
+        psyms = list(pot.params)
+        f = sp.lambdify(qs + psyms, pot.phi, "numpy")
+        qv = [res.moment((k, l)) for k in range(K) for l in range(k, K)]
+        loss = np.broadcast_to(np.asarray(f(*qv, *model.gradient_parameters), float),
+                               res.t.shape).copy()
+    y = np.vstack([rows] + ([np.array(extra)] if extra else []) + [loss[None, :]])
+    return Trajectory(t=res.t, y=y, names=names, words=[tuple(w) for w in words],
+                      kind=res.kind, params=res.params, status=res.status, message=res.message,
+                      diagnostics=res.diagnostics)

@@ -1,64 +1,80 @@
-"""The tied theories: matrix flow, truncated hierarchy, d -> infinity limit, and the corrections."""
+"""The tied theory (paper 003, section 3): the finite-d matrix flow (eq. 11 before the
+projection), the truncated hierarchy (eqs. 11-13) and the ``d -> infinity`` limit from
+the law of the factors, with the corrections of the finite learning rate and width
+(issue 16): ``"noise"``, ``"noise+finite-d"`` (:mod:`.noise_flow`) and ``"finite-d"``
+(:mod:`.finite_width`). Built by ``TiedModel.theory``."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from attndyn.numeric.attention.tied.runner import tied_observable_names
+from attndyn.numeric.attention.base import NONE, FeasibleSpec, Theory
+from attndyn.numeric.attention.tied.assumptions import tied_diagnostics
+from attndyn.numeric.attention.tied.finite_width import FiniteWidth
+from attndyn.numeric.attention.tied.flow import tied_matrix_flow
+from attndyn.numeric.attention.tied.noise_flow import TiedNoise, TiedNoiseFiniteD
+from attndyn.numeric.attention.tied.runner import theory_rows
 from attndyn.numeric.core.results import Trajectory
 
-__all__ = []
+__all__ = ["TiedTheory"]
 
 
-def _noise_theory(self, init, S, t, theory, order, check, words, kwargs):
-    """``theory="hierarchy"`` / ``"limit"`` with ``correction="noise"``: the truncated
-    hierarchy with the noise rows, from the matrices (hierarchy) or from the law of the
-    factors (limit, ``d -> infinity`` at fixed ``eta d / B``; the truncation ``order``
-    keyword of the limit is its longest reported word, the hierarchy runs at
-    ``hierarchy_order``, default ``max(order, 8)``)."""
-    from attndyn.numeric.attention.tied.noise_flow import noise_hierarchy
-    eta, batch = kwargs.pop("eta"), kwargs.pop("batch")
-    opts = {k: kwargs.pop(k) for k in ("rtol", "atol", "conv_tol", "blowup") if k in kwargs}
-    chk = None if check is None else "auto"  # the corrected system's own ladder
-    if theory == "hierarchy":
-        h_order = order
-        mu0, d = S, None
-    else:
-        from attndyn.numeric.attention.tied.limit import law_of_factors
-        h_order = kwargs.pop("hierarchy_order", max(order, 8))
-        law = kwargs.pop("law", None)
-        mu0 = law_of_factors(self, self.check_init(init)) if law is None else law
-        d = S[0].shape[0]
-    unknown = sorted(kwargs)
-    if unknown:
-        raise ValueError(f"correction='noise' (theory={theory!r}) does not take {unknown}")
-    th = noise_hierarchy(self.hierarchy(h_order), mu0, t, eta=eta, batch=batch, d=d,
-                         check=chk, **opts)
-    return _tied_theory_derived(self, th, words)
+class TiedTheory(Theory):
+    """The theories of a :class:`~attndyn.TiedModel`: ``"flow"`` (the matrix flow from
+    ``S_k = W_k W_k^T``, default), ``"hierarchy"`` (the truncation at ``order``, default
+    4) and ``"limit"`` (``d -> infinity`` from the law of the factors, issue 9); every row
+    named as the SGD observables, with ``p_kl`` and ``loss = Phi(q)``."""
 
+    names = ("flow", "hierarchy", "limit")
+    corrections = {"none": NONE, "noise": TiedNoise(), "noise+finite-d": TiedNoiseFiniteD(),
+                   "finite-d": FiniteWidth()}
+    feasible = FeasibleSpec(grams=(("q",),), nonnegative=True,
+                           text="tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix "
+                                "of PSD matrices)")
 
-def _tied_theory_derived(model, res: Trajectory, words) -> Trajectory:
-    """Add ``p_kl`` and ``loss = Phi(q)`` rows to a tied theory trajectory."""
-    K = model.K
-    names = tied_observable_names(K, words)
-    rows = np.array([res.moment(w) for w in words]) if words else np.zeros((0, res.t.size))
-    extra = []
-    if any(len(w) == 2 for w in words):
-        t = np.array([res.moment((k,)) for k in range(K)])
-        for k in range(K):
-            for l in range(k, K):
-                extra.append(res.moment((k, l)) - t[k] * t[l])
-    loss = np.full(res.t.size, np.nan)
-    pot = model.potential
-    if pot is not None and any(len(w) == 2 for w in words):
-        import sympy as sp
-        qs = [pot.q[k, l] for k in range(K) for l in range(k, K)]
-        psyms = list(pot.params)
-        f = sp.lambdify(qs + psyms, pot.phi, "numpy")
-        qv = [res.moment((k, l)) for k in range(K) for l in range(k, K)]
-        loss = np.broadcast_to(np.asarray(f(*qv, *model.gradient_parameters), float),
-                               res.t.shape).copy()
-    y = np.vstack([rows] + ([np.array(extra)] if extra else []) + [loss[None, :]])
-    return Trajectory(t=res.t, y=y, names=names, words=[tuple(w) for w in words],
-                      kind=res.kind, params=res.params, status=res.status, message=res.message,
-                      diagnostics=res.diagnostics)
+    def check(self, name, order):
+        name = "flow" if name is None else name
+        if name not in self.names:
+            raise ValueError(f"theory for a TiedModel must be 'flow', 'hierarchy' or 'limit', "
+                             f"got {name!r}")
+        if order is None:
+            order = 4 if name == "hierarchy" else 2
+        if name == "hierarchy" and order < 2:
+            raise ValueError("order must be >= 2 for the hierarchy comparison")
+        return name, order
+
+    def uncorrected(self, init, t, *, name, order, check, words, **options) -> Trajectory:
+        """Matrix flow, truncated hierarchy or limit from ``S_k = W_k W_k^T``."""
+        model = self.model
+        S = [W @ W.T for W in model.check_init(init)]
+        if name == "flow":
+            th = self.matrix_flow(S, t, order=order, **options)
+        elif name == "limit":  # d -> infinity from the law of the factors (issue 9)
+            from attndyn.numeric.attention.tied.limit import limit_theory  # scipy: lazily
+            th = limit_theory(model, model.check_init(init), t, order=order, **options)
+        else:
+            options.setdefault("method", "truncation")  # the truncation itself, with its status
+            th = self.hierarchy(order).integrate(S, t, check=check, **options)
+        return theory_rows(model, th, words)
+
+    def matrix_flow(self, matrices, t_eval, *, order: int = 4, words=None, rtol: float = 1e-11,
+                    atol: float = 1e-13, method: str = "DOP853", keep_matrices: bool = False,
+                    blowup: float = 1e100, raise_on_failure: bool = False) -> Trajectory:
+        """The finite-d tied matrix flow; see :func:`attndyn.numeric.attention.flow.matrix_flow`."""
+        return tied_matrix_flow(self.model, matrices, t_eval, order=order, words=words,
+                                rtol=rtol, atol=atol, method=method, keep_matrices=keep_matrices,
+                                blowup=blowup, raise_on_failure=raise_on_failure)
+
+    def hierarchy(self, order: int, *, max_terms: int | None = None):
+        """The hierarchy (eq. 11) truncated at ``order`` (eq. 13), cached per order."""
+        return self.model.hierarchy(order, max_terms=max_terms)
+
+    def limit_flow(self, law, t_eval, *args, **options):
+        """The ``d -> infinity`` limit of the tied hierarchy from a law (issue 9)."""
+        from attndyn.numeric.attention.tied.limit import tied_limit_flow  # scipy: lazily
+        return tied_limit_flow(self.model, law, t_eval, *args, **options)
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """Theorem 2's Assumptions 2.1, 2.2, 2.4 and 3 at ``init`` (factors or matrices)."""
+        return tied_diagnostics(self.model, init, quick)
+
+    def landscape_potential(self):
+        return self.model.potential

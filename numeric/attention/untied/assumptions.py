@@ -1,4 +1,8 @@
-"""Assumptions of the untied theory."""
+"""The premises of Theorem 3 (untied attention) at given pairs: Assumption 4.4 (balanced
+initialisation), 5 (a positive-definite ``m``-Hessian at the critical mean ``m*``, eq. 29) and
+6 (the weak-recovery condition of section 4.2), with 4.1 (Assumption 2.1 of
+:mod:`attndyn.numeric.attention.assumptions`); :func:`untied_diagnostics` is what
+``UntiedTheory.assumptions`` runs."""
 
 from __future__ import annotations
 
@@ -7,9 +11,16 @@ import math
 import numpy as np
 
 from attndyn.numeric.attention.assumptions import assumption_2_1, Verdict
-from attndyn.numeric.attention.direct.theory import _n
+from attndyn.numeric.attention.untied.coefficients import coefficients
+from attndyn.numeric.attention.untied.fastslow import critical_mean
 
 __all__ = ["assumption_4_4", "assumption_5", "assumption_6", "untied_diagnostics"]
+
+
+def _n(name: str, k: int) -> str:
+    """``M^T`` of index 1 -> ``M1^T``."""
+    base, _, rest = name.partition("^")
+    return f"{base}{k}" + (f"^{rest}" if rest else "")
 
 
 def _pairs(model, init):
@@ -44,14 +55,12 @@ def assumption_5(model, init, lam0: float = 0.0, n_segment: int = 5) -> Verdict:
     """Local strong convexity of ``Phi`` in the trainable means at the initial second
     moments ``q0``: the smallest eigenvalue of ``nabla^2_m Phi(m, q0)`` on the trainable
     block exceeds ``lam0`` along the segment from ``m(0)`` to the critical mean ``m*(q0)``
-    that the fast flow reaches (:func:`~attndyn.numeric.attention.untied_theory.critical_mean`)
+    that the fast flow reaches (:func:`~attndyn.numeric.attention.untied.fastslow.critical_mean`)
     -- the finite check of items 1-3 of Assumption 5 along the path the fast phase takes."""
-    from attndyn.numeric.attention.untied.fastslow import critical_mean
-    from attndyn.numeric.attention.untied.coefficients import theory
 
     pairs = _pairs(model, init)
     op = model.order_parameters(pairs)
-    th = theory(model)
+    th = coefficients(model)
     tr = list(model.trainable)
     cm = critical_mean(model, pairs, warn=False)
     if cm.status != 0:

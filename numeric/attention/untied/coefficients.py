@@ -10,11 +10,12 @@ from types import SimpleNamespace
 import numpy as np
 from numba import njit
 
+from attndyn.numeric.attention.base import obs_key
 from attndyn.numeric.core.results import Trajectory
 from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
 
-__all__ = ["UntiedTheory", "theory", "SlowState", "UntiedTrajectory", "RootError", "NOT_CONVERGED",
+__all__ = ["UntiedCoefficients", "coefficients", "with_loss_row", "SlowState", "UntiedTrajectory", "RootError", "NOT_CONVERGED",
            "ROOT_FAILED"]
 
 
@@ -99,6 +100,8 @@ def _make_coefficient_function(potfn):
     """
     from attndyn.kernels.rhs import GRAD_SIG
 
+    # long on purpose: one numba kernel (Newton for m* and the coefficients in one pass),
+    # called at every right-hand side; split, it would pay a call per Newton step
     @njit(GRAD_SIG)  # a closure over the potential: compiled once per process and model
     def coefficients(x, p, out):
         K = int(p[0])
@@ -257,9 +260,9 @@ def _status_message(status, t, steps, blowup):
     return status_message(status, t, steps, blowup)
 
 
-class UntiedTheory:
+class UntiedCoefficients:
     """Compiled potential of an :class:`~attndyn.UntiedModel` and the maps of
-    eqs. (27)-(30). One per model (:func:`theory`)."""
+    eqs. (27)-(30). One per model (:func:`coefficients`)."""
 
     def __init__(self, model):
         self.model = model
@@ -328,12 +331,9 @@ class UntiedTheory:
                                                     self.potential_parameters]))
 
 
-def theory(model) -> UntiedTheory:
-    """The (cached) :class:`UntiedTheory` of an ``UntiedModel``."""
-    th = model.__dict__.get("_untied_theory")
-    if th is None:
-        th = model.__dict__["_untied_theory"] = UntiedTheory(model)
-    return th
+def coefficients(model) -> UntiedCoefficients:
+    """The :class:`UntiedCoefficients` of an ``UntiedModel`` (built once, by its theory)."""
+    return model.theory.coefficients
 
 
 @dataclass
@@ -429,5 +429,25 @@ class UntiedTrajectory(Trajectory):
 
 
 def _obs(name, *idx):
-    from attndyn.numeric.attention.direct.model import obs_key
     return obs_key(name, *idx)
+
+
+def with_loss_row(model, res):
+    """``res`` with a ``loss = Phi(m, q1, q2)`` row appended (when it is finite)."""
+    K = model.K
+    th = model.theory.coefficients
+    loss = np.full(res.t.size, np.nan)
+    for j in range(res.t.size):
+        m = np.array([res.observable("m", k)[j] for k in range(K)])
+        q1 = np.array([[res.observable("q1", k, l)[j] for l in range(K)] for k in range(K)])
+        q2 = np.array([[res.observable("q2", k, l)[j] for l in range(K)] for k in range(K)])
+        if np.all(np.isfinite(m)) and np.all(np.isfinite(q1)) and np.all(np.isfinite(q2)):
+            try:
+                loss[j] = th.phi(m, q1, q2)
+            except (AttributeError, TypeError, ValueError):
+                loss[:] = np.nan
+                break
+    if np.all(np.isfinite(loss)):
+        res.y = np.vstack([res.y, loss[None, :]])
+        res.names = list(res.names) + ["loss"]
+    return res

@@ -49,7 +49,7 @@ import numpy as np
 from attndyn.kernels.moments import word_traces
 from attndyn.numeric.attention.untied.coefficients import (_as_state, _letter_mats, _low_from_words,
                                                            _obs, _order_parameters, ROOT_FAILED,
-                                                           RootError, SlowState, theory,
+                                                           RootError, SlowState, coefficients,
                                                            UntiedTrajectory)
 from attndyn.numeric.core.results import IntegrationError
 from attndyn.numeric.core.validate import _check_pos_float, check_t_eval
@@ -57,7 +57,8 @@ from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
 
 __all__ = ["CriticalMean", "fast_flow", "critical_mean", "psi_beta", "untied_flow",
-           "eq42_velocity", "exact_overlap_velocity", "corollary4", "weak_recovery_time"]
+           "eq42_velocity", "exact_overlap_velocity", "corollary4", "weak_recovery_time",
+           "slaved_velocity"]
 
 
 # ---------------------------------------------------------------------------
@@ -103,7 +104,7 @@ def fast_flow(model, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
     when ``|m|`` exceeds ``m_max`` (no root in reach: the flow runs away).
     """
     from scipy.integrate import solve_ivp
-    th = theory(model)
+    th = coefficients(model)
     m0, tA, tB, q1, q2, d = _as_state(model, init)
     t_eval = check_t_eval(t_eval)
     tr = list(model.trainable)
@@ -221,7 +222,7 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
     ``m(0)``), does not settle by ``t_max`` (-2), or Newton does not converge (-1).
     """
     from scipy.integrate import solve_ivp
-    th = theory(model)
+    th = coefficients(model)
     m0, tA, tB, q1, q2, d = _as_state(model, init)
     tr = list(model.trainable)
     t_max = _check_pos_float(t_max, "t_max")
@@ -329,7 +330,7 @@ def psi_beta(model, init, m_star=None):
     :class:`SlowState` holding the length-2 words. ``m_star`` defaults to
     :func:`critical_mean`. Entries of fixed indices are 0.
     """
-    th = theory(model)
+    th = coefficients(model)
     K = model.K
     tr = list(model.trainable)
     if isinstance(init, SlowState):
@@ -431,7 +432,7 @@ def _beta_finite(g, pairs, prods, tr, K, d):
 
 def slaved_velocity(model, pairs, m_star):
     """``(dU_k/dtau, dV_k/dtau)`` of the slaved flow at the pairs, with ``m = m_star``."""
-    th = theory(model)
+    th = coefficients(model)
     tr = list(model.trainable)
     d = pairs[0][0].shape[0]
     Ms, _, q1, q2 = _flow_terms(th, pairs, tr)
@@ -466,7 +467,7 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
     from scipy.integrate import solve_ivp
     if mode not in ("full", "slaved"):
         raise ValueError(f"mode must be 'full' or 'slaved', got {mode!r}")
-    th = theory(model)
+    th = coefficients(model)
     pairs = model.check_factors(pairs, "pairs")
     t_eval = check_t_eval(t_eval)
     K = model.K
@@ -631,7 +632,7 @@ def eq42_velocity(model, init, *, student: int = 0, teacher: int = 1, m_star=Non
     m0, tA, tB, q1, q2, _ = _as_state(model, init)
     if m_star is None:
         m_star = critical_mean(model, init, warn=False, raise_on_failure=True).m
-    g = theory(model).gradients(m_star, q1, q2)
+    g = coefficients(model).gradients(m_star, q1, q2)
     Q2 = np.array([[q1[t, t], q2[t, t]], [q2[t, t], q1[t, t]]])
     gs = np.array([g["a1"][s, t], g["a2"][s, t]])
     return -2.0 * (tA[s] + tB[s]) * Q2 @ gs
@@ -674,7 +675,7 @@ def corollary4(model, init, *, student: int = 0, teacher: int = 1, tol: float | 
     if tol is None:
         tol = c_d / d if d else 1e-10
     tol = _check_pos_float(tol, "tol")
-    th = theory(model)
+    th = coefficients(model)
     state = dict(m=m0, tA=tA, tB=tB, q1=q1, q2=q2)
     cm = critical_mean(model, state, warn=False)
     if not cm.success:

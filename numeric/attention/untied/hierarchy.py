@@ -9,27 +9,28 @@ from types import SimpleNamespace
 import numpy as np
 
 from attndyn.kernels.moments import word_traces
+from attndyn.numeric.attention.base import Hierarchy
 from attndyn.numeric.attention.untied.coefficients import (_H_FAIL, _H_ITERS, _H_NONCONVEX,
                                                            _kernel_integrate, _kernel_prepare,
                                                            _kernel_rhs, _kernel_system,
                                                            _letter_mats, _low_from_words, _obs,
                                                            _status_message, NOT_CONVERGED,
                                                            ROOT_FAILED, RootError, SlowState,
-                                                           theory, UntiedTrajectory)
+                                                           coefficients, UntiedTrajectory)
 from attndyn.numeric.attention.untied.fastslow import _newton, critical_mean, CriticalMean
 from attndyn.numeric.core.results import IntegrationError, TruncationNotConverged
 from attndyn.numeric.core.validate import _check_pos_float, check_max_steps, check_t_eval
 from attndyn.symbolic import untied as su
 
-__all__ = ["UntiedHierarchy"]
+__all__ = ["UntiedHierarchy", "hierarchy"]
 
 
-class UntiedHierarchy:
+class UntiedHierarchy(Hierarchy):
     """The slow hierarchy (31)-(32) of one model at one truncation order (eq. 892)."""
 
     def __init__(self, model, order: int, letters=None):
         self.model = model
-        self.theory = theory(model)
+        self.theory = coefficients(model)
         self.order = su.check_untied_order(order)
         self.structure = su.untied_structure(model.K, model.trainable, self.order, letters)
 
@@ -314,7 +315,7 @@ class UntiedHierarchy:
 
 def hierarchy(model, order: int, letters=None) -> UntiedHierarchy:
     """The (cached) order-``M`` slow hierarchy of ``model``."""
-    th = theory(model)
+    th = coefficients(model)
     key = (su.check_untied_order(order), None if letters is None else tuple(letters))
     if letters is not None and tuple(letters) == su.closed_letters(model.K, model.trainable):
         key = (key[0], None)

@@ -22,12 +22,15 @@ fast ``t = eta * n`` (the means move), slow ``tau = eta * n / d`` (the traces mo
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
 
 from attndyn.numeric.attention.base import (AttentionModel, check_order_arg, obs_key, SGDRunner,
                                             TimeScale)
+from attndyn.numeric.attention.untied.fastslow import critical_mean, fast_flow
+from attndyn.numeric.attention.untied.theory import UntiedTheory
 from attndyn.numeric.core.validate import check_loss, check_model_args, real_array
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.potential import _call_loss, g_array
@@ -165,62 +168,30 @@ class UntiedModel(AttentionModel):
     def sgd_runner(self, init, order=None) -> SGDRunner:
         return _UntiedRunner(self, self.check_factors(init), check_order_arg(order, 2))
 
-    theories = ("flow", "slaved", "hierarchy")
-    #: issue 16: the mini-batch noise terms (numeric/attention/noise_untied.py)
-    corrections = ("none", "noise")
-    feasible_grams = (("q1", "q2", +1), ("q1", "q2", -1))
-    feasible_free = ("m",)
-    feasible_text = ("untied: m free; (q1 + q2)/2 and (q1 - q2)/2 PSD (Gram matrices of the "
-                     "symmetric and antisymmetric parts of M); exact")
-
-    def landscape_potential(self):
-        """The untied potential's ``phi`` in (m, q1, q2), without the m-Hessian."""
-        from attndyn.symbolic.potential import untied_potential
-        return untied_potential(self.loss, self.K, self.L, self.C, hessian=False)
-
-    def assumptions(self, init, quick: bool = False) -> list:
-        """Theorem 3's Assumptions 4.1, 4.4, 5 and 6 at ``init`` (untied pairs)."""
-        from attndyn.numeric.attention.untied.assumptions import untied_diagnostics
-        return untied_diagnostics(self, init, quick)
-
-    def check_theory(self, theory, order):
-        """compare: ``"flow"`` (the full finite-d flow, default), ``"slaved"`` (m = m*(q))
-        or ``"hierarchy"`` (eqs. 31-32 truncated at ``order``, default 4)."""
-        from attndyn.numeric.attention.untied.theory import check_theory
-        return check_theory(theory, order)
-
-    def theory(self, init, t, *, theory: str, order, check, words, **kwargs):
-        """The untied theory at the SGD times (slow ``tau = eta n / d``), rows named as
-        the SGD observables; see :func:`attndyn.numeric.attention.untied_theory.compare_theory`."""
-        from attndyn.numeric.attention.untied.theory import compare_theory
-        return compare_theory(self, init, t, theory=theory, order=order, check=check,
-                              words=words, **kwargs)
+    @cached_property
+    def theory(self) -> UntiedTheory:
+        """The :class:`~attndyn.numeric.attention.untied.theory.UntiedTheory` of this model."""
+        return UntiedTheory(self)
 
     def matrix_flow(self, matrices, t_eval, **options):
-        """The finite-d untied flow from pairs ``(U_k, V_k)`` (``mode="full"``: fast time
-        ``t = eta n``; ``mode="slaved"``: slow time); see
-        :func:`attndyn.numeric.attention.untied_theory.untied_flow`."""
-        from attndyn.numeric.attention.untied.fastslow import untied_flow
-        return untied_flow(self, matrices, t_eval, **options)
+        """The finite-d untied flow from pairs ``(U_k, V_k)`` (``self.theory.matrix_flow``)."""
+        return self.theory.matrix_flow(matrices, t_eval, **options)
 
-    # -- the fast-slow theory (attndyn.numeric.attention.untied_theory) ----------
+    # -- the fast-slow theory (attndyn.numeric.attention.untied.fastslow) ----------
     def fast_flow(self, pairs, t_eval, **kw):
         """The fast flow (28) of the means on ``t = eta n``, moments frozen; see
-        :func:`attndyn.numeric.attention.untied_theory.fast_flow`."""
-        from attndyn.numeric.attention.untied.fastslow import fast_flow
+        :func:`attndyn.numeric.attention.untied.fastslow.fast_flow`."""
         return fast_flow(self, pairs, t_eval, **kw)
 
     def critical_mean(self, pairs_or_state, **kw):
         """``m*(q)`` of eq. (29), the root the fast flow reaches from ``m(0)``, with
-        its label; see :func:`attndyn.numeric.attention.untied_theory.critical_mean`."""
-        from attndyn.numeric.attention.untied.fastslow import critical_mean
+        its label; see :func:`attndyn.numeric.attention.untied.fastslow.critical_mean`."""
         return critical_mean(self, pairs_or_state, **kw)
 
     def hierarchy(self, order: int, letters=None):
         """The slow hierarchy (31)-(32) truncated at ``order`` (eq. 892):
-        :class:`attndyn.numeric.attention.untied_theory.UntiedHierarchy`."""
-        from attndyn.numeric.attention.untied.hierarchy import hierarchy
-        return hierarchy(self, order, letters)
+        :class:`attndyn.numeric.attention.untied.fastslow.UntiedHierarchy`."""
+        return self.theory.hierarchy(order, letters)
 
     def order_parameters(self, init) -> dict:
         """``m, tA, tB, q1, q2`` of the pairs ``(U_k, V_k)`` (numpy arrays)."""

@@ -38,7 +38,7 @@ This module has
   ``eta^2`` term (``Zbar X Zbar``), its batch-noise part (``1/B``) and the
   ``eta^3`` term of ``q1_kk, q2_kk``; exact at finite ``d`` for a loss of degree
   <= 2 in ``G`` (joint moments of Gaussian quadratic forms,
-  :func:`attndyn.numeric.attention.noise.qf_moment`), or at leading order in
+  :func:`attndyn.numeric.attention.corrections.qf_moment`), or at leading order in
   ``1/d`` with the Gaussian engine;
 - :func:`one_step_empirical`: the mean over many batches at fixed weights,
   vectorised (``B x B`` Gram matrices), split by the power of ``eta``, with
@@ -63,12 +63,21 @@ import math
 
 import numpy as np
 
-from attndyn.numeric.attention.base import check_model
-from attndyn.numeric.attention.corrections import qf_moment, quadratic_loss
+from attndyn.numeric.attention.base import check_model, Correction, obs_key, resolve_seed
+from attndyn.numeric.attention.corrections import BatchMeans, qf_moment, quadratic_loss
+from attndyn.numeric.attention.training import _check_batch, _check_eta
+from attndyn.numeric.attention.untied.coefficients import (_H_FAIL, _HEAD, _kernel_rhs,
+                                                           _low_from_words, _obs, NOT_CONVERGED,
+                                                           RootError, with_loss_row)
+from attndyn.numeric.attention.untied.fastslow import critical_mean
+from attndyn.numeric.attention.untied.hierarchy import hierarchy
+from attndyn.numeric.core.results import IntegrationError, TruncationNotConverged
+from attndyn.numeric.core.validate import check_t_eval
+from attndyn.symbolic import untied as su
 
 __all__ = ["one_step_prediction", "one_step_empirical", "one_step_check", "check_table",
            "noise_coefficients", "noise_terms", "noise_text", "noise_rhs", "random_configs",
-           "LETTER_RULES", "noise_hierarchy", "noise_shift"]
+           "LETTER_RULES", "noise_hierarchy", "noise_shift", "UntiedNoise"]
 
 M_, MT_, A_, B_ = 0, 1, 2, 3  # letter kinds; letter = 4 k + kind
 
@@ -80,10 +89,9 @@ LETTER_RULES = {M_: (A_, B_, MT_), MT_: (B_, A_, M_), A_: (M_, MT_, B_), B_: (MT
 # validation
 
 def _check_untied(model, what="noise_untied"):
-    """The model if it is parameterised by pairs ``(U_k, V_k)`` (the capability
-    ``check_factors``, not a kind check), else a ValueError."""
+    """The model if its SGD moves pairs ``(U_k, V_k)`` (``sgd_form``), else a ValueError."""
     model = check_model(model)
-    if not callable(getattr(model, "check_factors", None)):
+    if model.sgd_form != "pairs":
         raise ValueError(f"{what} needs an UntiedModel (pairs U_k, V_k), got "
                          f"{type(model).__name__}")
     return model
@@ -105,12 +113,10 @@ def _untied_one_student(model, pairs):
 
 
 def _check_eta_batch(eta, batch):
-    from attndyn.numeric.attention.training import _check_batch, _check_eta
     return _check_eta(eta), _check_batch(batch)
 
 
 def _obs_names(K, k):
-    from attndyn.numeric.attention.base import obs_key
     teachers = [l for l in range(K) if l != k]
     keys = [("m",), ("tA",), ("tB",), ("q1s",), ("q2s",)]
     names = [obs_key("m", k), obs_key("tA", k), obs_key("tB", k), obs_key("q1", k, k),
@@ -158,8 +164,8 @@ def _untied_expectation(model, expr_fn):
 def noise_coefficients(model):
     """``Lambda(m, q1, q2)``: the ``K x K`` matrix ``E[dloss/dG_k dloss/dG_l]`` of the
     untied Gaussian-equivalent pre-activations (paper 003, Theorem 1 applied to the
-    function ``l_k l_l``), as a callable. Cached on the model."""
-    cache = model.__dict__.setdefault("_noise_untied_cache", {})
+    function ``l_k l_l``), as a callable. Cached on the model's theory."""
+    cache = model.theory.noise_cache
     if "lambda" in cache:
         return cache["lambda"]
     import sympy as sp
@@ -189,7 +195,7 @@ def noise_coefficients(model):
 
 def _lead_moments(model, k):
     """Gaussian-engine ``E[l_k^2]``, ``E[l_k^2 G_j]``, ``E[l_k^2 G_i G_j]`` (leading order)."""
-    cache = model.__dict__.setdefault("_noise_untied_cache", {})
+    cache = model.theory.noise_cache
     key = ("lead", k)
     if key in cache:
         return cache[key]
@@ -285,8 +291,7 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
         El = float(np.trace(N)) / sd + beta
         Zb = (El * I + 2.0 * Ns / sd) / sd
     else:
-        from attndyn.numeric.attention.untied.coefficients import theory as _theory
-        th = _theory(model)
+        th = model.theory.coefficients
         m = np.array([np.trace(X) for X in Ms]) / sd
         q1 = np.array([[np.sum(Ms[i] * Ms[j]) for j in range(K)] for i in range(K)]) / d
         q2 = np.array([[np.sum(Ms[i] * Ms[j].T) for j in range(K)] for i in range(K)]) / d
@@ -428,7 +433,6 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
         chunk = max(1, min(n_batches, int(3e7 // (Bsz * d * (nmat + 4)))))
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
-    from attndyn.numeric.attention.base import resolve_seed
     rng = np.random.default_rng(resolve_seed(seed))
     c = 1.0 - eta * model.weight_decay / d
     sd = math.sqrt(d)
@@ -446,7 +450,6 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
     n_obs = len(keys)
     trA, trB, trM = float(np.trace(Am)), float(np.trace(Bm)), float(np.trace(M))
     q1s0, q2s0 = float(np.sum(M * M)), float(np.sum(M * M.T))
-    from attndyn.numeric.attention.corrections import BatchMeans
     acc = BatchMeans(n_obs, 5)
     Hk = H[k]
     done = 0
@@ -545,7 +548,6 @@ def random_configs(model, d: int, n: int, seed=0, scale_range=(0.5, 1.2)) -> lis
     ``scale_range``, and the pairs' ``U_k`` shifted by ``0.3 V_k`` so that the means
     ``m_k = Tr(U V^T)/sqrt d`` are of order one (``s tB`` with ``s`` uniform in
     ``[-0.3, 0.3]``) rather than ``O(d^-1/2)``."""
-    from attndyn.numeric.attention.base import resolve_seed
     model = check_model(model)
     rng = np.random.default_rng(resolve_seed(seed))
     out = []
@@ -628,7 +630,7 @@ def noise_terms(word, trainable, K: int):
 
     Per SGD step the change is ``eta^2 N_alpha / B``. Tied attention (``L = R = C =
     S``, ``E Tr(dA X dA Y) = 4 Lambda Tr X Tr Y / (d B)``) gives the tied rule of
-    :func:`attndyn.numeric.attention.noise.noise_terms`.
+    :func:`attndyn.numeric.attention.tied.noise.noise_terms`.
     """
     from attndyn.symbolic.untied import untied_alphabet
     from attndyn.symbolic.words import canonical
@@ -760,28 +762,25 @@ def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
     """Integrate the truncated slow hierarchy plus ``eps N_alpha`` (scipy DOP853)."""
     from scipy.integrate import solve_ivp
 
-    from attndyn.numeric.attention.untied import coefficients as uc
-    from attndyn.numeric.attention.untied import fastslow as ut
-    from attndyn.numeric.attention.untied import hierarchy as uh
     K = model.K
     lamf = noise_coefficients(model)
-    H = uh.hierarchy(model, order_)
+    H = hierarchy(model, order_)
     st = H.initial_state(pairs)
-    cm = ut.critical_mean(model, st, warn=False)
+    cm = critical_mean(model, st, warn=False)
     if not cm.success:
-        raise uc.RootError(f"root search failed: {cm.message}")
+        raise RootError(f"root search failed: {cm.message}")
     sysm = H._system(cm.m, tol=newton_tol)
     tgt, coef, kk, ll, ia, ib = _noise_structure(H, model)
     n = H.n_moments
-    msl = slice(uc._HEAD + K, uc._HEAD + 2 * K)
+    msl = slice(_HEAD + K, _HEAD + 2 * K)
 
     def rhs(t, y):
-        dy = uc._kernel_rhs(sysm, y)
-        if sysm.gparams[uc._H_FAIL] > 0:
+        dy = _kernel_rhs(sysm, y)
+        if sysm.gparams[_H_FAIL] > 0:
             return np.full(n, np.nan)
         if eps == 0.0:
             return dy
-        _, _, q1, q2 = uc._low_from_words(K, H.words, y)
+        _, _, q1, q2 = _low_from_words(K, H.words, y)
         lam = lamf(sysm.gparams[msl].copy(), q1, q2)
         ye = np.append(y, 1.0)
         vals = coef * lam[kk, ll] * ye[ia] * ye[ib]
@@ -793,7 +792,6 @@ def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
 
 
 def _check_noise_args(model, pairs, tau_eval, eta, batch):
-    from attndyn.numeric.core.validate import check_t_eval
     eta, Bsz = _check_eta_batch(eta, batch)
     model = _check_untied(model, "the untied noise correction")
     if model.L != 1:
@@ -821,8 +819,6 @@ def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol:
     in ``diagnostics["truncation_gap"]`` (status 2 above ``conv_tol``). Needs
     ``L = 1``, ``C = 1``; rows as :meth:`UntiedHierarchy.integrate`.
     """
-    from attndyn.numeric.core.results import IntegrationError, TruncationNotConverged
-    from attndyn.numeric.attention.untied import coefficients as uc
     model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
     d = pairs[0][0].shape[0]
     eps = eta * d / Bsz
@@ -846,7 +842,7 @@ def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol:
             gap = float(np.max(np.abs(Y[low] - sol2.y[idx2])))
             diag["truncation_gap"] = gap
             if gap > conv_tol:
-                status = uc.NOT_CONVERGED
+                status = NOT_CONVERGED
                 message += (f"; NOT converged in the truncation order: orders {order} and "
                             f"{order + 2} differ by {gap:.3g} > conv_tol = {conv_tol:g}")
             else:
@@ -854,7 +850,7 @@ def noise_hierarchy(model, pairs, tau_eval, *, eta, batch, order: int = 4, rtol:
     res = H._result(sol.t, Y, means, params, status, message, diag)
     res.kind = "untied_noise_hierarchy"
     if raise_on_failure and status != 0:
-        exc = TruncationNotConverged if status == uc.NOT_CONVERGED else IntegrationError
+        exc = TruncationNotConverged if status == NOT_CONVERGED else IntegrationError
         raise exc(message)
     return res
 
@@ -877,8 +873,6 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
     2.90e-2, 1.04e-2, 1.68e-2, 1.42e-2, 1.52e-2 against 1.51e-2 +- 4e-4 for SGD minus the
     flow; the orders agree to 1e-4 up to ``tau = 0.025``.
     """
-    from attndyn.numeric.attention.untied import coefficients as uc
-    from attndyn.numeric.attention.untied import fastslow as ut
     model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
     d = pairs[0][0].shape[0]
     eps = eta * d / Bsz
@@ -889,20 +883,20 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
         H, _, s1 = _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol)
         _, _, s0 = _run_noise(model, pairs, tau_eval, 0.0, order_, rtol, atol, newton_tol)
         if s1.status != 0 or s0.status != 0 or s1.y.shape != s0.y.shape:
-            raise ut.IntegrationError(f"noise_shift: the hierarchy at order {order_} stopped "
+            raise IntegrationError(f"noise_shift: the hierarchy at order {order_} stopped "
                                       f"({s1.message}; {s0.message})")
         D = s1.y - s0.y
         words = [w for w in H.words if len(w) <= 2]
         rows = [D[H.index(w)] for w in words]
-        names = [ut.su.word_name(w, K) for w in words]
+        names = [su.word_name(w, K) for w in words]
         for k in tr:
             rows += [D[H.index((4 * k + A_,))], D[H.index((4 * k + B_,))]]
-            names += [uc._obs("tA", k), uc._obs("tB", k)]
+            names += [_obs("tA", k), _obs("tB", k)]
         for nm, kind in (("q1", MT_), ("q2", M_)):
             for k in range(K):
                 for l in range(K):
                     rows.append(D[H.index((4 * k + M_, 4 * l + kind))])
-                    names.append(uc._obs(nm, k, l))
+                    names.append(_obs(nm, k, l))
         return names, np.array(rows)
     names, D = delta(order)
     out = {"t": np.asarray(tau_eval, float), "names": names, "delta": D, "order": order,
@@ -911,3 +905,44 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
         _, D2 = delta(order - 1)
         out["truncation_gap"] = float(np.max(np.abs(D - D2)))
     return out
+
+
+class UntiedNoise(Correction):
+    """``correction="noise"`` of the untied theory (issue 16, slow time only): the
+    mini-batch noise terms to first order in ``eta d / B``. ``theory="hierarchy"``: the
+    truncated hierarchy with the noise terms (:func:`noise_hierarchy`); ``"flow"`` and
+    ``"slaved"``: the flow plus the hierarchy's noise shift at ``noise_order`` (default
+    ``max(order, 6)``, checked against ``noise_order - 1`` unless ``noise_check`` is
+    False; :func:`noise_shift`)."""
+
+    name = "noise"
+
+    def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
+              time="slow", noise_order=None, noise_check=True, **options):
+        if time != "slow" or eta is None or batch is None:
+            raise ValueError("correction='noise' (untied) needs eta, batch and the slow time")
+        model = theory.model
+        pairs = model.check_factors(init, "init")
+        d = pairs[0][0].shape[0]
+        t = check_t_eval(t)
+        if name == "hierarchy":
+            return with_loss_row(model, noise_hierarchy(model, pairs, t, eta=eta, batch=batch,
+                                                        order=order, check=check is not None,
+                                                        **options))
+        res = theory.uncorrected(pairs, t, name=name, order=order, check=check, words=words,
+                                 time=time, **options)
+        sh = noise_shift(model, pairs, t[:res.t.size] if res.t.size else t[:1],
+                         eta=eta, batch=batch, check=bool(noise_check),
+                         order=max(int(order), 6) if noise_order is None else noise_order)
+        names = list(res.names)
+        for row_name, row in zip(sh["names"], sh["delta"]):
+            if row_name in names and res.t.size:
+                res.y[names.index(row_name)] = res.y[names.index(row_name)] + row[:res.t.size]
+        res.params.update({"correction": "noise", "eta": float(eta), "batch": int(batch),
+                           "eta_d_over_B": float(eta) * d / int(batch)})
+        res.diagnostics["noise_truncation_gap"] = sh["truncation_gap"]
+        gap = sh["truncation_gap"]
+        res.message += (f"; plus the noise shift of the order-{sh['order']} hierarchy "
+                        f"(eta d / B = {sh['eta_d_over_B']:.3g}, truncation gap "
+                        + ("not checked)" if gap is None else f"{gap:.2g})"))
+        return res

@@ -1,16 +1,23 @@
-"""The untied theories."""
+"""The untied theory (paper 003, section 4, appendix F): the finite-d flow of the pairs
+on the fast time (``"flow"``), its slaved limit ``m = m*(q)`` on the slow time
+(``"slaved"``) and the slow hierarchy truncated at ``order`` (``"hierarchy"``), with the
+mini-batch noise correction (``"noise"``, :mod:`.noise`). Built by ``UntiedModel.theory``."""
 
 from __future__ import annotations
 
-import numpy as np
+from functools import cached_property
 
-from attndyn.numeric.attention.untied.coefficients import theory, UntiedTrajectory
+from attndyn.numeric.attention.base import NONE, FeasibleSpec, Theory
+from attndyn.numeric.attention.untied.assumptions import untied_diagnostics
+from attndyn.numeric.attention.untied.coefficients import (UntiedCoefficients, UntiedTrajectory,
+                                                          with_loss_row)
 from attndyn.numeric.attention.untied.fastslow import untied_flow
 from attndyn.numeric.attention.untied.hierarchy import hierarchy
+from attndyn.numeric.attention.untied.noise import UntiedNoise
 from attndyn.numeric.core.validate import check_t_eval
 from attndyn.symbolic import untied as su
 
-__all__ = []
+__all__ = ["UntiedTheory", "THEORIES", "check_theory", "compare_theory"]
 
 
 THEORIES = ("flow", "slaved", "hierarchy")
@@ -32,7 +39,8 @@ def check_theory(theory, order):
 
 
 def compare_theory(model, init, t, *, theory: str, order: int, check="auto", words=None,
-                   time: str = "slow", **kwargs) -> UntiedTrajectory:
+                   time: str = "slow", correction=None, eta=None, batch=None,
+                   **kwargs) -> UntiedTrajectory:
     """The theory trajectory from the SGD pairs ``init`` at the SGD times ``t``.
 
     ``t`` is on the SGD's time scale: slow ``tau = eta n / d`` (the default of
@@ -43,81 +51,94 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
     Phi(m, q1, q2)`` appended.
 
     ``correction="noise"`` (with ``eta``, ``batch``; issue 16, slow time only): the
-    mini-batch noise terms of :mod:`attndyn.numeric.attention.noise_untied`, to first
+    mini-batch noise terms of :mod:`attndyn.numeric.attention.untied.noise`, to first
     order in ``eta d / B``. ``theory="hierarchy"``: the truncated hierarchy with the
-    noise terms (:func:`~attndyn.numeric.attention.noise_untied.noise_hierarchy`);
+    noise terms (:func:`~attndyn.numeric.attention.untied.noise.noise_hierarchy`);
     ``"flow"``/``"slaved"``: the flow plus the hierarchy's noise shift at ``noise_order``
     (default ``max(order, 6)``, checked against ``noise_order - 1`` unless ``noise_check``
-    is False; :func:`~attndyn.numeric.attention.noise_untied.noise_shift`).
+    is False; :func:`~attndyn.numeric.attention.untied.noise.noise_shift`).
     """
     if time not in ("slow", "fast"):
         raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
-    correction = kwargs.pop("correction", "none") or "none"
-    eta, batch = kwargs.pop("eta", None), kwargs.pop("batch", None)
-    noise_order = kwargs.pop("noise_order", None)
-    noise_check = kwargs.pop("noise_check", True)
-    if correction not in ("none", "noise"):
-        raise ValueError(f"correction for an UntiedModel must be 'none' or 'noise', got "
-                         f"{correction!r}")
-    if correction == "noise" and (time != "slow" or eta is None or batch is None):
-        raise ValueError("correction='noise' (untied) needs eta, batch and the slow time")
+    th = model.theory
+    return th.correction(correction).apply(th, init, t, name=theory, order=order, check=check,
+                                           words=words, eta=eta, batch=batch, time=time,
+                                           **kwargs)
+
+
+def _flow_rows(model, init, t, *, theory, order, check, words, time, **kwargs):
+    """The uncorrected theory ``theory`` from the pairs ``init`` at the SGD times ``t``."""
+    if time not in ("slow", "fast"):
+        raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
     pairs = model.check_factors(init, "init")
     d = pairs[0][0].shape[0]
     t = check_t_eval(t)
-    K = model.K
     wl = None if words is None else [w for w in words if len(w)]
-    if correction == "noise":
-        from attndyn.numeric.attention.untied.noise import noise_hierarchy, noise_shift
-        if theory == "hierarchy":
-            res = noise_hierarchy(model, pairs, t, eta=eta, batch=batch, order=order,
-                                  check=check is not None, **kwargs)
-        else:
-            res = compare_theory(model, pairs, t, theory=theory, order=order, check=check,
-                                 words=words, time=time, **kwargs)
-            sh = noise_shift(model, pairs, t[:res.t.size] if res.t.size else t[:1],
-                             eta=eta, batch=batch, check=bool(noise_check),
-                             order=max(int(order), 6) if noise_order is None else noise_order)
-            names = list(res.names)
-            for name, row in zip(sh["names"], sh["delta"]):
-                if name in names and res.t.size:
-                    res.y[names.index(name)] = res.y[names.index(name)] + row[:res.t.size]
-            res.params.update({"correction": "noise", "eta": float(eta), "batch": int(batch),
-                               "eta_d_over_B": float(eta) * d / int(batch)})
-            res.diagnostics["noise_truncation_gap"] = sh["truncation_gap"]
-            gap = sh["truncation_gap"]
-            res.message += (f"; plus the noise shift of the order-{sh['order']} hierarchy "
-                            f"(eta d / B = {sh['eta_d_over_B']:.3g}, truncation gap "
-                            + ("not checked)" if gap is None else f"{gap:.2g})"))
-            return res
-    elif theory == "flow":
+    if theory == "flow":
         tf = t * d if time == "slow" else t
         res = untied_flow(model, pairs, tf, mode="full", order=order, words=wl, **kwargs)
         res.t = res.t / d if time == "slow" else res.t
         res.params["time"] = "tau = eta * n / d (slow)" if time == "slow" else "t = eta * n (fast)"
-    else:
-        if time != "slow":
-            raise ValueError(f"theory {theory!r} lives on the slow time (tau = eta n / d); "
-                             "use theory='flow' for the fast time")
-        if theory == "slaved":
-            res = untied_flow(model, pairs, t, mode="slaved", order=order, words=wl, **kwargs)
-        else:
-            res = hierarchy(model, order).integrate(pairs, t, check=check, **kwargs)
-    th = theory_of(model)
-    loss = np.full(res.t.size, np.nan)
-    for j in range(res.t.size):
-        m = np.array([res.observable("m", k)[j] for k in range(K)])
-        q1 = np.array([[res.observable("q1", k, l)[j] for l in range(K)] for k in range(K)])
-        q2 = np.array([[res.observable("q2", k, l)[j] for l in range(K)] for k in range(K)])
-        if np.all(np.isfinite(m)) and np.all(np.isfinite(q1)) and np.all(np.isfinite(q2)):
-            try:
-                loss[j] = th.phi(m, q1, q2)
-            except (AttributeError, TypeError, ValueError):
-                loss[:] = np.nan
-                break
-    if np.all(np.isfinite(loss)):
-        res.y = np.vstack([res.y, loss[None, :]])
-        res.names = list(res.names) + ["loss"]
-    return res
+        return res
+    if time != "slow":
+        raise ValueError(f"theory {theory!r} lives on the slow time (tau = eta n / d); "
+                         "use theory='flow' for the fast time")
+    if theory == "slaved":
+        return untied_flow(model, pairs, t, mode="slaved", order=order, words=wl, **kwargs)
+    return hierarchy(model, order).integrate(pairs, t, check=check, **kwargs)
 
 
-theory_of = theory
+class UntiedTheory(Theory):
+    """The theories of an :class:`~attndyn.UntiedModel` (see :func:`compare_theory`) and its
+    compiled potential (:attr:`coefficients`)."""
+
+    names = THEORIES
+    corrections = {"none": NONE, "noise": UntiedNoise()}
+    feasible = FeasibleSpec(grams=(("q1", "q2", +1), ("q1", "q2", -1)), free=("m",),
+                           text="untied: m free; (q1 + q2)/2 and (q1 - q2)/2 PSD (Gram "
+                                "matrices of the symmetric and antisymmetric parts of M); exact")
+
+    @cached_property
+    def noise_cache(self) -> dict:
+        """The noise coefficients of :mod:`.noise`, built on first use."""
+        return {}
+
+    @cached_property
+    def coefficients(self) -> UntiedCoefficients:
+        """The compiled potential and the maps of eqs. (27)-(30), built once."""
+        return UntiedCoefficients(self.model)
+
+    def check(self, name, order):
+        return check_theory(name, order)
+
+    def uncorrected(self, init, t, *, name, order, check, words, time="slow", **options):
+        return with_loss_row(self.model, _flow_rows(self.model, init, t, theory=name, order=order,
+                                                 check=check, words=words, time=time,
+                                                 **options))
+
+    def matrix_flow(self, matrices, t_eval, **options):
+        """The finite-d untied flow from pairs ``(U_k, V_k)`` (``mode="full"``: fast time
+        ``t = eta n``; ``mode="slaved"``: slow time); see
+        :func:`~attndyn.numeric.attention.untied.fastslow.untied_flow`."""
+        return untied_flow(self.model, matrices, t_eval, **options)
+
+    def hierarchy(self, order: int, letters=None):
+        """The slow hierarchy (31)-(32) truncated at ``order`` (eq. 892)."""
+        return hierarchy(self.model, order, letters)
+
+    def limit_flow(self, law, t_eval, *args, panels=None, per_panel=None, blowup=None,
+                   **options):
+        """The ``d -> infinity`` limit of the slaved flow from a law (:mod:`.limit`);
+        ``panels``, ``per_panel`` and ``blowup`` (tied options) do not apply."""
+        from attndyn.numeric.attention.untied.limit import limit_flow  # scipy: lazily
+        return limit_flow(self.model, law, t_eval, *args, **options)
+
+    def assumptions(self, init, quick: bool = False) -> list:
+        """Theorem 3's Assumptions 4.1, 4.4, 5 and 6 at ``init`` (untied pairs)."""
+        return untied_diagnostics(self.model, init, quick)
+
+    def landscape_potential(self):
+        """The untied potential's ``phi`` in (m, q1, q2), without the m-Hessian."""
+        from attndyn.symbolic.potential import untied_potential  # SymPy: lazily
+        m = self.model
+        return untied_potential(m.loss, m.K, m.L, m.C, hessian=False)

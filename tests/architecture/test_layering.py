@@ -45,7 +45,7 @@ def test_public_api_names():
 import ast  # noqa: E402
 import pathlib  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 # source folder -> the package it installs as (pyproject.toml package-dir)
 LAYOUT = {"attndyn": "attndyn", "symbolic": "attndyn.symbolic", "kernels": "attndyn.kernels",
           "numeric": "attndyn.numeric"}

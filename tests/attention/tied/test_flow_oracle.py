@@ -58,7 +58,7 @@ def test_divergent_horizon_reports_non_convergence(d3_model, mats):
     """T = 1, gamma = 0: the truncations diverge in M (MATH.md); the result must say so."""
     t = np.linspace(0, 1.0, 5)
     # the truncation alone; check="auto" compares with order 6 (method="auto" would switch
-    # to the flow beyond the converged range, tests/test_long_horizon.py)
+    # to the flow beyond the converged range, tests/attention/tied/test_long_horizon.py)
     res = d3_model.hierarchy(8).integrate(mats, t, method="truncation")
     assert res.status == 2 and not res.success
     assert "not converged" in res.message

@@ -455,7 +455,7 @@ def test_noise_plus_finite_width_for_a_degree_4_loss():
 @pytest.mark.parametrize("d", [60, 120, 240])
 def test_finite_width_acceptance(d):
     """Issue 16 acceptance: the h2 gap (3.4e-4, 1.1e-4, 6.1e-5 at d = 60, 120, 240, two
-    seeds as in tests/test_golden.py) shrinks >= 3x with the finite-width correction."""
+    seeds as in tests/attention/test_golden.py) shrinks >= 3x with the finite-width correction."""
     sc = _h2_scenario(d)
     m = sc.model()
     t = np.array([0.0, sc.horizon])

@@ -17,6 +17,7 @@ So for ``gamma = 0`` the toy's flow at ``t`` is the tied flow at ``c t``, and fo
 
 import ast
 import math
+from functools import cached_property
 import pathlib
 
 import numpy as np
@@ -25,8 +26,8 @@ import pytest
 import attndyn
 from attndyn.kernels.moments import word_traces
 from attndyn.numeric import compare, matrix_flow
-from attndyn.numeric.attention.base import (AttentionModel, CapabilityError, SGDRunner,
-                                            TimeScale, check_order_arg)
+from attndyn.numeric.attention.base import (AttentionModel, CapabilityError, NoTheory, SGDRunner,
+                                            Theory, TimeScale, check_order_arg)
 from attndyn.numeric.attention.odesolve import solve_flow
 from attndyn.numeric.attention.training import sgd, gaussian_init
 from attndyn.numeric.core.results import IntegrationError, Trajectory
@@ -34,7 +35,7 @@ from attndyn.numeric.core.validate import check_t_eval
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def square(G):
@@ -72,7 +73,6 @@ class ScaledTiedModel(AttentionModel):
 
     kind = "scaled-tied"
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
-    theories = ("flow",)
 
     def __init__(self, c, K, trainable, loss, L=1, C=None, weight_decay=0.0):
         if not c > 0:
@@ -100,14 +100,39 @@ class ScaledTiedModel(AttentionModel):
     def sgd_runner(self, init, order=None):
         return _ScaledRunner(self, self.check_init(init), check_order_arg(order, 2))
 
+    @cached_property
+    def theory(self):
+        return ScaledTiedTheory(self)
+
+    def params_dict(self):
+        return {**self.tied.params_dict(), "model": "scaled-tied", "c": self.c}
+
+
+class ScaledTiedTheory(Theory):
+    """The matrix flow of ``S_k = c W_k W_k^T`` (its one theory, no corrections)."""
+
+    names = ("flow",)
+
+    def check(self, name, order):
+        name = "flow" if name is None else name
+        if name != "flow":
+            raise ValueError(f"theory for a ScaledTiedModel must be 'flow', got {name!r}")
+        return name, (2 if order is None else order)
+
+    def uncorrected(self, init, t, *, name, order, check, words, **kwargs):
+        m = self.model
+        S = [m.c * W @ W.T for W in m.check_init(init)]
+        return self.matrix_flow(S, t, words=words, **kwargs)
+
     def matrix_flow(self, matrices, t_eval, *, order=4, words=None, rtol=1e-11, atol=1e-13,
                     method="DOP853", blowup=1e100, raise_on_failure=False):
-        mats = self.check_matrices(matrices)
+        m = self.model
+        mats = m.check_matrices(matrices)
         t_eval = check_t_eval(t_eval)
-        K, d, c = self.K, mats[0].shape[0], self.c
-        words = canonical_words(order, self.alphabet) if words is None else words
-        tr = list(self.trainable)
-        gfun, gp = self.tied.gradient_function, self.tied.gradient_parameters
+        K, d, c = m.K, mats[0].shape[0], m.c
+        words = canonical_words(order, m.alphabet) if words is None else words
+        tr = list(m.trainable)
+        gfun, gp = m.tied.gradient_function, m.tied.gradient_parameters
         gout = np.empty(K * K)
 
         def unpack(y):
@@ -124,7 +149,7 @@ class ScaledTiedModel(AttentionModel):
             G = gout.reshape(K, K)
             dy = np.empty_like(y)
             for j, k in enumerate(tr):
-                acc = -(self.weight_decay / 2.0) * S[k]
+                acc = -(m.weight_decay / 2.0) * S[k]
                 for l in range(K):
                     P = S[l] @ S[k]
                     acc = acc - c * G[k, l] * (P + P.T)
@@ -138,23 +163,10 @@ class ScaledTiedModel(AttentionModel):
         res = Trajectory(t=sol.t, y=y.reshape(len(words), sol.t.size),
                          names=[word_label(w, K) for w in words],
                          words=[tuple(w) for w in words], kind="matrix_flow",
-                         params=self.params_dict(), status=sol.status, message=sol.message)
+                         params=m.params_dict(), status=sol.status, message=sol.message)
         if raise_on_failure and sol.status != 0:
             raise IntegrationError(sol.message)
         return res
-
-    def check_theory(self, theory, order):
-        theory = "flow" if theory is None else theory
-        if theory != "flow":
-            raise ValueError(f"theory for a ScaledTiedModel must be 'flow', got {theory!r}")
-        return theory, (2 if order is None else order)
-
-    def theory(self, init, t, *, theory, order, check, words, **kwargs):
-        S = [self.c * W @ W.T for W in self.check_init(init)]
-        return self.matrix_flow(S, t, words=words, **kwargs)
-
-    def params_dict(self):
-        return {**self.tied.params_dict(), "model": "scaled-tied", "c": self.c}
 
 
 # ---------------------------------------------------------------------------
@@ -214,14 +226,17 @@ def test_toy_sgd_follows_its_own_flow_through_compare(c):
 def test_capabilities_refuse_through_the_base():
     toy = ScaledTiedModel(2.0, 2, [0], square)
     with pytest.raises(CapabilityError, match="ScaledTiedModel has no moment hierarchy"):
-        toy.hierarchy(4)
+        toy.theory.hierarchy(4)
     with pytest.raises(NotImplementedError):
-        toy.hierarchy(4)
-    # the base class's defaults, which a model without the capability inherits
+        toy.theory.hierarchy(4)
+    # the base class's defaults, which a theory without the capability inherits
     with pytest.raises(CapabilityError, match="ScaledTiedModel has no matrix flow"):
-        AttentionModel.matrix_flow(toy, [np.eye(3)] * 2, [0, 1])
+        Theory.matrix_flow(toy.theory, [np.eye(3)] * 2, [0, 1])
     with pytest.raises(ValueError, match="ScaledTiedModel has no theory"):
-        AttentionModel.check_theory(toy, None, None)
+        NoTheory(toy).check(None, None)
+    # a correction the theory does not list is refused by name, with the choices
+    with pytest.raises(ValueError, match="correction must be one of 'none', got 'noise'"):
+        matrix_flow(toy, [np.eye(3)] * 2, [0, 1], correction="noise", eta=0.1, batch=1)
     with pytest.raises(TypeError, match="attention model"):
         sgd(object(), [], eta=0.1, batch=1, t_eval=[0])
 

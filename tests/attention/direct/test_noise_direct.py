@@ -236,8 +236,8 @@ def test_refusals():
     with pytest.raises(ValueError, match="degree <= 2"):
         _quartic().integrate(S, [0, 0.1], correction="noise+finite-d", eta=0.1, batch=2)
     with pytest.raises(ValueError, match="theory='ode'"):
-        m.theory(S, np.array([0.0, 0.1]), theory="flow", order=None, check=None, words=None,
-                 correction="noise", eta=0.1, batch=2)
+        m.theory.run(S, np.array([0.0, 0.1]), name="flow", order=None, check=None, words=None,
+                     correction="noise", eta=0.1, batch=2)
     with pytest.raises(ValueError, match="not available"):
         compare(m, S, eta=0.1, batch=2, t_eval=[0, 0.1], correction="finite-d")
     with pytest.raises(ValueError, match="degree <= 2"):

@@ -226,7 +226,7 @@ def test_noise_shift_is_first_order_and_starts_like_the_one_step_term():
 
 def test_untied_correction_wiring():
     model = d3()
-    assert model.corrections == ("none", "noise")
+    assert tuple(model.theory.corrections) == ("none", "noise")
     pairs = on_manifold(model, 12, 0.7, 1)
     from attndyn.numeric.attention.untied.theory import compare_theory
     with pytest.raises(ValueError, match="slow time"):
