@@ -38,10 +38,12 @@ Observables:
 the ``B`` fresh samples of the step taken from there (before its update), an
 unbiased estimate of ``Phi`` at the checkpoint's weights.
 
-Seeds: ``seed`` is anything ``numpy.random.SeedSequence`` accepts (or a
-``SeedSequence``, or the dict stored in ``result.seed``); the same seed gives a
+Seeds: ``rng`` (alias ``seed``) is anything ``numpy.random.SeedSequence`` accepts, a
+``SeedSequence``, a Generator or the dict stored in ``result.seed``, by the package's one
+rule (:func:`~attndyn.numeric.core.validate.resolve_rng`); the same int gives a
 bit-identical trajectory. :func:`sgd_runs` spawns independent seeds with
-``SeedSequence.spawn``.
+``SeedSequence.spawn``. Threads: :func:`~attndyn.numeric.core.threads.compute_threads`
+(numba's ``threads``, BLAS ``blas_threads``, default 1).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ import math
 import os
 import time as _time
 import weakref
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -60,7 +61,8 @@ from attndyn.numeric.attention.xp_sgd import check_backend, xp_sgd
 from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.progress import Progress
 from attndyn.numeric.core.results import IntegrationError, Trajectory
-from attndyn.numeric.core.validate import check_t_eval
+from attndyn.numeric.core.threads import compute_threads
+from attndyn.numeric.core.validate import check_t_eval, resolve_rng
 from attndyn.symbolic.lossgrad import loss_gradient
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
@@ -141,7 +143,8 @@ def time_step(model, eta: float, d: int, time: str = "slow") -> float:
 # ---------------------------------------------------------------------------
 # initial conditions
 
-def gaussian_init(model, d: int, *, width=None, scale=1.0, seed=None, symmetric: bool = False):
+def gaussian_init(model, d: int, *, width=None, scale=1.0, rng=None, seed=None,
+                  symmetric: bool = False):
     """Independent Gaussian initial weights (a seeded initialisation).
 
     - tied: ``W_k`` of shape ``(d, d_k)``, entries ``N(0, scale_k^2/d_k)``, so
@@ -153,10 +156,12 @@ def gaussian_init(model, d: int, *, width=None, scale=1.0, seed=None, symmetric:
 
     ``width`` (``d_k``, default ``d``) and ``scale`` are numbers or per-index
     sequences. Independent inits are uninformative (structural overlaps
-    ``O(1/d)``). Calls :meth:`AttentionModel.gaussian_init`.
+    ``O(1/d)``). ``rng`` (alias ``seed``): the package's rule,
+    :func:`~attndyn.numeric.core.validate.resolve_rng`. Calls :meth:`AttentionModel.gaussian_init`.
     """
-    return check_model(model).gaussian_init(d, width=width, scale=scale, seed=seed,
-                                            symmetric=symmetric)
+    return check_model(model).gaussian_init(
+        d, width=width, scale=scale, seed=resolve_rng(rng, seed, name="gaussian_init"),
+        symmetric=symmetric)
 
 
 # ---------------------------------------------------------------------------
@@ -233,19 +238,8 @@ def _check_threads(threads):
     return int(min(threads, numba.config.NUMBA_NUM_THREADS))
 
 
-@contextmanager
-def _numba_threads(n: int):
-    import numba
-    old = numba.get_num_threads()
-    numba.set_num_threads(n)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(old)
-
-
-def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "slow",
-        progress=None, blowup: float = 1e6, threads: int | None = 1,
+def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, time: str = "slow",
+        progress=None, blowup: float = 1e6, threads: int | None = 1, blas_threads=None,
         raise_on_failure: bool = False, max_memory=None, backend: str = "numba",
         device=None, dtype="float64") -> Trajectory:
     """Run finite-d mini-batch online SGD and record the theory's observables.
@@ -272,8 +266,11 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
         ``tau = eta n/d``, untied slow ``eta n/d`` or fast ``eta n``), rounded
         to whole steps. Distinct times that round to one step are an error
         (the step cannot resolve the grid).
-    seed : None, int, sequence, SeedSequence or dict
-        Same seed, same trajectory (bit for bit).
+    rng : None, int, sequence, SeedSequence, Generator or dict
+        The package's rule (:func:`~attndyn.numeric.core.validate.resolve_rng`, SPEC 7):
+        the same int, SeedSequence or stored dict gives the same trajectory (bit for bit);
+        a Generator is a source of entropy and advances (the same object twice: two
+        different runs). ``seed`` is its older name; passing both is an error.
     order : int, optional
         Longest word recorded (tied default 2, untied default 2).
     time : {"slow", "fast"}
@@ -288,6 +285,10 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
         avoids oversubscription with the BLAS threads (``OPENBLAS_NUM_THREADS``),
         which is severe on small or shared machines; raise it on a quiet
         many-core machine. Results do not depend on it (fixed chunking).
+    blas_threads : int or "auto", optional
+        BLAS threads of the step's products, by the package's policy
+        (:func:`~attndyn.numeric.core.threads.compute_threads`): default
+        ``ATTNDYN_BLAS_THREADS`` or 1; ``"auto"``: ``cores // threads``.
     raise_on_failure : bool
         Raise :class:`IntegrationError` instead of returning a failed status.
     max_memory : float, optional
@@ -310,7 +311,8 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
         failure, never NaN values.
     """
     if check_backend(backend, device, dtype):
-        return xp_sgd(model, init, eta=eta, batch=batch, t_eval=t_eval, seed=seed, order=order,
+        return xp_sgd(model, init, eta=eta, batch=batch, t_eval=t_eval, rng=rng, seed=seed,
+                      order=order, blas_threads=blas_threads,
                       time=time, progress=progress, blowup=blowup, device=device or "cpu",
                       dtype=dtype, raise_on_failure=raise_on_failure, max_memory=max_memory)
     model = check_model(model)
@@ -323,7 +325,7 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
         raise ValueError(f"blowup must be a number > 0, got {blowup!r}")
     runner = model.sgd_runner(init, order)
     n_threads = _check_threads(threads)
-    ss = resolve_seed(seed)
+    ss = resolve_rng(rng, seed, name="sgd")
     d = runner.d
     dt = scale.step(eta, d)
     steps = _checkpoint_steps(t_eval, dt, eta, d, scale.label)
@@ -349,7 +351,7 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
     status, fail_step = 0, -1
     t0 = _time.perf_counter()
     with Progress(n_total, f"sgd {kind} d={d} B={B}", enabled=progress) as bar, \
-            _numba_threads(n_threads):
+            compute_threads(n_threads, blas_threads) as (_, n_blas):
         for i, target in enumerate(steps):
             while done < target:
                 n = int(min(chunk, target - done))
@@ -401,16 +403,18 @@ def sgd(model, init, *, eta, batch, t_eval, seed=None, order=None, time: str = "
     res = Trajectory(t=steps_kept * dt, y=ys, names=list(runner.names), words=words, kind="sgd",
                      params=params, seed=seed_record(ss), status=status, message=message,
                      diagnostics={"steps": steps_kept, "wall_s": wall, "failed_step": fail_step,
-                                  "model": kind, "threads": n_threads}, inv=runner.inv)
+                                  "model": kind, "threads": n_threads,
+                                  "blas_threads": n_blas}, inv=runner.inv)
     if raise_on_failure and status != 0:
         raise IntegrationError(message)
     return res
 
 
-def sgd_runs(model, init, *, n_seeds: int, seed=None, **kwargs) -> list:
+def sgd_runs(model, init, *, n_seeds: int, rng=None, seed=None, **kwargs) -> list:
     """``n_seeds`` independent :func:`sgd` runs from the same ``init``, seeded by
-    ``SeedSequence(seed).spawn(n_seeds)``."""
+    ``SeedSequence(rng).spawn(n_seeds)`` (``rng``, alias ``seed``: the package's rule,
+    :func:`~attndyn.numeric.core.validate.resolve_rng`)."""
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
         raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
-    children = resolve_seed(seed).spawn(int(n_seeds))
-    return [sgd(model, init, seed=c, **kwargs) for c in children]
+    children = resolve_rng(rng, seed, name="sgd_runs").spawn(int(n_seeds))
+    return [sgd(model, init, rng=c, **kwargs) for c in children]

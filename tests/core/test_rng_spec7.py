@@ -76,11 +76,8 @@ def _pending(fn, why, raises=TypeError):
     return pytest.param(fn, marks=pytest.mark.xfail(raises=raises, reason=why))
 
 
-_NOT_WIRED = "takes seed= only (rng= is wired in numeric/attention/training.py next)"
 ENTRIES_RNG = [
-    _pending(_sgd, _NOT_WIRED), _pending(_sgd_runs, _NOT_WIRED),
-    _pending(_gaussian_init, "AttentionModel.gaussian_init takes seed= only"),
-    _xp_sgd, _xp_sgd_runs, _sweep,
+    _sgd, _sgd_runs, _gaussian_init, _xp_sgd, _xp_sgd_runs, _sweep,
     _pending(_transformer, "Transformer takes seed= only"),
 ]
 ENTRIES_SEED = [
