@@ -29,7 +29,7 @@ from attndyn.numeric.core.validate import resolve_seed
 __all__ = ["check_cor4", "config"]
 
 _CONFIGS = {
-    "small": ScanConfig(c=0.3, dims=(24, 34, 48, 68, 96), seeds=(6, 5, 4, 4, 3), d_ref=160),
+    "small": ScanConfig(c=0.3, dims=(24, 34, 48, 68, 96), seeds=(6, 5, 4, 4, 3), d_ref=96),
     "default": ScanConfig(c=0.3, d_ref=320),
     "slow": ScanConfig(c=0.3, dims=(40, 57, 80, 113, 160, 226, 320),
                        seeds=(8, 6, 5, 4, 4, 3, 3), d_ref=640),

@@ -184,10 +184,24 @@ def _untied_T(model, init, c, T_max, n_grid, s, r):
                "no d -> infinity solver for the untied model"), diag
 
 
-def _direct_T(model, init, c, T_max, s, r):
-    wr = model.weak_recovery(init, c, [4.0], T_max=T_max, student=s, teacher=r)
-    return wr["tau_c"], ("closed ODE (402)-(404) of Theorem 4 from the initial order parameters "
-                         "(exact as d -> infinity)"), wr["corollary7"]
+def _direct_T(model, init, c, T_max, n_grid, s, r):
+    # the closed ODE through the public integrate (no call to SModel.weak_recovery, which
+    # may come to delegate here); bracket on n_grid points, then 201 points in the bracket
+    diag = model.corollary7(init, student=s, teacher=r)
+
+    def cross(grid):
+        tr = model.integrate(init, grid)
+        if tr.status != 0:
+            raise RuntimeError(f"the closed ODE failed: {tr.message}")
+        return crossing_time(tr.t, overlap(model, tr, s, r), c)
+    T = cross(np.linspace(0.0, T_max, n_grid))
+    if math.isfinite(T) and T > 0:
+        h = T_max / (n_grid - 1)
+        lo, hi = max(0.0, T - h), min(T_max, T + h)
+        fine = np.linspace(lo, hi, 201)
+        T = cross(np.unique(np.concatenate([[0.0], fine])) if lo > 0 else fine)
+    return T, ("closed ODE (402)-(404) of Theorem 4 from the initial order parameters "
+               "(exact as d -> infinity)"), diag
 
 
 def weak_recovery(model, init_or_law, c: float, d, *, eta=None, c0: float = 1.0,
@@ -241,7 +255,7 @@ def weak_recovery(model, init_or_law, c: float, d, *, eta=None, c0: float = 1.0,
         premise = f"Corollary 4: {extra['verdict']}"
         name, tlabel, law = "untied", "tau = eta n / d", "N = B tau d^2 log d / c0"
     else:
-        T, theory, extra = _direct_T(model, init_or_law, c, T_max, s, r)
+        T, theory, extra = _direct_T(model, init_or_law, c, T_max, n_grid, s, r)
         premise = f"Corollary 7: {extra['verdict']}"
         name, tlabel, law = "direct S", "tau = eta n / d", "N = B tau d^2 log d / c0"
     f = _steps_factor(model)
@@ -316,7 +330,7 @@ class ScanConfig:
 
 
 def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, progress=None,
-               force: bool = False) -> CheckResult:
+               force: bool = False, finite_d=None) -> CheckResult:
     """Run the d-scan of ``cfg`` for ``model`` and judge it like ``cor3``.
 
     ``limit_state``: what :func:`weak_recovery` takes for the theory (the
@@ -326,6 +340,11 @@ def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, pro
     applicable" and, unless ``force``, no SGD runs. Held when ``d^2 log d`` has
     the lowest AIC, ``|k - 1| <= K_TOL`` and the fitted prefactor is within
     ``PREFACTOR_TOL`` of the theory's ``A``; ``worst`` is ``|k - 1|``.
+
+    ``finite_d``: optional ``d -> (mean, sd)`` of the predicted escape time at that
+    ``d`` (:mod:`.escape`); then the detail adds the SGD mean crossing time against it
+    in seed units and ``k`` refitted on ``N T_inf / E_d T`` (the finite-d offset of
+    the start removed), reported, not judged.
     """
     t0 = time.perf_counter()
     pred = weak_recovery(model, limit_state, cfg.c, list(cfg.dims), c0=cfg.c0, batch=cfg.batch)
@@ -381,12 +400,25 @@ def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, pro
               f"{pred.A:.4g} ({pref_err:.1%} off; {pred.theory}); mean SGD crossing vs theory "
               f"T = {pred.T:.4g}: " + ", ".join(f"{v:+.1%}" for v in sgd_vs_th)
               + f"; {pred.premise}; eta_d = {cfg.c0:g}/(d log d), B = {cfg.batch}, c = {cfg.c:g}")
+    extra = {}
+    if finite_d is not None:
+        zs, corr = [], []
+        for m, smp in zip(per_d, samples):
+            mu, sd = finite_d(m["d"])
+            zs.append(float((np.mean(m["T_sgd"]) - mu) / (sd / math.sqrt(len(m["T_sgd"])))))
+            corr.append(np.asarray(smp, float) * pred.T / mu)
+        fc = fit_scaling(cfg.dims, corr)
+        extra = {"finite_d_z": zs, "fit_corrected": fc}
+        detail += ("; finite-d escape law: SGD mean crossing in seed units "
+                   + ", ".join(f"{z:+.1f}" for z in zs)
+                   + f"; k on N T_inf/E_d T = {fc['k_hat']:.2f} +- {fc['k_se_scaled']:.2f} "
+                   f"(preferred {fc['preferred']}; reported, not judged)")
     if not premise_ok:
         detail = "premise fails, scan run anyway (not judged): " + detail
     from attndyn.numeric.core.labelled import jsonable
     data = jsonable({**base, "per_d": per_d, "fit": fit, "A_fit": A_fit,
                      "prefactor_error": pref_err, "sgd_vs_theory": sgd_vs_th,
-                     "models": list(SCALING_MODELS)})
+                     "models": list(SCALING_MODELS), **extra})
     return CheckResult(key, reference, verdict, n_inst, k_err, measured, bound=K_TOL,
                        expectation=expectation, detail=detail, data=data,
                        wall_s=time.perf_counter() - t0)
