@@ -156,8 +156,6 @@ class Comparison:
         """Write to one ``.npz`` (no pickles): the aligned SGD mean and theory, every run,
         the spread and the errors, with each trajectory's labels in a JSON header.
         :func:`load_comparison` reads it back."""
-        import json
-
         from attndyn.numeric.core.labelled import jsonable
 
         def header(t):
@@ -182,37 +180,53 @@ class Comparison:
                 "status": int(self.status), "message": self.message,
                 "sgd": header(self.sgd), "theory": header(self.theory),
                 "runs": [header(r) for r in self.runs], "spread": spread_names}
-        np.savez_compressed(path, header=np.array(json.dumps(head)), **arrays)
-        return path
+        from attndyn.numeric.core import safeio
+        # atomic: a kill or a full disk mid-write leaves the previous file intact
+        return safeio.atomic_savez(path, header=safeio.json_array(head), **arrays)
 
 
 COMPARISON_FORMAT = "attndyn-comparison-1"
 
 
 def load_comparison(path) -> Comparison:
-    """Read a :class:`Comparison` written by :meth:`Comparison.save` (never unpickles)."""
-    import json
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            head = json.loads(str(f["header"]))
+    """Read a :class:`Comparison` written by :meth:`Comparison.save` (never unpickles).
+
+    Only a regular file is read (a FIFO, a device or a symlink to one is refused without
+    blocking), through the bounded ``.npz`` reader of :mod:`attndyn.numeric.core.safeio`
+    (a zip bomb or a truncated file is refused before inflating); every defect of the
+    file raises a one-line ``ValueError`` naming it."""
+    from attndyn.numeric.core import safeio
+    what = "not a valid attndyn comparison file:"
+    with safeio.open_npz(path, what) as f:
+        head = safeio.npz_json(f, "header")
+        try:
             if not isinstance(head, dict) or head.get("format") != COMPARISON_FORMAT:
-                raise ValueError("wrong format tag")
+                raise ValueError(f"wrong format tag (expected {COMPARISON_FORMAT})")
+
+            def arr(key, ndim):
+                return safeio.npz_array(f, key, ndim)
 
             def traj(h, t, y):
-                return Trajectory(t=f[t], y=f[y], names=list(h["names"]), kind=h["kind"],
-                                  params=h["params"], seed=h["seed"], status=int(h["status"]),
-                                  message=h["message"],
+                return Trajectory(t=arr(t, 1), y=arr(y, 2), names=list(h["names"]),
+                                  kind=h["kind"], params=h["params"], seed=h["seed"],
+                                  status=int(h["status"]), message=h["message"],
                                   words=None if h["words"] is None else [tuple(w) for w in h["words"]],
                                   inv=None if h["inv"] is None else tuple(h["inv"]))
             runs = [traj(h, f"run{j}_t", f"run{j}_y") for j, h in enumerate(head["runs"])]
-            spread = {n: f[f"spread{j}"] for j, n in enumerate(head["spread"])} or None
-            return Comparison(t=f["t"], names=list(head["names"]),
+            spread = {n: safeio.npz_array(f, f"spread{j}")
+                      for j, n in enumerate(head["spread"])} or None
+            return Comparison(t=arr("t", 1), names=list(head["names"]),
                               sgd=traj(head["sgd"], "sgd_t", "sgd_y"),
                               theory=traj(head["theory"], "theory_t", "theory_y"), runs=runs,
                               spread=spread, errors=head["errors"], params=head["params"],
                               status=int(head["status"]), message=head["message"])
-    except (OSError, KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
-        raise ValueError(f"not a valid attndyn comparison file: {path}: {exc}") from None
+        except safeio.BadFile:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            if isinstance(exc, KeyError):
+                reason = f"missing entry {reason}"
+            raise ValueError(f"{what} {path}: {reason}") from None
 
 
 def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
