@@ -73,15 +73,13 @@ def _pos_float(x, name, meaning=""):
     return x
 
 
-def _as_rng(seed):
-    """An ``np.random.Generator`` from an int, a SeedSequence, a Generator or None."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if seed is None or isinstance(seed, (int, np.integer, np.random.SeedSequence)):
-        if isinstance(seed, bool):
-            raise TypeError(f"seed must be an int, SeedSequence or Generator, got {seed!r}")
-        return np.random.default_rng(seed)
-    raise TypeError(f"seed must be an int, SeedSequence or Generator, got {seed!r}")
+def _as_rng(seed, rng=None, name="seed"):
+    """An ``np.random.Generator`` by the package's rule (SPEC 7,
+    :func:`~attndyn.numeric.core.validate.resolve_rng`): an int, a sequence or a
+    SeedSequence seeds a new stream (``default_rng(0)``'s for 0); a Generator is a source of
+    entropy and advances. ``seed`` is the alias of ``rng``."""
+    from attndyn.numeric.core.validate import resolve_rng
+    return np.random.default_rng(resolve_rng(rng, seed, name=name))
 
 
 def _seed_label(seed):
@@ -193,9 +191,13 @@ class Transformer:
         Output scaling of each block.
     kappa : float > 0
         Attention scaling. Definition 5.2's choices: :func:`good_scalings`.
-    seed : int, SeedSequence or Generator
+    rng : int, SeedSequence or Generator
         Draws ``U_nu, W_nu ~ N(0, 1)`` and ``A_nu ~ Uniform{-1, +1}`` layer by
-        layer (U, W, A for layer 1, then layer 2, ...).
+        layer (U, W, A for layer 1, then layer 2, ...), by the package's rule
+        (:func:`~attndyn.numeric.core.validate.resolve_rng`, SPEC 7): the same int gives the
+        same weights; a Generator is a source of entropy and advances (the same object
+        twice: two different models; ``default_rng(0)`` is not ``0``). ``seed`` is its
+        older name; passing both is an error.
     E : "sinusoidal", "zeros" or (L, d) array
         Fixed positional embedding (:func:`positional_embedding`).
     E_scale : float >= 0
@@ -211,7 +213,7 @@ class Transformer:
     "good" values depend on hidden constants (:func:`good_scalings`).
     """
 
-    def __init__(self, N, L, d, m, eps, omega, kappa, *, seed=None, E="sinusoidal",
+    def __init__(self, N, L, d, m, eps, omega, kappa, *, rng=None, seed=None, E="sinusoidal",
                  E_scale=1.0, mask="causal", dtype="float64"):
         self.dtype = _check_dtype(dtype)
         self.N = _int_ge1(N, "N")
@@ -245,8 +247,13 @@ class Transformer:
                 raise ValueError("E must be finite")
             self.E = E_scale * E
             self._E_kind = "array"
-        self.seed = _seed_label(seed)
-        rng = _as_rng(seed)
+        from attndyn.numeric.core.validate import resolve_rng
+        ss = resolve_rng(rng, seed, name="Transformer")
+        given = seed if rng is None else rng
+        # an int or SeedSequence is its own label; a drawn stream records its entropy
+        self.seed = _seed_label(given if isinstance(given, (int, np.integer,
+                                                            np.random.SeedSequence)) else ss)
+        rng = np.random.default_rng(ss)
         self.U, self.W, self.A = [], [], []
         for _ in range(self.N):
             self.U.append(rng.standard_normal((self.d, self.d)))

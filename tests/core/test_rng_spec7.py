@@ -6,8 +6,8 @@ numbers (it is a source of entropy and advances); two Generators built the same 
 identical numbers, and not those of the int they were built from (the entropy is drawn
 from the Generator, never taken from its seed); ``rng=`` and ``seed=`` together are an error.
 
-Entry points that do not take ``rng=`` yet are marked xfail (strict): the mark fails the
-suite as soon as they are wired, so that it is removed then.
+``reproduce`` (the figures) takes seed counts, not a stream: its SGD runs are seeded
+through ``sgd``, checked here.
 """
 
 from __future__ import annotations
@@ -72,19 +72,7 @@ def _transformer(**kw):
     return attndyn.Transformer(1, 2, 4, 8, eps=1.0, omega=1.0, kappa=1.0, **kw).U[0]
 
 
-def _pending(fn, why, raises=TypeError):
-    return pytest.param(fn, marks=pytest.mark.xfail(raises=raises, reason=why))
-
-
-ENTRIES_RNG = [
-    _sgd, _sgd_runs, _gaussian_init, _xp_sgd, _xp_sgd_runs, _sweep,
-    _pending(_transformer, "Transformer takes seed= only"),
-]
-ENTRIES_SEED = [
-    _sgd, _sgd_runs, _gaussian_init, _xp_sgd, _xp_sgd_runs, _sweep,
-    _pending(_transformer, "Transformer uses a Generator as is: default_rng(0) equals seed=0",
-             raises=AssertionError),
-]
+ENTRIES = [_sgd, _sgd_runs, _gaussian_init, _xp_sgd, _xp_sgd_runs, _sweep, _transformer]
 
 
 def _check_rule(fn, key):
@@ -100,14 +88,14 @@ def _check_rule(fn, key):
         "a Generator is a source of entropy, not its seed: default_rng(5) differs from 5"
 
 
-@pytest.mark.parametrize("fn", ENTRIES_RNG, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("fn", ENTRIES, ids=lambda f: f.__name__.strip("_"))
 def test_rule_through_rng(fn):
     _check_rule(fn, "rng")
     with pytest.raises(TypeError, match="rng= or its alias seed=, not both"):
         fn(rng=1, seed=1)
 
 
-@pytest.mark.parametrize("fn", ENTRIES_SEED, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("fn", ENTRIES, ids=lambda f: f.__name__.strip("_"))
 def test_rule_through_the_seed_alias(fn):
     _check_rule(fn, "seed")
 
