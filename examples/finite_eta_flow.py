@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from attndyn.numeric.attention import noise
+from attndyn.numeric.attention.figures import fig4 as F4
 
 
 def main(argv=None):
@@ -28,7 +28,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="npz file for the curves")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    res = noise.fig4_noise_check(d=a.d, eta=a.eta, batch=a.batch, T=a.T, n_t=a.n_t, scale=a.scale,
+    res = F4.fig4_noise_check(d=a.d, eta=a.eta, batch=a.batch, T=a.T, n_t=a.n_t, scale=a.scale,
                                  seeds=a.seeds)
     wall = time.perf_counter() - t0
     print(f"d = {a.d}, eta = {a.eta}, B = {a.batch}, eta d / B = {a.eta * a.d / a.batch:.4g}, "
@@ -47,7 +47,7 @@ def main(argv=None):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        ax = noise.plot_noise_check(res)
+        ax = F4.plot_noise_check(res)
         fig = np.atleast_1d(ax)[0].figure
         fig.suptitle(f"tied D.3, d = {a.d}, eta = {a.eta}, B = {a.batch}, {a.seeds} SGD seeds")
         fig.tight_layout()

@@ -14,7 +14,8 @@ import time
 import numpy as np
 
 import attndyn
-from attndyn.numeric.attention import noise
+from attndyn.numeric.attention.tied import noise
+from attndyn.numeric.attention import corrections as corr
 
 
 def main(argv=None):
@@ -32,7 +33,7 @@ def main(argv=None):
     rows = noise.one_step_check(model, configs, eta=a.eta, batches=tuple(a.batches),
                                 n_batches=a.n_batches, seed=16)
     wall = time.perf_counter() - t0
-    print(noise.check_table(rows))
+    print(corr.check_table(rows))
     zc = max(abs(r["z_corrected"]) for r in rows)
     zf = min(abs(r["z_flow"]) for r in rows)
     print(f"d = {a.d}, eta = {a.eta}, {a.n_batches} batches per case, {wall:.0f} s: "

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import attndyn
-from attndyn.numeric.attention import noise_untied as nu
+from attndyn.numeric.attention.untied import noise as nu
 
 
 def main(argv=None):

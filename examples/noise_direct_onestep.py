@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 import attndyn
-from attndyn.numeric.attention import noise_direct as nd
+from attndyn.numeric.attention.direct import noise as nd
 
 CASES = {
     # name: (K, trainable, loss, weight decay, number of configurations)
