@@ -30,6 +30,7 @@ the same method, tolerances and ``t_eval`` (same steps, same dense output).
 from __future__ import annotations
 
 from attndyn.numeric.attention.base import check_model
+from attndyn.numeric.core.threads import compute_threads
 
 __all__ = ["matrix_flow"]
 
@@ -37,7 +38,7 @@ __all__ = ["matrix_flow"]
 def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, atol=None,
                 method=None, keep_matrices: bool = False, blowup=None,
                 raise_on_failure: bool = False, correction=None, eta=None,
-                batch=None):
+                batch=None, blas_threads=None):
     """Integrate the finite-d matrix flow of ``model`` from ``matrices``.
 
     Every model that has a flow implements it as ``model.matrix_flow(...)``
@@ -71,6 +72,11 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
         first order in ``eta d / B``; tied, one trainable index, quadratic loss), or
         ``"finite-d"``: the flow of the finite-d population loss (the fourth-cumulant
         correction of :mod:`attndyn.numeric.attention.tied.finite_width`, degree <= 4 losses).
+    blas_threads : int or "auto", optional
+        BLAS threads of the ``d x d`` products of the right-hand side, by the package's
+        policy (:func:`~attndyn.numeric.core.threads.compute_threads`: default 1, or
+        ``ATTNDYN_BLAS_THREADS``); at d = 200 two threads cost 30x the CPU time of one
+        on 2 loaded cores (docs/sgd.md, "Threads").
 
     Returns
     -------
@@ -83,5 +89,7 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
             if v is not None}
     if keep_matrices:
         opts["keep_matrices"] = True
-    return theory.correction(correction).flow(theory, matrices, t_eval, eta=eta, batch=batch,
-                                              raise_on_failure=raise_on_failure, **opts)
+    with compute_threads(blas_threads=blas_threads):
+        return theory.correction(correction).flow(theory, matrices, t_eval, eta=eta,
+                                                  batch=batch, raise_on_failure=raise_on_failure,
+                                                  **opts)

@@ -13,8 +13,9 @@ The policy (:func:`compute_threads`):
 - numba threads: the caller's request (``threads=`` of :func:`attndyn.sgd`), else the
   environment variable ``ATTNDYN_NUMBA_THREADS``, else numba's current count; an int in
   ``1..NUMBA_NUM_THREADS``;
-- BLAS threads: the keyword, else the environment variable ``ATTNDYN_BLAS_THREADS``,
-  else 1: the products are small and interleaved with numba's loops, where one thread
+- BLAS threads: the keyword, else the value of an enclosing :func:`compute_threads` (so
+  ``compare(..., blas_threads=4)`` reaches the flow it runs), else the environment
+  variable ``ATTNDYN_BLAS_THREADS``, else 1: the products are small and interleaved with numba's loops, where one thread
   measured fastest (above). ``"auto"`` gives BLAS the cores numba does not use,
   ``max(1, cores // numba_threads)`` (``cores`` = the CPUs this process may run on), for a
   quiet many-core machine and large ``d``.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import threading
 from contextlib import contextmanager
 
 __all__ = ["compute_threads", "resolve_threads", "available_cores", "BLAS_ENV", "NUMBA_ENV"]
@@ -84,6 +86,8 @@ def resolve_threads(numba_threads=None, blas_threads=None) -> tuple[int, int]:
             raise ValueError(f"{src} must be an int in 1..{top} (numba's thread count, "
                              f"NUMBA_NUM_THREADS), got {nt}")
     src = "blas_threads"
+    if blas_threads is None and _ACTIVE.stack:
+        blas_threads = _ACTIVE.stack[-1]  # an enclosing compute_threads decides
     if blas_threads is None and os.environ.get(BLAS_ENV, "").strip():
         blas_threads, src = os.environ[BLAS_ENV], BLAS_ENV
     bt = 1 if blas_threads is None else _int_or_auto(blas_threads, src, allow_auto=True)
@@ -103,8 +107,9 @@ def compute_threads(numba_threads=None, blas_threads=None):
         Threads of numba's parallel loops, ``1..NUMBA_NUM_THREADS``; default
         ``ATTNDYN_NUMBA_THREADS`` or numba's current count.
     blas_threads : int or "auto", optional
-        Threads of the BLAS library; default ``ATTNDYN_BLAS_THREADS`` or 1 (module
-        docstring: the measured reason); ``"auto"``: ``max(1, cores // numba_threads)``.
+        Threads of the BLAS library; default the enclosing block's, else
+        ``ATTNDYN_BLAS_THREADS``, else 1 (module docstring: the measured reason);
+        ``"auto"``: ``max(1, cores // numba_threads)``.
 
     >>> with compute_threads(1, 1) as (nt, bt):
     ...     (nt, bt)
@@ -114,11 +119,23 @@ def compute_threads(numba_threads=None, blas_threads=None):
     import numba
     old = numba.get_num_threads()
     numba.set_num_threads(nt)
+    _ACTIVE.stack.append(bt)
     try:
         with _controller().limit(limits=bt, user_api="blas"):
             yield nt, bt
     finally:
+        _ACTIVE.stack.pop()
         numba.set_num_threads(old)
+
+
+class _Active(threading.local):
+    """BLAS threads of the enclosing :func:`compute_threads` blocks of this thread."""
+
+    def __init__(self):
+        self.stack: list = []
+
+
+_ACTIVE = _Active()
 
 
 _CONTROLLER: list = [None, -1]

@@ -70,6 +70,18 @@ def test_compute_threads_sets_and_restores(monkeypatch):
     assert numba.get_num_threads() == before_numba and _blas_threads() == before_blas
 
 
+def test_an_enclosing_block_decides_for_the_inner_defaults(monkeypatch):
+    monkeypatch.setenv(BLAS_ENV, "1")
+    np.dot(np.ones((4, 4)), np.ones((4, 4)))
+    with compute_threads(blas_threads=2):
+        with compute_threads() as (_, inner):  # e.g. the flow that compare() runs
+            assert inner == 2 and set(_blas_threads()) == {2}
+        with compute_threads(blas_threads=1) as (_, inner):  # a keyword still wins
+            assert inner == 1 and set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {2}
+    assert resolve_threads()[1] == 1  # outside: the environment again
+
+
 def _cpu_ratio(run_default, run_one, repeats=3):
     """min CPU time of the default over min CPU time with one BLAS thread."""
     run_default()  # compiled, caches warm
@@ -102,6 +114,23 @@ def test_default_threads_cost_no_more_cpu_than_one_blas_thread(backend, monkeypa
         from attndyn.numeric.attention.xp_sgd import xp_sgd as fn
     ratio, t_def, t_one = _cpu_ratio(lambda: fn(model, W, **kw),
                                      lambda: fn(model, W, blas_threads=1, **kw))
+    _report(backend, ratio, t_def, t_one)
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="one core: no BLAS pool to oversubscribe")
+def test_matrix_flow_default_costs_no_more_cpu_than_one_blas_thread(monkeypatch):
+    """The golden flow at d = 200: two BLAS threads took 1.9-2.2 s of CPU time against
+    0.07 s with one (2 loaded cores)."""
+    from attndyn.numeric.attention.flow import matrix_flow
+    monkeypatch.delenv(BLAS_ENV, raising=False)
+    sc = replace(SCENARIOS[0], d=200)
+    model, S, t = sc.model(), sc.matrices(), np.linspace(0.0, 0.05, 3)
+    ratio, t_def, t_one = _cpu_ratio(lambda: matrix_flow(model, S, t),
+                                     lambda: matrix_flow(model, S, t, blas_threads=1))
+    _report("matrix_flow", ratio, t_def, t_one)
+
+
+def _report(backend, ratio, t_def, t_one):
     print(f"{backend}: default {t_def:.3f} s CPU, one BLAS thread {t_one:.3f} s CPU",
           file=sys.stderr)
     assert ratio <= 1.3, (f"{backend}: the default threads cost {ratio:.2f}x the CPU time of one "
