@@ -16,3 +16,4 @@ from . import cor4  # noqa: F401  key "cor4": Corollary 4 (i), untied N_wr ~ d^2
 from . import cor7  # noqa: F401  key "cor7": Corollary 7 case 1, direct-S N_wr ~ d^2 log d
 from . import f4_strong_recovery  # noqa: F401  key "f4": F.4 / Cor. 9, untied strong recovery
 from . import cor8_bound  # noqa: F401  key "cor8": Corollary 8, untied truncations and the cone P
+from . import d5_example  # noqa: F401  key "d5": the D.5 example (392)-(394), PL for (G1 - G2)^2
