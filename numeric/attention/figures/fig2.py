@@ -370,6 +370,16 @@ def _plot_fig2(run, fig=None):
         th = run.curves[f"{act}/S_ode"]
         ax.plot(th.t, np.maximum(np.abs(th.observable("p_Psi_12")),
                                  np.abs(th.observable("p_Omega_12"))), "C1--", lw=1)
+        if f"{act}/tied_flow_noise" in run.curves:
+            fn = run.curves[f"{act}/tied_flow_noise"]
+            ax.plot(fn.t / 4, np.abs(fn.observable("q_12") - fn.observable("mu_1")
+                                     * fn.observable("mu_2")), "C0:", lw=1.5)
+            ax.plot([], [], "C0:", lw=1.5, label='tied: flow, correction="noise"')
+        if f"{act}/S_ode_noise" in run.curves:
+            sn = run.curves[f"{act}/S_ode_noise"]
+            ax.plot(sn.t, np.maximum(np.abs(sn.observable("p_Psi_12")),
+                                     np.abs(sn.observable("p_Omega_12"))), "C1:", lw=1.5)
+            ax.plot([], [], "C1:", lw=1.5, label='direct S: ODE, correction="noise"')
         if f"{act}/S_ode_uninformative" in run.curves:
             u = run.curves[f"{act}/S_ode_uninformative"]
             ax.plot(u.t, np.maximum(np.abs(u.observable("p_Psi_12")),
@@ -400,7 +410,8 @@ def _plot_fig2(run, fig=None):
         ax.set_title(f"direct S vs d ({scan['seeds']} Gaussian starts per d)", fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle(f"Fig. 2 (L=1, MSE teacher-student, Var G=1, uninformative start): d={s['d']}, "
-                 f"$\\eta$={s['eta']}, B={s['batch']}, seeds {s['sgd_seeds']} [{s['mode']}]",
-                 fontsize=9)
+                 f"$\\eta$={s['eta']}, B={s['batch']} ($\\eta d/B$={s['eta'] * s['d'] / s['batch']:.2g}"
+                 + ("; the caption's 0.0039 makes h3 diverge at this d" if s.get("note") else "")
+                 + f"), seeds {s['sgd_seeds']} [{s['mode']}]", fontsize=9)
     fig.tight_layout()
     return fig
