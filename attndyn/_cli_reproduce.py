@@ -135,8 +135,13 @@ def _runner(name, args, out):
     cache = args.cache_dir
     if cache is None and distributed:
         cache = os.path.join(out, "cache")
+    import sys
+
+    # with --json stdout is one JSON document: the plan goes to stderr
+    say = (lambda text: print(text, file=sys.stderr)) if args.json else print
     return TaskRunner(executor, cache_dir=cache, workers=args.workers, backend=args.backend,
-                      device=args.device, plan=distributed, progress=None if distributed else False)
+                      device=args.device, plan=distributed, progress=None if distributed else False,
+                      out=say)
 
 
 def run(command_name, args) -> int:
