@@ -40,6 +40,9 @@ def test_tied_and_untied_predictions():
     p = weak_recovery(tied, math.sqrt(0.5), 0.1, 100, c0=1.0, batch=16, T_max=1.0, n_grid=11)
     assert p.parameterisation == "tied" and p.A == pytest.approx(16 * p.T / 4)
     assert p.T == pytest.approx(0.4997, abs=2e-3)        # the limit flow's T_wr (docs)
+    W = tied.gaussian_init(40, scale=math.sqrt(0.5), seed=3)
+    f = weak_recovery(tied, W, 0.1, 40, T_max=1.0, n_grid=51)
+    assert "finite-d matrix flow" in f.theory and abs(f.T / p.T - 1) < 0.2
     un = UntiedModel(2, [0], mse_teacher_student("h1"))
     pairs = un.gaussian_init(60, scale=1.0, seed=1)
     q = weak_recovery(un, pairs, 0.3, [60], T_max=1.0, n_grid=41)
