@@ -109,7 +109,7 @@ class D5Config:
 
 _CONFIGS = {"small": D5Config(d=32, n_seeds=3, n_mc=8000),
             "default": D5Config(),
-            "slow": D5Config(d=96, d_sgd=48, n_seeds=6, n_mc=80000)}
+            "slow": D5Config(d=96, d_sgd=48, n_seeds=6, n_mc=80000, eta=0.000625)}
 
 
 def config(budget: str) -> D5Config:
