@@ -96,6 +96,7 @@ TASKS = {
 def task_signature(name: str) -> dict:
     """The keyword parameters of task ``name``: name -> default."""
     if name not in TASKS:
-        raise ValueError(f"function {name!r} is not a sweep task; choose one of {sorted(TASKS)}")
+        raise ValueError(f"function {name!r} is not a sweep task; choose one of "
+                         f"{', '.join(sorted(TASKS))}")
     return {p.name: p.default for p in inspect.signature(TASKS[name]).parameters.values()
             if p.name not in ("rng", "seed")}

@@ -61,6 +61,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from attndyn.numeric.core.validate import check_int_per
 from attndyn.numeric.core.validate import resolve_seed  # noqa: F401  (re-exported: part of the protocol's API)
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.printing import word_label
@@ -107,6 +108,17 @@ def check_model(model, name: str = "model") -> "AttentionModel":
         raise TypeError(f"{name} must be an attention model (TiedModel, UntiedModel, SModel or "
                         f"another AttentionModel subclass), got {type(model).__name__}")
     return model
+
+
+def finite_word_traces(mats, words, source: str = "S") -> np.ndarray:
+    """The normalised word traces ``Tr(S_{a_1}...S_{a_n})/d`` of finite matrices, refused
+    with one line when they overflow float64 (entries near 1e150 or more) instead of being
+    returned as inf."""
+    from attndyn.kernels.moments import word_traces
+    from attndyn.numeric.core.validate import check_finite_result
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu = word_traces(mats, words)
+    return check_finite_result(mu, "moments", source)
 
 
 def check_order_arg(order, default):
@@ -235,9 +247,8 @@ class AttentionModel(abc.ABC):
             if len(vals) != K:
                 raise ValueError(f"{name} must be a number or K = {K} numbers")
             return [cast(v) for v in vals]
-        widths = per(d if width is None else width, "width", int)
-        if any(w < 1 for w in widths):
-            raise ValueError(f"width must be >= 1, got {widths}")
+        # ints only: width=2.7 was truncated to 2 silently
+        widths = check_int_per(d if width is None else width, K, "width")
         scales = per(scale, "scale", float)
         if any(not math.isfinite(s) or s < 0 for s in scales):
             raise ValueError(f"scale must be finite and >= 0, got {scales}")

@@ -93,11 +93,12 @@ class Comparison:
 
     def error(self, name: str, metric: str = "max_abs") -> float:
         if metric not in METRICS:
-            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         try:
             return self.errors[name][metric]
         except KeyError:
-            raise KeyError(f"no observable {name!r} in this comparison; have {self.names}") from None
+            raise KeyError(f"no observable {name!r} in this comparison; have "
+                           f"{', '.join(self.names)}") from None
 
     def max_error(self, names=None, metric: str = "max_abs") -> float:
         names = self.names if names is None else list(names)

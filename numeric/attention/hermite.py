@@ -49,6 +49,7 @@ import sympy as sp
 from attndyn.kernels.hermite import (ACTIVATION_CODES, BAND, BLOCK, HERMITE_HEADER, VERSION,
                                      activation_values, hermite_batch, hermite_coefficients,
                                      hermite_grad, side_size)
+from attndyn.numeric.core.validate import kernel_array
 
 __all__ = ["HermitePotential", "hermite_potential", "HERMITE_ACTIVATIONS", "mse_parts"]
 
@@ -319,7 +320,10 @@ class HermitePotential:
 
     # -- evaluation ------------------------------------------------------------------------------
     def _check_q(self, q):
-        q = np.asarray(q, dtype=float)
+        try:  # read-only or memory-mapped q is copied into a writable C array
+            q = kernel_array(q, "q")
+        except TypeError as exc:
+            raise ValueError(f"q must be a finite ({self.K}, {self.K}) array: {exc}") from None
         if q.shape != (self.K, self.K) or not np.all(np.isfinite(q)):
             raise ValueError(f"q must be a finite ({self.K}, {self.K}) array, got shape "
                              f"{np.shape(q)}")

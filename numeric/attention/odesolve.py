@@ -51,7 +51,8 @@ def check_solver_args(rtol, atol, blowup, method):
     blowup = _check_pos_float(blowup, "blowup")
     if isinstance(method, str):
         if method not in _METHODS:
-            raise ValueError(f"method must be one of {sorted(_METHODS)}, got {method!r}")
+            raise ValueError(f"method must be one of {', '.join(sorted(_METHODS))}, got "
+                             f"{method!r}")
         cls = _METHODS[method]
     elif isinstance(method, type) and issubclass(method, _ivp.OdeSolver):
         cls = method

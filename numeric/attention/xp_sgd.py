@@ -529,7 +529,8 @@ def _step_class(model):
     cls = _STEPS.get(form)
     if cls is None:
         raise ValueError(f"the array-API SGD backend has no step for {type(model).__name__} "
-                         f"(sgd_form = {form!r}; it has {sorted(_STEPS)}); use backend='numba'")
+                         f"(sgd_form = {form!r}; it has {', '.join(map(repr, sorted(_STEPS)))}); "
+                         "use backend='numba'")
     return cls
 
 

@@ -268,11 +268,13 @@ def tied_fast_flow(model, matrices, t_eval, words, *, rtol=1e-10, atol=1e-12, bl
     the project's flow driver (:func:`attndyn.numeric.attention.odesolve.solve_flow`:
     blow-up and non-finite slopes end with status -3, keeping the outputs before).
     """
+    from attndyn.numeric.attention.base import finite_word_traces
     from attndyn.numeric.attention.odesolve import solve_flow
     rhs, y0, full, form = tied_fast_system(model, matrices, factored)
     t_eval = np.asarray(t_eval, dtype=np.float64)
     if y0.size == 0 or t_eval[-1] == 0.0:
-        traces = np.stack([word_traces(full(y0, False), words)] * t_eval.size, axis=1)
+        traces = np.stack([finite_word_traces(full(y0, False), words, "S")] * t_eval.size,
+                          axis=1)
         return FlowOutput(t_eval.copy(), traces, 0, "success: nothing to integrate", 0, form)
     sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
                      what="tied matrix flow")
@@ -296,6 +298,8 @@ def tied_matrix_flow(model, matrices, t_eval, *, order, words, rtol, atol, metho
     else:
         words = [model.alphabet.check_word(w, "words") for w in words]
     tr = list(model.trainable)
+    from attndyn.numeric.attention.base import finite_word_traces
+    finite_word_traces(mats, words, "S")  # the initial moments: overflow is an error, not inf
     # the fast flow (issue 9, numeric/attention/fastflow.py): packed symmetric state, one
     # BLAS dsyrk/dsyr2k per trainable matrix, teachers rotated to diagonal, the factored
     # form W W^T when every trainable matrix has rank <= d/3; traces need no rotation back

@@ -7,13 +7,12 @@ from functools import cached_property
 import numpy as np
 
 from attndyn.kernels.integrate import status_message
-from attndyn.kernels.moments import word_traces
 from attndyn.numeric.attention import potcache
-from attndyn.numeric.attention.base import (AttentionModel, Hierarchy, HierarchyCorrection,
-                                          NoCorrection)
+from attndyn.numeric.attention.base import (AttentionModel, finite_word_traces, Hierarchy,
+                                          HierarchyCorrection, NoCorrection)
 from attndyn.numeric.core.results import IntegrationError, Trajectory, TruncationNotConverged
 from attndyn.numeric.core.validate import (_check_pos_float, check_max_steps, check_t_eval,
-                                           real_array)
+                                           kernel_array)
 from attndyn.symbolic.hierarchy import check_order, tied_structure
 from attndyn.symbolic.initial import FreeInit
 from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hierarchy_text,
@@ -153,7 +152,7 @@ class TiedHierarchy(Hierarchy):
     def moments_from_matrices(self, matrices) -> np.ndarray:
         """``mu_alpha = Tr(S_{a_1}...S_{a_n})/d`` for every word, with shared products."""
         mats = self.model.check_matrices(matrices)
-        return word_traces(mats, self.words)
+        return finite_word_traces(mats, self.words, "S")
 
     def initial_state(self, mu0) -> np.ndarray:
         """Coerce an initial condition: an array in state order, a dict
@@ -188,20 +187,21 @@ class TiedHierarchy(Hierarchy):
             raise ValueError(f"mu0 must have shape ({n},) at order {self.order}, got {y.shape}")
         if not np.all(np.isfinite(y)):
             raise ValueError("mu0 must be finite (found NaN or inf)")
-        return np.ascontiguousarray(y)
+        # a read-only or memory-mapped mu0 matches no kernel signature: copied here
+        return kernel_array(y, "mu0", ndim=1)
 
     # -- integration ----------------------------------------------------------
     def rhs(self, y) -> np.ndarray:
         """``dmu/dt`` at state ``y`` (for checks; the integrator calls the kernel)."""
         from attndyn.kernels.rhs import rhs_into
-        y = real_array(y, "y")
+        y = kernel_array(y, "y")  # read-only and memory-mapped y are copied
         # the kernel indexes y by the structure arrays: a wrong length reads out of bounds
         if y.shape != (self.n_moments,):
             raise ValueError(f"y must have shape ({self.n_moments},) (the moments at order "
                              f"{self.order}), got {y.shape}")
         if not np.all(np.isfinite(y)):
             raise ValueError("y must be finite (found NaN or inf)")
-        return rhs_into(self._system, np.ascontiguousarray(y))
+        return rhs_into(self._system, y)
 
     @cached_property
     def _system(self):
@@ -503,6 +503,10 @@ class TiedHierarchy(Hierarchy):
                 self._check_convergence(res, mu0, t_eval, ladder, rtol, atol, max_steps, blowup,
                                         h_max, conv_tol)
             elif check is None or check == "auto":
+                # unchecked: a run that grew far past its start is reported, not returned
+                # as a success (check=None on a blow-up gave status 0 with max|mu| = 2.4e13)
+                _flag_growth(self, res, y0)
+            if res.status == 0 and not ladder:
                 # say so: a truncation can integrate cleanly far past where it is exact
                 res.message += ("; convergence not checked: the truncation order was not "
                                 "compared with another one"
@@ -611,16 +615,51 @@ class TiedHierarchy(Hierarchy):
         res.diagnostics["truncation_error"] = {int(o): e for o, e in errs.items()}
         res.diagnostics["truncation_error_low"] = worst
         res.diagnostics["t_converged"] = t_conv
+        lad = ", ".join(map(str, ladder))  # plain text, no list brackets
         if worst > conv_tol:
             res.status = NOT_CONVERGED
-            res.message = (f"truncation not converged: orders {self.order} and {ladder} differ by "
+            res.message = (f"truncation not converged: orders {self.order} and {lad} differ by "
                            f"{worst:.3g} (relative) on {worst_name} > conv_tol {conv_tol:g}; they "
                            f"agree only up to t = {t_conv:.4g} of the output times: shorten the "
                            "horizon, or integrate with method='flow' (matrices) or "
                            "method='limit' (a law), or the default method='auto'")
         else:
             res.message = (f"success: converged in the truncation order (orders {self.order} "
-                           f"and {ladder} agree to {worst:.2g} on the moments of length <= 2)")
+                           f"and {lad} agree to {worst:.2g} on the moments of length <= 2)")
+
+
+#: Growth per letter beyond which an unchecked truncation is reported as blowing up: a
+#: word of length n may reach (GROWTH_PER_LETTER * r0)^n, r0 = max(1, max_alpha
+#: |mu_alpha(0)|^(1/|alpha|)) (the spectral scale of the start: |mu_alpha| <= ||S||^n).
+GROWTH_PER_LETTER = 1e4
+
+
+def _flag_growth(h, res, y0) -> None:
+    """Set status -3 on an unchecked truncation whose moments outgrew the bound
+    ``(GROWTH_PER_LETTER r0)^n`` on words of length ``n`` (``r0``: the initial scale),
+    keeping the output times before the first one past it."""
+    if res.y.size == 0:
+        return
+    lens = np.array([max(len(w), 1) for w in h.words], dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        r0 = max(1.0, float(np.max(np.abs(y0) ** (1.0 / lens))))
+    bound = (GROWTH_PER_LETTER * r0) ** lens
+    over = np.any(~(np.abs(res.y) <= bound[:, None]), axis=0)
+    if not over.any():
+        return
+    j = int(np.argmax(over))
+    ratio = np.abs(res.y[:, j]) / bound
+    i = int(np.nanargmax(np.where(np.isfinite(ratio), ratio, np.inf)))
+    t_bad = float(res.t[j])
+    res.diagnostics["growth_bound"] = {"r0": r0, "per_letter": GROWTH_PER_LETTER,
+                                       "t": t_bad, "word": h.names[i]}
+    res.status = -3
+    res.message = (f"the moments grew beyond (1e4 r0)^n on words of length n (r0 = {r0:.3g}, "
+                   f"the initial scale): {h.names[i]} = {res.y[i, j]:.3g} at t = {t_bad:.4g}; "
+                   "the flow blows up or the truncation broke down there (no convergence "
+                   "check ran): shorten the horizon, add weight decay, or pass check=order+2")
+    res.t = res.t[:j].copy()
+    res.y = res.y[:, :j].copy()
 
 
 def _is_pos_inf(x) -> bool:

@@ -22,7 +22,7 @@ from attndyn.numeric.attention.tied.runner import (_check_factor_list, _TiedRunn
 from attndyn.numeric.attention.tied.theory import TiedTheory
 from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.results import Trajectory
-from attndyn.numeric.core.validate import check_model_args, real_array
+from attndyn.numeric.core.validate import check_model_args, kernel_array
 from attndyn.symbolic.hierarchy import check_order
 
 __all__ = ["TiedModel"]
@@ -178,13 +178,10 @@ class TiedModel(AttentionModel):
 
     def gamma(self, q) -> np.ndarray:
         """``Gamma(q)`` (eq. 91) at a numeric ``K x K`` overlap matrix."""
-        q = real_array(q, "q")
-        if q.shape != (self.K, self.K):
-            raise ValueError(f"q must have shape ({self.K}, {self.K}), got {q.shape}")
-        if not np.all(np.isfinite(q)):
-            raise ValueError("q must be finite")
+        # read-only or memory-mapped q is copied into the array the kernel's signature takes
+        q = kernel_array(q, "q", shape=(self.K, self.K), finite=True)
         out = np.empty(self.K * self.K)
-        self.gradient_function(np.ascontiguousarray(q.ravel()), self.gradient_parameters, out)
+        self.gradient_function(q.ravel(), self.gradient_parameters, out)
         return out.reshape(self.K, self.K)
 
     # -- hierarchy ----------------------------------------------------------
@@ -222,7 +219,7 @@ class TiedModel(AttentionModel):
         """Validate ``K`` real symmetric positive semi-definite ``d x d`` matrices ``S_k``
         (``S_k = W_k W_k^T``; the PSD tolerance is relative to the spectral norm)."""
         try:
-            mats = [real_array(m, f"{name}[{k}]") for k, m in enumerate(matrices)]
+            mats = [kernel_array(m, f"{name}[{k}]") for k, m in enumerate(matrices)]
         except TypeError as exc:
             if "real, got a complex" in str(exc):
                 raise

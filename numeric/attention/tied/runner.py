@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attndyn.kernels.moments import word_traces
-from attndyn.numeric.attention.base import obs_key, SGDRunner
+from attndyn.numeric.attention.base import finite_word_traces, obs_key, SGDRunner
 from attndyn.numeric.core.results import Trajectory
 from attndyn.numeric.core.validate import real_array
 from attndyn.symbolic.printing import word_label
@@ -103,7 +102,7 @@ class _TiedRunner(SGDRunner):
         for k in range(K):
             Wk = self.factor(k)
             S.append(Wk @ Wk.T)
-        vals = word_traces(S, self.words)
+        vals = finite_word_traces(S, self.words, "W_k W_k^T")
         return _tied_derived(K, self.words, vals)
 
     def params(self):

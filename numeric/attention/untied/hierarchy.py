@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from attndyn.kernels.moments import word_traces
-from attndyn.numeric.attention.base import Hierarchy
+from attndyn.numeric.attention.base import finite_word_traces, Hierarchy
 from attndyn.numeric.attention.untied.coefficients import (_H_FAIL, _H_ITERS, _H_NONCONVEX,
                                                            _kernel_integrate, _kernel_prepare,
                                                            _kernel_rhs, _kernel_system,
@@ -19,7 +18,8 @@ from attndyn.numeric.attention.untied.coefficients import (_H_FAIL, _H_ITERS, _H
                                                            coefficients, UntiedTrajectory)
 from attndyn.numeric.attention.untied.fastslow import _newton, critical_mean, CriticalMean
 from attndyn.numeric.core.results import IntegrationError, TruncationNotConverged
-from attndyn.numeric.core.validate import _check_pos_float, check_max_steps, check_t_eval
+from attndyn.numeric.core.validate import (_check_pos_float, check_finite_result, check_max_steps,
+                                           check_t_eval)
 from attndyn.symbolic import untied as su
 
 __all__ = ["UntiedHierarchy", "hierarchy"]
@@ -74,10 +74,12 @@ class UntiedHierarchy(Hierarchy):
         """The initial slow state of pairs ``(U_k, V_k)``: every moment of
         ``.words`` (exact normalised traces) and the means ``m_k(0)``."""
         pairs = self.model.check_factors(pairs, "pairs")
-        mats, Ms = _letter_mats(pairs)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: refused just below
+            mats, Ms = _letter_mats(pairs)
+            m0 = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(pairs[0][0].shape[0])
         d = pairs[0][0].shape[0]
-        mu = word_traces(mats, self.words)
-        m0 = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
+        mu = finite_word_traces(mats, self.words, "U_k V_k^T")
+        m0 = check_finite_result(m0, "means m_k(0)", "U_k V_k^T")
         return SlowState(words=list(self.words), mu=mu, m0=m0, pairs=pairs, d=d)
 
     def initial_state(self, init) -> SlowState:
@@ -302,15 +304,16 @@ class UntiedHierarchy(Hierarchy):
         res.diagnostics["truncation_error"] = {int(o): e for o, e in errs.items()}
         res.diagnostics["truncation_error_low"] = worst
         res.diagnostics["t_converged"] = t_conv
+        lad = ", ".join(map(str, ladder))  # plain text, no list brackets
         if worst > conv_tol:
             res.status = NOT_CONVERGED
-            res.message = (f"truncation not converged: orders {self.order} and {ladder} differ by "
+            res.message = (f"truncation not converged: orders {self.order} and {lad} differ by "
                            f"{worst:.3g} (relative) on {worst_name} > conv_tol {conv_tol:g}; they "
                            f"agree only up to tau = {t_conv:.4g}: shorten the horizon or use "
                            "attndyn.numeric.untied_flow")
         else:
             res.message = (f"success: converged in the truncation order (orders {self.order} "
-                           f"and {ladder} agree to {worst:.2g} on the moments of length <= 2)")
+                           f"and {lad} agree to {worst:.2g} on the moments of length <= 2)")
 
 
 def hierarchy(model, order: int, letters=None) -> UntiedHierarchy:

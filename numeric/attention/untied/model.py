@@ -27,8 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-from attndyn.numeric.attention.base import (AttentionModel, check_order_arg, obs_key, SGDRunner,
-                                            TimeScale)
+from attndyn.numeric.attention.base import (AttentionModel, check_order_arg, finite_word_traces,
+                                            obs_key, SGDRunner, TimeScale)
 from attndyn.numeric.attention.untied.fastslow import critical_mean, fast_flow
 from attndyn.numeric.attention.untied.theory import UntiedTheory
 from attndyn.numeric.core.validate import check_loss, check_model_args, real_array
@@ -265,7 +265,6 @@ class _UntiedRunner(SGDRunner):
                         ident, eta, gamma, B, n, lossfn, lp, state, blowup, losses, info, *ws)
 
     def observables(self):
-        from attndyn.kernels.moments import word_traces
         K = self.model.K
         d = self.d
         mats = []
@@ -282,7 +281,7 @@ class _UntiedRunner(SGDRunner):
         m = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(d)
         q1 = np.array([[np.sum(Ms[k] * Ms[l]) / d for l in range(K)] for k in range(K)])
         q2 = np.array([[np.sum(Ms[k] * Ms[l].T) / d for l in range(K)] for k in range(K)])
-        w = word_traces(mats, self.words)
+        w = finite_word_traces(mats, self.words, "U_k V_k^T")
         return np.concatenate([w, m, tA, tB, q1.ravel(), q2.ravel()])
 
     def params(self):
