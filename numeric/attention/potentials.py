@@ -825,6 +825,9 @@ class NumericPotential:
 
     __repr__ = describe
 
+    def _repr_html_(self):
+        return _potential_html(f"NumericPotential ({self.kind})", self)
+
 
 def numeric_potential(kind: str, loss, K: int, L: int = 1, C=None, params=(), **kw):
     """Build a :class:`NumericPotential` for the ``kind`` law."""
@@ -929,6 +932,22 @@ class CompiledExact:
                 "max_error": 0.0, "max_ratio": 0.0, "over_tolerance": 0,
                 "within_tolerance": True}
 
+    def _repr_html_(self):
+        return _potential_html("CompiledExact", self)
+
+
+def _potential_html(title, pot) -> str:
+    """Notebook display of a potential: its route, stated tolerance and worst estimated
+    error over the calls made so far (:func:`error_report`)."""
+    from attndyn.numeric.core.display import html_summary
+    rep = error_report(pot)
+    tol = getattr(pot, "tolerance", None)
+    return html_summary(title, {
+        "route": rep.get("route"), "tolerance": tol,
+        "calls so far": rep.get("calls", rep.get("surrogate_calls")),
+        "worst estimated error so far": rep.get("max_error"),
+        "within tolerance": rep.get("within_tolerance")}, subtitle=f"K = {pot.K}, L = {pot.L}")
+
 
 def as_potential(obj, K: int, L: int = 1, C=None, tol: float | None = None, *,
                  kind: str = "tied", trajectory: bool = True):
@@ -1000,7 +1019,7 @@ def record_error(result, potential):
     estimate exceeded the tolerance, say so in ``result.message`` (the status stays)."""
     rep = error_report(potential)
     result.diagnostics["potential"] = rep
-    if not rep.get("within_tolerance", True):
+    if not rep.get("within_tolerance", True) and "exceeded its tolerance" not in result.message:
         def num(key):
             v = rep.get(key)
             return float("nan") if v is None else float(v)
@@ -1026,22 +1045,38 @@ def run_tracked(potential, qs, run, *, rerun_above: int = 200, max_extensions: i
     stores the error report (``diagnostics["potential"]``, with the surrogate's
     certificate) and names a missed tolerance in the message. Returns the result.
     """
-    track = callable(getattr(potential, "prepare", None)) and callable(getattr(potential, "extend", None))
-    if not track:
+    if id(potential) in _ACTIVE:
+        # a solver called by a tracked solver (method="auto" joining the flow or the limit,
+        # a correction running the truncation): the outer run owns the box and the counters
         res = run()
         record_error(res, potential)
         return res
-    potential.prepare(qs)
-    extensions = 0
-    while True:
-        potential.reset_exits()
-        potential.reset_report()
-        res = run()
-        fallback = potential.error_report()["quadrature_calls"]
-        if fallback <= rerun_above or extensions >= max_extensions or potential.exit_q is None \
-                or not potential.extend():
-            break
-        extensions += 1
-    record_error(res, potential)
-    res.diagnostics["box_extensions"] = extensions
-    return res
+    track = callable(getattr(potential, "prepare", None)) and callable(getattr(potential, "extend", None))
+    _ACTIVE.add(id(potential))
+    try:
+        reset = getattr(potential, "reset_report", None)
+        if not track:
+            if callable(reset):
+                reset()
+            res = run()
+            record_error(res, potential)
+            return res
+        potential.prepare(qs)
+        extensions = 0
+        while True:
+            potential.reset_exits()
+            potential.reset_report()
+            res = run()
+            fallback = potential.error_report()["quadrature_calls"]
+            if fallback <= rerun_above or extensions >= max_extensions \
+                    or potential.exit_q is None or not potential.extend():
+                break
+            extensions += 1
+        record_error(res, potential)
+        res.diagnostics["box_extensions"] = extensions
+        return res
+    finally:
+        _ACTIVE.discard(id(potential))
+
+
+_ACTIVE: set = set()  # ids of the potentials a run_tracked call is running with

@@ -68,6 +68,7 @@ import json
 import math
 import time
 import warnings
+import zipfile
 
 import numpy as np
 
@@ -430,6 +431,9 @@ class Surrogate:
 
     __repr__ = describe
 
+    def _repr_html_(self):
+        return _html("Surrogate", self)
+
     # -- disk -----------------------------------------------------------------------------------
     def _save(self, path):
         tmp = path.with_suffix(f".{id(self)}.tmp.npz")
@@ -451,6 +455,18 @@ class Surrogate:
                     int(z["source_evaluations"]), source=source, options=options)
         s.cached = True
         return s
+
+
+def _html(title, pot) -> str:
+    """Notebook display of a surrogate potential: route, tolerance, worst error so far."""
+    from ..core.display import html_summary
+    rep = pot.error_report()
+    return html_summary(title, {
+        "route": rep.get("route"), "tolerance": pot.tolerance,
+        "box": pot.box_text() if isinstance(pot, Surrogate) else (
+            "none yet" if pot.surrogate is None else pot.surrogate.box_text()),
+        "worst estimated error so far": rep.get("max_error"),
+        "within tolerance": rep.get("within_tolerance")}, subtitle=f"K = {pot.K}")
 
 
 def _cache_path(key):
@@ -590,6 +606,45 @@ def _adaptive_sparse(src, lo, hi, K, budget, values, stop, max_nodes):
     return n, total
 
 
+_RECHECK = 4  # fresh points at which a surrogate loaded from disk is checked again
+
+
+def _recertified(sur, src, reference, seed) -> bool:
+    """Whether a surrogate loaded from the cache still holds its certificate (issue 23,
+    D7): finite coefficients and box, the right shape, and every entry within
+    ``atol + rtol |Gamma|`` of the reference (the source at ten times the accuracy, as
+    at certification) at the box centre and ``_RECHECK`` random points that neither the
+    construction nor the certification used. A file scaled, set to NaN or otherwise
+    altered fails and is rebuilt; the check costs ``_RECHECK + 1`` source evaluations."""
+    K, D = sur.K, sur.K * (sur.K + 1) // 2
+    try:
+        budget = np.asarray(sur.certificate.get("budget"), dtype=float)
+        ok = (K == src.K and sur._coef.ndim == 2 and sur._coef.shape[1] == D
+              and budget.shape == (D,) and bool(np.all(np.isfinite(budget)))
+              and bool(np.all(np.isfinite(sur._coef))) and bool(np.all(np.isfinite(sur.lo)))
+              and bool(np.all(np.isfinite(sur.hi))) and sur.certificate.get("passed") is True)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    if not ok:
+        return False
+    lo, hi = sur.lo, sur.hi
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 13]))
+    pts = np.concatenate([((lo + hi) / 2)[None], lo + (hi - lo) * rng.random((_RECHECK, D))])
+    Q = from_coordinates(pts, K)
+    try:
+        got = _unique(sur.gamma_many(Q), K)
+        if reference is None:
+            probe = np.concatenate([_corners(lo, hi), ((lo + hi) / 2)[None]])
+            src.prepare(from_coordinates(probe, K), 0.1 * _SRC * budget)
+            ref = src(Q, 0.1 * _SRC * budget)
+        else:
+            ref = _unique(np.asarray(reference(Q), dtype=float).reshape(len(Q), K, K), K)
+    except (SurrogateError, ValueError, FloatingPointError):
+        return False
+    err = np.abs(got - ref)
+    return bool(np.all(np.isfinite(got)) and np.all(err <= sur.atol + sur.rtol * np.abs(ref)))
+
+
 def build_surrogate(potential, box, *, rtol: float = 1e-9, atol: float = 1e-12, K=None,
                     reference=None, n_check: int = 64, seed: int = 0, cache: bool = True,
                     key: str | None = None, max_nodes: int = 20_000, max_rounds: int = 3):
@@ -645,9 +700,9 @@ def build_surrogate(potential, box, *, rtol: float = 1e-9, atol: float = 1e-12, 
         if path is not None and path.exists():
             try:
                 s = Surrogate._load(path, source=src, options=options)
-            except (OSError, ValueError, KeyError):
-                s = None
-            if s is not None:
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                s = None  # truncated or damaged: rebuilt below (and saved over it)
+            if s is not None and _recertified(s, src, reference, seed):
                 return s
     if src.numeric and K >= 3:
         corners = from_coordinates(_corners(lo, hi), K)
@@ -1028,3 +1083,6 @@ class SurrogateRoute:
         return f"SurrogateRoute({box}; outside: {self.source.describe()})"
 
     __repr__ = describe
+
+    def _repr_html_(self):
+        return _html("SurrogateRoute", self)

@@ -447,6 +447,30 @@ class TiedHierarchy(Hierarchy):
             ``message``, ``success``, ``moment(word)``; ``diagnostics`` holds
             step counts and, with a check, ``truncation_error`` per observable.
         """
+        kw = dict(rtol=rtol, atol=atol, max_steps=max_steps, blowup=blowup, h_max=h_max,
+                  check=check, conv_tol=conv_tol, raise_on_failure=raise_on_failure,
+                  method=method, integrator=integrator, time_limit=time_limit,
+                  progress=progress, correction=correction, eta=eta, batch=batch, d=d)
+        tracked = getattr(self.model.theory, "tracked", None)
+        if tracked is None:
+            return self._integrate(mu0, t_eval, **kw)
+        # the potential on its trajectory route (issue 25): box around the start's q
+        return tracked(lambda: self._start_overlaps(mu0),
+                       lambda: self._integrate(mu0, t_eval, **kw))
+
+    def _start_overlaps(self, mu0) -> np.ndarray:
+        """The ``K x K`` overlaps ``q_kl = mu_(kl)`` of the initial state ``mu0``."""
+        y0 = self.initial_state(mu0)
+        K = self.model.K
+        q = np.empty((K, K))
+        for k in range(K):
+            for l in range(k, K):
+                q[k, l] = q[l, k] = y0[self.index(canonical((k, l), self.model.alphabet))]
+        return q
+
+    def _integrate(self, mu0, t_eval, *, rtol, atol, max_steps, blowup, h_max, check, conv_tol,
+                   raise_on_failure, method, integrator, time_limit, progress, correction,
+                   eta, batch, d) -> Trajectory:
         rtol = _check_pos_float(rtol, "rtol")
         atol = _check_pos_float(atol, "atol")
         blowup = _check_pos_float(blowup, "blowup")

@@ -156,6 +156,30 @@ class TiedModel(AttentionModel):
         numeric route; ``None`` on the exact routes)."""
         return self._numeric_potential
 
+    @property
+    def potential_route(self) -> str | None:
+        """The route of ``Gamma`` (``"surrogate"``, ``"numeric"``, ``"hermite"``, ``"wick"``,
+        ``"closed"``, ...) without forcing a derivation: ``None`` while a cached exact
+        potential has not been loaded."""
+        if self._numeric_potential is not None:
+            return getattr(self._numeric_potential, "route", type(self._numeric_potential).__name__)
+        if self._potential is not None:
+            return self._potential.route
+        if self._entry is not None:
+            return self._entry.route
+        return None
+
+    def _repr_html_(self):
+        """Notebook display: the model's arguments and its potential's route once derived
+        (without deriving it)."""
+        from attndyn.numeric.core.display import html_summary
+        return html_summary("TiedModel", {
+            "K": self.K, "trainable": list(self.trainable), "L": self.L,
+            "C": "identity" if self._C is None else [[float(self._C[i, j]) for j in range(self.L)]
+                                                     for i in range(self.L)],
+            "weight_decay": self.weight_decay, "corrections": list(TiedTheory.corrections),
+            "potential route": self.potential_route or "not derived yet"})
+
     def __repr__(self):
         return (f"TiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
                 f"weight_decay={self.weight_decay})")

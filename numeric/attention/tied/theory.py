@@ -6,6 +6,8 @@ the law of the factors, with the corrections of the finite learning rate and wid
 
 from __future__ import annotations
 
+import numpy as np
+
 from attndyn.numeric.attention.base import NONE, FeasibleSpec, Theory
 from attndyn.numeric.attention.tied.assumptions import tied_diagnostics
 from attndyn.numeric.attention.tied.finite_width import FiniteWidth
@@ -30,6 +32,12 @@ class TiedTheory(Theory):
                            text="tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix "
                                 "of PSD matrices)")
 
+    def _repr_html_(self):
+        from attndyn.numeric.core.display import html_summary
+        return html_summary("TiedTheory", {"methods": list(self.names),
+                                           "corrections": list(self.corrections),
+                                           "model": repr(self.model)})
+
     def check(self, name, order):
         name = "flow" if name is None else name
         if name not in self.names:
@@ -40,6 +48,41 @@ class TiedTheory(Theory):
         if name == "hierarchy" and order < 2:
             raise ValueError("order must be >= 2 for the hierarchy comparison")
         return name, order
+
+    def tracked(self, q0, run):
+        """Run the trajectory solver ``run()`` with the model's potential on its trajectory
+        route (issue 25): a :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute`
+        builds its certified box around the start ``q0`` (a ``K x K`` overlap matrix, or a
+        callable giving it, called only when needed), grows it when the run leaves it and
+        serves the quadrature outside (:func:`~attndyn.numeric.attention.potentials.run_tracked`);
+        every route records ``diagnostics["potential"]`` (route, certificate, worst
+        estimated error) and names a missed tolerance in the message."""
+        from attndyn.numeric.attention.potentials import record_error, run_tracked
+        pot = self.model.numeric_potential
+        if pot is None:  # exact route: nothing to track, an empty error report
+            from types import SimpleNamespace
+            res = run()
+            record_error(res, SimpleNamespace(route=self.model.potential_route))
+            return res
+        if callable(getattr(pot, "prepare", None)) and callable(q0):
+            try:
+                q0 = q0()
+            except (TypeError, ValueError):
+                q0 = None  # bad input: the solver itself says what is wrong
+        if callable(getattr(pot, "prepare", None)) and (q0 is None or callable(q0)):
+            res = run()  # no start to build a box around: the solver's own error (if any)
+            record_error(res, pot)
+            return res
+        return run_tracked(pot, q0, run)
+
+    def run(self, init, t, **options) -> Trajectory:
+        """:meth:`Theory.run` with the potential on its trajectory route (:meth:`tracked`),
+        the box built around the overlaps of the SGD's initial factors."""
+        def q0():
+            Ws = [np.asarray(W, dtype=float) for W in self.model.check_init(init)]
+            d = Ws[0].shape[0]
+            return np.array([[np.sum((Wk.T @ Wl) ** 2) / d for Wl in Ws] for Wk in Ws])
+        return self.tracked(q0, lambda: super(TiedTheory, self).run(init, t, **options))
 
     def uncorrected(self, init, t, *, name, order, check, words, **options) -> Trajectory:
         """Matrix flow, truncated hierarchy or limit from ``S_k = W_k W_k^T``."""
@@ -58,19 +101,30 @@ class TiedTheory(Theory):
     def matrix_flow(self, matrices, t_eval, *, order: int = 4, words=None, rtol: float = 1e-11,
                     atol: float = 1e-13, method: str = "DOP853", keep_matrices: bool = False,
                     blowup: float = 1e100, raise_on_failure: bool = False) -> Trajectory:
-        """The finite-d tied matrix flow; see :func:`attndyn.numeric.attention.flow.matrix_flow`."""
-        return tied_matrix_flow(self.model, matrices, t_eval, order=order, words=words,
+        """The finite-d tied matrix flow; see :func:`attndyn.numeric.attention.flow.matrix_flow`
+        (the potential on its trajectory route, :meth:`tracked`)."""
+        def q0():
+            mats = self.model.check_matrices(matrices)
+            d = mats[0].shape[0]
+            return np.array([[np.sum(Sk * Sl) / d for Sl in mats] for Sk in mats])
+        return self.tracked(q0, lambda: tied_matrix_flow(self.model, matrices, t_eval, order=order, words=words,
                                 rtol=rtol, atol=atol, method=method, keep_matrices=keep_matrices,
-                                blowup=blowup, raise_on_failure=raise_on_failure)
+                                blowup=blowup, raise_on_failure=raise_on_failure))
 
     def hierarchy(self, order: int, *, max_terms: int | None = None):
         """The hierarchy (eq. 11) truncated at ``order`` (eq. 13), cached per order."""
         return self.model.hierarchy(order, max_terms=max_terms)
 
     def limit_flow(self, law, t_eval, *args, **options):
-        """The ``d -> infinity`` limit of the tied hierarchy from a law (issue 9)."""
-        from attndyn.numeric.attention.tied.limit import tied_limit_flow  # scipy: lazily
-        return tied_limit_flow(self.model, law, t_eval, *args, **options)
+        """The ``d -> infinity`` limit of the tied hierarchy from a law (issue 9), the
+        potential on its trajectory route (:meth:`tracked`, box around the law's ``q``)."""
+        from attndyn.numeric.attention.tied.limit import _check_law, tied_limit_flow  # scipy: lazily
+        K = self.model.K
+
+        def q0():
+            vals = _check_law(self.model, law)([(k, l) for k in range(K) for l in range(K)])
+            return np.array(vals, dtype=float).reshape(K, K)
+        return self.tracked(q0, lambda: tied_limit_flow(self.model, law, t_eval, *args, **options))
 
     def assumptions(self, init, quick: bool = False) -> list:
         """Theorem 2's Assumptions 2.1, 2.2, 2.4 and 3 at ``init`` (factors or matrices)."""
