@@ -440,6 +440,14 @@ class HermitePotential:
 
     __repr__ = describe
 
+    def _repr_html_(self):
+        from attndyn.numeric.core.display import html_summary
+        rep = self.error_report()
+        return html_summary("HermitePotential", {
+            "route": "hermite", "tolerance": self.tolerance,
+            "worst error bound so far": rep["max_error"],
+            "within tolerance": rep["within_tolerance"]}, subtitle=f"K = {self.K}, L = {self.L}")
+
 
 def hermite_potential(loss, K: int, L: int = 1, C=None, **kw) -> HermitePotential:
     """:class:`HermitePotential` of an MSE teacher-student ``loss``

@@ -291,6 +291,13 @@ class Transformer:
                 "omega": self.omega, "kappa": self.kappa, "seed": self.seed,
                 "E": self._E_kind, "mask": self.mask, "dtype": np.dtype(self.dtype).name}
 
+    def _repr_html_(self):
+        from attndyn.numeric.core.display import html_summary
+        return html_summary("Transformer", {
+            "N": self.N, "L": self.L, "d": self.d, "m": self.m, "eps": self.eps,
+            "omega": self.omega, "kappa": self.kappa, "seed": self.seed,
+            "parameters": self.n_params})
+
     def __repr__(self):
         return (f"Transformer(N={self.N}, L={self.L}, d={self.d}, m={self.m}, eps={self.eps:g}, "
                 f"omega={self.omega:g}, kappa={self.kappa:g}, seed={self.seed!r})")

@@ -85,6 +85,13 @@ class SModel(AttentionModel):
         self.chi = np.zeros(self.K)
         self.chi[list(self.trainable)] = 1.0
 
+    def _repr_html_(self):
+        from attndyn.numeric.core.display import html_summary
+        C = [[float(self.C[i, j]) for j in range(self.L)] for i in range(self.L)]
+        return html_summary(type(self).__name__, {
+            "K": self.K, "trainable": list(self.trainable), "L": self.L, "C": C,
+            "weight_decay": self.weight_decay, "corrections": list(self.theory.corrections)})
+
     def __repr__(self):
         return (f"SModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
                 f"weight_decay={self.weight_decay})")

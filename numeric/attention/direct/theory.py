@@ -70,6 +70,12 @@ class DirectTheory(Theory):
                            text="direct S: (Omega + Psi)/2 and (Omega - Psi)/2 PSD (Gram "
                                 "matrices of the symmetric and antisymmetric parts); exact")
 
+    def _repr_html_(self):
+        from attndyn.numeric.core.display import html_summary
+        return html_summary("DirectTheory", {"methods": list(self.names),
+                                         "corrections": list(self.corrections),
+                                         "model": repr(self.model)})
+
     @cached_property
     def noise_coefficients(self) -> DirectNoiseCoefficients:
         """The noise coefficients ``Lambda^{Psi,Omega}`` of the model, built once."""

@@ -74,6 +74,13 @@ class UntiedModel(AttentionModel):
             self.letter_names += [f"M{k + 1}", f"Mt{k + 1}", f"A{k + 1}", f"B{k + 1}"]
         self._words: dict = {}
 
+    def _repr_html_(self):
+        from attndyn.numeric.core.display import html_summary
+        C = [[float(self.C[i, j]) for j in range(self.L)] for i in range(self.L)]
+        return html_summary("UntiedModel", {
+            "K": self.K, "trainable": list(self.trainable), "L": self.L, "C": C,
+            "weight_decay": self.weight_decay, "corrections": list(self.theory.corrections)})
+
     def __repr__(self):
         return (f"UntiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
                 f"weight_decay={self.weight_decay})")

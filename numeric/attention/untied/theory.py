@@ -98,6 +98,12 @@ class UntiedTheory(Theory):
                            text="untied: m free; (q1 + q2)/2 and (q1 - q2)/2 PSD (Gram "
                                 "matrices of the symmetric and antisymmetric parts of M); exact")
 
+    def _repr_html_(self):
+        from attndyn.numeric.core.display import html_summary
+        return html_summary("UntiedTheory", {"methods": list(self.names),
+                                         "corrections": list(self.corrections),
+                                         "model": repr(self.model)})
+
     @cached_property
     def noise_cache(self) -> dict:
         """The noise coefficients of :mod:`.noise`, built on first use."""
