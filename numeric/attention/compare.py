@@ -31,6 +31,8 @@ import numpy as np
 from attndyn.numeric.attention.base import check_model
 from attndyn.numeric.attention.training import gaussian_init, sgd, sgd_runs
 from attndyn.numeric.core.results import IntegrationError, Trajectory
+from attndyn.numeric.core.threads import compute_threads
+from attndyn.numeric.core.validate import resolve_rng
 
 __all__ = ["compare", "Comparison", "error_metrics", "load_comparison"]
 
@@ -278,8 +280,8 @@ def _sgd_mean(runs, common, t):
 
 
 def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order: int | None = None,
-            seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
-            theory_kwargs: dict | None = None, threads: int | None = 1,
+            rng=None, seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
+            theory_kwargs: dict | None = None, threads: int | None = 1, blas_threads=None,
             raise_on_failure: bool = False, correction: str = "none") -> Comparison:
     """Run SGD and theory from one initial condition and compare them.
 
@@ -299,10 +301,14 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
         or ``"flow"``.
     order : int, optional
         Tied: longest word compared (default 2 for the flow, 4 for the hierarchy).
-    seed, n_seeds :
-        One run with ``seed``, or ``n_seeds`` runs seeded by
-        ``SeedSequence(seed).spawn(n_seeds)``; the comparison uses their mean,
-        and ``spread`` their standard deviation.
+    rng, n_seeds :
+        One run with ``rng``, or ``n_seeds`` runs seeded by its spawned children; the
+        comparison uses their mean, and ``spread`` their standard deviation. ``rng`` is an
+        int, a ``SeedSequence`` or a ``Generator`` (SPEC 7: the same int gives the same runs;
+        a Generator is a source of entropy and advances); ``seed=`` is an alias.
+    blas_threads :
+        BLAS threads for the SGD and the theory (default one: see
+        :func:`attndyn.numeric.core.threads.compute_threads`).
     names : list of str, optional
         Observables to keep (default: all common ones).
     check :
@@ -327,8 +333,11 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     theory, order = th_obj.check(theory, order)
     corr = th_obj.correction(correction)
     corr.check(theory, order)  # before any SGD runs
-    init, runs = _sgd_runs(model, init, n_seeds, seed, dict(
-        eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order, threads=threads))
+    seed = resolve_rng(rng, seed, name="compare")
+    with compute_threads(blas_threads=blas_threads):  # SGD and the theory's flow inside
+        init, runs = _sgd_runs(model, init, n_seeds, seed, dict(
+            eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order,
+            threads=threads))
     n_t = min(r.t.size for r in runs)
     t = runs[0].t[:n_t]
     status = next((int(r.status) for r in runs if r.status != 0), 0)
@@ -337,8 +346,9 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     # theory at the SGD times
     tk = dict(theory_kwargs or {})
     if t.size:
-        th = corr.apply(th_obj, init, t, name=theory, order=order, check=check,
-                        words=runs[0].words, eta=float(eta), batch=int(batch), **tk)
+        with compute_threads(blas_threads=blas_threads):
+            th = corr.apply(th_obj, init, t, name=theory, order=order, check=check,
+                            words=runs[0].words, eta=float(eta), batch=int(batch), **tk)
     else:  # SGD failed before its first checkpoint: nothing to compare at
         th = Trajectory(t=np.zeros(0), y=np.zeros((len(runs[0].names), 0)),
                         names=list(runs[0].names), kind="theory", params={}, status=0,

@@ -72,7 +72,13 @@ def _transformer(**kw):
     return attndyn.Transformer(1, 2, 4, 8, eps=1.0, omega=1.0, kappa=1.0, **kw).U[0]
 
 
-ENTRIES = [_sgd, _sgd_runs, _gaussian_init, _xp_sgd, _xp_sgd_runs, _sweep, _transformer]
+def _compare(**kw):
+    return attndyn.compare(_tied(), _init(), theory="flow", n_seeds=2, progress=False, **_KW,
+                           **kw).sgd.y
+
+
+ENTRIES = [_sgd, _sgd_runs, _gaussian_init, _xp_sgd, _xp_sgd_runs, _sweep, _transformer,
+           _compare]
 
 
 def _check_rule(fn, key):
