@@ -492,13 +492,17 @@ class TiedHierarchy(Hierarchy):
             raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
         if time_limit is not None:
             time_limit = _check_pos_float(time_limit, "time_limit")
+        # one wall-clock deadline for the truncation and whichever solver runs after it
+        # (method="flow"/"limit", or the fallback of method="auto")
+        end = None if time_limit is None else _monotonic() + time_limit
         if progress is not None and not isinstance(progress, bool):
             raise TypeError(f"progress must be None, True or False, got {progress!r}")
         if not (isinstance(method, str) and method == "truncation"):
             check_method(method)
         if method in ("flow", "limit"):
-            res = hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
-                                          blowup=blowup)
+            with _budget(end):
+                res = hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
+                                       blowup=blowup)
             if raise_on_failure and res.status != 0:
                 raise IntegrationError(res.message)
             return res
@@ -537,7 +541,8 @@ class TiedHierarchy(Hierarchy):
                                 + (" (check=None)" if check is None else "")
                                 + " (pass check=order+2 with matrices or a moment function)")
         if method == "auto":
-            res = auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
+            with _budget(end):
+                res = auto_extend(self, res, mu0, t_eval, rtol=rtol, atol=atol, blowup=blowup)
         # Assumption 2.4 (gamma > gamma*) behind Corollary 2's bound: diagnostics + a note.
         # Only matrices carry C_0 (note_truncation ignores anything else), and importing the
         # theorems package costs ~0.2 s: not on the start-up path of moments or a law
@@ -684,6 +689,21 @@ def _flag_growth(h, res, y0) -> None:
                    "check ran): shorten the horizon, add weight decay, or pass check=order+2")
     res.t = res.t[:j].copy()
     res.y = res.y[:, :j].copy()
+
+
+def _monotonic() -> float:
+    import time
+    return time.monotonic()
+
+
+def _budget(end):
+    """The wall-clock deadline ``end`` for the flow and limit solvers (nothing when
+    ``None``: odesolve imports scipy, not on the start-up path of a plain truncation)."""
+    if end is None:
+        import contextlib
+        return contextlib.nullcontext()
+    from attndyn.numeric.attention.odesolve import time_budget
+    return time_budget(until=end)
 
 
 def _is_pos_inf(x) -> bool:

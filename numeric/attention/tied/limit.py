@@ -298,7 +298,13 @@ def per_node_values(model, lam0, w, t_eval, *, rtol=1e-12, atol=1e-14, blowup=1e
 
     if tr and t_eval[-1] > 0:
         from scipy.integrate import solve_ivp  # here: importing scipy costs ~0.4 s at start-up
-        sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), lam0[tr].ravel(), method="DOP853",
+
+        from attndyn.numeric.attention.odesolve import _deadline, budgeted, check_horizon_work
+        if _deadline() is None:  # no time limit: refuse a horizon of unbounded work
+            check_horizon_work(rhs, lam0[tr].ravel(), float(t_eval[-1]), "DOP853",
+                               "limit flow")
+        sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), lam0[tr].ravel(),
+                        method="DOP853",
                         t_eval=t_eval, rtol=rtol, atol=atol, events=blow)
         Y, ts, st, msg = sol.y, sol.t, sol.status, sol.message
         good = np.all(np.isfinite(Y), axis=0)
@@ -458,6 +464,11 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfe
     y0 = np.concatenate([[0.0, 0.0], np.zeros(mu.size)])
     status, message = 0, "success"
     from scipy.integrate import solve_ivp
+
+    from attndyn.numeric.attention.odesolve import _deadline, budgeted, check_horizon_work
+    if _deadline() is None and t_eval[-1] > 0:  # no time limit: refuse unbounded work
+        check_horizon_work(rhs, y0, float(t_eval[-1]), "DOP853", "limit flow")
+    rhs = budgeted(rhs)
     # segment by segment between output times, so that a failure keeps what came before
     Ys, ts = [], []
     y, tcur = y0, 0.0
@@ -636,6 +647,9 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
             mats = deterministic_equivalents(model, law, d, np.random.default_rng(r_ss))
             fo = tied_fast_flow(model, mats, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
             nfev += fo.nfev
+            if fo.status == -4:  # the enclosing time_budget is spent
+                from attndyn.numeric.attention.odesolve import _deadline, TimeLimitReached
+                raise TimeLimitReached(_deadline()[1])
             if fo.status != 0:
                 return None, f"flow at d = {d} failed: {fo.message}", nfev
             runs.append(fo.traces)
@@ -669,22 +683,30 @@ def _law_record(law):
 def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
                order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
                panels: int = 48, per_panel: int = 20, blowup: float = 1e100,
-               max_dim: int = 4096, raise_on_failure: bool = False) -> LimitTrajectory:
+               max_dim: int = 4096, raise_on_failure: bool = False,
+               time_limit: float | None = None) -> LimitTrajectory:
     """The ``d -> infinity`` trajectory of ``model`` from the initial law ``law``, through the
     model's theory (``model.theory.limit_flow``): tied models run :func:`tied_limit_flow`
     (below, every option), untied ones
     :func:`attndyn.numeric.attention.untied.limit.limit_flow` (its laws and methods;
-    ``panels``, ``per_panel`` and ``blowup`` do not apply there)."""
-    return check_model(model).theory.limit_flow(
-        law, t_eval, sizes, rtol, atol, order=order, words=words, rotations=rotations,
-        seed=seed, method=method, panels=panels, per_panel=per_panel, blowup=blowup,
-        max_dim=max_dim, raise_on_failure=raise_on_failure)
+    ``panels``, ``per_panel`` and ``blowup`` do not apply there). ``time_limit``:
+    wall-clock seconds (``time.monotonic``) for the whole computation, handed to every
+    solver through :func:`attndyn.numeric.attention.odesolve.time_budget`; reaching it
+    gives status -4. Without it, a horizon whose estimated work is unbounded (``1e300``)
+    is refused with one line."""
+    from attndyn.numeric.attention.odesolve import time_budget
+    with time_budget(time_limit):
+        return check_model(model).theory.limit_flow(
+            law, t_eval, sizes, rtol, atol, order=order, words=words, rotations=rotations,
+            seed=seed, method=method, panels=panels, per_panel=per_panel, blowup=blowup,
+            max_dim=max_dim, raise_on_failure=raise_on_failure)
 
 
 def tied_limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
                order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
                panels: int = 48, per_panel: int = 20, blowup: float = 1e100,
-               max_dim: int = 4096, raise_on_failure: bool = False) -> LimitTrajectory:
+               max_dim: int = 4096, raise_on_failure: bool = False,
+               time_limit: float | None = None) -> LimitTrajectory:
     """The ``d -> infinity`` trajectory of the tied hierarchy (eq. 11) from a law.
 
     An :class:`~attndyn.UntiedModel` goes to
@@ -726,7 +748,36 @@ def tied_limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: fl
         time), ``.status``, ``.message``; ``diagnostics`` holds the method, the
         per-size means, the measured order of the ``1/d`` error
         (``order_in_1_over_d``, from three or more sizes).
+    time_limit : float, optional
+        Wall-clock seconds (``time.monotonic``) for the whole computation (an enclosing
+        :func:`~attndyn.numeric.attention.odesolve.time_budget` also applies); reaching it
+        gives status -4 and no outputs.
     """
+    from attndyn.numeric.attention.odesolve import TimeLimitReached, time_budget
+    kw = dict(sizes=sizes, rtol=rtol, atol=atol, order=order, words=words,
+              rotations=rotations, seed=seed, method=method, panels=panels,
+              per_panel=per_panel, blowup=blowup, max_dim=max_dim,
+              raise_on_failure=raise_on_failure)
+    with time_budget(time_limit):
+        try:
+            return _tied_limit_flow(model, law, t_eval, **kw)
+        except TimeLimitReached as exc:
+            wl = _words(model, order, words)
+            res = LimitTrajectory(
+                t=np.zeros(0), y=np.zeros((len(wl), 0)),
+                names=[word_label(w, model.K) for w in wl], words=[tuple(w) for w in wl],
+                kind="limit", params=model.params_dict(), seed=_seed_rec(seed), status=-4,
+                message=f"limit flow: wall-clock limit of {exc.limit:.3g} s reached: raise "
+                        "time_limit or shorten the horizon",
+                diagnostics={"error": np.zeros((len(wl), 0)), "method": method})
+            if raise_on_failure:
+                raise IntegrationError(res.message) from None
+            return res
+
+
+def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotations, seed,
+                     method, panels, per_panel, blowup, max_dim,
+                     raise_on_failure) -> LimitTrajectory:
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)
     if method not in ("auto", "commuting", "free", "equivalents"):

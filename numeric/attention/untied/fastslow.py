@@ -536,7 +536,9 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
     rhs = rhs_full if mode == "full" else rhs_slaved
     if t_eval[-1] > 0:
         with np.errstate(all="ignore"):
-            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method=method, t_eval=t_eval,
+            from attndyn.numeric.attention.odesolve import budgeted  # an enclosing time_budget
+            sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method=method,
+                            t_eval=t_eval,
                             rtol=rtol, atol=atol, events=blow)
         ts, Ys = sol.t, sol.y
         status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)

@@ -358,8 +358,12 @@ def _node_run(model, law, t_eval, words, rtol, atol, newton_tol, blowup):
 
     y0 = np.concatenate([law.u[tr].ravel(), law.v[tr].ravel()])
     if tr and t_eval[-1] > 0:
+        from attndyn.numeric.attention.odesolve import _deadline, budgeted, check_horizon_work
+        if _deadline() is None:  # no time limit: refuse a horizon of unbounded work
+            check_horizon_work(rhs, y0, float(t_eval[-1]), "DOP853", "untied limit flow")
         with np.errstate(all="ignore"):
-            sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method="DOP853", t_eval=t_eval,
+            sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method="DOP853",
+                            t_eval=t_eval,
                             rtol=rtol, atol=atol, events=blow)
         ts, Y = sol.t, sol.y
         good = np.all(np.isfinite(Y), axis=0)
@@ -495,7 +499,8 @@ def _check_law(model, law):
 
 def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
                order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
-               max_dim: int = 2048, raise_on_failure: bool = False) -> LimitTrajectory:
+               max_dim: int = 2048, raise_on_failure: bool = False,
+               time_limit: float | None = None) -> LimitTrajectory:
     """The ``d -> infinity`` slow trajectory of an :class:`~attndyn.UntiedModel` (the slow
     hierarchy, eqs. 31-32, closed by the fast manifold ``m = m*(q)`` of eq. 29) from a law.
 
@@ -505,8 +510,30 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
     seeded by ``seed``). ``"auto"`` picks by the law. ``t_eval`` is the slow time
     ``tau = eta n / d``. Rows: the words up to ``order`` (or ``words``), then ``m_k``,
     ``tA_k``, ``tB_k``, ``q1_kl``, ``q2_kl`` (the names of ``untied_flow``); ``.error``
-    per row and time (module docstring).
+    per row and time (module docstring). ``time_limit``: wall-clock seconds
+    (``time.monotonic``) for the whole computation; reaching it gives status -4.
     """
+    from attndyn.numeric.attention.odesolve import TimeLimitReached, time_budget
+    kw = dict(sizes=sizes, rtol=rtol, atol=atol, order=order, words=words,
+              rotations=rotations, seed=seed, method=method, max_dim=max_dim,
+              raise_on_failure=raise_on_failure)
+    with time_budget(time_limit):
+        try:
+            return _limit_flow(model, law, t_eval, **kw)
+        except TimeLimitReached as exc:
+            wl = _words(model, order, words)
+            n_rows = len(_row_names(model, wl))
+            res = _result(model, wl, np.zeros(0), np.zeros((n_rows, 0)), np.zeros((n_rows, 0)),
+                          -4, f"untied limit flow: wall-clock limit of {exc.limit:.3g} s "
+                          "reached: raise time_limit or shorten the horizon",
+                          model.params_dict(), {"method": method}, _seed_rec(seed))
+            if raise_on_failure:
+                raise IntegrationError(res.message) from None
+            return res
+
+
+def _limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotations, seed,
+                method, max_dim, raise_on_failure) -> LimitTrajectory:
     t_eval = check_t_eval(t_eval, "t_eval")
     law = _check_law(model, law)
     if method not in ("auto", "commuting", "equivalents"):
