@@ -53,7 +53,7 @@ def test_auto_picks_taylor_for_polynomial_potentials(d3_model):
 
 def test_taylor_reproduces_the_exact_d3_truncation(d3_model):
     """At order M the D.3 truncation is the degree M-1 Taylor polynomial of the Riccati
-    flow S' = 2(S S2 + S2 S) - 4 S^2 (tests/test_exact_d3.py); so is the Taylor result."""
+    flow S' = 2(S S2 + S2 S) - 4 S^2 (tests/attention/tied/test_exact_d3.py); so is the Taylor result."""
     rng = np.random.default_rng(4)
     d, M = 6, 9
     S1 = random_psd(rng, d) + 0.1 * np.eye(d)
