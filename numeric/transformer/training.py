@@ -278,7 +278,7 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
         names += [f"lambda_min_Hprime_{k + 1}" for k in range(mdl.N)]
     prem = None
     if "premises" in record_set:
-        from .premises import PremiseRecorder
+        from .recorder import PremiseRecorder
         prem = PremiseRecorder(mdl, X)
         names += prem.names
     keep = "lemma41" in observe or prem is not None

@@ -28,16 +28,9 @@ ATT = "attndyn.numeric.attention"
 #: strongly connected components allowed for now, each in a folder another piece of work
 #: is rewriting at the time of writing; every other component must be a single module
 ALLOWED = [
-    # paper 000's transformer lemmas, premises and training call each other lazily; that
-    # folder is being reworked separately (untie it there, then drop this entry)
-    {"attndyn.numeric.transformer.lemmas", "attndyn.numeric.transformer.premises",
-     "attndyn.numeric.transformer.training"},
     # numeric/scaling/bounds.py is being split into its validating API and its kernels
     # separately (the package __init__ and bounds.py import each other meanwhile)
     {"attndyn.numeric.scaling", "attndyn.numeric.scaling.bounds"},
-    # symbolic/parse.py, activations.py and gaussian.py import each other; they are being
-    # untied (sympify.py, symbols.py) separately: drop this entry when that lands
-    {"attndyn.symbolic.parse", "attndyn.symbolic.activations", "attndyn.symbolic.gaussian"},
 ]
 
 #: upward imports allowed for now, (importer, imported) with the reason
