@@ -20,7 +20,7 @@ Cauchy-Schwarz/Parseval bound::
     |remainder after order N| <= |rho|^(N+1) sqrt(T_f T_g),
     T_f = E[f(X)^2] - sum_{n <= N} n! a_n^2 .
 
-Closed forms used (each checked against quadrature in tests/test_hermite.py):
+Closed forms used (each checked against quadrature in tests/attention/potentials/test_hermite.py):
 
 - ``E[X^p]``, ``E[X^p theta(X)]`` (half moments, with mean), ``E[X^p delta^(j)(X)]``,
   ``E[X^p exp(alpha X^2 + beta X)]``, ``E[X^p erf(aX)]`` (Stein recursion, with mean),

@@ -57,13 +57,17 @@ class TiedTheory(Theory):
         serves the quadrature outside (:func:`~attndyn.numeric.attention.potentials.run_tracked`);
         every route records ``diagnostics["potential"]`` (route, certificate, worst
         estimated error) and names a missed tolerance in the message."""
-        from attndyn.numeric.attention.potentials import record_error, run_tracked
         pot = self.model.numeric_potential
-        if pot is None:  # exact route: nothing to track, an empty error report
-            from types import SimpleNamespace
+        if pot is None:
+            # exact route: nothing to track, an empty error report; potentials.py (SymPy)
+            # stays unimported on this path, which a cached model integrates without SymPy
             res = run()
-            record_error(res, SimpleNamespace(route=self.model.potential_route))
+            res.diagnostics["potential"] = {
+                "route": self.model.potential_route, "rtol": 0.0, "atol": 0.0, "calls": None,
+                "max_error": 0.0, "max_ratio": 0.0, "over_tolerance": 0,
+                "within_tolerance": True}
             return res
+        from attndyn.numeric.attention.potentials import record_error, run_tracked
         if callable(getattr(pot, "prepare", None)) and callable(q0):
             try:
                 q0 = q0()

@@ -24,7 +24,7 @@ from attndyn.kernels._cachedir import CacheWarning
 from attndyn.numeric.core import compile as gen
 from attndyn.numeric.core.results import Trajectory, load_result
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POSIX = hasattr(os, "getuid")
 IS_ROOT = POSIX and os.geteuid() == 0
 
