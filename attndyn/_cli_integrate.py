@@ -117,8 +117,9 @@ def parse_init(text: str, K: int):
     return FreeInit(specs)
 
 
-def _check(args, spec):
-    """Every option validated and every size bounded, before any work."""
+def _check(args, spec, corr=None):
+    """Every option validated and every size bounded, before any work (``corr``: the tied
+    theory's correction that ``--correction`` names)."""
     check_number(args.t_end, "t-end", high=MAX_T_END)
     check_size(args.n_out, "n-out")
     check_number(args.rtol, "rtol")
@@ -139,7 +140,9 @@ def _check(args, spec):
         from attndyn._cli_common import check_init_bytes
         check_init_bytes(spec.K, args.d, [args.d] * spec.K, 2, "--d")
         return
-    if args.correction == "noise":
+    from attndyn.numeric.attention.base import HierarchyCorrection
+
+    if isinstance(corr, HierarchyCorrection):
         missing = [n for n in ("eta", "batch") if getattr(args, n) is None]
         if missing:
             raise ValueError("--correction noise needs " + ", ".join(f"--{n}" for n in missing))
@@ -157,10 +160,14 @@ def _check(args, spec):
 
 def run(command: str, args) -> int:
     spec = model_spec(args)
-    _check(args, spec)
     if spec.kind == "untied":
+        _check(args, spec)
         return _untied(spec, args)
-    return _tied(spec, args)
+    model = model_from_spec(spec)
+    # the theory resolves --correction (a ValueError naming its choices otherwise)
+    corr = model.theory.correction(args.correction)
+    _check(args, spec, corr)
+    return _tied(spec, args, model, corr)
 
 
 def _finish(command, args, spec, res, path, result, lines) -> int:
@@ -176,15 +183,16 @@ def _finish(command, args, spec, res, path, result, lines) -> int:
     return 0 if res.success else 1
 
 
-def _tied(spec, args) -> int:
+def _tied(spec, args, model, corr) -> int:
     import numpy as np
 
-    model = model_from_spec(spec)
+    from attndyn.numeric.attention.base import HierarchyCorrection
+
     init = parse_init(args.init, model.K)
     h = model.hierarchy(args.order, max_terms=args.max_terms)
     t_eval = np.linspace(0.0, args.t_end, args.n_out)
-    if args.correction == "noise":
-        extra = {"correction": "noise", "eta": args.eta, "batch": args.batch, "d": args.d,
+    if isinstance(corr, HierarchyCorrection):
+        extra = {"correction": corr, "eta": args.eta, "batch": args.batch, "d": args.d,
                  "method": "truncation"}
     else:
         extra = {"method": args.method}

@@ -17,7 +17,7 @@ LOOKUP = {("numeric/attention/base.py", "correction")}
 #: files allowed for now, each with its reason: the CLI's integrate command is being
 #: rewritten separately; it should resolve ``--correction`` with
 #: ``model.theory.correction(name)`` (and test ``isinstance(.., HierarchyCorrection)``)
-ALLOWED_FILES = {"attndyn/_cli_integrate.py"}
+ALLOWED_FILES = set()
 
 
 def _literals(node) -> set:
