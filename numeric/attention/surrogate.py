@@ -891,8 +891,10 @@ class SurrogateRoute:
     def __init__(self, source, *, rtol: float | None = None, atol: float | None = None,
                  rel_margin: float = 0.25, r_margin: float = 0.1, capacity: int = 262_144,
                  build: dict | None = None):
-        if getattr(source, "route", None) != "numeric" or getattr(source, "kind", None) != "tied" \
-                or not callable(getattr(source, "box_function", None)):
+        # a potential's law kind (not a model's): only the numeric route has box_function
+        numeric = (getattr(source, "route", None) == "numeric"
+                   and callable(getattr(source, "box_function", None)))
+        if not numeric or source.kind != "tied":
             raise TypeError("source must be a tied NumericPotential "
                             "(attndyn.numeric.attention.potentials.tied_potential(..., "
                             "route='numeric'))")

@@ -81,7 +81,7 @@ def overlap(model, traj, student: int = 0, teacher: int = 1) -> np.ndarray:
 
 def _steps_factor(model) -> float:
     """ODE time per SGD step times ``d / eta``: 4 (tied, ``t = 4 eta n / d``) or 1."""
-    return 4.0 if model.kind == "tied" else 1.0
+    return model.time_scale("slow").factor
 
 
 # ---------------------------------------------------------------------------
@@ -349,7 +349,8 @@ def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, pro
     t0 = time.perf_counter()
     pred = weak_recovery(model, limit_state, cfg.c, list(cfg.dims), c0=cfg.c0, batch=cfg.batch)
     ex = pred.extra
-    premise_ok = bool(ex.get("cond414")) if model.kind == "s" else ex.get("case") == "i"
+    # the premise the prediction recorded: eq. (414) (direct S) or case (i) of Corollary 4
+    premise_ok = bool(ex["cond414"]) if "cond414" in ex else ex.get("case") == "i"
     premise_ok = premise_ok and bool(ex.get("assumption10", True))
     base = {"config": {k: (list(v) if isinstance(v, tuple) else v)
                        for k, v in cfg.__dict__.items()},
