@@ -1031,7 +1031,7 @@ def record_error(result, potential):
     return rep
 
 
-def run_tracked(potential, qs, run, *, rerun_above: int = 200, max_extensions: int = 8):
+def run_tracked(potential, qs, run, *, rerun_above: int = 1000, max_extensions: int = 8):
     """Run a trajectory with a potential that tracks its region of overlap space.
 
     ``run()`` integrates and returns a result with ``diagnostics`` and ``message``;
