@@ -165,7 +165,7 @@ def test_reproduce_json_envelope(tmp_path, capsys, monkeypatch):
     minutes; ``test_reproduce_json_real`` runs one): NaN becomes null, inf the string inf."""
     from attndyn import _cli_reproduce
 
-    monkeypatch.setattr(_cli_reproduce, "_builder", lambda name: lambda mode, seeds: _Figure())
+    monkeypatch.setattr(_cli_reproduce, "_builder", lambda name: lambda mode, **kw: _Figure())
     assert main(["reproduce", "fig4", "--mini", "--out", str(tmp_path), "--json"]) == 0
     env = check_output(capsys.readouterr().out, "reproduce")
     [fig] = env["result"]["figures"]
