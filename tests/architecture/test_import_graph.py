@@ -34,15 +34,7 @@ ALLOWED = [
 ]
 
 #: upward imports allowed for now, (importer, imported) with the reason
-ALLOWED_UPWARD = {
-    # the surrogate builder still constructs a TiedModel; the numeric potentials are being
-    # rewritten in place and move to potentials/ with that builder returning the surrogate
-    (f"{ATT}.surrogate", f"{ATT}.tied"),
-    (f"{ATT}.surrogate", f"{ATT}.tied.model"),
-    # the untied d -> infinity limit (new, being written separately) reuses the tied
-    # limit's Marchenko-Pastur and extrapolation helpers; they belong in a shared module
-    (f"{ATT}.untied.limit", f"{ATT}.tied.limit"),
-}
+ALLOWED_UPWARD: set = set()
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -69,7 +69,11 @@ import math
 import numpy as np
 
 from attndyn.numeric.attention.base import check_model
-from attndyn.numeric.core.results import IntegrationError, Trajectory
+# the shared limit machinery, re-exported here (its public names stay in __all__)
+from attndyn.numeric.attention.limitcore import (LimitTrajectory, _check_int, _seed_rec,
+                                                 extrapolate, haar_orthogonal, mp_bin_means,
+                                                 mp_edges, mp_quadrature, richardson)
+from attndyn.numeric.core.results import IntegrationError
 from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.initial import _Spec, FreeInit
@@ -83,27 +87,6 @@ __all__ = ["limit_flow", "tied_limit_flow", "LimitTrajectory", "mp_edges", "mp_q
 
 
 # ---------------------------------------------------------------------------
-# result type
-
-class LimitTrajectory(Trajectory):
-    """A :class:`Trajectory` with a per-observable error estimate.
-
-    ``error`` maps each observable name to an array over the output times
-    (the same shape as ``moment(word)``); ``diagnostics["error"]`` holds the
-    same numbers as an ``(n_obs, n_t)`` array, so they survive save/load.
-    """
-
-    @property
-    def error(self) -> dict:
-        e = np.asarray(self.diagnostics.get("error", np.full(self.y.shape, np.nan)), float)
-        return {n: e[i] for i, n in enumerate(self.names)}
-
-    def moment_error(self, word) -> np.ndarray:
-        e = np.asarray(self.diagnostics.get("error", np.full(self.y.shape, np.nan)), float)
-        return e[self._word_index(word)]
-
-
-# ---------------------------------------------------------------------------
 # the Marchenko-Pastur law
 
 def _spec_params(spec: _Spec):
@@ -113,96 +96,6 @@ def _spec_params(spec: _Spec):
     if not (math.isfinite(sigma) and math.isfinite(a)) or a <= 0 or sigma < 0:
         raise ValueError(f"Wishart spec needs sigma >= 0 and aspect > 0, got {sigma}, {a}")
     return sigma, a
-
-
-def mp_edges(sigma: float, aspect: float):
-    """``(lambda_-, lambda_+) = sigma^2 (1 -+ sqrt(aspect))^2`` and the atom ``(1 - aspect)_+`` at 0."""
-    s2 = sigma * sigma
-    ra = math.sqrt(aspect)
-    return s2 * (1 - ra) ** 2, s2 * (1 + ra) ** 2, max(0.0, 1.0 - aspect)
-
-
-def _mp_theta_weight(theta, sigma, aspect):
-    """Marchenko-Pastur density times dx/dtheta, ``x = lm + D sin^2(theta/2)``."""
-    lm, lp, _ = mp_edges(sigma, aspect)
-    D = lp - lm
-    s = np.sin(theta / 2)
-    c = np.cos(theta / 2)
-    return D * D * 4 * s * s * c * c / (8 * math.pi * sigma * sigma * (lm + D * s * s))
-
-
-def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int = 20):
-    """Nodes and weights for ``int f(x) drho_MP(x)`` (continuous part plus the atom).
-
-    Composite Gauss-Legendre in ``theta`` on ``[pi 2^-(j+1), pi 2^-j]``,
-    ``j = 0..panels-2``, and one panel on ``[0, pi 2^-(panels-1)]``.
-    Exact for the first moments to rounding; see the module docstring.
-    """
-    if sigma == 0:
-        return np.zeros(1), np.ones(1)
-    lm, lp, atom = mp_edges(sigma, aspect)
-    D = lp - lm
-    g, gw = np.polynomial.legendre.leggauss(per_panel)
-    edges = [math.pi * 2.0 ** -j for j in range(panels)] + [0.0]
-    th, w = [], []
-    for hi, lo in zip(edges[:-1], edges[1:]):
-        half = (hi - lo) / 2
-        t = lo + half * (g + 1)
-        th.append(t)
-        w.append(gw * half * _mp_theta_weight(t, sigma, aspect))
-    th = np.concatenate(th)
-    w = np.concatenate(w)
-    x = lm + D * np.sin(th / 2) ** 2
-    if atom > 0:
-        x = np.concatenate([[0.0], x])
-        w = np.concatenate([[atom], w])
-    return x, w
-
-
-def _mp_cdf_theta(theta, sigma, aspect):
-    """Mass of the continuous part on ``[lambda_-, x(theta)]`` (closed form)."""
-    lm, lp, _ = mp_edges(sigma, aspect)
-    s2 = sigma * sigma
-    A = s2 * (1 + aspect)
-    B = 2 * s2 * math.sqrt(aspect)
-    out = B * np.sin(theta) + A * theta
-    if aspect != 1.0:
-        out = out - 2 * s2 * abs(1 - aspect) * np.arctan(
-            math.sqrt(lp / lm) * np.tan(np.minimum(theta, math.pi * (1 - 1e-16)) / 2))
-    out = out / (2 * math.pi * s2)
-    return np.where(theta >= math.pi, min(1.0, aspect), out)
-
-
-def _mp_first_theta(theta, sigma, aspect):
-    """``int_{lambda_-}^{x(theta)} x drho`` (closed form): ``D^2/(8 pi s^2) (theta/2 - sin(2 theta)/4)``."""
-    lm, lp, _ = mp_edges(sigma, aspect)
-    D = lp - lm
-    return D * D / (8 * math.pi * sigma * sigma) * (theta / 2 - np.sin(2 * theta) / 4)
-
-
-def mp_bin_means(sigma: float, aspect: float, d: int) -> np.ndarray:
-    """The ``d`` eigenvalues of a deterministic equivalent: the mean of ``x`` over
-    each of ``d`` equal-mass quantile bins of the Marchenko-Pastur law (so
-    ``Tr S / d`` is exact)."""
-    if sigma == 0:
-        return np.zeros(d)
-    lm, lp, atom = mp_edges(sigma, aspect)
-    p = np.arange(d + 1) / d
-    pc = np.clip(p - atom, 0.0, None)  # mass inside the continuous part
-    mass = min(1.0, aspect)
-    pc = np.minimum(pc, mass)
-    lo = np.zeros_like(pc)
-    hi = np.full_like(pc, math.pi)
-    for _ in range(64):  # bisection on the closed-form CDF (monotone in theta)
-        mid = (lo + hi) / 2
-        below = _mp_cdf_theta(mid, sigma, aspect) < pc
-        lo = np.where(below, mid, lo)
-        hi = np.where(below, hi, mid)
-    th = (lo + hi) / 2
-    th[pc <= 0] = 0.0
-    th[pc >= mass] = math.pi
-    first = _mp_first_theta(th, sigma, aspect)
-    return np.diff(first) * d
 
 
 # ---------------------------------------------------------------------------
@@ -556,13 +449,6 @@ def free_limit(model, law, t_eval, *, rtol: float = 1e-11, atol: float = 1e-13,
 # ---------------------------------------------------------------------------
 # non-commuting case: deterministic equivalents, rotations, Richardson
 
-def haar_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
-    """A Haar-distributed ``d x d`` orthogonal matrix (QR of a Gaussian, signs fixed)."""
-    Z = rng.standard_normal((d, d))
-    Q, R = np.linalg.qr(Z)
-    return Q * np.sign(np.diag(R))
-
-
 def deterministic_equivalents(model, law, d: int, rng) -> list:
     """``K`` symmetric ``d x d`` matrices with the limiting spectra (bin means of
     the law) and independent Haar rotations between the random letters. A
@@ -588,46 +474,6 @@ def deterministic_equivalents(model, law, d: int, rng) -> list:
             S = (Q * lam) @ Q.T
             mats.append((S + S.T) / 2)
     return mats
-
-
-def richardson(values, sizes):
-    """Extrapolate ``values[i] ~ Y(sizes[i])`` to ``d = inf`` with
-    ``Y(d) = Y_inf + sum_{j=1}^{m-1} c_j d^{-j}``; returns ``Y_inf`` and the
-    weights ``w`` with ``Y_inf = sum_i w_i values[i]``."""
-    h = 1.0 / np.asarray(sizes, float)
-    m = h.size
-    V = np.vander(h, m, increasing=True)  # columns h^0, h^1, ...
-    e0 = np.zeros(m)
-    e0[0] = 1.0
-    wts = np.linalg.solve(V.T, e0)  # w^T V = e0^T: exact for polynomials of degree m-1 in h
-    vals = np.asarray(values, float)
-    return np.tensordot(wts, vals, axes=(0, 0)), wts
-
-
-def extrapolate(means, ses, sizes, rotations):
-    """Richardson limit of per-size means and its error estimate (module docstring):
-    ``t * stat + sys`` with ``stat`` the standard error propagated through the Richardson
-    weights and taken uniform in time per observable (its maximum over the output
-    times: a few rotations estimate it poorly at any one time), ``t`` the 97.5% Student
-    quantile for the pooled ``sum (rotations - 1)`` degrees of freedom, and ``sys`` the
-    change of the extrapolation without the smallest size (two sizes: the whole
-    correction ``|Y_inf - Y(d_2)|``), plus rounding. Returns ``(Y, err, stat, sys, w)``."""
-    from scipy.stats import t as student_t
-    means = np.asarray(means, float)
-    ses = np.asarray(ses, float)
-    Y, wts = richardson(means, sizes)
-    stat = np.sqrt(np.tensordot(wts ** 2, ses ** 2, axes=(0, 0)))
-    if stat.ndim == 2 and stat.shape[1]:
-        stat = np.repeat(stat.max(axis=1, keepdims=True), stat.shape[1], axis=1)
-    dof = len(sizes) * (rotations - 1)
-    factor = float(student_t.ppf(0.975, dof)) if dof >= 1 else 0.0
-    if len(sizes) >= 3:
-        Y2, _ = richardson(means[1:], sizes[1:])
-        sys = np.abs(Y - Y2)
-    else:
-        sys = np.abs(Y - means[-1])
-    sys = sys + 1e-12 * np.maximum(1.0, np.abs(Y))  # rounding of the traces
-    return Y, factor * stat + sys, factor * stat, sys, wts
 
 
 def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, atol, blowup,
@@ -659,14 +505,6 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
                    else np.zeros_like(runs[0]))
         per_size.append(runs)
     return (np.array(means), np.array(ses), per_size), "", nfev
-
-
-def _check_int(v, name, lo, hi=None):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
-            hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise ValueError(f"{name} must be an int {rng}, got {v!r}")
-    return int(v)
 
 
 def _words(model, order, words):
@@ -911,13 +749,6 @@ def _join_rows(model, words, a, b) -> LimitTrajectory:
     return LimitTrajectory(t=a.t[:n_t].copy(), y=y, names=[word_label(w, model.K) for w in words],
                            words=[tuple(w) for w in words], kind="limit", params=params,
                            seed=b.seed, status=0, message=msg, diagnostics=diag)
-
-
-def _seed_rec(seed):
-    try:
-        return int(seed)
-    except (TypeError, ValueError):
-        return None
 
 
 # ---------------------------------------------------------------------------

@@ -35,9 +35,10 @@ import numpy as np
 
 from attndyn.numeric.core.results import Trajectory
 from attndyn.numeric.core.validate import check_t_eval
-from attndyn.numeric.attention.tied.limit import (_check_int, _check_law, _law_record,
-                                                  _mp_cdf_theta, _mp_theta_weight, _node_values,
-                                                  _random_letters, is_commuting, mp_edges,
+from attndyn.numeric.attention.limitcore import (_check_int, _mp_cdf_theta, _mp_theta_weight,
+                                                 mp_edges)
+from attndyn.numeric.attention.tied.limit import (_check_law, _law_record, _node_values,
+                                                  _random_letters, is_commuting,
                                                   per_node_values)
 
 __all__ = ["spectral_density", "SpectralDensity", "ks_distance", "per_node_values"]

@@ -35,11 +35,11 @@ Gaussian law (deterministic equivalents), :class:`UntiedLaw` of
 letters are asymptotically free (Assumption 6) and ``m_k -> mean_k``. Its moments
 (:meth:`UntiedLaw.moment`) are sums over the non-crossing pairings of the Gaussian
 factors. The trajectory comes from pairs of size ``d`` whose singular values are the
-Marchenko-Pastur bin means (``mp_bin_means`` of :mod:`..tied.limit`) between
+Marchenko-Pastur bin means (``mp_bin_means`` of :mod:`..limitcore`) between
 independent Haar rotations, their traces set to ``mean_k sqrt(d)``, integrated by
 the slaved flow at two or more sizes, averaged over ``rotations`` rotations and
 extrapolated in ``1/d`` by Richardson with the stated error of
-:func:`..tied.limit.extrapolate` (Student quantile times the propagated standard
+:func:`..limitcore.extrapolate` (Student quantile times the propagated standard
 error plus the change without the smallest size).
 """
 
@@ -52,8 +52,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from attndyn.numeric.attention.tied.limit import (LimitTrajectory, _check_int, _seed_rec,
-                                                  extrapolate, haar_orthogonal, mp_bin_means)
+from attndyn.numeric.attention.limitcore import (LimitTrajectory, _check_int, _seed_rec,
+                                                 extrapolate, haar_orthogonal, mp_bin_means)
 from attndyn.numeric.attention.untied.coefficients import (ROOT_FAILED, SlowState, _obs,
                                                            coefficients)
 from attndyn.numeric.attention.untied.fastslow import _newton, critical_mean, untied_flow
