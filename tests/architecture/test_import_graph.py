@@ -27,11 +27,7 @@ ATT = "attndyn.numeric.attention"
 
 #: strongly connected components allowed for now, each in a folder another piece of work
 #: is rewriting at the time of writing; every other component must be a single module
-ALLOWED = [
-    # numeric/scaling/bounds.py is being split into its validating API and its kernels
-    # separately (the package __init__ and bounds.py import each other meanwhile)
-    {"attndyn.numeric.scaling", "attndyn.numeric.scaling.bounds"},
-]
+ALLOWED: list = []
 
 #: upward imports allowed for now, (importer, imported) with the reason
 ALLOWED_UPWARD: set = set()
