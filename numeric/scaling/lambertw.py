@@ -23,40 +23,20 @@ Arguments outside the domain give NaN, or a :class:`ValueError` with
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-from attndyn.kernels.lambertw import INV_E, lambertw0_ufunc, lambertwm1_ufunc
+from attndyn.kernels.lambertw import (INV_E, check_lambertw_args, lambertw0_ufunc,
+                                      lambertwm1_ufunc)
 
 __all__ = ["lambertw", "lambertw_checked", "INV_E"]
 
 
-def _branch(branch) -> int:
-    if isinstance(branch, (bool, np.bool_)):
-        raise TypeError(f"branch must be the integer 0 or -1, got {branch!r}")
-    try:
-        k = operator.index(branch)
-    except TypeError:
-        if isinstance(branch, (float, np.floating)) and float(branch) in (0.0, -1.0):
-            k = int(branch)
-        else:
-            raise TypeError(f"branch must be the integer 0 or -1, got {branch!r}") from None
-    if k not in (0, -1):
-        raise ValueError(f"branch must be 0 (principal) or -1 (lower real branch), got {k}")
-    return k
-
-
-def _as_float(z, name="z"):
-    arr = np.asarray(z)
-    if arr.dtype.kind == "c":
-        raise TypeError(f"{name} must be real; this Lambert W takes real arguments only")
-    if arr.dtype.kind not in "biuf":
-        try:
-            arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number or array, got {arr.dtype}") from None
-    return arr.astype(np.float64, copy=False)
+def _checked_args(z, branch):
+    """``(z as float64, branch)`` through the one validator of the kernels
+    (:func:`attndyn.kernels.lambertw.check_lambertw_args`): ``None``, text, objects and
+    complex ``z`` are refused, never parsed; ``branch`` is the integer 0 or -1 (``-1.0``
+    and ``True`` are refused)."""
+    return check_lambertw_args(z, branch)
 
 
 def lambertw(z, branch=0):
@@ -97,8 +77,7 @@ def lambertw(z, branch=0):
     >>> float(lambertw(-0.2, branch=-1))
     -2.5426413577735265
     """
-    k = _branch(branch)
-    arr = _as_float(z)
+    arr, k = _checked_args(z, branch)
     f = lambertw0_ufunc if k == 0 else lambertwm1_ufunc
     return f(arr)
 
@@ -110,8 +89,7 @@ def lambertw_checked(z, branch=0):
     and its index, and the allowed interval of the branch. NaN inputs are
     outside the domain.
     """
-    k = _branch(branch)
-    arr = _as_float(z)
+    arr, k = _checked_args(z, branch)
     w = lambertw(arr, k)
     bad = np.isnan(np.asarray(w))
     if np.any(bad):

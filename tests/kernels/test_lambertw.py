@@ -112,7 +112,8 @@ def test_branch_argument():
     with pytest.raises(TypeError, match="^branch"):
         lambertw(1.0, "0")
     assert lambertw(-0.2, np.int64(-1)) == lambertw(-0.2, -1)
-    assert lambertw(-0.2, -1.0) == lambertw(-0.2, -1)
+    with pytest.raises(TypeError, match="^branch"):  # a float branch is refused (issue 23)
+        lambertw(-0.2, -1.0)
 
 
 def test_bad_z_type():

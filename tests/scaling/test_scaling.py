@@ -672,3 +672,15 @@ def test_example_writes_png(tmp_path):
     out = tmp_path / "laws.png"
     mod["main"](str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("z,branch,exc", [(None, 0, TypeError), ("1.0", 0, TypeError),
+                                          (-0.2, -1.0, TypeError), (0.5, True, TypeError),
+                                          (np.array(["1"]), 0, TypeError), (1 + 0j, 0, TypeError),
+                                          (0.5, 2, ValueError)])
+def test_lambertw_front_end_refuses_what_it_would_have_guessed(z, branch, exc):
+    """Issue 23's silent cases: lambertw(None) was NaN, "1.0" was parsed, branch=-1.0 taken."""
+    from attndyn.numeric.scaling.lambertw import lambertw, lambertw_checked
+    for f in (lambertw, lambertw_checked):
+        with pytest.raises(exc, match="z must|branch must"):
+            f(z, branch)
