@@ -618,6 +618,12 @@ def _short(text, n: int = 60) -> str:
     return repr(text if len(text) <= n else text[:n - 3] + "...")
 
 
+#: bounds of :func:`loss_from_spec` (K as the alphabet allows; the symbols of G bounded)
+MAX_SPEC_K = 255
+MAX_SPEC_L = 64
+MAX_SPEC_SYMBOLS = 1 << 16
+
+
 def loss_from_spec(spec: str, K: int, L: int, params=None):
     """Parse a CLI loss spec into ``(loss, params)``.
 
@@ -649,9 +655,13 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError("loss spec must be a non-empty string")
-    for name, val in (("K", K), ("L", L)):
+    for name, val, hi in (("K", K, MAX_SPEC_K), ("L", L, MAX_SPEC_L)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
             raise ValueError(f"{name} must be an int >= 1, got {val!r}")
+        if val > hi:  # bounded before the L x L x K symbols are made
+            raise ValueError(f"{name} must be in 1..{hi}, got {val}")
+    if L * L * K > MAX_SPEC_SYMBOLS:
+        raise ValueError(f"L x L x K = {L * L * K} pre-activations: at most {MAX_SPEC_SYMBOLS}")
     from .parse import MAX_CHARS
     if len(spec) > MAX_CHARS:
         raise ValueError(f"loss spec too long ({len(spec)} characters, limit {MAX_CHARS})")

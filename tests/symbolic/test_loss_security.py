@@ -322,3 +322,11 @@ def test_no_eval_of_text_in_the_package():
                     assert name not in ("eval", "exec", "parse_expr"), (path, node.lineno)
                     if name == "sympify":
                         assert not any(k.arg == "locals" for k in node.keywords), (path, node.lineno)
+
+
+@pytest.mark.parametrize("K,L", [(2**64, 1), (256, 1), (2, 65), (255, 64)])
+def test_loss_from_spec_bounds_its_sizes_before_building(K, L):
+    """Issue 23 D9: loss_from_spec("G1", 2**64, 1) ran on without end."""
+    from attndyn.symbolic.losses import loss_from_spec
+    with pytest.raises(ValueError, match=r"must be in 1\.\.|pre-activations"):
+        loss_from_spec("G1", K, L)
