@@ -231,11 +231,10 @@ def _checkpoint_steps(t_eval, dt, eta, d, label):
 
 def _check_threads(threads):
     import numba
-    if threads is None:
-        return int(numba.config.NUMBA_NUM_THREADS)
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"threads must be None or an int >= 1, got {threads!r}")
-    return int(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+    from attndyn.numeric.core.validate import check_threads
+    # refused above numba's thread count, never clamped silently (threads=10**6)
+    return check_threads(threads, numba.config.NUMBA_NUM_THREADS)
 
 
 def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, time: str = "slow",

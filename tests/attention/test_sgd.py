@@ -515,3 +515,13 @@ def test_covariance_factor_reproduces_C():
     C, F, ident = _cov_factor(m)
     assert not ident
     np.testing.assert_allclose(F @ F.T, C_L2, atol=1e-14)
+
+
+def test_thread_request_above_numba_count_is_refused():
+    """Issue 23: threads=10**6 ran on numba's thread count and said nothing."""
+    import attndyn
+    m = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    init = attndyn.gaussian_init(m, 10, scale=0.5, seed=0)
+    with pytest.raises(ValueError, match=r"threads must be None or an int in 1\.\."):
+        attndyn.sgd(m, init, eta=0.01, batch=4, t_eval=[0.0, 0.01], threads=10**6,
+                    progress=False)
