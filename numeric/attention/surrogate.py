@@ -645,6 +645,10 @@ def _recertified(sur, src, reference, seed) -> bool:
     return bool(np.all(np.isfinite(got)) and np.all(err <= sur.atol + sur.rtol * np.abs(ref)))
 
 
+#: most certification points one build may ask for (issue 23: n_check=10**9 ran for minutes)
+MAX_CHECK = 100_000
+
+
 def build_surrogate(potential, box, *, rtol: float = 1e-9, atol: float = 1e-12, K=None,
                     reference=None, n_check: int = 64, seed: int = 0, cache: bool = True,
                     key: str | None = None, max_nodes: int = 20_000, max_rounds: int = 3):
@@ -685,6 +689,8 @@ def build_surrogate(potential, box, *, rtol: float = 1e-9, atol: float = 1e-12, 
         raise ValueError("rtol and atol cannot both be 0")
     if isinstance(n_check, bool) or not isinstance(n_check, (int, np.integer)) or n_check < 0:
         raise ValueError(f"n_check must be an int >= 0, got {n_check!r}")
+    if n_check > MAX_CHECK:  # each point costs one reference (quadrature) evaluation
+        raise ValueError(f"n_check must be in 0..{MAX_CHECK}, got {n_check}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     lo, hi = _check_box(*box, K)

@@ -270,3 +270,10 @@ def test_golden_on_surrogate(sc):
     for w in [(k,) for k in range(sc.K)] + [(k, l) for k in range(sc.K) for l in range(k, sc.K)]:
         np.testing.assert_allclose(res.moment(w), flow.moment(w), atol=10 * sc.tol, rtol=0,
                                    err_msg=f"{sc.name}: {w}")
+
+
+def test_n_check_is_bounded_before_any_work():
+    """Issue 23 D9: build_surrogate(n_check=10**9) ran for minutes before failing."""
+    from attndyn.numeric.attention.surrogate import MAX_CHECK, build_surrogate
+    with pytest.raises(ValueError, match=rf"n_check must be in 0\.\.{MAX_CHECK}"):
+        build_surrogate(lambda Q: Q, [[0.0, 1.0]], K=1, n_check=10**9)
