@@ -3,11 +3,11 @@
 Examples::
 
     attndyn reproduce fig4                 # --quick (default): CPU-sized
-    attndyn reproduce fig2 --seeds 3 --out figs --pdf
+    attndyn reproduce fig2 --seeds 3 --out figs
     attndyn reproduce fig4 --full          # the caption's d, learning rate, batch
     attndyn reproduce all
 
-Each figure writes ``<out>/<name>.png`` (and ``.pdf`` with ``--pdf``),
+Each figure writes ``<out>/<name>.png`` (200 dpi) and ``<out>/<name>.pdf`` (``--no-pdf``: none),
 ``<out>/<name>.json`` (settings, seeds, claims with their verdicts and numbers,
 an index of the curves) and one labelled result file per curve,
 ``<out>/<name>/<curve>.npz`` (``attndyn.load_result`` reads them), then prints
@@ -20,6 +20,7 @@ place that imports both (numba-using modules are imported inside :func:`run`).
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
@@ -69,8 +70,9 @@ def add_arguments(command_name, parser) -> None:
                    help="array-api device: cpu, cuda or cuda:N")
     parser.add_argument("--out", default="reproduce_out", metavar="DIR",
                         help="output folder (created; default ./reproduce_out)")
-    parser.add_argument("--pdf", action="store_true", help="also write a PDF per figure")
-    parser.add_argument("--dpi", type=int, default=90, help="PNG resolution (default 90)")
+    parser.add_argument("--pdf", action=argparse.BooleanOptionalAction, default=True,
+                        help="also write a vector PDF per figure (default; --no-pdf to skip)")
+    parser.add_argument("--dpi", type=int, default=200, help="PNG resolution (default 200)")
     parser.add_argument("--json", action="store_true",
                         help="print the claims of every figure as one JSON document "
                              "(docs/cli.md)")

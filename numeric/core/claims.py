@@ -91,10 +91,10 @@ class FigureRun:
             raise RuntimeError(f"{self.name}: no plotter set")
         return self.plotter(self, fig)
 
-    def save(self, out_dir, *, pdf: bool = False, png: bool = True, dpi: int = 90) -> dict:
+    def save(self, out_dir, *, pdf: bool = True, png: bool = True, dpi: int = 200) -> dict:
         """Write ``<out>/<name>/<curve>.npz`` per curve, ``<out>/<name>.json``
-        (settings, claims, curve index, wall time) and ``<out>/<name>.png``
-        (and ``.pdf``). Returns the paths written."""
+        (settings, claims, curve index, wall time), ``<out>/<name>.png`` (200 dpi by
+        default) and the vector ``<out>/<name>.pdf``. Returns the paths written."""
         out_dir = str(out_dir)
         cdir = os.path.join(out_dir, self.name)
         os.makedirs(cdir, exist_ok=True)

@@ -130,6 +130,7 @@ def test_scaling_cli_writes_png(tmp_path, capsys):
     assert rc == 0 and "N_paper/N* = 0.993" in out and "NOT HELD" not in out
     assert json.load(open(tmp_path / "scaling.json"))["all_held"]
     assert os.path.exists(tmp_path / "scaling.png") and os.path.exists(tmp_path / "scaling.json")
+    assert os.path.exists(tmp_path / "scaling.pdf")  # vector output by default
 
 
 def test_bad_options(tmp_path, capsys):
