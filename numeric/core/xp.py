@@ -233,7 +233,8 @@ class ExpressionEvaluator:
         self._sp = sp
         self.inputs = list(inputs)
         sub = {s: sp.Float(float(v)) for s, v in zip(params, values)}
-        exprs = [sp.sympify(e).xreplace(sub) for e in exprs]
+        from attndyn.symbolic.sympify import as_sympy  # numbers and SymPy only: text refused
+        exprs = [as_sympy(e, "expression").xreplace(sub) for e in exprs]
         extra = set().union(*(e.free_symbols for e in exprs)) - set(self.inputs) if exprs else set()
         if extra:
             raise ValueError(f"expressions have undeclared symbols {sorted(map(str, extra))}")
