@@ -476,26 +476,36 @@ class Hierarchy(abc.ABC):
 
     model: "AttentionModel"
     order: int
-    words: list
+    #: the integer structure arrays of the truncation (words, counts, canonical index)
+    structure: object
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(order={self.order}, n_moments={self.n_moments}, "
+                f"n_terms={self.n_terms})")
 
     @property
-    @abc.abstractmethod
+    def words(self) -> list:
+        """The canonical words kept, in state order."""
+        return self.structure.words
+
+    @property
     def n_moments(self) -> int:
         """Number of moments (the words kept)."""
+        return self.structure.n_moments
 
     @property
-    @abc.abstractmethod
     def n_terms(self) -> int:
         """Number of terms of the right-hand side."""
+        return self.structure.n_terms
+
+    def index(self, word) -> int:
+        """State index of any word (canonicalised first; ``KeyError`` when absent)."""
+        return self.structure.index(word)
 
     @property
     @abc.abstractmethod
     def names(self) -> list:
         """Printed names of the moments (``mu_1``, ``q_12``...)."""
-
-    @abc.abstractmethod
-    def index(self, word) -> int:
-        """Position of ``word`` among ``words`` (``KeyError`` when absent)."""
 
     @abc.abstractmethod
     def equations(self, *args, **kwargs) -> list:

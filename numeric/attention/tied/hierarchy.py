@@ -80,26 +80,7 @@ class TiedHierarchy(Hierarchy):
                                         cache_dir=_structure_cache_dir())
         self.consts = np.array([model.weight_decay / 2.0])
 
-    def __repr__(self):
-        return (f"TiedHierarchy(order={self.order}, n_moments={self.n_moments}, "
-                f"n_terms={self.n_terms})")
-
-    # -- structure ------------------------------------------------------------
-    @property
-    def words(self) -> list:
-        return self.structure.words
-
-    @property
-    def n_moments(self) -> int:
-        return self.structure.n_moments
-
-    @property
-    def n_terms(self) -> int:
-        return self.structure.n_terms
-
-    def index(self, word) -> int:
-        return self.structure.index(word)
-
+    # -- structure (words, n_moments, n_terms, index: the Hierarchy base) ------
     @cached_property
     def names(self) -> list:
         return self.structure.labels()  # vectorised from the codes (word_label's format)

@@ -34,26 +34,6 @@ class UntiedHierarchy(Hierarchy):
         self.order = su.check_untied_order(order)
         self.structure = su.untied_structure(model.K, model.trainable, self.order, letters)
 
-    def __repr__(self):
-        return (f"UntiedHierarchy(order={self.order}, n_moments={self.n_moments}, "
-                f"n_terms={self.n_terms})")
-
-    @property
-    def words(self) -> list:
-        return self.structure.words
-
-    @property
-    def n_moments(self) -> int:
-        return self.structure.n_moments
-
-    @property
-    def n_terms(self) -> int:
-        return self.structure.n_terms
-
-    def index(self, word) -> int:
-        """State index of any word (canonicalised)."""
-        return self.structure.index(word)
-
     @cached_property
     def names(self) -> list:
         return [su.word_name(w, self.model.K) for w in self.words]
