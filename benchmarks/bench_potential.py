@@ -213,7 +213,7 @@ def surrogate_table(quick: bool = False) -> None:
 
     import attndyn
     from attndyn.numeric.attention.potentials import numeric_potential
-    from attndyn.numeric.attention.surrogate import (SurrogateError, build_surrogate,
+    from attndyn.numeric.attention.potentials.surrogate import (SurrogateError, build_surrogate,
                                                      from_coordinates, integrate_in_box)
     from attndyn.symbolic.losses import mse_teacher_student, softmax_teacher_student
     from attndyn.symbolic.potential import tied_potential as sym_tied
@@ -350,9 +350,9 @@ def hermite_table(quick: bool = False, surrogates=None) -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     import surrogate_reference as R
 
-    from attndyn.numeric.attention.hermite import HermitePotential
+    from attndyn.numeric.attention.potentials.hermite import HermitePotential
     from attndyn.numeric.attention.potentials import numeric_potential
-    from attndyn.numeric.attention.surrogate import from_coordinates
+    from attndyn.numeric.attention.potentials.surrogate import from_coordinates
     from attndyn.symbolic.losses import mse_teacher_student
     from attndyn.symbolic.potential import tied_potential as sym_tied
 

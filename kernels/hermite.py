@@ -32,7 +32,7 @@ and even/odd parts give the even/odd coefficients). The trapezoidal rule
 converges like ``exp(-2 pi d / h)`` for integrands analytic in the strip
 ``|Im z| < d`` (tanh: ``d = pi / (2 sqrt v)``), far faster than Gauss-Hermite
 there. The step and the node counts are chosen and verified when the
-parameter vector is built (``attndyn.numeric.attention.hermite``), which
+parameter vector is built (``attndyn.numeric.attention.potentials.hermite``), which
 also records the verified quadrature errors ``eps_q`` (coefficients, relative
 to ``sqrt(E u^2)``) and ``eps_E`` (of ``E u^2``) that enter the allowance.
 

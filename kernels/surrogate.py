@@ -1,6 +1,6 @@
 """Compiled evaluation of a Chebyshev surrogate of ``Gamma(q)`` (tied potentials).
 
-The surrogate (built by ``attndyn.numeric.attention.surrogate``) lives in the
+The surrogate (built by ``attndyn.numeric.attention.potentials.surrogate``) lives in the
 coordinates of overlap space that keep a box inside the PSD cone:
 
     c = (v_0, ..., v_{K-1}, r_01, r_02, ..., r_{K-2,K-1}),
@@ -19,7 +19,7 @@ extrapolates: at a ``q`` outside the box (or with a non-positive variance, or
 non-finite) it writes NaN into ``out``, adds one to the exit counter ``p[5]``
 and, on the first exit, records the (symmetrised) ``q`` in ``p``. The
 integrators treat the NaN as a failed step and stop; the driver reads the
-counter and the record (``attndyn.numeric.attention.surrogate``).
+counter and the record (``attndyn.numeric.attention.potentials.surrogate``).
 
 Parameter vector ``p`` (float64)::
 

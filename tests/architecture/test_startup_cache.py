@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import attndyn
-from attndyn.numeric.attention import potcache
+from attndyn.numeric.attention.potentials import cache as potcache
 from attndyn.symbolic.hierarchy import tied_structure
 from attndyn.symbolic.initial import FreeInit, scalar, wishart
 

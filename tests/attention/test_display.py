@@ -7,7 +7,7 @@ import numpy as np
 
 from attndyn.numeric.attention.direct.model import SModel
 from attndyn.numeric.attention.potentials import CompiledExact, tied_potential
-from attndyn.numeric.attention.surrogate import SurrogateRoute, build_surrogate
+from attndyn.numeric.attention.potentials.surrogate import SurrogateRoute, build_surrogate
 from attndyn.numeric.attention.tied.model import TiedModel
 from attndyn.numeric.attention.untied.model import UntiedModel
 from attndyn.numeric.transformer.model import Transformer

@@ -54,7 +54,7 @@ def test_transformer_training_takes_a_generator():
 
 
 def test_numeric_potential_seed_forms():
-    from attndyn.numeric.attention.potentials import _int_seed
+    from attndyn.numeric.attention.potentials.numeric import _int_seed
     assert _int_seed(3) == 3
     a = _int_seed(np.random.SeedSequence(11))
     assert a == _int_seed(np.random.SeedSequence(11)) and a >= 0

@@ -7,7 +7,7 @@ from functools import cached_property
 import numpy as np
 
 from attndyn.kernels.integrate import status_message
-from attndyn.numeric.attention import potcache
+from attndyn.numeric.attention.potentials import cache as potcache
 from attndyn.numeric.attention.base import (AttentionModel, finite_word_traces, Hierarchy,
                                           HierarchyCorrection, NoCorrection)
 from attndyn.numeric.core.results import IntegrationError, Trajectory, TruncationNotConverged

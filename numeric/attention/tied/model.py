@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from attndyn.numeric.attention import potcache
+from attndyn.numeric.attention.potentials import cache as potcache
 from attndyn.numeric.attention.base import AttentionModel, check_order_arg, SGDRunner, TimeScale
 from attndyn.numeric.attention.tied.hierarchy import TiedHierarchy
 from attndyn.numeric.attention.tied.runner import (_check_factor_list, _TiedRunner,

@@ -51,7 +51,7 @@ class TiedTheory(Theory):
 
     def tracked(self, q0, run):
         """Run the trajectory solver ``run()`` with the model's potential on its trajectory
-        route (issue 25): a :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute`
+        route (issue 25): a :class:`~attndyn.numeric.attention.potentials.surrogate.SurrogateRoute`
         builds its certified box around the start ``q0`` (a ``K x K`` overlap matrix, or a
         callable giving it, called only when needed), grows it when the run leaves it and
         serves the quadrature outside (:func:`~attndyn.numeric.attention.potentials.run_tracked`);

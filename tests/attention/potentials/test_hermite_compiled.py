@@ -13,10 +13,10 @@ import sympy as sp
 from scipy import integrate
 
 from attndyn.kernels.hermite import ACTIVATION_CODES, activation_values
-from attndyn.numeric.attention.hermite import HermitePotential, hermite_potential
+from attndyn.numeric.attention.potentials.hermite import HermitePotential, hermite_potential
 from attndyn.numeric.attention.potentials import numeric_potential
 from attndyn.numeric.attention.potentials import tied_potential as built_potential
-from attndyn.numeric.attention.surrogate import from_coordinates
+from attndyn.numeric.attention.potentials.surrogate import from_coordinates
 from attndyn.numeric.attention.tied.model import TiedModel
 from attndyn.symbolic.activations import X, activation
 from attndyn.symbolic.losses import mse_teacher_student, softmax_teacher_student

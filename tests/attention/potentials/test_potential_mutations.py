@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from potential_reference import reference
 
-from attndyn.numeric.attention.hermite import HermitePotential
+from attndyn.numeric.attention.potentials.hermite import HermitePotential
 from attndyn.numeric.attention.potentials import numeric_potential
-from attndyn.numeric.attention.surrogate import (SurrogateError, build_surrogate,
+from attndyn.numeric.attention.potentials.surrogate import (SurrogateError, build_surrogate,
                                                  from_coordinates)
 from attndyn.symbolic.losses import mse_teacher_student
 

@@ -15,7 +15,7 @@ import attndyn
 from attndyn.numeric.attention.potentials import (CompiledExact, NumericPotential, as_potential,
                                                   error_report, numeric_potential, record_error,
                                                   run_tracked, tied_potential)
-from attndyn.numeric.attention.surrogate import Surrogate, SurrogateRoute, build_surrogate
+from attndyn.numeric.attention.potentials.surrogate import Surrogate, SurrogateRoute, build_surrogate
 from attndyn.symbolic import potential as sym
 from attndyn.symbolic.losses import mse_teacher_student, softmax_teacher_student
 
@@ -136,7 +136,7 @@ def test_record_error_names_a_missed_tolerance():
     assert res.message.startswith("integrated; Gamma (numeric route) exceeded its tolerance")
     assert "1 evaluation(s)" in res.message
     # Hermite and a bare surrogate through the same function
-    from attndyn.numeric.attention.hermite import HermitePotential
+    from attndyn.numeric.attention.potentials.hermite import HermitePotential
     hp = HermitePotential("tanh", q_max=2.0)
     assert error_report(hp)["route"] == "hermite" and error_report(hp)["within_tolerance"]
 
@@ -147,7 +147,7 @@ def test_integrate_in_box_takes_the_model_class_it_is_given():
     import ast
     import pathlib
 
-    import attndyn.numeric.attention.surrogate as S
+    import attndyn.numeric.attention.potentials.surrogate as S
     tree = ast.parse(pathlib.Path(S.__file__).read_text())
     names = {a.module for a in ast.walk(tree) if isinstance(a, ast.ImportFrom) and a.module}
     assert not any("tied" in n or n.endswith("potentials") for n in names), names

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attndyn.numeric.attention.quadrature import (choose_rule, gh_rule, rqmc_rules, smolyak_rule,
+from attndyn.numeric.attention.potentials.quadrature import (choose_rule, gh_rule, rqmc_rules, smolyak_rule,
                                         tensor_rule)
 from attndyn.symbolic.gaussian import g_array
 from attndyn.symbolic.losses import (mse_teacher_student, softmax_teacher_student,

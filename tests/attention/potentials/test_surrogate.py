@@ -7,8 +7,8 @@ import pytest
 
 from attndyn.kernels.surrogate import surrogate_grad
 from attndyn.numeric.attention.potentials import numeric_potential
-from attndyn.numeric.attention.quadrature import trapezoid_rule
-from attndyn.numeric.attention.surrogate import (BOX_EXIT, SurrogateError, box_around,
+from attndyn.numeric.attention.potentials.quadrature import trapezoid_rule
+from attndyn.numeric.attention.potentials.surrogate import (BOX_EXIT, SurrogateError, box_around,
                                                  build_surrogate, coordinates, from_coordinates,
                                                  integrate_in_box)
 from attndyn.numeric.attention.tied.model import TiedModel
@@ -274,6 +274,6 @@ def test_golden_on_surrogate(sc):
 
 def test_n_check_is_bounded_before_any_work():
     """Issue 23 D9: build_surrogate(n_check=10**9) ran for minutes before failing."""
-    from attndyn.numeric.attention.surrogate import MAX_CHECK, build_surrogate
+    from attndyn.numeric.attention.potentials.surrogate import MAX_CHECK, build_surrogate
     with pytest.raises(ValueError, match=rf"n_check must be in 0\.\.{MAX_CHECK}"):
         build_surrogate(lambda Q: Q, [[0.0, 1.0]], K=1, n_check=10**9)

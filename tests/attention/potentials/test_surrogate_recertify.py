@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attndyn.numeric.attention.potentials import tied_potential
-from attndyn.numeric.attention.surrogate import build_surrogate
+from attndyn.numeric.attention.potentials.surrogate import build_surrogate
 from attndyn.symbolic.losses import mse_teacher_student
 
 BOX = (np.array([0.5, 0.5, -0.2]), np.array([0.8, 0.8, 0.2]))

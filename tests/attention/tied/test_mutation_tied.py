@@ -245,7 +245,7 @@ def test_hermite_kernel_projects_on_the_psd_cone(q):
     """The compiled Mehler series (tied, erf) at q outside the cone: Gamma at the projection
     of q (eq. 92), integrated here, within the series' stated bound (q_00 > q_11 and
     q_00 < q_11 take the two branches of the eigenvector's formula)."""
-    from attndyn.numeric.attention.hermite import HermitePotential
+    from attndyn.numeric.attention.potentials.hermite import HermitePotential
     q = np.array(q)
     _, H = _erf_mse_moments(np.zeros(2), 2.0 * _proj(q))
     hp = HermitePotential("erf", q_max=4.0)

@@ -62,7 +62,7 @@ def test_rhs_and_integrate_accept_readonly_and_memmap(model, tmp_path):
 
 
 def test_hermite_gamma_accepts_readonly(tmp_path):
-    from attndyn.numeric.attention.hermite import hermite_potential
+    from attndyn.numeric.attention.potentials.hermite import hermite_potential
     from attndyn.symbolic.losses import mse_teacher_student
     pot = hermite_potential(mse_teacher_student("erf"), 2, 1, q_max=1.0)
     q = np.array([[0.5, 0.1], [0.1, 0.7]])

@@ -22,7 +22,7 @@ How it works:
    subspace, found from the span of sampled gradients;
 3. the rule (tensor Gauss-Hermite, Smolyak sparse grid, or scrambled-Sobol
    RQMC, chosen by that dimension) is refined at a reference point until the
-   requested accuracy ``tol`` is met (:func:`attndyn.numeric.attention.quadrature.choose_rule`);
+   requested accuracy ``tol`` is met (:func:`attndyn.numeric.attention.potentials.quadrature.choose_rule`);
    ``error`` is that estimate and :meth:`NumericPotential.gradients` with
    ``with_error=True`` re-estimates it at any point;
 4. non-smooth losses: a loss must be continuous (checked symbolically); if its
@@ -51,7 +51,7 @@ from attndyn.symbolic.hermite import normalise_nonsmooth
 from attndyn.symbolic.parse import as_sympy
 from attndyn.symbolic.potential import RouteError, safe_powers
 
-from ..core.compile import load_generated
+from ...core.compile import load_generated
 from .quadrature import (METHODS, QuadratureRule, _merge, choose_rule, rqmc_rules, smolyak_rule,
                          tensor_rule, trapezoid_rule)
 
@@ -238,7 +238,7 @@ def _int_seed(seed) -> int:
     Generator (SPEC 7) through :func:`~attndyn.numeric.core.validate.resolve_seed`."""
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         return int(seed)
-    from ..core.validate import resolve_seed
+    from ...core.validate import resolve_seed
     return int(resolve_seed(seed).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 
 
@@ -262,7 +262,7 @@ class NumericPotential:
         RQMC, whose error falls only like ``1/n``).
     method : "auto", "tensor", "sparse" or "rqmc"
         ``auto`` chooses by the integration dimension (see
-        :func:`attndyn.numeric.attention.quadrature.choose_rule`), and RQMC in Stein mode
+        :func:`attndyn.numeric.attention.potentials.quadrature.choose_rule`), and RQMC in Stein mode
         (a jumping integrand defeats the Gauss-Hermite error estimate).
     seed : int
         Seed of the RQMC scramblings (deterministic for a given seed).
@@ -508,7 +508,7 @@ class NumericPotential:
 
     def box_function(self):
         """The compiled ``grad_box(x, p, out)`` (``GRAD_SIG``) of
-        :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute`: a certified
+        :class:`~attndyn.numeric.attention.potentials.surrogate.SurrogateRoute`: a certified
         surrogate inside its box, :meth:`gradient_function`'s ladder outside it."""
         fn = self.__dict__.get("_box_fn")
         if fn is None:
@@ -855,7 +855,7 @@ def tied_potential(loss, K: int, L: int = 1, C=None, params=(), **kw):
     ``route="hermite"``: the symbolic Mehler series where the Hermite coefficients
     have closed forms; otherwise, for an MSE teacher-student loss with tanh, GELU,
     sigmoid, softplus or erf activations, the compiled series with a stated error
-    bound (:class:`attndyn.numeric.attention.hermite.HermitePotential`, accuracy
+    bound (:class:`attndyn.numeric.attention.potentials.hermite.HermitePotential`, accuracy
     ``tol * max(1, |Gamma_kl|)``, variances up to ``q_max``, default 4)."""
     from attndyn.symbolic import potential as _sym
     if kw.get("route") == "hermite":
@@ -958,7 +958,7 @@ def as_potential(obj, K: int, L: int = 1, C=None, tol: float | None = None, *,
       ``attndyn.symbolic.potential.tied_potential(..., route="numeric")`` returns): built
       (:func:`build_potential`), then as below;
     - a tied :class:`NumericPotential`: with ``trajectory`` (default), the
-      :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute` over it: the certified
+      :class:`~attndyn.numeric.attention.potentials.surrogate.SurrogateRoute` over it: the certified
       surrogate on the box a trajectory needs (built by :func:`run_tracked` /
       ``prepare``), the per-call quadrature outside it; ``tol`` sets the surrogate's
       ``rtol`` (default: the potential's);
@@ -998,7 +998,7 @@ def as_potential(obj, K: int, L: int = 1, C=None, tol: float | None = None, *,
         f"potential must be a built potential (with gradient_function() and parameters()), got "
         f"{type(obj).__name__}; build one with attndyn.numeric.attention.potentials."
         f"{kind}_potential(loss, K, L, tol=...) (quadrature, Hermite or exact route), "
-        "build_potential(numeric_route), or attndyn.numeric.attention.surrogate.build_surrogate; "
+        "build_potential(numeric_route), or attndyn.numeric.attention.potentials.surrogate.build_surrogate; "
         "or pass the loss itself and no potential")
 
 
@@ -1036,7 +1036,7 @@ def run_tracked(potential, qs, run, *, rerun_above: int = 1000, max_extensions: 
 
     ``run()`` integrates and returns a result with ``diagnostics`` and ``message``;
     ``qs`` are the overlaps the trajectory starts from (``K x K`` or a sequence). For a
-    :class:`~attndyn.numeric.attention.surrogate.SurrogateRoute` the surrogate's box is
+    :class:`~attndyn.numeric.attention.potentials.surrogate.SurrogateRoute` the surrogate's box is
     built around ``qs`` first (certified, cached on disk); when the run left the box
     more than ``rerun_above`` times (the quadrature served those calls, within its own
     tolerance) the box is grown to the exit point and the run repeated (at most

@@ -459,7 +459,7 @@ class Surrogate:
 
 def _html(title, pot) -> str:
     """Notebook display of a surrogate potential: route, tolerance, worst error so far."""
-    from ..core.display import html_summary
+    from ...core.display import html_summary
     rep = pot.error_report()
     return html_summary(title, {
         "route": rep.get("route"), "tolerance": pot.tolerance,
@@ -473,7 +473,7 @@ def _cache_path(key):
     """The cache file of a key, in ``<generated-code cache folder>/surrogates`` (private,
     mode 0700); None when there is no usable cache folder (then nothing is cached).
     The files are plain ``.npz`` arrays, read without pickles."""
-    from ..core.compile import cache_dir
+    from ...core.compile import cache_dir
     base = cache_dir()
     if base is None:
         return None
@@ -850,7 +850,7 @@ def integrate_in_box(model, order, mu0, t_eval, *, surrogate, on_exit: str = "ex
         sur = sur.extended(q_out, margin=margin)
         extensions += 1
     if raise_on_failure and res.status != 0:
-        from ..core.results import IntegrationError
+        from ...core.results import IntegrationError
         raise IntegrationError(res.message)
     return res, sur
 
