@@ -284,6 +284,8 @@ RESULT_KEYS = {
     "verify": ("setting", "checks"),
     "sweep": ("function", "out", "n_points", "failed", "points"),
     "reproduce": ("figures", "failed"),
+    "scaling": ("fixed", "columns", "rows", "unused"),
+    "transformer": ("action", "setup", "seed"),
 }
 
 #: the envelope every ``--json`` output is (a JSON Schema, draft 2020-12)

@@ -15,9 +15,7 @@ before (and without) any compilation.
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 
 INPUTS = {
     "C": "total compute",
@@ -182,15 +180,16 @@ def run(command_name, args) -> int:
     rows = [[float(c[i]) for c in data] for i in range(n_rows)] if data else []
 
     if args.json:
+        from attndyn._cli_common import print_json
+
         out = {
             "fixed": {k: _json_value(v) for k, v in fixed.items()},
             "columns": cols,
             "rows": [{c: _json_value(v) for c, v in zip(cols, r)} for r in rows],
+            "unused": unused,
         }
-        if unused:
-            out["unused"] = unused
-        json.dump(out, sys.stdout, allow_nan=False)
-        sys.stdout.write("\n")
+        print_json(command_name, status=0, result=out,
+                   message=f"{len(rows)} rows of {', '.join(names)}")
         return 0
 
     if fixed:

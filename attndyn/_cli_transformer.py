@@ -150,10 +150,17 @@ def _setup(args):
     return s
 
 
-def _print(args, summary, text):
+def _print(args, result, text, *, status=0, message="ok", saved=()):
+    """``text``, or with ``--json`` the envelope of ``attndyn._cli_common.print_json``: its
+    ``result`` holds ``action``, ``setup``, ``seed`` and the action's numbers."""
     if args.json:
+        from attndyn._cli_common import print_json
         from attndyn.numeric.transformer.results import _jsonable
-        print(json.dumps(_jsonable(summary)))
+        result = {"action": args.action, "setup": _setup(args), "seed": args.seed, **result}
+        if args.action == "lemmas":
+            result["which"] = args.which
+        print_json("transformer", status=int(status), message=str(message),
+                   saved=[p for p in saved if p], result=_jsonable(result))
     else:
         print(text)
 
@@ -174,10 +181,11 @@ def run(command_name, args) -> int:
                        **({"sgd_seed": args.sgd_seed} if args.method == "sgd" else
                           {"rtol": args.rtol, "atol": args.atol}))
         path = rep.save(args.output) if args.output else None
-        _print(args, dict(rep.as_dict(), path=path, status=rep.result.status),
+        _print(args, rep.as_dict(),
                rep.table() + f"\nrun: status {rep.result.status} ({rep.result.message}), "
                f"lambda ({args.kernel}) = {rep.params['lambda']:.4g}"
-               + (f"\nwrote {path}" if path else ""))
+               + (f"\nwrote {path}" if path else ""),
+               status=rep.result.status, message=rep.result.message, saved=[path])
         return 0 if rep.result.status == 0 else 1
     if args.action == "train":
         observe = [o for o in args.observe.split(",") if o]
@@ -189,10 +197,11 @@ def run(command_name, args) -> int:
         res.params["seed_setup"] = args.seed
         path = res.save(args.output) if args.output else None
         fin = res.final()
-        _print(args, {"status": res.status, "message": res.message, "final": fin, "path": path},
+        _print(args, {"t_end": float(res.t[-1]), "final": fin},
                f"status {res.status} ({res.message}); t = {res.t[-1]:g}: "
                + ", ".join(f"{k} = {v:.6g}" for k, v in fin.items())
-               + (f"\nwrote {path}" if path else ""))
+               + (f"\nwrote {path}" if path else ""),
+               status=res.status, message=res.message, saved=[path])
         return 0 if res.status == 0 else 1
     if args.action == "kernel":
         import numpy as np
@@ -212,9 +221,10 @@ def run(command_name, args) -> int:
             np.savez_compressed(path, H=Hb + Hg, Hprime=Hb, Hgamma=Hg,
                                 header=np.array(json.dumps(dict(summary,
                                                 format="attndyn-transformer-kernel-1"))))
-        _print(args, dict(summary, path=path),
+        _print(args, summary,
                f"layer {args.layer} (0-based), {args.kernel} kernel, {Hb.shape[0]} rows: "
-               f"lambda_min = {lam_H:.6g}, lambda = lambda_min(W part / omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""))
+               f"lambda_min = {lam_H:.6g}, lambda = lambda_min(W part / omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""),
+               message=f"layer {args.layer}, {args.kernel} kernel", saved=[path])
         return 0
     # lemmas
     w = args.which
@@ -239,7 +249,7 @@ def run(command_name, args) -> int:
                            kernel=args.kernel)
         lam = rep["lambda"]
         path = res.save(args.output) if args.output else None
-        _print(args, dict(rep, path=path),
+        _print(args, rep,
                f"kernel {args.kernel}: lambda = {lam:.6g}; predicted rate alpha eps^2 = "
                f"{rep['predicted_rate']:.6g}; "
                f"min_t effective rate / predicted = {rep['ratio']:.6g}; fitted rate ratio = "
@@ -247,17 +257,21 @@ def run(command_name, args) -> int:
                f"both kernels: lambda {rep['lambda_definition']:.4g} (definition), "
                f"{rep['lambda_exact']:.4g} (exact); min ratio {rep['ratio_definition']:.4g}, "
                f"{rep['ratio_exact']:.4g}"
-               + (f"\nwrote {path}" if path else ""))
+               + (f"\nwrote {path}" if path else ""),
+               message="theorem55", saved=[path])
         return 0
     else:
         if args.c_exp is None:
             raise ValueError("--c-exp is required for definition52 (the paper gives no value)")
         student, data = tr.build(s, args.seed)
         rep = tr.definition52(student, data.X, delta=args.delta, c_exp=args.c_exp)
-        _print(args, rep, ", ".join(f"{k} = {v}" for k, v in rep.items()))
+        _print(args, rep, ", ".join(f"{k} = {v}" for k, v in rep.items()),
+               message="definition52")
         return 0
     path = out.save(args.output) if args.output else None
-    _print(args, {"kind": out.kind, "fits": out.fits, "status": out.status, "path": path},
+    _print(args, {"kind": out.kind, "x_name": out.x_name, "x": out.x,
+                  "observables": dict(zip(out.names, out.y)), "fits": out.fits},
            out.table() + "\nfits: " + json.dumps(_fits_json(out.fits))
-           + (f"\nwrote {path}" if path else ""))
+           + (f"\nwrote {path}" if path else ""),
+           status=out.status, message=out.message, saved=[path])
     return 0 if out.status == 0 else 1

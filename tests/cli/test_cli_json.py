@@ -59,9 +59,9 @@ def check_output(text: str, command: str) -> dict:
     return env
 
 
-# commands whose modules still print their own JSON layout (paper 000's scaling and
-# transformer): they move to print_json and RESULT_KEYS with their owners
-PENDING = {"scaling", "transformer"}
+# commands whose modules still print their own JSON layout (none left: paper 000's scaling
+# and transformer moved to print_json, tests/cli/test_cli_json_paper000.py)
+PENDING: set = set()
 
 
 def test_every_json_command_has_a_documented_result():

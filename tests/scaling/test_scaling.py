@@ -591,7 +591,7 @@ def test_cli_json(capsys):
                       "--xi", "1", "--L", "8", "--d", "4", "--alpha", "1", "--prefactor", "1",
                       "--loss0", "1", "--c-stat", "1", "--json")
     assert rc == 0
-    data = json.loads(out)
+    data = json.loads(out)["result"]
     assert data["columns"] == ["C", "two_stage", "stage"]
     assert [r["stage"] for r in data["rows"]] == [1.0, 2.0]
     assert data["rows"][1]["two_stage"] == pytest.approx(1e-5)
@@ -602,7 +602,7 @@ def test_cli_infinite_values_in_json(capsys):
     rc, out, _ = _cli(capsys, "scaling", "critical_N", "--C", "0,inf", "--xi", "1", "--L", "1",
                       "--d", "1", "--json")
     assert rc == 0
-    assert [r["critical_N"] for r in json.loads(out)["rows"]] == [1.0, "inf"]
+    assert [r["critical_N"] for r in json.loads(out)["result"]["rows"]] == [1.0, "inf"]
 
 
 @pytest.mark.parametrize("argv, word", [

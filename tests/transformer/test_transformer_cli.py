@@ -26,11 +26,11 @@ def test_train_writes_a_labelled_result(tmp_path, capsys):
 
 def test_kernel_and_lemmas(tmp_path, capsys):
     assert main(["transformer", "kernel", *ARGS, "--layer", "0", "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out)["result"]
     assert summary["nL"] == 12 and summary["lambda"] > 0
     assert main(["transformer", "kernel", *ARGS, "--layer", "0", "--kernel", "exact",
                  "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out)["result"]
     assert summary["rows"] == 48 and summary["kernel"] == "exact"
     out = tmp_path / "gap.npz"
     assert main(["transformer", "lemmas", "lemma41", *ARGS, "--widths", "8,32", "--seeds", "2",
@@ -38,7 +38,7 @@ def test_kernel_and_lemmas(tmp_path, capsys):
     sw = load_sweep(out)
     assert list(sw.x) == [8.0, 32.0] and "gap" in sw.names
     assert main(["transformer", "lemmas", "definition52", *ARGS, "--c-exp", "0.1", "--json"]) == 0
-    rep = json.loads(capsys.readouterr().out.splitlines()[-1])
+    rep = json.loads(capsys.readouterr().out.splitlines()[-1])["result"]
     assert rep["premise_met"] is False
 
 
