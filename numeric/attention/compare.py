@@ -279,6 +279,50 @@ def _sgd_mean(runs, common, t):
     return mean, spread, sgd_mean
 
 
+def _resolve_theory(model, theory, order, correction):
+    """``(theory object, theory name, order, correction)``, all checked before any SGD runs
+    (a model without a theory refuses here: ``CapabilityError``, a ``ValueError``)."""
+    th_obj = model.theory
+    theory, order = th_obj.check(theory, order)
+    corr = th_obj.correction(correction)
+    corr.check(theory, order)
+    return th_obj, theory, order, corr
+
+
+def _theory_at(th_obj, corr, init, t, runs, *, theory, order, check, eta, batch,
+               theory_kwargs):
+    """The (corrected) theory from ``init`` at the SGD times ``t``; an empty trajectory
+    with SGD's row names when SGD recorded no checkpoint."""
+    if not t.size:  # SGD failed before its first checkpoint: nothing to compare at
+        return Trajectory(t=np.zeros(0), y=np.zeros((len(runs[0].names), 0)),
+                          names=list(runs[0].names), kind="theory", params={}, status=0,
+                          message="theory not run: SGD recorded no checkpoint")
+    return corr.apply(th_obj, init, t, name=theory, order=order, check=check,
+                      words=runs[0].words, eta=float(eta), batch=int(batch),
+                      **dict(theory_kwargs or {}))
+
+
+def _common_names(runs, th, names):
+    """The observables of both SGD and theory in SGD's order, or the requested ``names``
+    (``ValueError`` naming the missing ones)."""
+    common = [n for n in runs[0].names if n in th.names]
+    if names is None:
+        return common
+    missing = [n for n in names if n not in common]
+    if missing:
+        raise ValueError(f"names {missing} are not observables of both SGD and theory; "
+                         f"have {common}")
+    return list(names)
+
+
+def _premises(th_obj, init, params) -> str:
+    """Record the premises of the theorem behind the theory at this start (issue 18) in
+    ``params["assumptions"]``; the message suffix naming those that fail."""
+    verdicts = th_obj.assumptions(init, quick=True)
+    params["assumptions"] = [v.as_dict() for v in verdicts]
+    return "".join(f"; {v}" for v in verdicts if v.holds is False)
+
+
 def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order: int | None = None,
             rng=None, seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
             theory_kwargs: dict | None = None, threads: int | None = 1, blas_threads=None,
@@ -328,11 +372,7 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     Comparison
     """
     model = check_model(model)
-    # a model without a theory refuses here (CapabilityError, a ValueError)
-    th_obj = model.theory
-    theory, order = th_obj.check(theory, order)
-    corr = th_obj.correction(correction)
-    corr.check(theory, order)  # before any SGD runs
+    th_obj, theory, order, corr = _resolve_theory(model, theory, order, correction)
     seed = resolve_rng(rng, seed, name="compare")
     with compute_threads(blas_threads=blas_threads):  # SGD and the theory's flow inside
         init, runs = _sgd_runs(model, init, n_seeds, seed, dict(
@@ -343,29 +383,15 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     status = next((int(r.status) for r in runs if r.status != 0), 0)
     msgs = [r.message for r in runs if r.status != 0]
 
-    # theory at the SGD times
-    tk = dict(theory_kwargs or {})
-    if t.size:
-        with compute_threads(blas_threads=blas_threads):
-            th = corr.apply(th_obj, init, t, name=theory, order=order, check=check,
-                            words=runs[0].words, eta=float(eta), batch=int(batch), **tk)
-    else:  # SGD failed before its first checkpoint: nothing to compare at
-        th = Trajectory(t=np.zeros(0), y=np.zeros((len(runs[0].names), 0)),
-                        names=list(runs[0].names), kind="theory", params={}, status=0,
-                        message="theory not run: SGD recorded no checkpoint")
+    with compute_threads(blas_threads=blas_threads):
+        th = _theory_at(th_obj, corr, init, t, runs, theory=theory, order=order, check=check,
+                        eta=eta, batch=batch, theory_kwargs=theory_kwargs)
     if th.status not in (0,):
         msgs.append(f"theory: {th.message}")
         status = status if status != 0 else int(th.status)
-    n_t = min(n_t, th.t.size)
-    t = t[:n_t]
+    t = t[:min(n_t, th.t.size)]
 
-    common = [n for n in runs[0].names if n in th.names]
-    if names is not None:
-        missing = [n for n in names if n not in common]
-        if missing:
-            raise ValueError(f"names {missing} are not observables of both SGD and theory; "
-                             f"have {common}")
-        common = list(names)
+    common = _common_names(runs, th, names)
     mean, spread, sgd_mean = _sgd_mean(runs, common, t)
     th_al = _subset(th, common, t=t)
     errors = {n: error_metrics(mean[i], th_al.y[i]) for i, n in enumerate(common)}
@@ -373,10 +399,7 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     params.update({"theory": theory, "order": order, "n_seeds": len(runs),
                    "correction": corr.name})
     message = "success: SGD and theory compared" if status == 0 else "; ".join(msgs)
-    # the premises of the theorem behind the theory, at this start (issue 18)
-    verdicts = th_obj.assumptions(init, quick=True)
-    params["assumptions"] = [v.as_dict() for v in verdicts]
-    message += "".join(f"; {v}" for v in verdicts if v.holds is False)
+    message += _premises(th_obj, init, params)
     res = Comparison(t=t, names=common, sgd=sgd_mean, theory=th_al, runs=runs, spread=spread,
                      errors=errors, params=params, status=int(status), message=message)
     if raise_on_failure and res.status != 0:
