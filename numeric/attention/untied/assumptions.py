@@ -1,4 +1,5 @@
-"""The premises of Theorem 3 (untied attention) at given pairs: Assumption 4.4 (balanced
+"""The premises of Theorem 3 (untied attention) at given pairs: Assumption 4.2 (extensive,
+spectrally bounded factors), 4.4 (balanced
 initialisation), 5 (a positive-definite ``m``-Hessian at the critical mean ``m*``, eq. 29) and
 6 (the weak-recovery condition of section 4.2), with 4.1 (Assumption 2.1 of
 :mod:`attndyn.numeric.attention.assumptions`); :func:`untied_diagnostics` is what
@@ -14,7 +15,7 @@ from attndyn.numeric.attention.assumptions import assumption_2_1, Verdict
 from attndyn.numeric.attention.untied.coefficients import coefficients
 from attndyn.numeric.attention.untied.fastslow import critical_mean
 
-__all__ = ["assumption_4_4", "assumption_5", "assumption_6", "untied_diagnostics"]
+__all__ = ["assumption_4_2", "assumption_4_4", "assumption_5", "assumption_6", "untied_diagnostics"]
 
 
 def _n(name: str, k: int) -> str:
@@ -25,6 +26,57 @@ def _n(name: str, k: int) -> str:
 
 def _pairs(model, init):
     return model.check_factors(init)
+
+
+def _op_norm(X) -> float:
+    """``||X||_op``: the square root of the largest eigenvalue of the smaller Gram matrix."""
+    G = X.T @ X if X.shape[1] <= X.shape[0] else X @ X.T
+    return math.sqrt(max(float(np.linalg.eigvalsh(G)[-1]), 0.0))
+
+
+def assumption_4_2(model, init, min_rank_fraction: float = 0.05,
+                   C0: float | None = None) -> Verdict:
+    """Assumption 4.2: ``||U_k||_F + ||V_k||_F = Theta(sqrt d)`` and
+    ``max_k {||U_k||_op, ||V_k||_op} <= C_0`` (every index, teachers included).
+
+    At one ``d`` a ``Theta`` cannot be observed; as for the tied Assumption 2.2 it reads:
+    every factor is non-zero and of extensive stable rank,
+    ``||X||_F^2 / (d ||X||_op^2) >= min_rank_fraction`` for ``X`` in ``{U_k, V_k}``, so that
+    ``||X||_F = Theta(sqrt d)`` with ``||X||_op = O(1)`` (a factor of rank ``o(d)`` with
+    ``||X||_F = Theta(sqrt d)`` has ``||X||_op`` growing with ``d``). ``C_0 = max ||X||_op``
+    is reported; given ``C0``, it must not exceed it. Gaussian pairs (:func:`gaussian_init`)
+    satisfy the operator bound with high probability, not almost surely as the paper asks:
+    ``||U_k||_op -> scale (1 + aspect^-1/2)`` with Gaussian tails above it."""
+    pairs = _pairs(model, init)
+    d = pairs[0][0].shape[0]
+    frac = float(min_rank_fraction)
+    if not (math.isfinite(frac) and 0 < frac <= 1):
+        raise ValueError(f"min_rank_fraction must be in (0, 1], got {min_rank_fraction!r}")
+    if C0 is not None and not (math.isfinite(float(C0)) and float(C0) > 0):
+        raise ValueError(f"C0 must be a finite number > 0, got {C0!r}")
+    rows = []
+    for k, (U, V) in enumerate(pairs):
+        for nm, X in (("U", U), ("V", V)):
+            fro2 = float(np.sum(X * X))
+            op = _op_norm(X)
+            rows.append({"k": k, "factor": f"{nm}{k + 1}", "fro_over_sqrt_d": math.sqrt(fro2 / d),
+                         "op": op, "rank_fraction": fro2 / (d * op * op) if op > 0 else 0.0})
+    c0 = max(r["op"] for r in rows)
+    worst = min(rows, key=lambda r: r["rank_fraction"])
+    ok_rank = worst["rank_fraction"] >= frac
+    ok_c0 = C0 is None or c0 <= float(C0)
+    ok = bool(ok_rank and ok_c0)
+    why = []
+    if not ok_rank:
+        why.append(f"{worst['factor']} is not of extensive rank at d = {d} (its operator norm "
+                   "grows with d at fixed ||.||_F / sqrt d)")
+    if not ok_c0:
+        why.append(f"C_0 = {c0:.4g} > {float(C0):.4g}")
+    msg = (f"C_0 = max ||U_k||_op, ||V_k||_op = {c0:.4g}; smallest stable-rank fraction "
+           f"||X||_F^2/(d ||X||_op^2) = {worst['rank_fraction']:.3g} ({worst['factor']}) "
+           f"{'>=' if ok_rank else '<'} {frac:g}" + ("" if ok else ": " + "; ".join(why)))
+    return Verdict("4.2", ok, msg, {"C0": c0, "factors": rows, "d": d,
+                                    "min_rank_fraction": frac})
 
 
 def assumption_4_4(model, init, c_bal: float | None = None) -> Verdict:
@@ -130,8 +182,11 @@ def assumption_6(model, init, *, student: int = 0, teacher: int = 1,
 
 
 def untied_diagnostics(model, init, quick=False):
-    """Theorem 3 (untied): Assumptions 4.1, 4.4, 5 and, for one student and one teacher, 6."""
-    out = [assumption_2_1(model, derivatives=6, label="4.1"), assumption_4_4(model, init),
+    """Theorem 3 (untied): Assumptions 4.1, 4.2, 4.4, 5 and, for one student and one teacher,
+    6. Assumption 4.5 (``gamma > gamma*``) is not checked: the paper gives ``gamma*`` only
+    through the unnamed constants of Lemma 16 and eq. (703)."""
+    out = [assumption_2_1(model, derivatives=6, label="4.1"), assumption_4_2(model, init),
+           assumption_4_4(model, init),
            assumption_5(model, init)]
     if model.K == 2 and len(model.trainable) == 1:
         s = model.trainable[0]

@@ -140,7 +140,7 @@ class UntiedTheory(Theory):
         return limit_flow(self.model, law, t_eval, *args, **options)
 
     def assumptions(self, init, quick: bool = False) -> list:
-        """Theorem 3's Assumptions 4.1, 4.4, 5 and 6 at ``init`` (untied pairs)."""
+        """Theorem 3's Assumptions 4.1, 4.2, 4.4, 5 and 6 at ``init`` (untied pairs)."""
         return untied_diagnostics(self.model, init, quick)
 
     def landscape_potential(self):
