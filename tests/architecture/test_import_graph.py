@@ -17,12 +17,8 @@ another one; inside a folder only ``examples.py`` imports the folder's ``model.p
 imports its own package's ``__init__``.
 """
 
-import ast
-import pathlib
+from import_reader import ROOT, imports_of, module_name, source_files
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-LAYOUT = {"attndyn": "attndyn", "symbolic": "attndyn.symbolic", "kernels": "attndyn.kernels",
-          "numeric": "attndyn.numeric"}
 ATT = "attndyn.numeric.attention"
 
 #: strongly connected components allowed for now, each in a folder another piece of work
@@ -33,51 +29,11 @@ ALLOWED: list = []
 ALLOWED_UPWARD: set = set()
 
 
-def module_name(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join([LAYOUT[parts[0]]] + parts[1:])
-
-
-def imports_of(path: pathlib.Path, modules=frozenset()) -> set:
-    """Absolute names of every module ``path`` imports (relative imports resolved). With
-    ``modules`` (the tree's), ``from pkg import sub`` of sub-modules only does not name
-    ``pkg`` itself (``pkg``'s ``__init__`` runs, but nothing of it is imported)."""
-    mod = module_name(path)
-    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg.split(".")
-                base = base[:len(base) - node.level + 1]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module
-            subs = {f"{name}.{a.name}" for a in node.names}
-            if not subs <= modules:
-                out.add(name)
-            out.update(subs)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "import_module" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            out.add(node.args[0].value)
-    return out
-
-
-def _files():
-    return [p for top in LAYOUT for p in sorted((ROOT / top).rglob("*.py"))
-            if "__pycache__" not in p.parts]
-
-
 def import_graph() -> dict:
     """Module -> the modules of the tree it imports (names resolved to the longest prefix
     that is a module of the tree; ``from pkg import x`` with ``x`` a name of ``pkg``'s
     ``__init__`` is an edge to ``pkg``)."""
-    files = {module_name(p): p for p in _files()}
+    files = {module_name(p): p for p in source_files()}
     graph = {}
     for mod, path in files.items():
         edges = set()

@@ -42,49 +42,14 @@ def test_public_api_names():
 # static import checks (ast): every import, including lazy ones inside functions and
 # importlib.import_module("...") calls, so they cover modules that are not imported here
 
-import ast  # noqa: E402
-import pathlib  # noqa: E402
+import import_reader  # noqa: E402
+from import_reader import imports_of  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-# source folder -> the package it installs as (pyproject.toml package-dir)
-LAYOUT = {"attndyn": "attndyn", "symbolic": "attndyn.symbolic", "kernels": "attndyn.kernels",
-          "numeric": "attndyn.numeric"}
-
-
-def _module_name(path: pathlib.Path) -> str:
-    rel = path.relative_to(ROOT)
-    parts = list(rel.with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join([LAYOUT[parts[0]]] + parts[1:])
-
-
-def imports_of(path: pathlib.Path) -> set:
-    """Absolute names of every module ``path`` imports (relative imports resolved)."""
-    mod = _module_name(path)
-    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg.split(".")
-                base = base[:len(base) - node.level + 1]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module
-            out.add(name)
-            out.update(f"{name}.{a.name}" for a in node.names)  # from pkg import submodule
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "import_module" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            out.add(node.args[0].value)
-    return out
+ROOT = import_reader.ROOT
 
 
 def _files(folder):
-    return [p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts]
+    return import_reader.source_files(folder)
 
 
 def _violations(folder, banned):
@@ -111,17 +76,18 @@ def test_static_import_direction(folder, banned):
     assert not bad, "\n".join(bad)
 
 
-def test_static_import_checker_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
+def test_static_import_checker_sees_lazy_and_relative_imports(tmp_path):
     probe = ROOT / "numeric" / "attention" / "base.py"  # a real module: resolve its package
     names = imports_of(probe)
     assert "attndyn.symbolic.hierarchy" in names
     src = ("def f():\n    from ..scaling import bounds\n    import importlib\n"
            "    importlib.import_module('attndyn.numeric.transformer.model')\n"
-           "    from attndyn.kernels import sgd\n")
+           "    from attndyn.kernels import sgd\n"
+           "    importlib.import_module('.flow', __name__)\n")
     fake = tmp_path / "numeric" / "attention" / "probe.py"
     fake.parent.mkdir(parents=True)
     fake.write_text(src)
-    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    got = imports_of(fake)
+    got = imports_of(fake, root=tmp_path)
     assert {"attndyn.numeric.scaling", "attndyn.numeric.scaling.bounds",
-            "attndyn.numeric.transformer.model", "attndyn.kernels.sgd"} <= got
+            "attndyn.numeric.transformer.model", "attndyn.kernels.sgd",
+            "attndyn.numeric.attention.flow"} <= got

@@ -1,0 +1,62 @@
+"""The static import reader shared by the architecture tests.
+
+Every ``import`` and ``from ... import`` statement of a file, lazy ones inside functions
+included, and ``importlib.import_module("...")`` calls (a relative name resolved against
+the module's package, as ``import_module(".x", __name__)`` does), resolved through the
+package-dir layout of ``pyproject.toml``.
+"""
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# source folder -> the package it installs as (pyproject.toml package-dir)
+LAYOUT = {"attndyn": "attndyn", "symbolic": "attndyn.symbolic", "kernels": "attndyn.kernels",
+          "numeric": "attndyn.numeric"}
+
+
+def module_name(path: pathlib.Path, root: pathlib.Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([LAYOUT[parts[0]]] + parts[1:])
+
+
+def _resolve(pkg: str, level: int, module) -> str:
+    base = pkg.split(".")
+    base = base[:len(base) - level + 1]
+    return ".".join(base + ([module] if module else []))
+
+
+def imports_of(path: pathlib.Path, modules=frozenset(), root: pathlib.Path = ROOT) -> set:
+    """Absolute names of every module ``path`` imports (relative imports resolved). With
+    ``modules`` (the tree's), ``from pkg import sub`` of sub-modules only does not name
+    ``pkg`` itself (``pkg``'s ``__init__`` runs, but nothing of it is imported)."""
+    mod = module_name(path, root)
+    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            name = _resolve(pkg, node.level, node.module) if node.level else node.module
+            subs = {f"{name}.{a.name}" for a in node.names}
+            if not subs <= modules:
+                out.add(name)
+            out.update(subs)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            name = node.args[0].value
+            if name.startswith("."):
+                level = len(name) - len(name.lstrip("."))
+                name = _resolve(pkg, level, name.lstrip(".") or None)
+            out.add(name)
+    return out
+
+
+def source_files(folder: str = "", root: pathlib.Path = ROOT) -> list:
+    """The ``.py`` files of the tree (of one source folder with ``folder``)."""
+    tops = [folder] if folder else list(LAYOUT)
+    return [p for top in tops for p in sorted((root / top).rglob("*.py"))
+            if "__pycache__" not in p.parts]
