@@ -311,43 +311,63 @@ def one_step_prediction(model, S, *, eta, batch, exact: bool = True) -> dict:
     eta, B = check_noise_args(eta, batch)
     model = _check_s_model(model)
     mats = _matrices(model, S)
-    K = model.K
     d = mats[0].shape[0]
-    chi = model.chi
-    g = model.weight_decay
-    c = 1.0 - eta * chi * g / d
-    I = np.eye(d)
+    c = 1.0 - eta * model.chi * model.weight_decay / d
     keys, names = _obs(model)
     t0, Psi0, Om0 = _order_parameters(mats)
-    Abar = {}
-    if exact:
-        H, beta = _quadratic_loss(model)
-        sym = [0.5 * (m + m.T) for m in mats]
-        Ms = {k: sum(H[k, m] * sym[m] for m in range(K)) for k in model.trainable}
-        for k in model.trainable:
-            Abar[k] = 2.0 * Ms[k] / d
+    Abar, ETr_aa = (_abar_exact(model, mats) if exact
+                    else _abar_leading(model, mats, Psi0, Om0))
+    flow, noise = _predicted_rows(model, mats, keys, Abar, ETr_aa, c, eta, B,
+                                  (t0, Psi0, Om0), exact)
+    return {"names": names, "flow": flow, "noise": noise, "corrected": flow + noise,
+            "eta": eta, "batch": B, "d": d, "exact": bool(exact), "eta_d_over_B": eta * d / B}
 
-        def ETr_aa(k, l, transpose):  # single sample E Tr(a_k a_l^(T)), exact
-            Mk, Ml = Ms[k], Ms[l]
-            sd = math.sqrt(d)
-            tot = 0.0
-            for extra, coef in (([I, I], 1.0), ([I], -2.0), ([], float(d))):
-                cent = [False] * len(extra)
-                e = qf_moment([Mk, Ml] + extra, [True, True] + cent) / d
-                e += beta[l] * qf_moment([Mk] + extra, [True] + cent) / sd
-                e += beta[k] * qf_moment([Ml] + extra, [True] + cent) / sd
-                e += beta[k] * beta[l] * (qf_moment(extra, cent) if extra else 1.0)
-                tot += coef * e
-            return tot / d
-    else:
-        Am, Bm, _ = model.gradients(Psi0, Om0)
-        for k in model.trainable:
-            Abar[k] = (2.0 / d) * sum(Am[k, m] * mats[m] + Bm[k, m] * mats[m].T
-                                      for m in range(K))
-        lp, lo = noise_coefficients(model)(Psi0, Om0)
 
-        def ETr_aa(k, l, transpose):
-            return d * (lo[k, l] if transpose else lp[k, l])
+def _abar_exact(model, mats):
+    """``(Abar, ETr_aa)`` at finite ``d``: ``Abar_k = 2 M_k / d`` (Stein) and the single-sample
+    ``E Tr(a_k a_l^(T))`` from quadratic-form moments (``L = 1``, degree <= 2)."""
+    K = model.K
+    d = mats[0].shape[0]
+    I = np.eye(d)
+    H, beta = _quadratic_loss(model)
+    sym = [0.5 * (m + m.T) for m in mats]
+    Ms = {k: sum(H[k, m] * sym[m] for m in range(K)) for k in model.trainable}
+    Abar = {k: 2.0 * Ms[k] / d for k in model.trainable}
+
+    def ETr_aa(k, l, transpose):  # single sample E Tr(a_k a_l^(T)), exact
+        Mk, Ml = Ms[k], Ms[l]
+        sd = math.sqrt(d)
+        tot = 0.0
+        for extra, coef in (([I, I], 1.0), ([I], -2.0), ([], float(d))):
+            cent = [False] * len(extra)
+            e = qf_moment([Mk, Ml] + extra, [True, True] + cent) / d
+            e += beta[l] * qf_moment([Mk] + extra, [True] + cent) / sd
+            e += beta[k] * qf_moment([Ml] + extra, [True] + cent) / sd
+            e += beta[k] * beta[l] * (qf_moment(extra, cent) if extra else 1.0)
+            tot += coef * e
+        return tot / d
+    return Abar, ETr_aa
+
+
+def _abar_leading(model, mats, Psi0, Om0):
+    """``(Abar, ETr_aa)`` at leading order in ``1/d``: the potential's gradients and
+    ``d Lambda`` (:func:`noise_coefficients`)."""
+    K = model.K
+    d = mats[0].shape[0]
+    Am, Bm, _ = model.gradients(Psi0, Om0)
+    Abar = {k: (2.0 / d) * sum(Am[k, m] * mats[m] + Bm[k, m] * mats[m].T for m in range(K))
+            for k in model.trainable}
+    lp, lo = noise_coefficients(model)(Psi0, Om0)
+
+    def ETr_aa(k, l, transpose):
+        return d * (lo[k, l] if transpose else lp[k, l])
+    return Abar, ETr_aa
+
+
+def _predicted_rows(model, mats, keys, Abar, ETr_aa, c, eta, B, order_params, exact):
+    """The ``flow`` and ``noise`` arrays of :func:`one_step_prediction`, one entry per key."""
+    d = mats[0].shape[0]
+    t0, Psi0, Om0 = order_params
     flow, noise = [], []
     for key in keys:
         if key[0] == "t":
@@ -373,9 +393,7 @@ def one_step_prediction(model, S, *, eta, batch, exact: bool = True) -> dict:
         else:
             noise.append(0.0)
         flow.append(f)
-    flow, noise = np.array(flow, dtype=float), np.array(noise, dtype=float)
-    return {"names": names, "flow": flow, "noise": noise, "corrected": flow + noise,
-            "eta": eta, "batch": B, "d": d, "exact": bool(exact), "eta_d_over_B": eta * d / B}
+    return np.array(flow, dtype=float), np.array(noise, dtype=float)
 
 
 # ---------------------------------------------------------------------------
@@ -429,13 +447,35 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     n_batches = int(n_batches)
     model = _check_s_model(model)
     mats = _matrices(model, S)
-    K, L = model.K, model.L
     d = mats[0].shape[0]
-    BL = B * L
+    chunk = _empirical_chunk(model, d, B, n_batches, chunk)
+    rng = np.random.default_rng(resolve_seed(seed))
+    C = np.array(model.C.evalf(), dtype=float)
+    w, V = np.linalg.eigh(C)
+    F = V * np.sqrt(np.maximum(w, 0.0))  # F F^T = C (C is PSD)
+    setup = {"mats": mats, "C": C, "F": F, "eta": eta, "B": B, "d": d,
+             "c": 1.0 - eta * model.chi * model.weight_decay / d,
+             "slot": {k: a for a, k in enumerate(model.trainable)},
+             "dl": _dloss_function(model), "trS": np.array([np.trace(m) for m in mats]),
+             "op": _order_parameters(mats), "keys": _obs(model)[0], "Scat": np.hstack(mats)}
+    names = _obs(model)[1]
+    acc = BatchMeans(len(setup["keys"]), 3)
+    done = 0
+    while done < n_batches:
+        nb = min(chunk, n_batches - done)
+        acc.add(_chunk_orders(model, setup, _sample_chunk(model, setup, rng, nb)))
+        done += nb
+    return {"names": names, **acc.result(), "eta": eta, "batch": B, "d": d}
+
+
+def _empirical_chunk(model, d, B, n_batches, chunk):
+    """The number of batches per vectorised chunk (about 200 MB), validated and bounded."""
+    BL = B * model.L
     n_tr = len(model.trainable)
     # bytes per batch: tokens and X S (BL d (K + 2)), the Gram matrix and D_k Gm, D_k^T Gm
     # ((2 + 2 n_tr) (BL)^2), the G and l arrays
-    per = 8.0 * (BL * d * (K + 2) + (2 + 2 * n_tr) * BL * BL + 4 * BL * L * (K + n_tr))
+    per = 8.0 * (BL * d * (model.K + 2) + (2 + 2 * n_tr) * BL * BL
+                 + 4 * BL * model.L * (model.K + n_tr))
     if chunk is None:
         chunk = max(1, min(n_batches, int(2e8 // per)))
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
@@ -443,83 +483,81 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     if chunk * per > 4e9:
         raise ValueError(f"chunk = {chunk} would need about {chunk * per / 1e9:.1f} GB; "
                          "use a smaller chunk")
-    rng = np.random.default_rng(resolve_seed(seed))
-    C = np.array(model.C.evalf(), dtype=float)
-    w, V = np.linalg.eigh(C)
-    F = V * np.sqrt(np.maximum(w, 0.0))  # F F^T = C (C is PSD)
-    chi = model.chi
-    g = model.weight_decay
-    c = 1.0 - eta * chi * g / d
-    tr = list(model.trainable)
-    slot = {k: a for a, k in enumerate(tr)}
-    dl = _dloss_function(model)
+    return chunk
+
+
+def _sample_chunk(model, setup, rng, nb):
+    """``nb`` batches of tokens and the per-sample quantities the traces need: ``P`` (the
+    bilinear forms ``x_bi^T S_m x_bj``), ``lv`` (the loss derivatives), the Gram matrices."""
+    K, L = model.K, model.L
+    B, d, C = setup["B"], setup["d"], setup["C"]
+    BL = B * L
+    Z = rng.standard_normal((nb, B, L, d))
+    X = np.einsum("ij,nbjd->nbid", setup["F"], Z) if L > 1 else Z * setup["F"][0, 0]
+    Xf = X.reshape(nb * BL, d)
+    XS = (Xf @ setup["Scat"]).reshape(nb, B, L, K, d)
+    # P[n,b,i,j,m] = x_bi^T S_m x_bj
+    P = np.einsum("nbimd,nbjd->nbijm", XS, X)
+    Gv = (P - C[None, None, :, :, None] * setup["trS"][None, None, None, None, :]) / math.sqrt(d)
+    lv = setup["dl"](Gv)                                              # (nb, B, L, L, n_tr)
+    if not np.all(np.isfinite(lv)):
+        raise ValueError("one_step_empirical: the loss derivative is not finite at some "
+                         "sample (S too large for this loss?)")
+    Xb = X.reshape(nb, BL, d)
+    Gm = np.matmul(Xb, Xb.transpose(0, 2, 1)).reshape(nb, B, L, B, L)
+    Gin = np.einsum("nbibj->nbij", Gm)                                # x_bi . x_bj
+    s = np.einsum("nbija,ij->na", lv, C)
+    TD = np.einsum("nbija,nbji->na", lv, Gin)                         # Tr(D_k Gm)
+    DG = np.einsum("nbija,nbjcp->nabicp", lv, Gm)                     # D_k Gm
+    DtG = np.einsum("nbjia,nbjcp->nabicp", lv, Gm)                    # D_k^T Gm
+    return {"nb": nb, "P": P, "lv": lv, "s": s, "TD": TD, "DG": DG, "DtG": DtG}
+
+
+def _chunk_orders(model, setup, ch):
+    """Each batch's exact change of every observable, split by power of ``eta``:
+    ``(nb, n_obs, 3)``."""
+    B, d, eta, c = setup["B"], setup["d"], setup["eta"], setup["c"]
+    slot, trS, keys = setup["slot"], setup["trS"], setup["keys"]
+    t0, Psi0, Om0 = setup["op"]
+    nb, P, lv, s, TD = ch["nb"], ch["P"], ch["lv"], ch["s"], ch["TD"]
     sqd = math.sqrt(d)
-    trS = np.array([np.trace(m) for m in mats])
-    t0, Psi0, Om0 = _order_parameters(mats)
-    keys, names = _obs(model)
-    n_obs = len(keys)
-    acc = BatchMeans(n_obs, 3)
-    Scat = np.hstack(mats)  # d x (K d)
-    done = 0
-    while done < n_batches:
-        nb = min(chunk, n_batches - done)
-        Z = rng.standard_normal((nb, B, L, d))
-        X = np.einsum("ij,nbjd->nbid", F, Z) if L > 1 else Z * F[0, 0]  # x ~ N(0, C (x) I)
-        Xf = X.reshape(nb * BL, d)
-        XS = (Xf @ Scat).reshape(nb, B, L, K, d)
-        # P[n,b,i,j,m] = x_bi^T S_m x_bj
-        P = np.einsum("nbimd,nbjd->nbijm", XS, X)
-        Gv = (P - C[None, None, :, :, None] * trS[None, None, None, None, :]) / sqd
-        lv = dl(Gv)                                                   # (nb, B, L, L, n_tr)
-        if not np.all(np.isfinite(lv)):
-            raise ValueError("one_step_empirical: the loss derivative is not finite at some "
-                             "sample (S too large for this loss?)")
-        Xb = X.reshape(nb, BL, d)
-        Gm = np.matmul(Xb, Xb.transpose(0, 2, 1)).reshape(nb, B, L, B, L)
-        Gin = np.einsum("nbibj->nbij", Gm)                            # x_bi . x_bj
-        s = np.einsum("nbija,ij->na", lv, C)
-        TD = np.einsum("nbija,nbji->na", lv, Gin)                     # Tr(D_k Gm)
-        DG = np.einsum("nbija,nbjcp->nabicp", lv, Gm)                 # D_k Gm
-        DtG = np.einsum("nbjia,nbjcp->nabicp", lv, Gm)                # D_k^T Gm
-        ords = np.zeros((nb, n_obs, 3))
-        for j, key in enumerate(keys):
-            if key[0] == "t":
-                a = slot[key[1]]
-                trA = (TD[:, a] - s[:, a] * d) / (B * sqd)
-                ords[:, j, 0] = (c[key[1]] - 1.0) * t0[key[1]]
-                ords[:, j, 1] = -eta * trA / d
-                continue
-            kind, k, l = key
-            T = kind == "Omega"
-            a = slot[k]
-            base = Om0[k, l] if T else Psi0[k, l]
-            # Tr(A_k S_l) = sum l_bijk x_bj^T S_l x_bi; Tr(A_k S_l^T) = sum l_bijk x_bi^T S_l x_bj
-            Pl = P[..., l]
-            tAS = (np.einsum("nbij,nbji->n", lv[..., a], Pl) if not T
-                   else np.einsum("nbij,nbij->n", lv[..., a], Pl))
-            tAS = (tAS - s[:, a] * trS[l]) / (B * sqd)
-            lin = -eta * c[l] * tAS
-            quad = np.zeros(nb)
-            if l in slot:
-                bq = slot[l]
-                Pk = P[..., k]
-                # Tr(S_k A_l) = Tr(A_l S_k); Tr(S_k A_l^T) = Tr(A_l S_k^T)
-                tSA = (np.einsum("nbij,nbji->n", lv[..., bq], Pk) if not T
-                       else np.einsum("nbij,nbij->n", lv[..., bq], Pk))
-                tSA = (tSA - s[:, bq] * trS[k]) / (B * sqd)
-                lin = lin - eta * c[k] * tSA
-                # Tr(D_k Gm D_l Gm) or Tr(D_k Gm D_l^T Gm)
-                other = DtG[:, bq] if T else DG[:, bq]
-                tDD = np.einsum("nbicp,ncpbi->n", DG[:, a], other)
-                taa = (tDD - s[:, bq] * TD[:, a] - s[:, a] * TD[:, bq]
-                       + s[:, a] * s[:, bq] * d) / (B * B * d)
-                quad = eta ** 2 * taa / d
-            ords[:, j, 0] = (c[k] * c[l] - 1.0) * base
-            ords[:, j, 1] = lin / d
-            ords[:, j, 2] = quad
-        acc.add(ords)
-        done += nb
-    return {"names": names, **acc.result(), "eta": eta, "batch": B, "d": d}
+    ords = np.zeros((nb, len(keys), 3))
+    for j, key in enumerate(keys):
+        if key[0] == "t":
+            a = slot[key[1]]
+            trA = (TD[:, a] - s[:, a] * d) / (B * sqd)
+            ords[:, j, 0] = (c[key[1]] - 1.0) * t0[key[1]]
+            ords[:, j, 1] = -eta * trA / d
+            continue
+        kind, k, l = key
+        T = kind == "Omega"
+        a = slot[k]
+        base = Om0[k, l] if T else Psi0[k, l]
+        # Tr(A_k S_l) = sum l_bijk x_bj^T S_l x_bi; Tr(A_k S_l^T) = sum l_bijk x_bi^T S_l x_bj
+        Pl = P[..., l]
+        tAS = (np.einsum("nbij,nbji->n", lv[..., a], Pl) if not T
+               else np.einsum("nbij,nbij->n", lv[..., a], Pl))
+        tAS = (tAS - s[:, a] * trS[l]) / (B * sqd)
+        lin = -eta * c[l] * tAS
+        quad = np.zeros(nb)
+        if l in slot:
+            bq = slot[l]
+            Pk = P[..., k]
+            # Tr(S_k A_l) = Tr(A_l S_k); Tr(S_k A_l^T) = Tr(A_l S_k^T)
+            tSA = (np.einsum("nbij,nbji->n", lv[..., bq], Pk) if not T
+                   else np.einsum("nbij,nbij->n", lv[..., bq], Pk))
+            tSA = (tSA - s[:, bq] * trS[k]) / (B * sqd)
+            lin = lin - eta * c[k] * tSA
+            # Tr(D_k Gm D_l Gm) or Tr(D_k Gm D_l^T Gm)
+            other = ch["DtG"][:, bq] if T else ch["DG"][:, bq]
+            tDD = np.einsum("nbicp,ncpbi->n", ch["DG"][:, a], other)
+            taa = (tDD - s[:, bq] * TD[:, a] - s[:, a] * TD[:, bq]
+                   + s[:, a] * s[:, bq] * d) / (B * B * d)
+            quad = eta ** 2 * taa / d
+        ords[:, j, 0] = (c[k] * c[l] - 1.0) * base
+        ords[:, j, 1] = lin / d
+        ords[:, j, 2] = quad
+    return ords
 
 
 def random_configs(model, d: int, n: int, seed=0) -> list:
