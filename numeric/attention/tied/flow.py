@@ -60,6 +60,179 @@ def _classify(m):
     return "scalar" if np.all(dg == dg[0]) else "diag"
 
 
+def _rotate_to_teacher(mats, fixed, d):
+    """Rotate every matrix into the eigenbasis of the only dense fixed matrix, if there is
+    exactly one: it becomes diagonal. Returns the matrices and the rotation (or ``None``)."""
+    dense_fixed = [k for k in fixed if _classify(mats[k]) == "dense"]
+    if len(dense_fixed) == 1 and d > 1:
+        lam, Qrot = np.linalg.eigh(mats[dense_fixed[0]])
+        mats = [Qrot.T @ m @ Qrot for m in mats]
+        mats = [(m + m.T) / 2.0 for m in mats]
+        mats[dense_fixed[0]] = np.diag(lam)
+        return mats, Qrot
+    return mats, None
+
+
+def _low_rank_factors(mats, tr, d, factored):
+    """``(use_w, Ws)``: whether the factored form applies (every trainable matrix PSD of rank
+    ``<= d/3``, or ``factored=True``) and the factors ``W_k`` of the trainable matrices."""
+    ranks = []
+    Ws = []
+    if factored in ("auto", True) and tr:
+        for k in tr:
+            lam, V = np.linalg.eigh(mats[k])
+            tol = 1e-12 * max(1.0, abs(lam).max())
+            if np.any(lam < -tol):
+                ranks.append(d + 1)  # not PSD: no real factor
+                continue
+            keep = lam > tol
+            ranks.append(int(keep.sum()))
+            Ws.append(V[:, keep] * np.sqrt(lam[keep]))
+    use_w = bool(tr) and (factored is True or (factored == "auto" and max(ranks) * 3 <= d))
+    if factored is True and max(ranks) > d:
+        raise ValueError("factored=True needs positive semidefinite trainable matrices")
+    return use_w, Ws
+
+
+def _factored_system(model, mats, tr, fixed, diag_fixed, fixed_q, Ws, d):
+    """``(rhs, y0, full_rot)`` of the factored form ``dW_k/dt = -M_k W_k - (gamma/4) W_k``."""
+    K = model.K
+    n_tr = len(tr)
+    gfun, gp = model.gradient_function, model.gradient_parameters
+    gout = np.empty(K * K)
+    hg = model.weight_decay / 2.0
+    r = [w.shape[1] for w in Ws]
+    off = np.concatenate([[0], np.cumsum([d * x for x in r])])
+
+    def unpack(y):
+        S = [None] * K
+        Wl = []
+        for j, k in enumerate(tr):
+            W = y[off[j]:off[j + 1]].reshape(d, r[j])
+            Wl.append(W)
+            S[k] = W
+        return S, Wl
+
+    def qmat(Wl):
+        q = fixed_q.copy()
+        G = {}
+        for j, k in enumerate(tr):
+            for i in range(j, n_tr):
+                l = tr[i]
+                C = Wl[j].T @ Wl[i]  # Tr(W_k W_k^T W_l W_l^T) = |W_k^T W_l|^2
+                G[(j, i)] = C
+                q[k, l] = q[l, k] = np.sum(C * C) / d
+            for l in fixed:
+                if l in diag_fixed:
+                    v = np.sum(Wl[j] * (diag_fixed[l][:, None] * Wl[j])) / d
+                else:
+                    v = np.sum(Wl[j] * (mats[l] @ Wl[j])) / d
+                q[k, l] = q[l, k] = v
+        return q, G
+
+    def rhs(t, y):
+        _, Wl = unpack(y)
+        q, G = qmat(Wl)
+        gfun(np.ascontiguousarray(q.ravel()), gp, gout)
+        Gm = gout.reshape(K, K)
+        dy = np.empty_like(y)
+        for j, k in enumerate(tr):
+            acc = (-hg / 2.0) * Wl[j]
+            for i, l in enumerate(tr):
+                g = Gm[k, l]
+                if g != 0.0:  # S_l W_k = W_l (W_l^T W_k)
+                    C = G[(i, j)] if i <= j else G[(j, i)].T  # W_l^T W_k
+                    acc = acc - g * (Wl[i] @ C)
+            for l in fixed:
+                g = Gm[k, l]
+                if g != 0.0:
+                    if l in diag_fixed:
+                        acc = acc - g * (diag_fixed[l][:, None] * Wl[j])
+                    else:
+                        acc = acc - g * (mats[l] @ Wl[j])
+            dy[off[j]:off[j + 1]] = acc.ravel()
+        return dy
+
+    y0 = np.concatenate([w.ravel() for w in Ws])
+
+    def full_rot(y):
+        S, Wl = unpack(y)
+        out = list(mats)
+        for j, k in enumerate(tr):
+            out[k] = Wl[j] @ Wl[j].T
+        return out
+    return rhs, y0, full_rot
+
+
+def _symmetric_system(model, mats, tr, diag_fixed, fixed_q, d):
+    """``(rhs, y0, full_rot)`` of the packed symmetric form (upper triangles, one BLAS
+    ``dsyrk``/``dsyr2k`` per trainable matrix)."""
+    K = model.K
+    gfun, gp = model.gradient_function, model.gradient_parameters
+    gout = np.empty(K * K)
+    hg = model.weight_decay / 2.0
+    iu = np.triu_indices(d)
+    # flat positions of the upper triangle (C order) and of its mirror: np.put/np.take
+    # with flat indices are several times faster than tuple fancy indexing
+    flat_u = iu[0] * d + iu[1]
+    flat_l = iu[1] * d + iu[0]  # also the upper triangle of a Fortran-ordered array
+    diag_p = np.flatnonzero(iu[0] == iu[1])  # the diagonal inside the packed vector
+    # (s_i + s_j) on the packed triangle, for each diagonal/scalar teacher: D S + S D
+    pair = {l: v[iu[0]] + v[iu[1]] for l, v in diag_fixed.items()}
+
+    def sym(v):
+        S = np.empty(d * d)
+        np.put(S, flat_u, v)
+        np.put(S, flat_l, v)
+        return S.reshape(d, d)
+
+    n_p = iu[0].size
+
+    def unpack(y):
+        S = list(mats)
+        for j, k in enumerate(tr):
+            S[k] = sym(y[j * n_p:(j + 1) * n_p])
+        return S
+
+    def rhs(t, y):
+        S = unpack(y)
+        q = fixed_q.copy()
+        for j, k in enumerate(tr):
+            vk = y[j * n_p:(j + 1) * n_p]
+            for l in range(K):
+                if l in diag_fixed:
+                    v = np.dot(vk[diag_p], diag_fixed[l]) / d
+                else:
+                    v = np.sum(S[k] * S[l]) / d
+                q[k, l] = q[l, k] = v
+        gfun(np.ascontiguousarray(q.ravel()), gp, gout)
+        Gm = gout.reshape(K, K)
+        dy = np.empty_like(y)
+        for j, k in enumerate(tr):
+            vk = y[j * n_p:(j + 1) * n_p]
+            dense = [l for l in range(K) if l not in diag_fixed and Gm[k, l] != 0.0]
+            Sk = S[k]
+            if dense == [k]:
+                # M_k S_k + S_k M_k = 2 Gamma_kk S_k^2 (upper triangle only)
+                U = blas.dsyrk(2.0 * Gm[k, k], Sk.T)
+            elif dense:
+                Md = sum(Gm[k, l] * S[l] for l in dense)
+                U = blas.dsyr2k(1.0, Md.T, Sk.T)
+            else:
+                U = None
+            # column-major flattening puts (i, j) at j d + i: the flat_l positions
+            acc = np.take(U.ravel(order="F"), flat_l) if U is not None else np.zeros(n_p)
+            coef = np.full(n_p, hg)  # (gamma/2) S = (gamma/4)(I S + S I)
+            for l in diag_fixed:
+                if Gm[k, l] != 0.0:
+                    coef += Gm[k, l] * pair[l]
+            dy[j * n_p:(j + 1) * n_p] = -(acc + coef * vk)
+        return dy
+
+    y0 = np.concatenate([mats[k][iu] for k in tr]) if tr else np.zeros(0)
+    return rhs, y0, unpack
+
+
 def tied_fast_system(model, matrices, factored="auto"):
     """The fast tied flow as ``(rhs, y0, full, form)``: ``rhs(t, y)`` on the packed
     state, its initial value, ``full(y)`` the ``K`` matrices ``S_k`` in the original
@@ -70,39 +243,12 @@ def tied_fast_system(model, matrices, factored="auto"):
     mats = [np.array(m, dtype=np.float64) for m in matrices]
     d = mats[0].shape[0]
     fixed = [k for k in range(K) if k not in tr]
-    dense_fixed = [k for k in fixed if _classify(mats[k]) == "dense"]
-    Qrot = None
-    if len(dense_fixed) == 1 and d > 1:
-        # rotate into the eigenbasis of the only dense teacher: it becomes diagonal
-        lam, Qrot = np.linalg.eigh(mats[dense_fixed[0]])
-        mats = [Qrot.T @ m @ Qrot for m in mats]
-        mats = [(m + m.T) / 2.0 for m in mats]
-        mats[dense_fixed[0]] = np.diag(lam)
-        dense_fixed = []
+    mats, Qrot = _rotate_to_teacher(mats, fixed, d)
     orig = [np.array(m, dtype=np.float64) for m in matrices]
     kinds = {k: _classify(mats[k]) for k in fixed}
     diag_fixed = {k: np.diag(mats[k]).copy() for k in fixed if kinds[k] != "dense"}
-    gfun, gp = model.gradient_function, model.gradient_parameters
-    gout = np.empty(K * K)
-    hg = model.weight_decay / 2.0
-    n_tr = len(tr)
-
     # factored form when every trainable matrix has low rank
-    ranks = []
-    Ws = []
-    if factored in ("auto", True) and n_tr:
-        for k in tr:
-            lam, V = np.linalg.eigh(mats[k])
-            tol = 1e-12 * max(1.0, abs(lam).max())
-            if np.any(lam < -tol):
-                ranks.append(d + 1)  # not PSD: no real factor
-                continue
-            keep = lam > tol
-            ranks.append(int(keep.sum()))
-            Ws.append(V[:, keep] * np.sqrt(lam[keep]))
-    use_w = bool(n_tr) and (factored is True or (factored == "auto" and max(ranks) * 3 <= d))
-    if factored is True and max(ranks) > d:
-        raise ValueError("factored=True needs positive semidefinite trainable matrices")
+    use_w, Ws = _low_rank_factors(mats, tr, d, factored)
 
     fixed_q = np.zeros((K, K))
     for a in fixed:
@@ -110,128 +256,10 @@ def tied_fast_system(model, matrices, factored="auto"):
             fixed_q[a, b] = np.sum(mats[a] * mats[b]) / d
 
     if use_w:
-        r = [w.shape[1] for w in Ws]
-        off = np.concatenate([[0], np.cumsum([d * x for x in r])])
-
-        def unpack(y):
-            S = [None] * K
-            Wl = []
-            for j, k in enumerate(tr):
-                W = y[off[j]:off[j + 1]].reshape(d, r[j])
-                Wl.append(W)
-                S[k] = W
-            return S, Wl
-
-        def qmat(Wl):
-            q = fixed_q.copy()
-            G = {}
-            for j, k in enumerate(tr):
-                for i in range(j, n_tr):
-                    l = tr[i]
-                    C = Wl[j].T @ Wl[i]  # Tr(W_k W_k^T W_l W_l^T) = |W_k^T W_l|^2
-                    G[(j, i)] = C
-                    q[k, l] = q[l, k] = np.sum(C * C) / d
-                for l in fixed:
-                    if l in diag_fixed:
-                        v = np.sum(Wl[j] * (diag_fixed[l][:, None] * Wl[j])) / d
-                    else:
-                        v = np.sum(Wl[j] * (mats[l] @ Wl[j])) / d
-                    q[k, l] = q[l, k] = v
-            return q, G
-
-        def rhs(t, y):
-            _, Wl = unpack(y)
-            q, G = qmat(Wl)
-            gfun(np.ascontiguousarray(q.ravel()), gp, gout)
-            Gm = gout.reshape(K, K)
-            dy = np.empty_like(y)
-            for j, k in enumerate(tr):
-                acc = (-hg / 2.0) * Wl[j]
-                for i, l in enumerate(tr):
-                    g = Gm[k, l]
-                    if g != 0.0:  # S_l W_k = W_l (W_l^T W_k)
-                        C = G[(i, j)] if i <= j else G[(j, i)].T  # W_l^T W_k
-                        acc = acc - g * (Wl[i] @ C)
-                for l in fixed:
-                    g = Gm[k, l]
-                    if g != 0.0:
-                        if l in diag_fixed:
-                            acc = acc - g * (diag_fixed[l][:, None] * Wl[j])
-                        else:
-                            acc = acc - g * (mats[l] @ Wl[j])
-                dy[off[j]:off[j + 1]] = acc.ravel()
-            return dy
-
-        y0 = np.concatenate([w.ravel() for w in Ws])
-
-        def full_rot(y):
-            S, Wl = unpack(y)
-            out = list(mats)
-            for j, k in enumerate(tr):
-                out[k] = Wl[j] @ Wl[j].T
-            return out
+        rhs, y0, full_rot = _factored_system(model, mats, tr, fixed, diag_fixed, fixed_q, Ws, d)
         form = "factored"
     else:
-        iu = np.triu_indices(d)
-        # flat positions of the upper triangle (C order) and of its mirror: np.put/np.take
-        # with flat indices are several times faster than tuple fancy indexing
-        flat_u = iu[0] * d + iu[1]
-        flat_l = iu[1] * d + iu[0]  # also the upper triangle of a Fortran-ordered array
-        diag_p = np.flatnonzero(iu[0] == iu[1])  # the diagonal inside the packed vector
-        # (s_i + s_j) on the packed triangle, for each diagonal/scalar teacher: D S + S D
-        pair = {l: v[iu[0]] + v[iu[1]] for l, v in diag_fixed.items()}
-
-        def sym(v):
-            S = np.empty(d * d)
-            np.put(S, flat_u, v)
-            np.put(S, flat_l, v)
-            return S.reshape(d, d)
-
-        n_p = iu[0].size
-
-        def unpack(y):
-            S = list(mats)
-            for j, k in enumerate(tr):
-                S[k] = sym(y[j * n_p:(j + 1) * n_p])
-            return S
-
-        def rhs(t, y):
-            S = unpack(y)
-            q = fixed_q.copy()
-            for j, k in enumerate(tr):
-                vk = y[j * n_p:(j + 1) * n_p]
-                for l in range(K):
-                    if l in diag_fixed:
-                        v = np.dot(vk[diag_p], diag_fixed[l]) / d
-                    else:
-                        v = np.sum(S[k] * S[l]) / d
-                    q[k, l] = q[l, k] = v
-            gfun(np.ascontiguousarray(q.ravel()), gp, gout)
-            Gm = gout.reshape(K, K)
-            dy = np.empty_like(y)
-            for j, k in enumerate(tr):
-                vk = y[j * n_p:(j + 1) * n_p]
-                dense = [l for l in range(K) if l not in diag_fixed and Gm[k, l] != 0.0]
-                Sk = S[k]
-                if dense == [k]:
-                    # M_k S_k + S_k M_k = 2 Gamma_kk S_k^2 (upper triangle only)
-                    U = blas.dsyrk(2.0 * Gm[k, k], Sk.T)
-                elif dense:
-                    Md = sum(Gm[k, l] * S[l] for l in dense)
-                    U = blas.dsyr2k(1.0, Md.T, Sk.T)
-                else:
-                    U = None
-                # column-major flattening puts (i, j) at j d + i: the flat_l positions
-                acc = np.take(U.ravel(order="F"), flat_l) if U is not None else np.zeros(n_p)
-                coef = np.full(n_p, hg)  # (gamma/2) S = (gamma/4)(I S + S I)
-                for l in diag_fixed:
-                    if Gm[k, l] != 0.0:
-                        coef += Gm[k, l] * pair[l]
-                dy[j * n_p:(j + 1) * n_p] = -(acc + coef * vk)
-            return dy
-
-        y0 = np.concatenate([mats[k][iu] for k in tr]) if tr else np.zeros(0)
-        full_rot = unpack
+        rhs, y0, full_rot = _symmetric_system(model, mats, tr, diag_fixed, fixed_q, d)
         form = "symmetric"
 
     counter = [0]
