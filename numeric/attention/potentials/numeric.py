@@ -532,7 +532,10 @@ class NumericPotential:
     #: calls over the tolerance, worst error/limit, worst error, last error, start rung,
     #: workspace size, n_out, offset of the rung table, highest rung used, calls met at
     #: the start rung in a row
-    _LADDER_BUDGET = 3_000_000   # float64 entries of all packed rungs together
+    #: float64 entries of all packed rungs together (48 MB): row softmax with L = 2 (4-D
+    #: tensor Gauss-Hermite) needs the rungs 40 and 48 nodes per axis (596,232 points) to meet
+    #: tol 1e-6 at variance ratio 100 or |rho| = 0.98; 3 million stopped at 32 (issue 25)
+    _LADDER_BUDGET = 6_000_000
 
     def _ladder_rules(self):
         """The rules of the per-call ladder and the first rung a call may start at."""

@@ -86,10 +86,23 @@ def _product(z, w, dim):
     if dim == 0:
         return np.zeros((1, 0)), np.ones(1)
     Z = np.stack([g.ravel() for g in np.meshgrid(*([z] * dim), indexing="ij")], axis=1)
+    return np.ascontiguousarray(Z.reshape(-1, dim), dtype=float), _weights(w, dim)
+
+
+def _weights(w, dim):
+    """The tensor weights of :func:`_product` alone."""
     W = np.asarray(w, dtype=float)
     for _ in range(dim - 1):
         W = np.multiply.outer(W, w)
-    return np.ascontiguousarray(Z.reshape(-1, dim), dtype=float), W.ravel().copy()
+    return W.ravel().copy()
+
+
+def _pruned(W, prune):
+    """Indices of the smallest weights whose total stays below ``prune`` (ties in index
+    order). Only weights below ``prune`` can be among them, so only those are sorted."""
+    cand = np.nonzero(W < prune)[0]
+    order = cand[np.argsort(W[cand], kind="stable")]
+    return order[np.cumsum(W[order]) < prune]
 
 
 def tensor_rule(dim: int, n: int, prune: float = 0.0) -> QuadratureRule:
@@ -98,15 +111,17 @@ def tensor_rule(dim: int, n: int, prune: float = 0.0) -> QuadratureRule:
     z, w = gh_rule(n)
     if dim == 0:
         return QuadratureRule("tensor", 0, np.zeros((1, 0)), np.ones(1), n)
-    Z, W = _product(z, w, dim)
-    if prune > 0:
-        order = np.argsort(W)
-        cum = np.cumsum(W[order])
-        drop = order[cum < prune]
-        keep = np.ones(len(W), dtype=bool)
-        keep[drop] = False
-        Z, W = Z[keep], W[keep]
-    return QuadratureRule("tensor", dim, np.ascontiguousarray(Z), np.ascontiguousarray(W), n)
+    if prune <= 0:
+        Z, W = _product(z, w, dim)
+        return QuadratureRule("tensor", dim, Z, W, n)
+    # the weights first, the nodes only where kept (48^4 nodes: 5.3 million, 94% pruned)
+    W = _weights(w, dim)
+    keep = np.ones(len(W), dtype=bool)
+    keep[_pruned(W, prune)] = False
+    idx = np.nonzero(keep)[0]
+    Z = np.stack([np.asarray(z, dtype=float)[i] for i in np.unravel_index(idx, (n,) * dim)],
+                 axis=1)
+    return QuadratureRule("tensor", dim, np.ascontiguousarray(Z), np.ascontiguousarray(W[idx]), n)
 
 
 def trapezoid_rule(dim: int, level: int, prune: float = 0.0, half_width: float = 13.0
@@ -130,10 +145,8 @@ def trapezoid_rule(dim: int, level: int, prune: float = 0.0, half_width: float =
     w = w / w.sum()
     Z, W = _product(z, w, dim)
     if prune > 0:
-        order = np.argsort(W)
-        drop = order[np.cumsum(W[order]) < prune]
         keep = np.ones(len(W), dtype=bool)
-        keep[drop] = False
+        keep[_pruned(W, prune)] = False
         Z, W = Z[keep], W[keep]
     return QuadratureRule("trapezoid", dim, np.ascontiguousarray(Z), np.ascontiguousarray(W),
                           level)
