@@ -650,7 +650,9 @@ def _flag_growth(h, res, y0) -> None:
     keeping the output times before the first one past it."""
     if res.y.size == 0:
         return
-    lens = np.array([max(len(w), 1) for w in h.words], dtype=np.float64)
+    # the word lengths from the structure's offsets (a list comprehension over the word
+    # tuples cost 0.1 s of every unchecked integrate at order 24)
+    lens = h.structure.lengths().astype(np.float64)
     with np.errstate(divide="ignore"):
         r0 = max(1.0, float(np.max(np.abs(y0) ** (1.0 / lens))))
     bound = (GROWTH_PER_LETTER * r0) ** lens
