@@ -94,7 +94,9 @@ class FigureRun:
     def save(self, out_dir, *, pdf: bool = True, png: bool = True, dpi: int = 200) -> dict:
         """Write ``<out>/<name>/<curve>.npz`` per curve, ``<out>/<name>.json``
         (settings, claims, curve index, wall time), ``<out>/<name>.png`` (200 dpi by
-        default) and the vector ``<out>/<name>.pdf``. Returns the paths written."""
+        default) and the vector ``<out>/<name>.pdf``, both through
+        :func:`attndyn.numeric.core.plots.save_figure` (which refuses a figure with an
+        unlabelled axis). Returns the paths written."""
         out_dir = str(out_dir)
         cdir = os.path.join(out_dir, self.name)
         os.makedirs(cdir, exist_ok=True)
@@ -117,14 +119,15 @@ class FigureRun:
             matplotlib.use("Agg", force=False)
             import matplotlib.pyplot as plt
 
+            from .plots import save_figure
+
             fig = self.plot()
-            if png:
-                paths["png"] = os.path.join(out_dir, self.name + ".png")
-                safeio.atomic_write(paths["png"], lambda f: fig.savefig(f, dpi=dpi, format="png"))
-            if pdf:
-                paths["pdf"] = os.path.join(out_dir, self.name + ".pdf")
-                safeio.atomic_write(paths["pdf"], lambda f: fig.savefig(f, format="pdf"))
-            plt.close(fig)
+            try:  # the project's one writer: style, atomic files, every axis labelled
+                written = save_figure(fig, os.path.join(out_dir, self.name), dpi=dpi,
+                                      formats=[f for f, on in (("png", png), ("pdf", pdf)) if on])
+            finally:
+                plt.close(fig)
+            paths.update(written)
         return paths
 
 
