@@ -287,12 +287,10 @@ class _StepCap(Exception):
     pass
 
 
-def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfev=None):
-    """Self-consistent ODE of the free solver (module docstring of :func:`free_limit`).
-    ``max_nfev``: default 1000 evaluations per unit of the horizon, at least 5000 (a smooth
-    run on Fig. 4's law takes about 440 per unit; a fixed 5000 stopped it near t = 11)."""
-    if max_nfev is None:
-        max_nfev = max(5_000, int(1_000 * float(np.max(t_eval, initial=0.0))))
+def _free_system(model, law, panels, per_panel, blowup, max_nfev):
+    """The free solver's right-hand side on ``(B, N, psi)``: ``(rhs, qmat, blow, state,
+    omega0, n_mu)``; ``qmat(y)`` gives the overlaps and traces, ``state["omega"]`` the warm
+    start of the subordination solve (``omega0`` resets it)."""
     from attndyn.kernels.subordination import subordination_solve_log
 
     K = model.K
@@ -305,7 +303,8 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfe
     gfun, gp = model.gradient_function, model.gradient_parameters
     gout = np.empty(K * K)
     quarter_gamma = model.weight_decay / 4.0
-    state = {"omega": -1.0 / max(float(wx @ x), 1e-300), "nfev": 0}
+    omega0 = -1.0 / max(float(wx @ x), 1e-300)
+    state = {"omega": omega0, "nfev": 0}
 
     def solve(psi, logg):
         """Subordination at z = 0: omega with G_Y(omega) = G_X(1/G_Y(omega) - omega), and
@@ -352,9 +351,12 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfe
     def blow(t, y):
         return blowup - np.abs(y).max()
     blow.terminal = True
+    return rhs, qmat, blow, state, omega0, mu.size
 
-    words = [w for w in canonical_words(2, model.alphabet)]
-    y0 = np.concatenate([[0.0, 0.0], np.zeros(mu.size)])
+
+def _free_segments(rhs, y0, t_eval, rtol, atol, blow, blowup, max_nfev):
+    """Integrate the free solver segment by segment between output times, so that a failure
+    keeps what came before: ``(Ys, ts, status, message)``."""
     status, message = 0, "success"
     from scipy.integrate import solve_ivp
 
@@ -362,7 +364,6 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfe
     if _deadline() is None and t_eval[-1] > 0:  # no time limit: refuse unbounded work
         check_horizon_work(rhs, y0, float(t_eval[-1]), "DOP853", "limit flow")
     rhs = budgeted(rhs)
-    # segment by segment between output times, so that a failure keeps what came before
     Ys, ts = [], []
     y, tcur = y0, 0.0
     try:
@@ -384,7 +385,22 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfe
         status, message = -3, f"the overlaps q exceeded blowup = {blowup:g} at t = {exc.args[0]:.4g}"
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
         status, message = -1, f"free solver failed: {exc}"
-    state["omega"] = -1.0 / max(float(wx @ x), 1e-300)
+    return Ys, ts, status, message
+
+
+def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfev=None):
+    """Self-consistent ODE of the free solver (module docstring of :func:`free_limit`).
+    ``max_nfev``: default 1000 evaluations per unit of the horizon, at least 5000 (a smooth
+    run on Fig. 4's law takes about 440 per unit; a fixed 5000 stopped it near t = 11)."""
+    if max_nfev is None:
+        max_nfev = max(5_000, int(1_000 * float(np.max(t_eval, initial=0.0))))
+    rhs, qmat, blow, state, omega0, n_mu = _free_system(model, law, panels, per_panel, blowup,
+                                                        max_nfev)
+    words = [w for w in canonical_words(2, model.alphabet)]
+    y0 = np.concatenate([[0.0, 0.0], np.zeros(n_mu)])
+    Ys, ts, status, message = _free_segments(rhs, y0, t_eval, rtol, atol, blow, blowup,
+                                             max_nfev)
+    state["omega"] = omega0
     out = np.empty((len(words), len(ts)))
     for j, Y in enumerate(Ys):
         q, tv, _ = qmat(Y)
@@ -613,9 +629,9 @@ def tied_limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: fl
             return res
 
 
-def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotations, seed,
-                     method, panels, per_panel, blowup, max_dim,
-                     raise_on_failure) -> LimitTrajectory:
+def _check_limit_args(model, law, t_eval, method, rtol, atol, rotations, seed, panels,
+                      per_panel, max_dim, blowup):
+    """The validated arguments of :func:`tied_limit_flow` (one-line errors naming each)."""
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)
     if method not in ("auto", "commuting", "free", "equivalents"):
@@ -634,47 +650,29 @@ def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rot
     per_panel = _check_int(per_panel, "per_panel", 2, 200)
     max_dim = _check_int(max_dim, "max_dim", 2)
     blowup = _check_pos_float(blowup, "blowup")
-    if method == "auto":
-        wl = _words(model, order, words)
-        short = all(len(w) <= 2 for w in wl)
-        free_ok = _free_structure(model, law) is not None
-        if free_ok and not short and not is_commuting(law):
-            # exact rows where the free solver has them, equivalents for the longer words
-            kw = dict(rtol=rtol, atol=atol, panels=panels, per_panel=per_panel, blowup=blowup)
-            a = limit_flow(model, law, t_eval, words=[w for w in wl if len(w) <= 2],
-                           method="free", **kw)
-            b = limit_flow(model, law, t_eval, sizes, words=[w for w in wl if len(w) > 2],
-                           method="equivalents", rotations=rotations, seed=seed,
-                           max_dim=max_dim, **kw)
-            res = _join_rows(model, wl, a, b)
-            if raise_on_failure and res.status != 0:
-                raise IntegrationError(res.message)
-            return res
-        method = ("commuting" if is_commuting(law) else
-                  "free" if short and free_ok else "equivalents")
-    if method == "free":
-        wl = _words(model, order, words)
-        if any(len(w) > 2 for w in wl):
-            raise ValueError("method='free' reports words up to length 2 (t_k, q_kl); use "
-                             "method='equivalents' for longer words")
-        res = free_limit(model, law, t_eval, rtol=min(rtol, 1e-11), atol=min(atol, 1e-13),
-                         panels=panels, per_panel=per_panel, blowup=blowup)
-        if res.status == 0 and words is not None:  # the rows asked for, in their order
-            idx = [res._word_index(w) for w in wl]
-            res.y, res.words = res.y[idx], [tuple(w) for w in wl]
-            res.names = [word_label(w, model.K) for w in wl]
-            res.diagnostics["error"] = res.diagnostics["error"][idx]
-            res._wmap = {tuple(x): i for i, x in enumerate(res.words)}
-        if raise_on_failure and res.status != 0:
-            raise IntegrationError(res.message)
-        return res
-    if method == "commuting":
-        res = commuting_limit(model, law, t_eval, order=order, words=words, rtol=min(rtol, 1e-12),
-                              atol=min(atol, 1e-14), panels=panels, per_panel=per_panel,
-                              blowup=blowup)
-        if raise_on_failure and res.status != 0:
-            raise IntegrationError(res.message)
-        return res
+    return t_eval, law, rtol, atol, rotations, panels, per_panel, max_dim, blowup
+
+
+def _free_rows(model, law, t_eval, order, words, rtol, atol, panels, per_panel, blowup):
+    """``method="free"``: the exact rows up to length 2, in the order asked for."""
+    wl = _words(model, order, words)
+    if any(len(w) > 2 for w in wl):
+        raise ValueError("method='free' reports words up to length 2 (t_k, q_kl); use "
+                         "method='equivalents' for longer words")
+    res = free_limit(model, law, t_eval, rtol=min(rtol, 1e-11), atol=min(atol, 1e-13),
+                     panels=panels, per_panel=per_panel, blowup=blowup)
+    if res.status == 0 and words is not None:  # the rows asked for, in their order
+        idx = [res._word_index(w) for w in wl]
+        res.y, res.words = res.y[idx], [tuple(w) for w in wl]
+        res.names = [word_label(w, model.K) for w in wl]
+        res.diagnostics["error"] = res.diagnostics["error"][idx]
+        res._wmap = {tuple(x): i for i, x in enumerate(res.words)}
+    return res
+
+
+def _equivalents_limit(model, law, t_eval, order, words, sizes, rotations, seed, rtol, atol,
+                       blowup, max_dim, raise_on_failure) -> LimitTrajectory:
+    """``method="equivalents"``: deterministic equivalents at ``sizes``, Richardson in ``d``."""
     words = _words(model, order, words)
     if sizes is None:
         sizes = (200, 400)
@@ -720,6 +718,47 @@ def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rot
                           kind="limit", params=params, seed=_seed_rec(seed), status=0,
                           message=message, diagnostics=diag)
     return res
+
+
+def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotations, seed,
+                     method, panels, per_panel, blowup, max_dim,
+                     raise_on_failure) -> LimitTrajectory:
+    """Validate, choose the solver (``"auto"``: commuting, free, equivalents or free rows
+    joined with equivalents for the longer words) and run it."""
+    t_eval, law, rtol, atol, rotations, panels, per_panel, max_dim, blowup = _check_limit_args(
+        model, law, t_eval, method, rtol, atol, rotations, seed, panels, per_panel, max_dim,
+        blowup)
+    if method == "auto":
+        wl = _words(model, order, words)
+        short = all(len(w) <= 2 for w in wl)
+        free_ok = _free_structure(model, law) is not None
+        if free_ok and not short and not is_commuting(law):
+            # exact rows where the free solver has them, equivalents for the longer words
+            kw = dict(rtol=rtol, atol=atol, panels=panels, per_panel=per_panel, blowup=blowup)
+            a = limit_flow(model, law, t_eval, words=[w for w in wl if len(w) <= 2],
+                           method="free", **kw)
+            b = limit_flow(model, law, t_eval, sizes, words=[w for w in wl if len(w) > 2],
+                           method="equivalents", rotations=rotations, seed=seed,
+                           max_dim=max_dim, **kw)
+            res = _join_rows(model, wl, a, b)
+            if raise_on_failure and res.status != 0:
+                raise IntegrationError(res.message)
+            return res
+        method = ("commuting" if is_commuting(law) else
+                  "free" if short and free_ok else "equivalents")
+    if method in ("free", "commuting"):
+        if method == "free":
+            res = _free_rows(model, law, t_eval, order, words, rtol, atol, panels, per_panel,
+                             blowup)
+        else:
+            res = commuting_limit(model, law, t_eval, order=order, words=words,
+                                  rtol=min(rtol, 1e-12), atol=min(atol, 1e-14), panels=panels,
+                                  per_panel=per_panel, blowup=blowup)
+        if raise_on_failure and res.status != 0:
+            raise IntegrationError(res.message)
+        return res
+    return _equivalents_limit(model, law, t_eval, order, words, sizes, rotations, seed, rtol,
+                              atol, blowup, max_dim, raise_on_failure)
 
 
 def _join_rows(model, words, a, b) -> LimitTrajectory:
