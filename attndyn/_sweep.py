@@ -397,6 +397,15 @@ class SweepResult:
         Per point, the child ``SeedSequence`` as ``{"entropy", "spawn_key"}``.
     params : dict
         ``function`` (``module:qualname``), ``seed`` (the root), ``n_points``.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> def power(x, p):
+    ...     return x ** p
+    >>> res = attndyn.sweep(power, {"x": [2, 3], "p": [1, 2]}, executor="serial", progress=False)
+    >>> res.points[1], res.results, res.status
+    ({'x': 2, 'p': 2}, [2, 4, 3, 9], [0, 0, 0, 0])
     """
 
     grid: dict
@@ -575,7 +584,18 @@ def _write_manifest(cache_dir, fn_id, grid, zipped, seed_rec, check=True):
 
 def load_sweep(path) -> SweepResult:
     """Load a sweep written by :meth:`SweepResult.save` or as a ``cache_dir``. Points not
-    (yet) computed, damaged, or stored under another point's name raise ValueError."""
+    (yet) computed, damaged, or stored under another point's name raise ValueError.
+
+    Examples
+    --------
+    >>> import os, tempfile, attndyn
+    >>> def square(x):
+    ...     return x * x
+    >>> res = attndyn.sweep(square, {"x": [1, 2]}, executor="serial", progress=False)
+    >>> back = attndyn.load_sweep(res.save(os.path.join(tempfile.mkdtemp(), "s.sweep")))
+    >>> back.results, back.grid
+    ([1, 4], {'x': [1, 2]})
+    """
     from attndyn.numeric.core.safeio import load_json
     path = os.fspath(path)
     what = "not a valid attndyn sweep folder:"
@@ -803,6 +823,15 @@ def sweep(fn: Callable, grid: dict, *, rng=None, seed=None, zipped: bool = False
     Returns
     -------
     SweepResult
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> def square(x):
+    ...     return x * x
+    >>> res = attndyn.sweep(square, {"x": [1, 2, 3]}, executor="serial", progress=False)
+    >>> res.results, res.success
+    ([1, 4, 9], True)
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")

@@ -82,7 +82,18 @@ def obs_key(name: str, *indices) -> str:
 
 
 class CapabilityError(NotImplementedError, ValueError):
-    """The model does not have this capability (hierarchy, matrix flow, theory)."""
+    """The model does not have this capability (hierarchy, matrix flow, theory).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.SModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> try:
+    ...     model.theory.hierarchy(2)
+    ... except attndyn.CapabilityError as exc:
+    ...     print(exc)
+    SModel has no moment hierarchy
+    """
 
 
 @dataclass(frozen=True)
@@ -176,6 +187,15 @@ class AttentionModel(abc.ABC):
     ``None``), ``params`` (dict) and ``alphabet`` (or ``None``), and define the
     class attributes ``kind`` (label) and ``time_scales`` (the first is the
     default). Every concrete subclass is final.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> isinstance(model, attndyn.AttentionModel), model.kind, model.K, model.trainable
+    (True, 'tied', 2, (0,))
+    >>> model.time_scales[0].label   # the default time scale (eq. 11)
+    't = 4 * eta * n / d'
     """
 
     kind: ClassVar[str] = "abstract"
@@ -315,7 +335,17 @@ class Correction(abc.ABC):
 
     ``check`` refuses a combination before any SGD runs (naming the fix); ``apply`` runs
     the corrected theory at the SGD times (what ``compare`` calls); ``flow`` the
-    corrected matrix-level flow (what ``matrix_flow(..., correction=)`` calls)."""
+    corrected matrix-level flow (what ``matrix_flow(..., correction=)`` calls).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> sorted(model.theory.corrections)
+    ['finite-d', 'noise', 'noise+finite-d', 'none']
+    >>> isinstance(model.theory.correction("noise"), attndyn.Correction)
+    True
+    """
 
     #: the name :meth:`Theory.correction` resolves
     name: ClassVar[str] = "abstract"
@@ -382,7 +412,18 @@ class Theory(abc.ABC):
     solvers (:meth:`uncorrected`, :meth:`matrix_flow`, :meth:`hierarchy`), the table of
     its corrections (:attr:`corrections`, looked up by :meth:`correction` only), its
     assumptions and the feasible set of Corollary 1. A capability it lacks raises
-    :class:`CapabilityError` naming the model."""
+    :class:`CapabilityError` naming the model.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> theory = model.theory
+    >>> isinstance(theory, attndyn.Theory), theory.model is model
+    (True, True)
+    >>> theory.hierarchy(4).n_moments
+    15
+    """
 
     #: the theory names ``compare(..., theory=)`` takes (the first is the default)
     names: ClassVar[tuple] = ()
@@ -472,7 +513,18 @@ class Hierarchy(abc.ABC):
     """What the tied and the untied truncated hierarchies share: the words and moments of
     the truncation at ``order`` (``words``, ``n_moments``, ``n_terms``, :meth:`index`,
     :attr:`names`), the printed equations and the integration. Built by
-    :meth:`Theory.hierarchy`; the subclasses implement every member below."""
+    :meth:`Theory.hierarchy`; the subclasses implement every member below.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> h = model.hierarchy(2)   # the words of length <= 2 (eq. 13)
+    >>> isinstance(h, attndyn.Hierarchy), h.n_moments, h.names
+    (True, 5, ['mu_1', 'mu_2', 'q_11', 'q_12', 'q_22'])
+    >>> h.index((0, 1))
+    3
+    """
 
     model: "AttentionModel"
     order: int

@@ -11,7 +11,12 @@ Theories:
   ``order``, with its own convergence check);
 - direct S: ``"ode"`` (the closed ODE (402)-(404), default) or ``"flow"``
   (the finite-d S matrix flow);
-- untied: no theory yet (the untied theory issue); use :func:`sgd` alone.
+- untied: ``"flow"`` (the full finite-d flow, default), ``"slaved"``, ``"hierarchy"`` or
+  ``"limit"`` (``d -> infinity`` from the Gaussian law of the pairs).
+
+A ``"limit"`` theory (tied or untied) is a statement about the initial law: with a dict
+``init`` and ``n_seeds > 1`` each seed draws its own start from the law (one draw per seed),
+and :meth:`Comparison.z` / :meth:`Comparison.rms_z` judge the gap in seed units.
 
 The tied theory gets the same derived observables as SGD: ``p_kl = q_kl -
 t_k t_l`` and ``loss = Phi(q)`` (when the potential is symbolic).
@@ -71,6 +76,17 @@ class Comparison:
         Standard deviation across seeds (``None`` for one seed).
     errors : dict name -> dict
         :func:`error_metrics` of SGD mean against theory.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> cmp = attndyn.compare(model, {"d": 16, "seed": 0}, eta=0.01, batch=4,
+    ...                       t_eval=[0.0, 0.1], rng=1)
+    >>> isinstance(cmp, attndyn.Comparison), cmp.sgd.kind, cmp.theory.t.shape
+    (True, 'sgd', (2,))
+    >>> sorted(cmp.errors["q_11"])[:2]
+    ['final', 'max_abs']
     """
 
     t: np.ndarray
@@ -101,6 +117,33 @@ class Comparison:
         except KeyError:
             raise KeyError(f"no observable {name!r} in this comparison; have "
                            f"{', '.join(self.names)}") from None
+
+    def z(self, name: str) -> np.ndarray:
+        """SGD minus theory in seed units at every time: ``z(t) = mean_i D_i / (sd_i D_i /
+        sqrt n)``, ``D_i`` run ``i`` minus the theory (NaN where the seed spread is 0, and
+        for one seed). With ``theory="limit"`` and a dict ``init`` every seed has its own
+        draw of the law, so ``z(0)`` measures the law's ``O(1/d)`` offset from the draws."""
+        if name not in self.names:
+            raise KeyError(f"no observable {name!r} in this comparison; have "
+                           f"{', '.join(self.names)}")
+        i = self.names.index(name)
+        if self.spread is None:
+            return np.full(self.t.size, np.nan)
+        se = np.asarray(self.spread[name], float) / np.sqrt(len(self.runs))
+        diff = self.sgd.y[i] - self.theory.y[i]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(se > 0, diff / np.where(se > 0, se, 1.0), np.nan)
+
+    def rms_z(self, names=None) -> dict:
+        """``name -> rms of z(t)`` over the times ``t > 0`` (the seed-unit verdict of the
+        figures: an unbiased theory gives about ``sqrt((n - 1)/(n - 3))`` for ``n`` seeds)."""
+        names = [n for n in (self.names if names is None else names)]
+        out = {}
+        for n in names:
+            z = self.z(n)[self.t > 0]
+            z = z[np.isfinite(z)]
+            out[n] = float(np.sqrt(np.mean(z * z))) if z.size else float("nan")
+        return out
 
     def max_error(self, names=None, metric: str = "max_abs") -> float:
         names = self.names if names is None else list(names)
@@ -197,7 +240,19 @@ def load_comparison(path) -> Comparison:
     Only a regular file is read (a FIFO, a device or a symlink to one is refused without
     blocking), through the bounded ``.npz`` reader of :mod:`attndyn.numeric.core.safeio`
     (a zip bomb or a truncated file is refused before inflating); every defect of the
-    file raises a one-line ``ValueError`` naming it."""
+    file raises a one-line ``ValueError`` naming it.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> import os, tempfile
+    >>> cmp = attndyn.compare(model, {"d": 16, "seed": 0}, eta=0.01, batch=4,
+    ...                       t_eval=[0.0, 0.1], rng=1)
+    >>> back = attndyn.load_comparison(cmp.save(os.path.join(tempfile.mkdtemp(), "cmp.npz")))
+    >>> back.names == cmp.names, back.status
+    (True, 0)
+    """
     from attndyn.numeric.core import safeio
     what = "not a valid attndyn comparison file:"
     with safeio.open_npz(path, what) as f:
@@ -245,20 +300,38 @@ def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
                       inv=traj.inv)
 
 
-def _sgd_runs(model, init, n_seeds, seed, kw):
-    """``(init, runs)``: the initial weights (drawn when ``init`` is a dict of
-    :func:`gaussian_init` keywords) and one SGD run per seed."""
+#: Theories that start from the law of the initial condition, not from one draw: with a
+#: dict ``init`` (:func:`gaussian_init` keywords) and several seeds, each SGD seed draws its
+#: own start from that law, so the seed spread includes the draw's ``O(d^-1/2)``
+#: fluctuations the law averages out.
+LAW_THEORIES = ("limit",)
+
+
+def _sgd_runs(model, init, n_seeds, seed, kw, per_seed: bool = False):
+    """``(init, runs, per_seed)``: the initial weights (drawn when ``init`` is a dict of
+    :func:`gaussian_init` keywords) and one SGD run per seed; with ``per_seed``, a dict
+    ``init`` and more than one seed, run ``i`` starts from its own draw (the ``i``-th child
+    of the dict's seed) and ``init`` is the first draw."""
     if isinstance(init, dict):
         opts = dict(init)
         if "d" not in opts:
             raise ValueError("init dict needs 'd' (and optionally scale, width, seed, symmetric)")
         d = opts.pop("d")
+        if per_seed and _check_n_seeds(n_seeds) > 1:
+            base = resolve_rng(opts.pop("rng", None), opts.pop("seed", None), name="init")
+            draws = [gaussian_init(model, d, seed=c, **opts) for c in base.spawn(n_seeds)]
+            runs = [sgd(model, w, rng=c, **kw) for w, c in zip(draws, seed.spawn(n_seeds))]
+            return draws[0], runs, True
         init = gaussian_init(model, d, **opts)
+    if _check_n_seeds(n_seeds) == 1:
+        return init, [sgd(model, init, seed=seed, **kw)], False
+    return init, sgd_runs(model, init, n_seeds=n_seeds, seed=seed, **kw), False
+
+
+def _check_n_seeds(n_seeds) -> int:
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
         raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
-    if n_seeds == 1:
-        return init, [sgd(model, init, seed=seed, **kw)]
-    return init, sgd_runs(model, init, n_seeds=n_seeds, seed=seed, **kw)
+    return int(n_seeds)
 
 
 def _sgd_mean(runs, common, t):
@@ -331,18 +404,20 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
 
     Parameters
     ----------
-    model : TiedModel or SModel
-        (An UntiedModel raises: its theory is not implemented yet.)
+    model : TiedModel, UntiedModel or SModel
     init : list or dict
-        The initial weights (tied ``W_k``, S ``S_k``), or a dict of
-        :func:`attndyn.numeric.attention.training.gaussian_init` keywords (``d``, ``scale``,
-        ``width``, ``seed``, ``symmetric``) for a seeded initialisation from
-        which both start.
+        The initial weights (tied ``W_k``, untied pairs ``(U_k, V_k)``, S ``S_k``), or a
+        dict of :func:`attndyn.numeric.attention.training.gaussian_init` keywords (``d``,
+        ``scale``, ``width``, ``seed``, ``symmetric``) for a seeded initialisation from
+        which both start; for a theory of :data:`LAW_THEORIES` (``"limit"``) with
+        ``n_seeds > 1``, one draw per seed (children of the dict's seed), the theory from
+        the law of the first (``params["init_per_seed"]`` says which was done).
     eta, batch, t_eval :
         As for :func:`attndyn.numeric.attention.training.sgd`.
     theory : str, optional
-        Tied ``"flow"`` (default) or ``"hierarchy"``; S ``"ode"`` (default)
-        or ``"flow"``.
+        Tied ``"flow"`` (default), ``"hierarchy"`` or ``"limit"``; untied ``"flow"``
+        (default), ``"slaved"``, ``"hierarchy"`` or ``"limit"``; S ``"ode"`` (default) or
+        ``"flow"``.
     order : int, optional
         Tied: longest word compared (default 2 for the flow, 4 for the hierarchy).
     rng, n_seeds :
@@ -370,14 +445,25 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     Returns
     -------
     Comparison
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> cmp = attndyn.compare(model, {"d": 16, "seed": 0}, eta=0.01, batch=4,
+    ...                       t_eval=[0.0, 0.05, 0.1], rng=1)
+    >>> cmp.status, cmp.names[:3], len(cmp.t)
+    (0, ['mu_1', 'mu_2', 'q_11'], 3)
+    >>> bool(cmp.max_error() < 10)
+    True
     """
     model = check_model(model)
     th_obj, theory, order, corr = _resolve_theory(model, theory, order, correction)
     seed = resolve_rng(rng, seed, name="compare")
     with compute_threads(blas_threads=blas_threads):  # SGD and the theory's flow inside
-        init, runs = _sgd_runs(model, init, n_seeds, seed, dict(
+        init, runs, per_seed = _sgd_runs(model, init, n_seeds, seed, dict(
             eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order,
-            threads=threads))
+            threads=threads), per_seed=theory in LAW_THEORIES)
     n_t = min(r.t.size for r in runs)
     t = runs[0].t[:n_t]
     status = next((int(r.status) for r in runs if r.status != 0), 0)
@@ -397,7 +483,7 @@ def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order
     errors = {n: error_metrics(mean[i], th_al.y[i]) for i, n in enumerate(common)}
     params = dict(runs[0].params)
     params.update({"theory": theory, "order": order, "n_seeds": len(runs),
-                   "correction": corr.name})
+                   "correction": corr.name, "init_per_seed": per_seed})
     message = "success: SGD and theory compared" if status == 0 else "; ".join(msgs)
     message += _premises(th_obj, init, params)
     res = Comparison(t=t, names=common, sgd=sgd_mean, theory=th_al, runs=runs, spread=spread,

@@ -82,6 +82,16 @@ def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, a
     -------
     Trajectory (tied: ``kind="matrix_flow"`` with ``.moment(word)``), with
     ``status`` 0, -1 (solver failure) or -3 (blow-up or non-finite right-hand side).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> import numpy as np
+    >>> S = [0.5 * np.eye(4), np.eye(4)]   # S_1(0) = I/2, teacher S_2 = I (appendix D.3)
+    >>> r = attndyn.matrix_flow(model, S, [0.0, 0.1, 0.2], order=2)
+    >>> r.status, np.round(r.observable("mu_1"), 3)   # eq. (348): mu_1 = 1/(1 + exp(-4t))
+    (0, array([0.5  , 0.599, 0.69 ]))
     """
     theory = check_model(model).theory
     opts = {k: v for k, v in (("order", order), ("words", words), ("rtol", rtol),

@@ -158,6 +158,14 @@ def gaussian_init(model, d: int, *, width=None, scale=1.0, rng=None, seed=None,
     sequences. Independent inits are uninformative (structural overlaps
     ``O(1/d)``). ``rng`` (alias ``seed``): the package's rule,
     :func:`~attndyn.numeric.core.validate.resolve_rng`. Calls :meth:`AttentionModel.gaussian_init`.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> W = attndyn.gaussian_init(model, 8, width=[4, 8], rng=0)
+    >>> [w.shape for w in W]
+    [(8, 4), (8, 8)]
     """
     return check_model(model).gaussian_init(
         d, width=width, scale=scale, seed=resolve_rng(rng, seed, name="gaussian_init"),
@@ -308,6 +316,15 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
         every argument and the seed record, ``diagnostics["steps"]`` the step
         of each checkpoint. A failed run keeps the checkpoints before the
         failure, never NaN values.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> init = attndyn.gaussian_init(model, 16, rng=0)
+    >>> r = attndyn.sgd(model, init, eta=0.01, batch=4, t_eval=[0.0, 0.1], rng=1, order=2)
+    >>> r.status, r.names[:5], r.t
+    (0, ['mu_1', 'mu_2', 'q_11', 'q_12', 'q_22'], array([0. , 0.1]))
     """
     if check_backend(backend, device, dtype):
         return xp_sgd(model, init, eta=eta, batch=batch, t_eval=t_eval, rng=rng, seed=seed,
@@ -412,7 +429,20 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
 def sgd_runs(model, init, *, n_seeds: int, rng=None, seed=None, **kwargs) -> list:
     """``n_seeds`` independent :func:`sgd` runs from the same ``init``, seeded by
     ``SeedSequence(rng).spawn(n_seeds)`` (``rng``, alias ``seed``: the package's rule,
-    :func:`~attndyn.numeric.core.validate.resolve_rng`)."""
+    :func:`~attndyn.numeric.core.validate.resolve_rng`).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> init = attndyn.gaussian_init(model, 16, rng=0)
+    >>> runs = attndyn.sgd_runs(model, init, n_seeds=2, eta=0.01, batch=4, t_eval=[0.0, 0.1],
+    ...                         rng=1)
+    >>> len(runs), [r.status for r in runs]
+    (2, [0, 0])
+    >>> bool(runs[0].observable("q_11")[-1] != runs[1].observable("q_11")[-1])
+    True
+    """
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
         raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
     children = resolve_rng(rng, seed, name="sgd_runs").spawn(int(n_seeds))

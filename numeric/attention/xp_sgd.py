@@ -770,6 +770,15 @@ def xp_sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None,
     (:func:`~attndyn.numeric.core.validate.resolve_rng`, SPEC 7): the same int or
     SeedSequence gives the same trajectory on the same device (bit for bit on NumPy), not
     the numba backend's; a Generator is a source of entropy and advances.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> init = attndyn.gaussian_init(model, 16, rng=0)
+    >>> r = attndyn.xp_sgd(model, init, eta=0.01, batch=4, t_eval=[0.0, 0.1], rng=1, order=2)
+    >>> r.status, r.names[:5]
+    (0, ['mu_1', 'mu_2', 'q_11', 'q_12', 'q_22'])
     """
     ss = resolve_rng(rng, seed, name="xp_sgd")
     return _run(model, init, [ss], eta=eta, batch=batch, t_eval=t_eval, order=order, time=time,
@@ -787,7 +796,18 @@ def xp_sgd_runs(model, init, *, n_seeds: int, rng=None, seed=None, seeds_per_pro
     CPU (batching measured 0.89-1.34x the per-seed time on one NumPy core, docs/sgd.md),
     on a GPU as many seeds as fit in a quarter of its free memory. A seed's trajectory
     does not depend on the grouping except through the products' rounding (none
-    measured on NumPy: bit-identical)."""
+    measured on NumPy: bit-identical).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> init = attndyn.gaussian_init(model, 16, rng=0)
+    >>> runs = attndyn.xp_sgd_runs(model, init, n_seeds=2, eta=0.01, batch=4, t_eval=[0.0, 0.1],
+    ...                            rng=1)
+    >>> len(runs), [r.status for r in runs]
+    (2, [0, 0])
+    """
     n_seeds = _check_int(n_seeds, "n_seeds")
     kw = _defaults(kwargs)
     if seeds_per_product is None:

@@ -22,12 +22,41 @@ __all__ = ["Trajectory", "load_result", "TruncationNotConverged", "IntegrationEr
 
 
 class IntegrationError(RuntimeError):
-    """Raised by ``raise_on_failure=True`` when an integration or run fails."""
+    """Raised by ``raise_on_failure=True`` when an integration or run fails.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> init = attndyn.gaussian_init(model, 16, rng=0)
+    >>> try:   # eta = 0.05 with batch 1 at d = 16 diverges
+    ...     attndyn.sgd(model, init, eta=0.05, batch=1, t_eval=[0.0, 0.1], rng=1,
+    ...                 raise_on_failure=True)
+    ... except attndyn.IntegrationError as exc:
+    ...     print(str(exc)[:41])
+    the weights became non-finite or larger t
+    """
 
 
 class TruncationNotConverged(IntegrationError):
     """Raised by ``raise_on_failure=True`` when the truncation's convergence check fails
-    (the two orders it compares disagree; docs/long-horizon.md, "The convergence check")."""
+    (the two orders it compares disagree; docs/long-horizon.md, "The convergence check").
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> import numpy as np
+    >>> S = [0.5 * np.eye(4), np.eye(4)]
+    >>> try:
+    ...     model.hierarchy(2).integrate(S, [0.0, 1.0], method="truncation",
+    ...                                  raise_on_failure=True)
+    ... except attndyn.TruncationNotConverged as exc:
+    ...     print(str(exc)[:40])
+    truncation not converged: orders 2 and 4
+    >>> issubclass(attndyn.TruncationNotConverged, attndyn.IntegrationError)
+    True
+    """
 
 
 @dataclass
@@ -56,6 +85,14 @@ class Trajectory:
     message : str
     diagnostics : dict
         Extra numbers: step counts, truncation differences per observable...
+
+    Examples
+    --------
+    >>> import numpy as np, attndyn
+    >>> t = np.linspace(0.0, 1.0, 3)
+    >>> traj = attndyn.Trajectory(t=t, y=np.vstack([t, 1 - t]), names=["mu_1", "mu_2"], kind="demo")
+    >>> traj.observable("mu_2"), traj.success
+    (array([1. , 0.5, 0. ]), True)
     """
 
     t: np.ndarray
@@ -262,6 +299,15 @@ def load_result(path) -> Trajectory:
     wrong shape or dtype, non-finite times, a non-integer status) raises
     ``ValueError("not a valid attndyn result file: <path>: <reason>")`` (one line); a
     missing or unreadable file raises the usual :class:`OSError`.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, attndyn
+    >>> traj = attndyn.Trajectory(t=np.array([0.0, 1.0]), y=np.array([[1.0, 2.0]]), names=["mu_1"])
+    >>> path = traj.save(os.path.join(tempfile.mkdtemp(), "run.npz"))
+    >>> back = attndyn.load_result(path)
+    >>> back.names, back.observable("mu_1")
+    (['mu_1'], array([1., 2.]))
     """
     try:
         with safeio.open_npz(path, _WHAT) as f:

@@ -211,6 +211,16 @@ class Transformer:
 
     There are no defaults for ``eps``, ``omega``, ``kappa``: the paper's
     "good" values depend on hidden constants (:func:`good_scalings`).
+
+    Examples
+    --------
+    >>> import numpy as np, attndyn
+    >>> tf = attndyn.Transformer(N=1, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+    >>> X = np.ones((5, 2, 3))
+    >>> tf(X).shape   # F(X, theta) of eq. (1): (n, L, d)
+    (5, 2, 3)
+    >>> tf.n_params   # U (d x d) and W (d x m) per layer
+    21
     """
 
     def __init__(self, N, L, d, m, eps, omega, kappa, *, rng=None, seed=None, E="sinusoidal",

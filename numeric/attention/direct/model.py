@@ -69,6 +69,16 @@ class SModel(AttentionModel):
     decay ``gamma``. SGD accepts any loss that prints to numba; the closed ODE
     takes the potential of :func:`~attndyn.symbolic.potential.direct_potential`
     (exact closed forms when there are some, compiled quadrature otherwise).
+
+    Examples
+    --------
+    >>> import attndyn, numpy as np
+    >>> model = attndyn.SModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> model.kind, model.K
+    ('s', 2)
+    >>> r = attndyn.matrix_flow(model, [0.5 * np.eye(6), np.eye(6)], [0.0, 0.1])
+    >>> r.status
+    0
     """
 
     kind = "s"

@@ -547,7 +547,19 @@ def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float =
     wall-clock seconds (``time.monotonic``) for the whole computation, handed to every
     solver through :func:`attndyn.numeric.attention.odesolve.time_budget`; reaching it
     gives status -4. Without it, a horizon whose estimated work is unbounded (``1e300``)
-    is refused with one line."""
+    is refused with one line.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> import numpy as np
+    >>> from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    >>> law = FreeInit([wishart(0.5), scalar(1)])   # S_1(0) Wishart, teacher S_2 = I
+    >>> r = attndyn.limit_flow(model, law, [0.0, 0.1, 0.2])
+    >>> r.status, r.names[:3]
+    (0, ['mu_1', 'mu_2', 'q_11'])
+    """
     from attndyn.numeric.attention.odesolve import time_budget
     with time_budget(time_limit):
         return check_model(model).theory.limit_flow(

@@ -56,6 +56,15 @@ class TiedModel(AttentionModel):
 
     Time: one SGD step on the factors ``W_k`` is ``4 eta / d`` of the ODE time
     ``t = 4 eta n / d``.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> model
+    TiedModel(K=2, trainable=(0,), L=1, weight_decay=0.0)
+    >>> model.hierarchy(2).names
+    ['mu_1', 'mu_2', 'q_11', 'q_12', 'q_22']
     """
 
     kind = "tied"

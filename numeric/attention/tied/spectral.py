@@ -52,6 +52,19 @@ class SpectralDensity(Trajectory):
     ``cdf`` (``(n_grid, n_t)``, atoms included), ``support`` (``(2, n_t)``: the image of
     ``[lambda_-, lambda_+]``), ``atom`` (``(2, n_t)``: location and mass of the atom,
     mass 0 without one) and, per time, whether the map was monotone.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> import numpy as np
+    >>> from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    >>> law = FreeInit([wishart(0.5), scalar(1)])
+    >>> rho = attndyn.spectral_density(model, law, [0.0, 0.2], n_grid=20, tracers=101)
+    >>> isinstance(rho, attndyn.SpectralDensity), rho.grid.shape
+    (True, (20,))
+    >>> bool(np.all(np.diff(rho.cdf_values[:, -1]) >= -1e-12))   # a CDF: non-decreasing
+    True
     """
 
     @property
@@ -155,6 +168,16 @@ def spectral_density(model, law, t_eval, *, letter: int | None = None, grid=None
         ``density`` (``(n_grid, n_t)``), ``cdf(y, t_index)``, ``grid``; status 0, or the
         limit flow's failure status and message; a map that is not monotone in ``x`` at
         some time gives status 3 with the CDF only (density NaN at those times).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    >>> law = FreeInit([wishart(0.5), scalar(1)])   # Marchenko-Pastur start, teacher S_2 = I
+    >>> rho = attndyn.spectral_density(model, law, [0.0, 0.2], n_grid=20, tracers=101)
+    >>> rho.status, rho.y.shape
+    (0, (20, 2))
     """
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)

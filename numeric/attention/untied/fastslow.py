@@ -463,6 +463,15 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
     and ``|m - m*(q)|`` along the run; in the slaved mode ``m`` is ``m*(q)``.
     The memory of the dense products is estimated first and refused above
     ``max_bytes``.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.UntiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> pairs = attndyn.gaussian_init(model, 8, rng=0)
+    >>> r = attndyn.untied_flow(model, pairs, [0.0, 0.05])
+    >>> r.status, r.names[:4]
+    (0, ['mu_M1', 'mu_A1', 'mu_B1', 'mu_M2'])
     """
     from scipy.integrate import solve_ivp
     if mode not in ("full", "slaved"):

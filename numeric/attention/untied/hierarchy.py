@@ -26,7 +26,18 @@ __all__ = ["UntiedHierarchy", "hierarchy"]
 
 
 class UntiedHierarchy(Hierarchy):
-    """The slow hierarchy (31)-(32) of one model at one truncation order (eq. 892)."""
+    """The slow hierarchy (31)-(32) of one model at one truncation order (eq. 892).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.UntiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> h = model.hierarchy(2)
+    >>> isinstance(h, attndyn.UntiedHierarchy), h.n_moments
+    (True, 17)
+    >>> h.names[:6]
+    ['mu_M1', 'mu_A1', 'mu_B1', 'mu_M2', 'mu_M1_M1', 'mu_M1_Mt1']
+    """
 
     def __init__(self, model, order: int, letters=None):
         self.model = model

@@ -51,6 +51,15 @@ class UntiedModel(AttentionModel):
     SymPy expression of the ``L x L x K`` pre-activations
     ``G_ijk = x_i^T U_k V_k^T x_j / sqrt(d)`` (not centred: its mean is
     ``C_ij m_k``), ``L`` tokens, token covariance ``C`` and weight decay ``gamma``.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.UntiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> model
+    UntiedModel(K=2, trainable=(0,), L=1, weight_decay=0.0)
+    >>> model.hierarchy(2).names[:4]   # Tr(M_1)/d, Tr(A_1)/d, Tr(B_1)/d, Tr(M_2)/d (eq. 26)
+    ['mu_M1', 'mu_A1', 'mu_B1', 'mu_M2']
     """
 
     kind = "untied"
