@@ -68,7 +68,10 @@ class SModel(AttentionModel):
     the ``L x L x K`` SymPy pre-activations, token covariance ``C`` and weight
     decay ``gamma``. SGD accepts any loss that prints to numba; the closed ODE
     takes the potential of :func:`~attndyn.symbolic.potential.direct_potential`
-    (exact closed forms when there are some, compiled quadrature otherwise).
+    (exact closed forms when there are some, compiled quadrature otherwise), or the one
+    given as ``potential=`` (a built direct ``NumericPotential``, the ``NumericRoute``
+    that ``direct_potential(..., route="numeric")`` returns, or an exact
+    ``SymbolicPotential``; :func:`attndyn.numeric.attention.potentials.as_potential`).
 
     Examples
     --------
@@ -87,11 +90,18 @@ class SModel(AttentionModel):
     alphabet = None  # no words: the theory closes in t, Psi, Omega (Theorem 4)
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
-                 weight_decay: float = 0.0, *, params: dict | None = None):
+                 weight_decay: float = 0.0, *, params: dict | None = None, potential=None):
         self.K, self.trainable, self.L, self.C, self.weight_decay = check_model_args(
             K, trainable, L, C, weight_decay)
         self.loss = check_loss(loss, self.L, self.K)  # fails early on a bad loss
         self.params = dict(params or {})
+        #: the direct-S potential given as ``potential=`` (None: derived from the loss); a
+        #: NumericRoute is built (issue 25)
+        self.given_potential = None
+        if potential is not None:
+            from attndyn.numeric.attention.potentials import as_potential
+            self.given_potential = as_potential(potential, self.K, self.L, self.C, kind="direct",
+                                                trajectory=False, params=list(self.params))
         self.chi = np.zeros(self.K)
         self.chi[list(self.trainable)] = 1.0
 
@@ -156,7 +166,9 @@ class SModel(AttentionModel):
         a :class:`~attndyn.symbolic.potential.SymbolicPotential` on the exact
         routes (wick, closed), a :class:`~attndyn.numeric.attention.potentials.NumericPotential`
         otherwise; ``.route`` says which. Raises for losses no route can treat
-        (a discontinuous loss)."""
+        (a discontinuous loss). The one given as ``potential=`` when there is one."""
+        if self.given_potential is not None:
+            return self.given_potential
         import sympy as sp
         psyms = [sp.Symbol(str(k), real=True) for k in self.params]
         pot = direct_potential(self.loss, self.K, self.L, self.C, params=psyms,

@@ -953,56 +953,91 @@ def _potential_html(title, pot) -> str:
 
 
 def as_potential(obj, K: int, L: int = 1, C=None, tol: float | None = None, *,
-                 kind: str = "tied", trajectory: bool = True):
+                 kind: str = "tied", trajectory: bool = True, params=None):
     """What a model's ``potential=`` argument becomes (the models call this once).
 
     - ``None``: ``None`` (the model derives its potential from the loss);
     - a :class:`~attndyn.symbolic.potential.NumericRoute` (what
-      ``attndyn.symbolic.potential.tied_potential(..., route="numeric")`` returns): built
+      ``attndyn.symbolic.potential.{kind}_potential(..., route="numeric")`` returns): built
       (:func:`build_potential`), then as below;
-    - a tied :class:`NumericPotential`: with ``trajectory`` (default), the
+    - a :class:`NumericPotential` of the model's law ``kind``: for a tied model with
+      ``trajectory`` (default), the
       :class:`~attndyn.numeric.attention.potentials.surrogate.SurrogateRoute` over it: the certified
       surrogate on the box a trajectory needs (built by :func:`run_tracked` /
       ``prepare``), the per-call quadrature outside it; ``tol`` sets the surrogate's
-      ``rtol`` (default: the potential's);
-    - an exact symbolic tied potential: :class:`CompiledExact`;
-    - anything with ``gradient_function()`` and ``parameters()`` (a ``NumericPotential``
-      of another law, ``HermitePotential``, ``Surrogate``, ``SurrogateRoute``): as is.
+      ``rtol`` (default: the potential's); otherwise the potential itself;
+    - an exact symbolic potential: tied, :class:`CompiledExact`; untied or direct S (a
+      :class:`~attndyn.symbolic.potential.SymbolicPotential` of that kind), as is;
+    - tied only: anything with ``gradient_function()`` and ``parameters()``
+      (``HermitePotential``, ``Surrogate``, ``SurrogateRoute``), as is.
 
-    ``K`` (and ``L`` where the potential states it) must match the model's. Anything else
-    is a ``TypeError`` that says which function builds a potential.
+    ``K``, ``L`` and ``C`` (when given) must match the model's, and an exact potential's
+    parameter symbols the names in ``params`` (the model's, whose values it takes): a
+    ``ValueError``. A
+    potential of another law, or anything else, is a ``TypeError`` that names the
+    function that builds the right one.
     """
     if obj is None:
         return None
     from attndyn.symbolic.potential import NumericRoute
     if isinstance(obj, NumericRoute):
         if obj.kind != kind:
-            raise TypeError(f"potential: a {obj.kind} numeric route given to a {kind} model")
+            raise TypeError(f"potential: a {obj.kind} numeric route given to a {kind} model; "
+                            f"build it with {_builder(kind)}")
         obj = build_potential(obj)
+    _check_shape(obj, K, L, C)
+    pkind = getattr(obj, "kind", None)
+    if isinstance(pkind, str) and pkind != kind:
+        raise TypeError(f"potential: a {pkind} potential given to a {kind} model; build one "
+                        f"with {_builder(kind)}")
+    if isinstance(obj, NumericPotential):
+        if trajectory and kind == "tied":
+            from .surrogate import SurrogateRoute
+            return SurrogateRoute(obj, rtol=tol)
+        return obj
+    exact = callable(getattr(obj, "numba_source", None)) and getattr(obj, "route", None) in (
+        "wick", "closed", "hermite")
+    if exact and params is not None and tuple(map(str, getattr(obj, "params", ()))) != tuple(params):
+        raise ValueError(f"potential: its parameters {[str(p) for p in obj.params]} differ from "
+                         f"the model's params= {list(params)} (whose values it takes)")
+    if kind != "tied":
+        if exact:
+            return obj
+        raise TypeError(
+            f"potential for a {kind} model must be a {kind} potential (a NumericPotential or an "
+            f"exact SymbolicPotential), got {type(obj).__name__}; build one with "
+            f"{_builder(kind)}, or pass the loss itself and no potential")
+    if callable(getattr(obj, "gradient_function", None)) and callable(getattr(obj, "parameters", None)):
+        return obj
+    if exact:
+        return CompiledExact(obj)
+    raise TypeError(
+        f"potential must be a built potential (with gradient_function() and parameters()), got "
+        f"{type(obj).__name__}; build one with {_builder(kind)} (quadrature, Hermite or exact "
+        "route), build_potential(numeric_route), or "
+        "attndyn.numeric.attention.potentials.surrogate.build_surrogate; "
+        "or pass the loss itself and no potential")
+
+
+def _builder(kind) -> str:
+    """The call that builds a potential of a law kind (for error messages)."""
+    return f"attndyn.numeric.attention.potentials.{kind}_potential(loss, K, L, tol=...)"
+
+
+def _check_shape(obj, K, L, C):
+    """A potential's ``K``, ``L`` and token covariance ``C`` against the model's."""
     pk = getattr(obj, "K", None)
     if pk is not None and int(pk) != int(K):
         raise ValueError(f"potential: built for K = {pk}, the model has K = {K}")
     pl = getattr(obj, "L", None)
     if pl is not None and int(pl) != int(L):
         raise ValueError(f"potential: built for L = {pl} tokens, the model has L = {L}")
-    if isinstance(obj, NumericPotential):
-        if obj.kind != kind:
-            raise TypeError(f"potential: a {obj.kind} numeric potential given to a {kind} model")
-        if trajectory and kind == "tied":
-            from .surrogate import SurrogateRoute
-            return SurrogateRoute(obj, rtol=tol)
-        return obj
-    if callable(getattr(obj, "gradient_function", None)) and callable(getattr(obj, "parameters", None)):
-        return obj
-    if callable(getattr(obj, "numba_source", None)) and getattr(obj, "route", None) in (
-            "wick", "closed", "hermite") and kind == "tied":
-        return CompiledExact(obj)
-    raise TypeError(
-        f"potential must be a built potential (with gradient_function() and parameters()), got "
-        f"{type(obj).__name__}; build one with attndyn.numeric.attention.potentials."
-        f"{kind}_potential(loss, K, L, tol=...) (quadrature, Hermite or exact route), "
-        "build_potential(numeric_route), or attndyn.numeric.attention.potentials.surrogate.build_surrogate; "
-        "or pass the loss itself and no potential")
+    pc = getattr(obj, "C", None)
+    if C is not None and pc is not None:
+        a, b = np.asarray(pc, dtype=float), np.asarray(C, dtype=float)
+        if a.shape != b.shape or not np.allclose(a, b, rtol=1e-12, atol=1e-14):
+            raise ValueError(f"potential: built for the token covariance C = {a.tolist()}, the "
+                             f"model has C = {b.tolist()}")
 
 
 def error_report(potential) -> dict:

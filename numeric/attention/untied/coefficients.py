@@ -272,8 +272,10 @@ class UntiedCoefficients:
 
         from attndyn.numeric.attention.potentials import untied_potential  # builds the numeric route when it is taken
         psyms = [sp.Symbol(str(k), real=True) for k in model.params]
-        self.potential = untied_potential(model.loss, self.K, model.L, model.C, params=psyms,
-                                          param_values=[float(v) for v in model.params.values()])
+        given = model.given_potential  # potential= of the model (None: derive it here)
+        self.potential = given if given is not None else untied_potential(
+            model.loss, self.K, model.L, model.C, params=psyms,
+            param_values=[float(v) for v in model.params.values()])
         self._hier: dict = {}
 
     @cached_property

@@ -51,6 +51,11 @@ class UntiedModel(AttentionModel):
     SymPy expression of the ``L x L x K`` pre-activations
     ``G_ijk = x_i^T U_k V_k^T x_j / sqrt(d)`` (not centred: its mean is
     ``C_ij m_k``), ``L`` tokens, token covariance ``C`` and weight decay ``gamma``.
+    ``potential``: the untied potential of ``loss`` when it was built already (a
+    ``NumericPotential``, the ``NumericRoute`` that
+    ``attndyn.symbolic.potential.untied_potential(..., route="numeric")`` returns, or an
+    exact ``SymbolicPotential``), used by the theory instead of deriving one
+    (:func:`attndyn.numeric.attention.potentials.as_potential`).
 
     Examples
     --------
@@ -69,11 +74,18 @@ class UntiedModel(AttentionModel):
                    TimeScale("fast", "t = eta * n", 1.0, 0))
 
     def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
-                 weight_decay: float = 0.0, *, params: dict | None = None):
+                 weight_decay: float = 0.0, *, params: dict | None = None, potential=None):
         self.K, self.trainable, self.L, self.C, self.weight_decay = check_model_args(
             K, trainable, L, C, weight_decay)
         self.loss = check_loss(loss, self.L, self.K)  # fails early on a bad loss
         self.params = dict(params or {})
+        #: the untied potential given as ``potential=`` (None: derived from the loss); a
+        #: NumericRoute is built (issue 25)
+        self.given_potential = None
+        if potential is not None:
+            from attndyn.numeric.attention.potentials import as_potential
+            self.given_potential = as_potential(potential, self.K, self.L, self.C, kind="untied",
+                                                trajectory=False, params=list(self.params))
         inv = []
         for k in range(self.K):
             inv += [4 * k + MT, 4 * k + M, 4 * k + A, 4 * k + B]
