@@ -43,9 +43,12 @@ import threading
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import PathLike, RngLike
 
 __all__ = ["sweep", "SweepResult", "load_sweep", "POINT_FAILED", "POINT_CRASHED", "MAX_POINTS"]
 
@@ -124,7 +127,7 @@ def _child(root: np.random.SeedSequence, i: int) -> np.random.SeedSequence:
 
 
 def _seed_record(ss: np.random.SeedSequence) -> dict:
-    ent = ss.entropy
+    ent: Any = ss.entropy
     ent = [int(e) for e in ent] if isinstance(ent, (list, tuple, np.ndarray)) else int(ent)
     return {"entropy": ent, "spawn_key": [int(k) for k in ss.spawn_key]}
 
@@ -445,7 +448,7 @@ class SweepResult:
                 f"{len(self.failed)} failed</p><table><tr><th>#</th><th>point</th>"
                 f"<th>status</th><th>message</th></tr>{rows}</table>{more}")
 
-    def to_pandas(self):
+    def to_pandas(self) -> Any:
         """One row per point: the parameters, ``status``, ``message``, and the scalar entries
         of each result (a number, a dict of numbers, or a Comparison's ``max_abs`` errors)."""
         import pandas as pd
@@ -457,7 +460,7 @@ class SweepResult:
             rows.append(row)
         return pd.DataFrame(rows)
 
-    def to_xarray(self):
+    def to_xarray(self) -> Any:
         """An ``xarray.Dataset`` over the sweep's parameters.
 
         Product grids give one dimension per parameter; zipped grids one dimension ``point``
@@ -471,7 +474,7 @@ class SweepResult:
         if self.zipped:
             gdims = ["point"]
             gshape = [len(self.points)]
-            coords = {k: ("point", _coord(v)) for k, v in self.grid.items()}
+            coords: dict[str, Any] = {k: ("point", _coord(v)) for k, v in self.grid.items()}
         else:
             gdims = list(self.grid)
             gshape = [len(v) for v in self.grid.values()]
@@ -507,7 +510,7 @@ class SweepResult:
                               grid=self.grid, format=_FORMAT)
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
-    def save(self, path) -> str:
+    def save(self, path: PathLike) -> str:
         """Write the sweep to the folder ``path`` (the same layout as ``cache_dir``)."""
         path = str(path)
         os.makedirs(path, exist_ok=True)
@@ -582,7 +585,7 @@ def _write_manifest(cache_dir, fn_id, grid, zipped, seed_rec, check=True):
     _write_json(path, man)
 
 
-def load_sweep(path) -> SweepResult:
+def load_sweep(path: PathLike) -> SweepResult:
     """Load a sweep written by :meth:`SweepResult.save` or as a ``cache_dir``. Points not
     (yet) computed, damaged, or stored under another point's name raise ValueError.
 
@@ -611,7 +614,7 @@ def load_sweep(path) -> SweepResult:
             man["seed"].get("spawn_key", ()))))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{what} {path}: bad manifest ({type(exc).__name__}: {exc})") from None
-    out = {k: [] for k in ("results", "status", "messages", "seeds")}
+    out: dict[str, list] = {k: [] for k in ("results", "status", "messages", "seeds")}
     for i in range(len(points)):
         seed_rec = _seed_record(_child(root, i))
         try:
@@ -769,8 +772,9 @@ def _as_completed(futures):
     yield from futures
 
 
-def sweep(fn: Callable, grid: dict, *, rng=None, seed=None, zipped: bool = False, executor=None,
-          cache_dir=None, workers: int | None = None, threads: int | None = None,
+def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict = None,
+          seed: RngLike | dict = None, zipped: bool = False, executor: Any = None,
+          cache_dir: PathLike | None = None, workers: int | None = None, threads: int | None = None,
           warm: bool = True, progress: bool | None = None,
           max_points: int = MAX_POINTS) -> SweepResult:
     """Call ``fn`` at every point of ``grid`` and collect the results in grid order.
@@ -866,7 +870,7 @@ def sweep(fn: Callable, grid: dict, *, rng=None, seed=None, zipped: bool = False
             "'forkserver'), or executor=None for the default spawn pool (with the tbb package "
             "installed, numba picks its fork-safe TBB layer instead)")
 
-    status = [None] * n
+    status: list[Any] = [None] * n
     messages = [""] * n
     results: list[Any] = [None] * n
     tbs = [""] * n

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from attndyn.symbolic.words import Alphabet, canonical
 
 from . import safeio
+
+if TYPE_CHECKING:
+    from .types import PathLike
 
 __all__ = ["Trajectory", "load_result", "TruncationNotConverged", "IntegrationError"]
 
@@ -132,13 +135,13 @@ class Trajectory:
         return int(self.diagnostics.get("nlu", 0))
 
     # -- labelled exports ---------------------------------------------------
-    def to_xarray(self):
+    def to_xarray(self) -> Any:
         """An ``xarray.Dataset`` with ``value(observable, time)`` and the labels as attributes
         (netCDF-safe: ``ds.to_netcdf(path, engine="scipy")``)."""
         from .labelled import trajectory_to_xarray
         return trajectory_to_xarray(self)
 
-    def to_pandas(self):
+    def to_pandas(self) -> Any:
         """A ``pandas.DataFrame``: index ``time``, one column per observable."""
         from .labelled import trajectory_to_pandas
         return trajectory_to_pandas(self)
@@ -177,7 +180,7 @@ class Trajectory:
         """Trajectory of ``mu_word`` (any word; canonicalised)."""
         return self.y[self._word_index(word)]
 
-    def observable(self, name: str, *indices) -> np.ndarray:
+    def observable(self, name: str, *indices: int) -> np.ndarray:
         """Trajectory of an observable by name, e.g. ``observable("q_12")`` or
         ``observable("q", 0, 1)`` (0-based indices)."""
         if indices:
@@ -191,11 +194,11 @@ class Trajectory:
             raise KeyError(f"no observable {key!r}; have {self.names[:12]}"
                            f"{'...' if len(self.names) > 12 else ''}") from None
 
-    def final(self) -> dict:
+    def final(self) -> dict[str, float]:
         return {n: float(self.y[i, -1]) for i, n in enumerate(self.names)} if self.t.size else {}
 
     # -- persistence ------------------------------------------------------
-    def save(self, path) -> str:
+    def save(self, path: PathLike) -> str:
         """Save to ``path`` (``.npz``, appended when missing); returns the path written.
 
         The file is replaced atomically (:func:`attndyn.numeric.core.safeio.atomic_savez`):
@@ -289,7 +292,7 @@ def _read(f) -> Trajectory:
 _WHAT = "not a valid attndyn result file:"
 
 
-def load_result(path) -> Trajectory:
+def load_result(path: PathLike) -> Trajectory:
     """Load a :class:`Trajectory` saved by :meth:`Trajectory.save`.
 
     Nothing is unpickled. Only a regular file is opened (a FIFO, a device or a symlink to
