@@ -191,6 +191,99 @@ class _NoisePotential:
 # ---------------------------------------------------------------------------
 # the predicted mean one-step change
 
+def _drift_matrix(model, S, k, d, exact):
+    """``(M, beta, Lambda_kk)`` of :func:`one_step_prediction`: ``M = sum_l H_kl S_l`` and
+    ``beta = b_k`` of a quadratic loss (exact), or ``sum_l Gamma_kl S_l``, ``0`` and
+    ``Lambda_kk`` from :func:`noise_potential` (leading order; ``Lambda_kk`` is ``None`` when
+    exact)."""
+    K = model.K
+    lam_kk = None
+    if exact:
+        H, b = quadratic_loss(model)
+        M = sum(H[k, l] * S[l] for l in range(K))
+        beta = b[k]
+    else:
+        lamf = noise_potential(model)
+        q = np.array([[np.trace(S[a] @ S[bb]) / d for bb in range(K)] for a in range(K)])
+        lam_kk = float(lamf(q)[k, k])
+        beta = 0.0
+        Gam = model.gamma(q)
+        M = sum(Gam[k, l] * S[l] for l in range(K))
+    return M, beta, lam_kk
+
+
+def _single_sample_F(M, beta, d, exact, lam_kk):
+    """``F(X, Y) = E Tr(a X a Y)`` of one sample (:func:`one_step_prediction`): exact by
+    :func:`qf_moment`, or at leading order in ``1/d`` from ``Lambda_kk``."""
+    def F(X, Y):
+        if not exact:
+            return 4.0 * lam_kk * (np.trace(X) * np.trace(Y) + np.trace(X @ Y)) / d
+        XY = 0.5 * (X @ Y + Y @ X)
+        txy = float(np.trace(X @ Y))
+
+        def Eu2(extra, cent):
+            # E[u^2 * prod(extra)], u = Qc_M / sqrt(d) + beta
+            e2 = qf_moment([M, M] + extra, [True, True] + cent) / d
+            e1 = qf_moment([M] + extra, [True] + cent) * (2.0 * beta / math.sqrt(d))
+            e0 = (qf_moment(extra, cent) if extra else 1.0) * beta ** 2
+            return e2 + e1 + e0
+        val = (Eu2([X, Y], [False, False]) - 2.0 * Eu2([XY], [False]) + txy * Eu2([], []))
+        return 4.0 * val / d
+    return F
+
+
+def _mean_matrix_changes(keys, k, flow, noise, Sk, ES1, ETr2, M, beta, exact, lam_kk, Abar,
+                         eta, B, d):
+    """The traces of the mean matrix ``E[S'] = ES1 + eta^2 E[A S A]``: linear traces are the
+    corrected ones; ``q_kk(E[S']) = Tr(ES1^2)/d + 2 eta^2 E Tr(A S A ES1)/d
+    + eta^4 Tr(E[ASA]^2)/d`` (the last, ``O(eta^4)``, at leading order in ``1/d``)."""
+    I = np.eye(d)
+    mean_m = []
+    lam_lead = (2.0 * float(np.trace(M @ M)) / d + beta ** 2) if exact else lam_kk
+    m = Abar @ Sk @ Abar
+    EASA = m + (4.0 * lam_lead * (np.trace(Sk) * I + Sk) / d - m) / B
+    for j, key in enumerate(keys):
+        if key[0] == "q" and key[2] == k:
+            mean_m.append((np.trace(ES1 @ ES1) + 2.0 * eta ** 2 * ETr2(Sk, ES1)
+                           + eta ** 4 * np.trace(EASA @ EASA) - np.trace(Sk @ Sk)) / d)
+        else:
+            mean_m.append(flow[j] + noise[j])
+    return mean_m
+
+
+def _eta3_mean(F, Abar, Sk, M, beta, B, d):
+    """``E Tr(A S A^2 S)`` of the batch mean ``A = Abar + dA`` (``E[dA (x) dA] = C2/B``, third
+    central moment ``kappa_3/B^2``), for the ``eta^3`` term of ``q_kk`` (exact route)."""
+    I = np.eye(d)
+
+    def F0(X, Y):  # single-sample E Tr(a X a Y) - Tr(Abar X Abar Y), X symmetric
+        Ys = 0.5 * (Y + Y.T)
+        return F(X, Ys) - float(np.trace(Abar @ X @ Abar @ Ys))
+    SA_ = Sk @ Abar
+    T0 = float(np.trace(Abar @ Sk @ Abar @ Abar @ Sk))
+    c2 = (F0(Sk, Abar @ Sk) + F0(0.5 * (SA_ + SA_.T), Sk) + F0(I, Sk @ Abar @ Sk))
+    # single-sample E Tr(a S a a S) = (8/d^(3/2)) E[u^3 (Q_I Q_S^2 - 2 Q_S^2 - Q_I Q_S2
+    #                                                    + 3 Q_S2 - Tr S^2)]
+    S2 = Sk @ Sk
+    trS2 = float(np.trace(S2))
+    sd = math.sqrt(d)
+
+    def Eu3(extra, cent):
+        out = qf_moment([M] * 3 + extra, [True] * 3 + cent) / sd ** 3
+        if beta != 0.0:
+            out += 3 * beta * qf_moment([M] * 2 + extra, [True] * 2 + cent) / d
+            out += 3 * beta ** 2 * qf_moment([M] + extra, [True] + cent) / sd
+            out += beta ** 3 * (qf_moment(extra, cent) if extra else 1.0)
+        return out
+    Eaaa = (8.0 / sd ** 3) * (Eu3([I, Sk, Sk], [False] * 3) - 2.0 * Eu3([Sk, Sk], [False] * 2)
+                              - Eu3([I, S2], [False] * 2) + 3.0 * Eu3([S2], [False])
+                              - trS2 * Eu3([], []))
+    # third central moment of one sample: E T(a,a,a) - [E T(Abar,a,a) + E T(a,Abar,a)
+    # + E T(a,a,Abar)] + 2 T(Abar,Abar,Abar); the bracket is c2 + 3 T0 in F0 terms
+    k3 = Eaaa - (c2 + 3.0 * T0) + 2.0 * T0
+    return T0 + c2 / B + k3 / B ** 2
+
+
 def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
     """Predicted mean one-step change of ``t_k, q_kk, q_kl`` (``k`` the trainable index).
 
@@ -226,40 +319,16 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
     c = 1.0 - eta * g / d
     I = np.eye(d)
     Sk = S[k]
-    if exact:
-        H, b = quadratic_loss(model)
-        M = sum(H[k, l] * S[l] for l in range(K))
-        beta = b[k]
-    else:
-        lamf = noise_potential(model)
-        q = np.array([[np.trace(S[a] @ S[bb]) / d for bb in range(K)] for a in range(K)])
-        lam_kk = float(lamf(q)[k, k])
-        beta = 0.0
-        Gam = model.gamma(q)
-        M = sum(Gam[k, l] * S[l] for l in range(K))
+    M, beta, lam_kk = _drift_matrix(model, S, k, d, exact)
     Abar = 4.0 * M / d
-
-    def F(X, Y):
-        if not exact:
-            return 4.0 * lam_kk * (np.trace(X) * np.trace(Y) + np.trace(X @ Y)) / d
-        XY = 0.5 * (X @ Y + Y @ X)
-        txy = float(np.trace(X @ Y))
-
-        def Eu2(extra, cent):
-            # E[u^2 * prod(extra)], u = Qc_M / sqrt(d) + beta
-            e2 = qf_moment([M, M] + extra, [True, True] + cent) / d
-            e1 = qf_moment([M] + extra, [True] + cent) * (2.0 * beta / math.sqrt(d))
-            e0 = (qf_moment(extra, cent) if extra else 1.0) * beta ** 2
-            return e2 + e1 + e0
-        val = (Eu2([X, Y], [False, False]) - 2.0 * Eu2([XY], [False]) + txy * Eu2([], []))
-        return 4.0 * val / d
+    F = _single_sample_F(M, beta, d, exact, lam_kk)
 
     def ETr2(X, Y):
         m = float(np.trace(Abar @ X @ Abar @ Y))
         return m + (F(X, Y) - m) / B
 
     keys, names = _obs_keys(K, k)
-    flow, noise, mean_m = [], [], []
+    flow, noise = [], []
     SA = Sk @ Abar
     ES1 = c * c * Sk - c * eta * (Abar @ Sk + SA)  # E[S'] without the eta^2 term
     for key in keys:
@@ -275,49 +344,13 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
             flow.append(((c * c - 1.0) * np.trace(Sk @ Sl)
                          - c * eta * (np.trace(Abar @ Sk @ Sl) + np.trace(Abar @ Sl @ Sk))) / d)
             noise.append(eta ** 2 * ETr2(Sk, Sl) / d)
-    # the traces of the mean matrix E[S'] = ES1 + eta^2 E[A S A]: linear traces are the
-    # corrected ones; q_kk(E[S']) = Tr(ES1^2)/d + 2 eta^2 E Tr(A S A ES1)/d + eta^4 Tr(E[ASA]^2)/d
-    # (the last, O(eta^4), at leading order in 1/d)
-    lam_lead = (2.0 * float(np.trace(M @ M)) / d + beta ** 2) if exact else lam_kk
-    m = Abar @ Sk @ Abar
-    EASA = m + (4.0 * lam_lead * (np.trace(Sk) * I + Sk) / d - m) / B
-    for j, key in enumerate(keys):
-        if key[0] == "q" and key[2] == k:
-            mean_m.append((np.trace(ES1 @ ES1) + 2.0 * eta ** 2 * ETr2(Sk, ES1)
-                           + eta ** 4 * np.trace(EASA @ EASA) - np.trace(Sk @ Sk)) / d)
-        else:
-            mean_m.append(flow[j] + noise[j])
+    mean_m = _mean_matrix_changes(keys, k, flow, noise, Sk, ES1, ETr2, M, beta, exact, lam_kk,
+                                  Abar, eta, B, d)
     flow, noise, mean_m = (np.array(v, dtype=float) for v in (flow, noise, mean_m))
-    # the eta^3 term of q_kk, -4 c eta^3 E Tr(A S A^2 S)/d (exact route only): batch mean
-    # A = Abar + dA with E[dA (x) dA] = C2/B and third central moment kappa_3/B^2
+    # the eta^3 term of q_kk, -4 c eta^3 E Tr(A S A^2 S)/d (exact route only)
     eta3 = np.zeros_like(flow)
     if exact:
-        def F0(X, Y):  # single-sample E Tr(a X a Y) - Tr(Abar X Abar Y), X symmetric
-            Ys = 0.5 * (Y + Y.T)
-            return F(X, Ys) - float(np.trace(Abar @ X @ Abar @ Ys))
-        SA_ = Sk @ Abar
-        T0 = float(np.trace(Abar @ Sk @ Abar @ Abar @ Sk))
-        c2 = (F0(Sk, Abar @ Sk) + F0(0.5 * (SA_ + SA_.T), Sk) + F0(I, Sk @ Abar @ Sk))
-        # single-sample E Tr(a S a a S) = (8/d^(3/2)) E[u^3 (Q_I Q_S^2 - 2 Q_S^2 - Q_I Q_S2
-        #                                                    + 3 Q_S2 - Tr S^2)]
-        S2 = Sk @ Sk
-        trS2 = float(np.trace(S2))
-        sd = math.sqrt(d)
-
-        def Eu3(extra, cent):
-            out = qf_moment([M] * 3 + extra, [True] * 3 + cent) / sd ** 3
-            if beta != 0.0:
-                out += 3 * beta * qf_moment([M] * 2 + extra, [True] * 2 + cent) / d
-                out += 3 * beta ** 2 * qf_moment([M] + extra, [True] + cent) / sd
-                out += beta ** 3 * (qf_moment(extra, cent) if extra else 1.0)
-            return out
-        Eaaa = (8.0 / sd ** 3) * (Eu3([I, Sk, Sk], [False] * 3) - 2.0 * Eu3([Sk, Sk], [False] * 2)
-                                  - Eu3([I, S2], [False] * 2) + 3.0 * Eu3([S2], [False])
-                                  - trS2 * Eu3([], []))
-        # third central moment of one sample: E T(a,a,a) - [E T(Abar,a,a) + E T(a,Abar,a)
-        # + E T(a,a,Abar)] + 2 T(Abar,Abar,Abar); the bracket is c2 + 3 T0 in F0 terms
-        k3 = Eaaa - (c2 + 3.0 * T0) + 2.0 * T0
-        ET = T0 + c2 / B + k3 / B ** 2
+        ET = _eta3_mean(F, Abar, Sk, M, beta, B, d)
         for j, key in enumerate(keys):
             if key[0] == "q" and key[2] == k:
                 eta3[j] = -4.0 * c * eta ** 3 * ET / d
@@ -329,6 +362,56 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
 
 # ---------------------------------------------------------------------------
 # the empirical mean over batches
+
+
+def _batch_orders(XS, X3, u, s, keys, k, c, alpha, traces, eta, d):
+    """The ``eta^p`` parts (``p = 0..4``) of the one-step change of each observable, per batch
+    of a chunk (:func:`one_step_empirical`): ``(n_batches, n_obs, 5)``."""
+    trS, trS2, trSSl = traces
+    nb, n_obs = XS.shape[0], len(keys)
+    XSk = XS[:, :, k, :]
+    GI = X3 @ X3.transpose(0, 2, 1)
+    GS = XSk @ X3.transpose(0, 2, 1)
+    GSS = XSk @ XSk.transpose(0, 2, 1)
+    D = u[:, :, None]
+    hI, hS, hSS = D * GI, D * GS, D * GSS
+    tr = lambda P: np.einsum("nii->n", P)  # noqa: E731
+    trp = lambda P, Q: np.einsum("nij,nji->n", P, Q)  # noqa: E731
+    tKS, tKSS = tr(hS), tr(hSS)
+    tK2S = trp(hI, hS)
+    tKSKS = trp(hS, hS)
+    tK2S2 = trp(hI, hSS)
+    hShI = hS @ hI
+    tKSK2S = trp(hShI, hS)
+    tK2SK2S = trp(hShI, hShI)
+    ords = np.zeros((nb, n_obs, 5))
+    for j, key in enumerate(keys):
+        if key[0] == "t":
+            ords[:, j, 0] = (c * c - 1.0) * trS
+            ords[:, j, 1] = -2.0 * c * alpha * (tKS - s * trS)
+            ords[:, j, 2] = alpha ** 2 * (tK2S - 2.0 * s * tKS + s * s * trS)
+        elif key[2] == k:
+            ords[:, j, 0] = (c ** 4 - 1.0) * trS2
+            ords[:, j, 1] = -4.0 * c ** 3 * alpha * (tKSS - s * trS2)
+            a2s2 = alpha ** 2 * (tK2S2 - 2.0 * s * tKSS + s * s * trS2)
+            asas = alpha ** 2 * (tKSKS - 2.0 * s * tKSS + s * s * trS2)
+            ords[:, j, 2] = c * c * (2.0 * a2s2 + 4.0 * asas)
+            ords[:, j, 3] = -4.0 * c * alpha ** 3 * (tKSK2S - 2.0 * s * tKSKS - s * tK2S2
+                                                    + 3.0 * s * s * tKSS - s ** 3 * trS2)
+            ords[:, j, 4] = alpha ** 4 * (tK2SK2S - 4.0 * s * tKSK2S + 4.0 * s * s * tKSKS
+                                          + 2.0 * s * s * tK2S2 - 4.0 * s ** 3 * tKSS
+                                          + s ** 4 * trS2)
+        else:
+            l = key[2]
+            XSl = XS[:, :, l, :]
+            cross = np.einsum("nbd,nbd->n", D * XSk, XSl)  # sum_b u_b (XS)_b . (XS_l)_b
+            hSl = D * (XSl @ X3.transpose(0, 2, 1))
+            ords[:, j, 0] = (c * c - 1.0) * trSSl[l]
+            ords[:, j, 1] = -c * alpha * (2.0 * cross - 2.0 * s * trSSl[l])
+            ords[:, j, 2] = alpha ** 2 * (trp(hS, hSl) - 2.0 * s * cross + s * s * trSSl[l])
+    ords /= d
+    ords *= eta ** np.arange(5)
+    return ords
 
 
 def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
@@ -379,48 +462,7 @@ def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
         diag = np.einsum("nbkd,nbd->nbk", XS, X3)  # x^T S_l x
         u = (diag @ H[k] - trM) / sqd + b[k]     # l_k per sample
         s = u.sum(axis=1)
-        XSk = XS[:, :, k, :]
-        GI = X3 @ X3.transpose(0, 2, 1)
-        GS = XSk @ X3.transpose(0, 2, 1)
-        GSS = XSk @ XSk.transpose(0, 2, 1)
-        D = u[:, :, None]
-        hI, hS, hSS = D * GI, D * GS, D * GSS
-        tr = lambda P: np.einsum("nii->n", P)  # noqa: E731
-        trp = lambda P, Q: np.einsum("nij,nji->n", P, Q)  # noqa: E731
-        tKS, tKSS = tr(hS), tr(hSS)
-        tK2S = trp(hI, hS)
-        tKSKS = trp(hS, hS)
-        tK2S2 = trp(hI, hSS)
-        hShI = hS @ hI
-        tKSK2S = trp(hShI, hS)
-        tK2SK2S = trp(hShI, hShI)
-        ords = np.zeros((nb, n_obs, 5))
-        for j, key in enumerate(keys):
-            if key[0] == "t":
-                ords[:, j, 0] = (c * c - 1.0) * trS
-                ords[:, j, 1] = -2.0 * c * alpha * (tKS - s * trS)
-                ords[:, j, 2] = alpha ** 2 * (tK2S - 2.0 * s * tKS + s * s * trS)
-            elif key[2] == k:
-                ords[:, j, 0] = (c ** 4 - 1.0) * trS2
-                ords[:, j, 1] = -4.0 * c ** 3 * alpha * (tKSS - s * trS2)
-                a2s2 = alpha ** 2 * (tK2S2 - 2.0 * s * tKSS + s * s * trS2)
-                asas = alpha ** 2 * (tKSKS - 2.0 * s * tKSS + s * s * trS2)
-                ords[:, j, 2] = c * c * (2.0 * a2s2 + 4.0 * asas)
-                ords[:, j, 3] = -4.0 * c * alpha ** 3 * (tKSK2S - 2.0 * s * tKSKS - s * tK2S2
-                                                        + 3.0 * s * s * tKSS - s ** 3 * trS2)
-                ords[:, j, 4] = alpha ** 4 * (tK2SK2S - 4.0 * s * tKSK2S + 4.0 * s * s * tKSKS
-                                              + 2.0 * s * s * tK2S2 - 4.0 * s ** 3 * tKSS
-                                              + s ** 4 * trS2)
-            else:
-                l = key[2]
-                XSl = XS[:, :, l, :]
-                cross = np.einsum("nbd,nbd->n", D * XSk, XSl)  # sum_b u_b (XS)_b . (XS_l)_b
-                hSl = D * (XSl @ X3.transpose(0, 2, 1))
-                ords[:, j, 0] = (c * c - 1.0) * trSSl[l]
-                ords[:, j, 1] = -c * alpha * (2.0 * cross - 2.0 * s * trSSl[l])
-                ords[:, j, 2] = alpha ** 2 * (trp(hS, hSl) - 2.0 * s * cross + s * s * trSSl[l])
-        ords /= d
-        ords *= eta ** np.arange(5)
+        ords = _batch_orders(XS, X3, u, s, keys, k, c, alpha, (trS, trS2, trSSl), eta, d)
         acc.add(ords)
         done += nb
     return {"names": names, **acc.result(), "eta": eta, "batch": B, "d": d}
