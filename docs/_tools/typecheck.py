@@ -26,6 +26,7 @@ CHECKED = [
     "attndyn.numeric.core.results", "attndyn.numeric.core.plots", "attndyn.numeric.core.display",
     "attndyn.numeric.scaling.lambertw", "attndyn.numeric.scaling.bounds",
     "attndyn.kernels.lambertw", "attndyn.kernels.integrate",
+    "attndyn.numeric.core.types", "attndyn._sweep", "attndyn.numeric.transformer.model",
 ]
 # import name -> source folder (pyproject.toml's package-dir, top level)
 LAYOUT = {"attndyn/symbolic": "symbolic", "attndyn/kernels": "kernels",

@@ -42,8 +42,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike, PathLike, RngLike
 
 __all__ = ["Transformer", "ForwardCache", "good_scalings", "positional_embedding",
            "MAX_CACHE_BYTES"]
@@ -101,7 +105,7 @@ def _check_dtype(dtype):
     return dt.type
 
 
-def positional_embedding(L, d, kind="sinusoidal"):
+def positional_embedding(L: int, d: int, kind: str = "sinusoidal") -> np.ndarray:
     """Fixed positional embedding ``E`` (L x d).
 
     ``"sinusoidal"``: ``E[l, 2k] = sin(l / 10000^(2k/d))``, ``E[l, 2k+1] = cos(...)``
@@ -119,7 +123,8 @@ def positional_embedding(L, d, kind="sinusoidal"):
     return np.where(k % 2 == 0, np.sin(ang), np.cos(ang))
 
 
-def good_scalings(N, L, d, m, *, omega_const, B=None, delta=None, b_const=None):
+def good_scalings(N: int, L: int, d: int, m: int, *, omega_const: float, B: float | None = None,
+                  delta: float | None = None, b_const: float | None = None) -> dict[str, float]:
     r"""The scalings of Definition 5.2 ("Good Properties"), with the hidden
     constants explicit.
 
@@ -174,7 +179,7 @@ class ForwardCache:
     F: np.ndarray
 
     @property
-    def n(self):
+    def n(self) -> int:
         return self.F.shape[0]
 
 
@@ -223,8 +228,10 @@ class Transformer:
     21
     """
 
-    def __init__(self, N, L, d, m, eps, omega, kappa, *, rng=None, seed=None, E="sinusoidal",
-                 E_scale=1.0, mask="causal", dtype="float64"):
+    def __init__(self, N: int, L: int, d: int, m: int, eps: float, omega: float, kappa: float, *,
+                 rng: RngLike = None, seed: RngLike = None, E: str | ArrayLike = "sinusoidal",
+                 E_scale: float = 1.0, mask: str = "causal", dtype: str | np.dtype = "float64"
+                 ) -> None:
         self.dtype = _check_dtype(dtype)
         self.N = _int_ge1(N, "N")
         self.L = _int_ge1(L, "L")
@@ -282,7 +289,7 @@ class Transformer:
         self.E = np.asarray(self.E, dtype=dt)
         self._neg = np.asarray(self._neg, dtype=dt)
 
-    def astype(self, dtype):
+    def astype(self, dtype: str | np.dtype) -> Transformer:
         """A copy with the weights rounded to ``dtype`` ("float32" or "float64")."""
         new = self.copy()
         new.dtype = _check_dtype(dtype)
@@ -313,13 +320,13 @@ class Transformer:
                 f"omega={self.omega:g}, kappa={self.kappa:g}, seed={self.seed!r})")
 
     # -- parameters -------------------------------------------------------
-    def parameters(self):
+    def parameters(self) -> list[dict[str, np.ndarray]]:
         """A list over layers (0-based) of dicts with keys ``"U"``, ``"W"``, ``"A"``
         (copies). The positional embedding is :attr:`E`."""
         return [{"U": u.copy(), "W": w.copy(), "A": a.copy()}
                 for u, w, a in zip(self.U, self.W, self.A)]
 
-    def set_parameters(self, params):
+    def set_parameters(self, params: Sequence[Mapping[str, ArrayLike]]) -> None:
         """Set the parameters from a list over layers of dicts with keys ``"U"``
         and ``"W"`` (and optionally ``"A"``), as returned by :meth:`parameters`."""
         if not isinstance(params, (list, tuple)) or len(params) != self.N:
@@ -349,7 +356,7 @@ class Transformer:
         return np.concatenate([np.concatenate([u.ravel(), w.ravel()])
                                for u, w in zip(self.U, self.W)])
 
-    def set_theta(self, theta):
+    def set_theta(self, theta: ArrayLike) -> None:
         """Inverse of :meth:`theta`."""
         theta = np.asarray(theta, dtype=np.float64)
         if theta.shape != (self.n_params,):
@@ -362,7 +369,7 @@ class Transformer:
             self.W[k] = theta[off:off + dm].reshape(self.d, self.m).astype(self.dtype)
             off += dm
 
-    def copy(self):
+    def copy(self) -> Transformer:
         """An independent copy (same weights)."""
         new = object.__new__(Transformer)
         new.__dict__.update(self.__dict__)
@@ -372,13 +379,13 @@ class Transformer:
         new.E = self.E.copy()
         return new
 
-    def save(self, path) -> str:
+    def save(self, path: PathLike) -> str:
         """Save configuration and weights to ``path`` (``.npz``)."""
         import json
         path = str(path)
         if not path.endswith(".npz"):
             path += ".npz"
-        arrays = {"E": self.E}
+        arrays: dict[str, Any] = {"E": self.E}
         for k in range(self.N):
             arrays[f"U{k}"], arrays[f"W{k}"], arrays[f"A{k}"] = self.U[k], self.W[k], self.A[k]
         header = dict(self.config(), format="attndyn-transformer-1")
@@ -386,7 +393,7 @@ class Transformer:
         return path
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: PathLike) -> Transformer:
         """Load a model saved by :meth:`save`. Nothing is unpickled; only a
         regular file is opened and its declared sizes are bounded before
         anything is inflated (``numeric.core.safeio``); a bad file raises a
@@ -418,7 +425,7 @@ class Transformer:
         return model
 
     # -- input checks -----------------------------------------------------
-    def check_X(self, X, name="X"):
+    def check_X(self, X: ArrayLike, name: str = "X") -> np.ndarray:
         """``X`` as a float64 array of shape (n, L, d) (a single (L, d) input is
         promoted to n = 1); errors name the argument."""
         try:
@@ -434,7 +441,7 @@ class Transformer:
             raise ValueError(f"{name} must be finite (found NaN or inf)")
         return X
 
-    def check_XY(self, X, Y):
+    def check_XY(self, X: ArrayLike, Y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         X = self.check_X(X, "X")
         Y = self.check_X(Y, "Y")
         if Y.shape != X.shape:
@@ -473,17 +480,17 @@ class Transformer:
             Lams.append(Lam)
         return ForwardCache(Lam=Lams, P=Ps, O=Os, Z=Zs, mu=mus, F=self.eps * Lam)
 
-    def forward(self, X) -> np.ndarray:
+    def forward(self, X: ArrayLike) -> np.ndarray:
         """``F(X, theta)`` of eq. (1); X of shape (n, L, d) -> (n, L, d)."""
         return self._forward(self.check_X(X)).F
 
     __call__ = forward
 
-    def hidden(self, X) -> ForwardCache:
+    def hidden(self, X: ArrayLike) -> ForwardCache:
         """All section 4.1 quantities for the inputs X (a :class:`ForwardCache`)."""
         return self._forward(self.check_X(X))
 
-    def compact_output(self, X) -> np.ndarray:
+    def compact_output(self, X: ArrayLike) -> np.ndarray:
         """The compacted output ``F = eps sum_{nu=0}^N mu_nu`` (section 4.1), shape (nL, d)."""
         X = self.check_X(X)
         c = self._forward(X)
@@ -492,7 +499,7 @@ class Transformer:
             tot += mu
         return self.eps * tot
 
-    def loss(self, X, Y) -> float:
+    def loss(self, X: ArrayLike, Y: ArrayLike) -> float:
         """Training objective of Lemma B.3: ``(1/n) ||F - Y||_F^2``."""
         X, Y = self.check_XY(X, Y)
         R = self._forward(X).F - Y
@@ -509,8 +516,8 @@ class Transformer:
         n, L, d = c.F.shape
         nl = n * L
         G = (2.0 * self.eps / n) * (c.F - np.asarray(Y, dtype=self.dtype))  # dL/dLambda_N
-        grads = [None] * self.N
-        deltas = [None] * self.N
+        grads: list[Any] = [None] * self.N
+        deltas: list[Any] = [None] * self.N
         for k in range(self.N - 1, -1, -1):
             U, W, A = self.U[k], self.W[k], self.A[k]
             Lam, P, O, Z = c.Lam[k], c.P[k], c.O[k], c.Z[k]
@@ -536,7 +543,8 @@ class Transformer:
             grads[k] = (dU, dW)
         return grads, deltas
 
-    def gradients(self, X, Y, *, form="exact"):
+    def gradients(self, X: ArrayLike, Y: ArrayLike, *, form: str = "exact"
+                  ) -> list[dict[str, np.ndarray]]:
         """``dL/dU_nu`` and ``dL/dW_nu`` for every layer: a list over layers
         (0-based) of dicts with keys ``"U"`` (d x d) and ``"W"`` (d x m).
 
@@ -556,7 +564,7 @@ class Transformer:
             return lemma_gradients(self, X, Y, form="lemma")
         raise ValueError(f"form must be 'exact' or 'lemma', got {form!r}")
 
-    def loss_and_grad(self, X, Y):
+    def loss_and_grad(self, X: np.ndarray, Y: np.ndarray) -> tuple[float, np.ndarray]:
         """``(L, grad_theta L)`` with the gradient flattened like :meth:`theta`
         (inputs already checked: used by the training loops)."""
         c = self._forward(X)
@@ -566,14 +574,15 @@ class Transformer:
         g = np.concatenate([np.concatenate([u.ravel(), w.ravel()]) for u, w in grads])
         return loss, g
 
-    def adjoints(self, X, Y):
+    def adjoints(self, X: ArrayLike, Y: ArrayLike) -> list[np.ndarray]:
         """The exact ``dL/dmu_nu`` for every layer, a list of (nL, d) arrays."""
         X, Y = self.check_XY(X, Y)
         _, deltas = self._backward(self._forward(X), Y, keep_delta=True)
         return [g.reshape(-1, self.d) for g in deltas]
 
     # -- kernels ------------------------------------------------------------
-    def kernel(self, X, layer, *, part="full", kernel="definition"):
+    def kernel(self, X: ArrayLike, layer: int, *, part: str = "full", kernel: str = "definition"
+               ) -> np.ndarray:
         """The layer kernel ``H_nu`` of Definition B.5 (nL x nL, rows
         ``p = i L + l``; ``layer`` 0-based). ``part="W"`` gives the
         ``<beta, beta>`` part ``H'_nu`` of Assumption 5.1, ``part="U"`` the
