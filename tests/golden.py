@@ -5,8 +5,14 @@ truncation at ``order`` has converged. A backend passes when its moments of
 length <= 2 agree with the reference backend, the exact matrix flow, within the
 tolerance its own named effect explains (truncation: ``tol``; SGD: the
 learning-rate noise of MATH.md).
+
+``SCENARIOS`` are tied (S_k = W_k W_k^T); ``UNTIED_SCENARIOS`` (S_k = U_k V_k^T) and
+``DIRECT_SCENARIOS`` (SGD over S) fix the same for the other parameterisations: their
+theory routes agree with each other within a named effect, and SGD on either backend
+(numba, the array API on NumPy) agrees with the theory in seed units.
 """
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,3 +85,183 @@ SCENARIOS = [
              L=2, C=[[1.0, 0.3], [0.3, 1.0]], top=(0.4, 0.5), horizon=0.05, order=12,
              sgd_tol=5e-5, notes="L = 2 with token covariance (eq. 91)"),
 ]
+
+
+# ---------------------------------------------------------------------------
+# untied and direct S
+
+def _mse_two_tokens(G):
+    return sum((G[i, j, 0] - G[i, j, 1]) ** 2 for i in range(2) for j in range(2)) / 4
+
+
+@dataclass
+class UntiedScenario:
+    """An untied golden scenario (paper 003, section 4): the slow hierarchy truncated at
+    ``order`` reproduces the slaved flow on ``h_horizon`` within ``tol`` (truncation);
+    the full finite-d flow (fast time ``tau d``) follows the slaved flow within
+    ``flow_tol`` on the traces and ``mean_tol`` on ``m`` (finite-d corrections of the
+    slow limit, shrinking with d); SGD (slow time ``tau = eta n / d``)
+    follows the full flow within ``z_ok`` in seed units (rms z over the times, seeds
+    ``n_seeds``; learning-rate noise O(eta d / B) well below one seed SD)."""
+
+    name: str
+    K: int
+    trainable: tuple
+    loss: object
+    L: int = 1
+    C: object = None
+    weight_decay: float = 0.0
+    d: int = 24
+    scale: tuple = (0.6, 0.8)  # U_k, V_k entries N(0, scale_k^2 / d): tA_k ~ scale_k^2
+    mean: tuple = (0.5, 0.5)  # m_k = Tr(U_k V_k^T)/sqrt(d) (a multiple of I added), > 0
+    horizon: float = 0.1  # slow time of the SGD and flow comparison
+    order: int = 7
+    h_horizon: float = 0.02
+    tol: float = 1e-6
+    flow_tol: float = 3e-3  # traces: measured 1.3e-3, 6.3e-4, 4.6e-4 at d = 24, 48, 96 (h1)
+    mean_tol: float = 0.08  # m: 4.8e-2, 2.3e-2, 1.5e-2 at d = 24, 48, 96 (h1)
+    exact_tol: float = 1e-5  # cells without seed spread (the teacher): rounding
+    eta: float = 0.005
+    batch: int = 60
+    n_seeds: int = 16
+    z_ok: float = 3.0
+    seed: int = 0
+    notes: str = ""
+    kind = "untied"
+
+    def times(self):
+        return np.linspace(0.0, self.horizon, 5)
+
+    def model(self):
+        import attndyn
+        return attndyn.UntiedModel(self.K, self.trainable, self.loss, L=self.L, C=self.C,
+                                   weight_decay=self.weight_decay)
+
+    def init(self):
+        """The pairs ``(U_k, V_k)``: Gaussian plus ``a_k I`` with ``m_k = mean_k`` (so the
+        student starts on the critical manifold when its mean is the teacher's)."""
+        rng = np.random.default_rng(self.seed)
+        out = []
+        for k in range(self.K):
+            sd = self.scale[k % len(self.scale)] / math.sqrt(self.d)
+            U = rng.standard_normal((self.d, self.d)) * sd
+            V = rng.standard_normal((self.d, self.d)) * sd
+            # m(a) = Tr((U + a I)(V + a I)^T) / sqrt(d) = mean_k: the larger root in a
+            r = math.sqrt(self.d)
+            b, c = (np.trace(U) + np.trace(V)) / r, np.sum(U * V) / r
+            c -= self.mean[k % len(self.mean)]
+            a = (-b + math.sqrt(b * b - 4 * r * c)) / (2 * r)
+            out.append((U + a * np.eye(self.d), V + a * np.eye(self.d)))
+        return out
+
+
+@dataclass
+class DirectScenario:
+    """A direct-S golden scenario (paper 003, appendix E): the closed ODE (402)-(404)
+    equals the traces of the finite-d S matrix flow within ``tol`` (solver tolerance:
+    the closure is exact at any d); SGD (``tau = eta n / d``) follows the closed ODE
+    within ``z_ok`` in seed units (rms z over the times, ``n_seeds`` seeds)."""
+
+    name: str
+    K: int
+    trainable: tuple
+    loss: object
+    L: int = 1
+    C: object = None
+    weight_decay: float = 0.0
+    d: int = 20
+    scale: tuple = (0.7, 1.0)  # S_k entries N(0, scale_k^2 / d): Omega_kk ~ scale_k^2
+    trace: tuple = (0.0, 0.5)  # t_k = Tr S_k / d moved by this (a multiple of I)
+    horizon: float = 0.5
+    tol: float = 1e-8
+    exact_tol: float = 1e-5  # cells without seed spread: Euler steps of the decay, O(eta/d)
+    eta: float = 0.01
+    batch: int = 60
+    n_seeds: int = 16
+    z_ok: float = 3.0
+    seed: int = 0
+    notes: str = ""
+    kind = "direct"
+
+    def times(self):
+        return np.linspace(0.0, self.horizon, 5)
+
+    def model(self):
+        import attndyn
+        return attndyn.SModel(self.K, self.trainable, self.loss, L=self.L, C=self.C,
+                              weight_decay=self.weight_decay)
+
+    def init(self):
+        """The matrices ``S_k``: Gaussian (not symmetric) plus ``trace_k I``."""
+        rng = np.random.default_rng(self.seed)
+        return [rng.standard_normal((self.d, self.d)) * self.scale[k % len(self.scale)]
+                / math.sqrt(self.d) + self.trace[k % len(self.trace)] * np.eye(self.d)
+                for k in range(self.K)]
+
+
+UNTIED_SCENARIOS = [
+    UntiedScenario("untied-h1-decay", 2, (0,), lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2 / 2,
+                   weight_decay=0.5, notes="linear teacher-student, m starts near m*"),
+    UntiedScenario("untied-two-tokens", 2, (0,), _mse_two_tokens, L=2,
+                   C=[[1.0, 0.3], [0.3, 1.0]], weight_decay=0.5,
+                   notes="L = 2 with token covariance (eq. 91)"),
+]
+
+DIRECT_SCENARIOS = [
+    DirectScenario("direct-linear-decay", 2, (0,), lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2 / 2,
+                   weight_decay=0.5, notes="linear teacher-student (Corollary 7 case 1)"),
+    DirectScenario("direct-two-tokens", 2, (0,), _mse_two_tokens, L=2,
+                   C=[[1.0, 0.3], [0.3, 1.0]], weight_decay=0.5,
+                   notes="L = 2 with token covariance"),
+]
+
+
+# ---------------------------------------------------------------------------
+# the checks every backend passes, in seed units
+
+def sgd_seeds(sc, backend="numba", seed=1, model=None, batch=None):
+    """``sc.n_seeds`` SGD runs of scenario ``sc`` on ``backend`` (``"numba"`` or
+    ``"array-api"``, through ``attndyn.numeric.sgd_runs``) and their rows stacked as
+    ``(n_seeds, n_obs, n_t)``."""
+    from attndyn.numeric import sgd_runs
+    model = sc.model() if model is None else model
+    runs = sgd_runs(model, sc.init(), n_seeds=sc.n_seeds, seed=seed, eta=sc.eta,
+                    batch=sc.batch if batch is None else batch, t_eval=sc.times(),
+                    progress=False, backend=backend)
+    assert all(r.status == 0 for r in runs), [r.message for r in runs if r.status]
+    return runs, np.stack([r.y for r in runs])
+
+
+def theory_z(Y, names, theory, exact_tol):
+    """SGD seeds ``Y`` (``(n_seeds, n_obs, n_t)``, rows ``names``) against a theory
+    trajectory with the same row names: per observable the rms over the times ``t > 0`` of
+    ``z = mean_i (SGD_i - theory) / (sd_i / sqrt(n))``. An observable without seed spread
+    (a teacher; a part the noise does not reach) must agree within ``exact_tol`` instead
+    (its z is then 0, or inf beyond it). Returns ``{name: rms z}``."""
+    n = Y.shape[0]
+    out = {}
+    for i, name in enumerate(names):
+        D = Y[:, i, 1:] - np.asarray(theory.observable(name))[None, 1:]
+        se = D.std(axis=0, ddof=1) / np.sqrt(n)
+        mean = D.mean(axis=0)
+        spread = se > 1e-9 * (1.0 + np.abs(Y[:, i, 1:]).max(axis=0))
+        if not spread.any():
+            out[name] = 0.0 if np.abs(mean).max() <= exact_tol else float("inf")
+            continue
+        assert np.abs(mean[~spread]).max(initial=0.0) <= exact_tol, name
+        out[name] = float(np.sqrt(np.mean((mean[spread] / se[spread]) ** 2)))
+    return out
+
+
+def distribution_stats(A, B):
+    """Two backends' seeds ``(n_seeds, ...)``: the largest ``|z|`` of the difference of the
+    seed means over every checkpoint and observable, and the median ratio of the seed
+    spreads (B over A) where both spread. Cells without spread must agree to rounding."""
+    ma, mb = A.mean(0), B.mean(0)
+    sa, sb = A.std(0, ddof=1), B.std(0, ddof=1)
+    se = np.sqrt(sa ** 2 / A.shape[0] + sb ** 2 / B.shape[0])
+    noisy = se > 1e-9 * (1.0 + np.abs(ma))
+    assert np.allclose(ma[~noisy], mb[~noisy], rtol=1e-9, atol=1e-12)
+    z = (mb - ma)[noisy] / se[noisy]
+    both = (sa > 0) & (sb > 0) & noisy
+    return float(np.abs(z).max()), float(np.median(sb[both] / sa[both]))
