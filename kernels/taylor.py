@@ -34,15 +34,18 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from types import SimpleNamespace
 
 import numpy as np
 from numba import njit, types
 
+from . import rhs as _rhs
 from .rhs import (_SLOT_TYPES, apply_groups_values, apply_groups_values_parallel,
                   auto_threads, check_system, group_blocks, launch_threads, layout_args,
                   parallel_variant)
 
-__all__ = ["taylor_kernel", "taylor_signature", "run_taylor", "taylor_order", "check_program"]
+__all__ = ["taylor_kernel", "taylor_signature", "run_taylor", "taylor_order", "check_program",
+           "prepare_taylor", "run_prepared"]
 
 _f64 = types.float64[::1]
 _i64 = types.int64[::1]
@@ -434,6 +437,59 @@ def _const_layout(s, program) -> tuple:
     return out_t
 
 
+def prepare_taylor(system, program) -> SimpleNamespace:
+    """The checked, fixed arguments of the Taylor kernel for a fused ``system`` and a Gamma
+    ``program``: every array validated (:func:`~attndyn.kernels.rhs.check_system`,
+    :func:`check_program`) and the layout made once, for :func:`run_prepared`. The
+    arrays must not be changed afterwards (a hierarchy owns and never rebinds them)."""
+    check_system(system)
+    const = _checked_program(program, system.gather.size, system.n_grad)
+    s = system
+    if const:  # only the constant operator is used: the full layout is not even made
+        clay = _const_layout(s, program)
+        lay = _NO_LAYOUT[:3] + (s.slot[:0],)
+        n_par = clay[2].size
+    else:
+        lay = layout_args(s)
+        clay = _NO_LAYOUT
+        n_par = 0
+    head = (s.gather, s.consts) + tuple(lay) + (s.slot_coef, s.slot_ent) + tuple(clay)
+    tail = tuple(program) + (s.n_grad, const)
+    return SimpleNamespace(n=s.indptr.size - 1, slot_dtype=s.slot.dtype, head=head, tail=tail,
+                           n_par=n_par, blocks1=group_blocks(clay[1], 1), kernel1=None)
+
+
+def run_prepared(prep, y0, t_eval, tol, max_steps, blowup, h_max, order=None, t0=0.0,
+                 threads=None):
+    """:func:`run_taylor` on arguments made by :func:`prepare_taylor` (the per-call part:
+    the state, the output times, the order and the output arrays)."""
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
+    if y0.ndim != 1 or y0.size != prep.n:
+        raise ValueError(f"the state has length {y0.size}, the system {prep.n} rows")
+    p = taylor_order(tol) if order is None else int(order)
+    if not 2 <= p <= 60:
+        raise ValueError(f"order must be an int in 2..60, got {p}")
+    ys = np.empty((t_eval.size, y0.size))  # rows past info[1] are not outputs
+    info = np.zeros(6, dtype=np.int64)
+    tinfo = np.zeros(2)
+    yend = np.empty(y0.size)
+    if prep.n_par < 2 * _rhs.PARALLEL_TERMS_PER_THREAD:  # auto_threads gives 1 below
+        nthr = 1
+        kern = prep.kernel1
+        if kern is None:
+            kern = prep.kernel1 = taylor_kernel(prep.slot_dtype, False)
+        blocks = prep.blocks1
+    else:
+        nthr = auto_threads(prep.n_par, threads)
+        kern = taylor_kernel(prep.slot_dtype, nthr > 1)
+        blocks = group_blocks(prep.head[-3], nthr)
+    kern(y0, float(t0), t_eval, float(tol), p, float(h_max), int(max_steps), float(blowup),
+         *prep.head, blocks, *prep.tail, _workspace(p + 1, y0.size), ys, info, tinfo, yend)
+    info[5] = nthr
+    return ys, info, tinfo, yend, p
+
+
 def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order=None,
                t0=0.0, threads=None):
     """Integrate a fused ``system`` with a polynomial Gamma ``program`` from ``y0`` at
@@ -443,29 +499,6 @@ def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order
     threads used (:func:`attndyn.kernels.rhs.auto_threads`, at most ``threads``; only the
     constant-Gamma products use more than one)."""
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
-    t_eval = np.ascontiguousarray(t_eval, dtype=np.float64)
     check_system(system, y0.size)
-    const = _checked_program(program, system.gather.size, system.n_grad)
-    p = taylor_order(tol) if order is None else int(order)
-    if not 2 <= p <= 60:
-        raise ValueError(f"order must be an int in 2..60, got {p}")
-    ptr, var, coef, out = program
-    ys = np.empty((t_eval.size, y0.size))  # rows past info[1] are not outputs
-    info = np.zeros(6, dtype=np.int64)
-    tinfo = np.zeros(2)
-    yend = np.empty(y0.size)
-    s = system
-    if const:  # only the constant operator is used: the full layout is not even made
-        clay = _const_layout(s, program)
-        lay = _NO_LAYOUT[:3] + (s.slot[:0],)
-        nthr = auto_threads(clay[2].size, threads)
-    else:
-        lay = layout_args(s)
-        clay = _NO_LAYOUT
-        nthr = 1
-    taylor_kernel(s.slot.dtype, nthr > 1)(
-        y0, float(t0), t_eval, float(tol), p, float(h_max), int(max_steps), float(blowup),
-        s.gather, s.consts, *lay, s.slot_coef, s.slot_ent, *clay, group_blocks(clay[1], nthr),
-        ptr, var, coef, out, s.n_grad, const, _workspace(p + 1, y0.size), ys, info, tinfo, yend)
-    info[5] = nthr
-    return ys, info, tinfo, yend, p
+    return run_prepared(prepare_taylor(system, program), y0, t_eval, tol, max_steps, blowup,
+                        h_max, order=order, t0=t0, threads=threads)
