@@ -57,7 +57,7 @@ import abc
 import inspect
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -66,6 +66,10 @@ from attndyn.numeric.core.validate import resolve_seed  # noqa: F401  (re-export
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.results import Trajectory
+    from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["AttentionModel", "SGDRunner", "TimeScale", "CapabilityError", "check_model",
            "check_order_arg", "resolve_seed", "obs_key", "Theory", "NoTheory", "Correction",
@@ -203,7 +207,15 @@ class AttentionModel(abc.ABC):
     #: the form of the SGD weights, which picks the array-API step (xp_sgd.py):
     #: "factors" (W_k), "pairs" (U_k, V_k), "matrices" (S_k); None: none there
     sgd_form: ClassVar[str | None] = None
-    alphabet = None
+    alphabet: Any = None
+    # set by every subclass's __init__ (the class docstring)
+    K: int
+    trainable: tuple[int, ...]
+    L: int
+    C: Any
+    weight_decay: float
+    loss: Any
+    params: dict[str, Any]
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -215,19 +227,19 @@ class AttentionModel(abc.ABC):
                                 f"{cls.__name__} must subclass AttentionModel instead")
 
     # -- letters, words, observables -------------------------------------------
-    def words(self, order: int) -> list:
+    def words(self, order: int) -> list[tuple[int, ...]]:
         """Canonical words over the model's alphabet up to length ``order``."""
         if self.alphabet is None:
             raise CapabilityError(f"{type(self).__name__} has no words (its theory closes in "
                                   "named order parameters)")
         return canonical_words(check_order(order), self.alphabet)
 
-    def word_name(self, word) -> str:
+    def word_name(self, word: Sequence[int]) -> str:
         """Printed name of a word (``mu_112``, ``q_12``...)."""
         return word_label(word, self.K)
 
     @abc.abstractmethod
-    def observable_names(self, order: int | None = None) -> list:
+    def observable_names(self, order: int | None = None) -> list[str]:
         """Names of the SGD observables (``"loss"`` last), the rows of :func:`~attndyn.sgd`."""
 
     # -- the theory ------------------------------------------------------------
@@ -242,19 +254,21 @@ class AttentionModel(abc.ABC):
 
     # -- matrices and weights ----------------------------------------------------
     @abc.abstractmethod
-    def check_matrices(self, matrices, name: str = "matrices") -> list:
+    def check_matrices(self, matrices: Sequence[ArrayLike], name: str = "matrices"
+                       ) -> list[np.ndarray]:
         """Validate a state of the matrix flow (a list of real, finite arrays)."""
 
     @abc.abstractmethod
-    def check_init(self, init, name: str = "init") -> list:
+    def check_init(self, init: Sequence[Any], name: str = "init") -> list[Any]:
         """Validate SGD weights (factors, pairs or matrices)."""
 
     @abc.abstractmethod
     def _draw_init(self, rng, d: int, widths: list, scales: list, symmetric: bool) -> list:
         """Draw independent Gaussian weights (called by :meth:`gaussian_init`)."""
 
-    def gaussian_init(self, d: int, *, width=None, scale=1.0, seed=None,
-                      symmetric: bool = False) -> list:
+    def gaussian_init(self, d: int, *, width: int | Sequence[int] | None = None,
+                      scale: float | Sequence[float] = 1.0, seed: RngLike = None,
+                      symmetric: bool = False) -> list[Any]:
         """Independent Gaussian initial weights, seeded (see
         :func:`attndyn.numeric.attention.training.gaussian_init`)."""
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
@@ -277,7 +291,7 @@ class AttentionModel(abc.ABC):
 
     # -- SGD ---------------------------------------------------------------------
     @abc.abstractmethod
-    def sgd_runner(self, init, order) -> SGDRunner:
+    def sgd_runner(self, init: Sequence[Any], order: int | None) -> SGDRunner:
         """An :class:`SGDRunner` from the weights ``init`` (validated) and the
         longest recorded word ``order`` (``None``: the model's default)."""
 
@@ -352,21 +366,23 @@ class Correction(abc.ABC):
     #: the SGD parameters it needs (``("eta", "batch")``: the noise of the mini-batch)
     needs: ClassVar[tuple] = ("eta", "batch")
 
-    def check(self, theory: str, order) -> None:
+    def check(self, theory: str, order: int | None) -> None:
         """Refuse (``ValueError``) a theory or an order this correction does not take."""
 
-    def require(self, eta, batch) -> None:
+    def require(self, eta: float | None, batch: int | None) -> None:
         """``ValueError`` when a parameter of :attr:`needs` is missing."""
         if ("eta" in self.needs and eta is None) or ("batch" in self.needs and batch is None):
             raise ValueError(f"correction={self.name!r} needs the SGD's eta and batch")
 
     @abc.abstractmethod
-    def apply(self, theory: "Theory", init, t, *, name: str, order, check, words, eta=None,
-              batch=None, **options):
+    def apply(self, theory: "Theory", init: Any, t: ArrayLike, *, name: str, order: int | None,
+              check: Any, words: Sequence[Sequence[int]] | None, eta: float | None = None,
+              batch: int | None = None, **options: Any) -> Trajectory:
         """The corrected theory trajectory from the SGD weights ``init`` at the SGD times
         ``t`` (rows named as the SGD observables)."""
 
-    def flow(self, theory: "Theory", matrices, t_eval, *, eta=None, batch=None, **options):
+    def flow(self, theory: "Theory", matrices: Sequence[ArrayLike], t_eval: ArrayLike, *,
+             eta: float | None = None, batch: int | None = None, **options: Any) -> Trajectory:
         """The corrected matrix-level flow from ``matrices`` (a capability)."""
         raise CapabilityError(f"correction={self.name!r} has no matrix-level flow for "
                               f"{type(theory.model).__name__}")
@@ -432,17 +448,17 @@ class Theory(abc.ABC):
     #: the feasible set Q of Corollary 1 (``None``: not known for the parameterisation)
     feasible: ClassVar[FeasibleSpec | None] = None
 
-    def __init__(self, model: "AttentionModel"):
+    def __init__(self, model: "AttentionModel") -> None:
         self.model = model
 
     def __repr__(self):
         return f"<{type(self).__name__} of {self.model!r}>"
 
     @abc.abstractmethod
-    def check(self, name, order) -> tuple:
+    def check(self, name: str | None, order: int | None) -> tuple:
         """``(name, order)`` validated (``None``: the defaults)."""
 
-    def correction(self, correction=None) -> Correction:
+    def correction(self, correction: str | Correction | None = None) -> Correction:
         """The :class:`Correction` called ``correction`` (``None``: ``"none"``), or the
         object itself when it belongs to this theory; ``ValueError`` naming the choices."""
         if correction is None:
@@ -456,8 +472,10 @@ class Theory(abc.ABC):
         raise ValueError(f"correction must be one of {_choices(self.corrections)}, got "
                          f"{correction!r}: not available for {type(self.model).__name__}")
 
-    def run(self, init, t, *, name=None, order=None, check="auto", words=None,
-            correction=None, eta=None, batch=None, **options):
+    def run(self, init: Any, t: ArrayLike, *, name: str | None = None, order: int | None = None,
+            check: Any = "auto", words: Sequence[Sequence[int]] | None = None,
+            correction: str | Correction | None = None, eta: float | None = None,
+            batch: int | None = None, **options: Any) -> Trajectory:
         """The theory trajectory ``name`` from the SGD weights ``init`` at the SGD times
         ``t`` with ``correction`` (an object of :attr:`corrections` or its name), rows named
         as the SGD observables (what :func:`~attndyn.numeric.compare` compares)."""
@@ -467,33 +485,35 @@ class Theory(abc.ABC):
         return corr.apply(self, init, t, name=name, order=order, check=check, words=words,
                           eta=eta, batch=batch, **options)
 
-    def uncorrected(self, init, t, *, name, order, check, words, **options):
+    def uncorrected(self, init: Any, t: ArrayLike, *, name: str, order: int | None, check: Any,
+                    words: Sequence[Sequence[int]] | None, **options: Any) -> Trajectory:
         """The theory without a correction (what :class:`NoCorrection` runs)."""
         raise CapabilityError(f"compare: {type(self.model).__name__} has no theory to "
                               "compare with")
 
-    def matrix_flow(self, matrices, t_eval, **options):
+    def matrix_flow(self, matrices: Sequence[ArrayLike], t_eval: ArrayLike, **options: Any
+                    ) -> Trajectory:
         """The finite-d deterministic matrix flow from ``matrices`` (a capability).
 
         Returns a :class:`~attndyn.numeric.core.results.Trajectory` of the model's
         observables with ``status`` and ``message`` (blow-up: -3)."""
         raise CapabilityError(f"{type(self.model).__name__} has no matrix flow")
 
-    def hierarchy(self, order: int, **options) -> "Hierarchy":
+    def hierarchy(self, order: int, **options: Any) -> "Hierarchy":
         """The truncated moment hierarchy at ``order`` (a capability)."""
         raise CapabilityError(f"{type(self.model).__name__} has no moment hierarchy")
 
-    def limit_flow(self, law, t_eval, *args, **options):
+    def limit_flow(self, law: Any, t_eval: ArrayLike, *args: Any, **options: Any) -> Trajectory:
         """The ``d -> infinity`` trajectory from the initial law ``law`` (a capability)."""
         raise CapabilityError(f"{type(self.model).__name__} has no d -> infinity limit solver")
 
-    def assumptions(self, init, quick: bool = False) -> list:
+    def assumptions(self, init: Any, quick: bool = False) -> list:
         """The assumptions of the theorem behind the theory at the initial weights
         ``init``: a list of :class:`~attndyn.numeric.attention.assumptions.Verdict` (empty
         when there are no diagnostics). ``quick``: the cheap versions (``compare``)."""
         return []
 
-    def landscape_potential(self):
+    def landscape_potential(self) -> Any:
         """The closed-form potential whose ``phi`` Corollary 1 minimises over the feasible
         set (``None`` when the loss takes a numeric route)."""
         return None
@@ -529,14 +549,14 @@ class Hierarchy(abc.ABC):
     model: "AttentionModel"
     order: int
     #: the integer structure arrays of the truncation (words, counts, canonical index)
-    structure: object
+    structure: Any
 
     def __repr__(self):
         return (f"{type(self).__name__}(order={self.order}, n_moments={self.n_moments}, "
                 f"n_terms={self.n_terms})")
 
     @property
-    def words(self) -> list:
+    def words(self) -> list[tuple[int, ...]]:
         """The canonical words kept, in state order."""
         return self.structure.words
 
@@ -550,40 +570,40 @@ class Hierarchy(abc.ABC):
         """Number of terms of the right-hand side."""
         return self.structure.n_terms
 
-    def index(self, word) -> int:
+    def index(self, word: Sequence[int]) -> int:
         """State index of any word (canonicalised first; ``KeyError`` when absent)."""
         return self.structure.index(word)
 
     @property
     @abc.abstractmethod
-    def names(self) -> list:
+    def names(self) -> list[str]:
         """Printed names of the moments (``mu_1``, ``q_12``...)."""
 
     @abc.abstractmethod
-    def equations(self, *args, **kwargs) -> list:
+    def equations(self, *args: Any, **kwargs: Any) -> list:
         """The truncated equations, one per moment."""
 
     @abc.abstractmethod
-    def text(self, *args, **kwargs) -> str:
+    def text(self, *args: Any, **kwargs: Any) -> str:
         """The truncated equations in plain text."""
 
     @abc.abstractmethod
-    def latex(self, *args, **kwargs) -> str:
+    def latex(self, *args: Any, **kwargs: Any) -> str:
         """The truncated equations in LaTeX."""
 
     @abc.abstractmethod
-    def moments_from_matrices(self, matrices) -> np.ndarray:
+    def moments_from_matrices(self, matrices: Any) -> Any:
         """The moments of ``words`` of explicit matrices."""
 
     @abc.abstractmethod
-    def initial_state(self, mu0) -> np.ndarray:
+    def initial_state(self, mu0: Any) -> Any:
         """The initial moment vector from ``mu0`` (matrices, moments, a law...)."""
 
     @abc.abstractmethod
-    def rhs(self, *args) -> np.ndarray:
+    def rhs(self, *args: Any) -> np.ndarray:
         """The right-hand side at a moment vector."""
 
     @abc.abstractmethod
-    def integrate(self, mu0, t_eval, **options):
+    def integrate(self, *args: Any, **options: Any) -> Trajectory:
         """Integrate the truncation from ``mu0`` (a
         :class:`~attndyn.numeric.core.results.Trajectory`)."""
