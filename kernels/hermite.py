@@ -349,6 +349,9 @@ def _block(p, so, code, nb, buf):
     p[so + 1] = n0 + BLOCK
 
 
+# One long function on purpose: a first-class gradient (GRAD_SIG) whose ~20 header scalars
+# are used throughout the series loops; its blocks (_block, _prepare_side) are helpers already,
+# more helpers would take all of those scalars as arguments.
 @njit(GRAD_SIG, cache=True)
 def hermite_grad(x, p, out):
     """``Gamma(q)`` by the Mehler series in ``p``: ``x = q.ravel()`` (K*K),

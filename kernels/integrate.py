@@ -253,6 +253,9 @@ def _err_norm(Kst, E, E3, kind, h, y, ynew, rtol, atol, scale, err):
     return abs(h) * s5 / np.sqrt(den * max(n, 1))
 
 
+# One long function on purpose: the step loop carries its stages, dense output and running
+# state across 30 arguments; the RHS, the stage combinations and the error norm are
+# helpers already, and what is left is the step-size control flow.
 def _rk(y0, t0, t_eval, rtol, atol, h_init, h_max, max_steps, blowup, A, B, C, E, E3,
         err_order, kind, gfun, gparams, gather, consts, rows, groups, src, slot, slot_coef,
         slot_ent, blocks, n_grad, ys, info, tinfo, yend):

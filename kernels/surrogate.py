@@ -114,6 +114,9 @@ def pack_surrogate(K, lo, hi, idx, coef, nmax, slack=1e-12):
         h, np.zeros(K * K), lo, hi, runs.ravel(), cvals.ravel(), nd, np.zeros(D * nmax + 2 * D)]))
 
 
+# One long function on purpose: a first-class gradient (GRAD_SIG) that reads its header and
+# scratch from p once (no allocation per call) and evaluates the tensor Chebyshev sum in one
+# pass; helpers would take the header's scalars and offsets as arguments.
 @njit(GRAD_SIG, cache=True)
 def surrogate_grad(x, p, out):
     """``Gamma(q)`` from the Chebyshev surrogate in ``p``: ``x = q.ravel()`` (K*K),

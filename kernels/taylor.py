@@ -174,6 +174,9 @@ def _split_rows(rows, groups, src, slot, slot_coef, slot_u, y, Zk, acc):
             rp += one
 
 
+# One long function on purpose: the step loop carries its workspaces and running state
+# (t, h, n_out, status) across 30 arguments; its parts are already helpers (_gamma_coef,
+# _split_rows, _horner, _absmax, apply_groups_values), and what is left is the control flow.
 def _taylor(y0, t0, t_eval, tol, p, h_max, max_steps, blowup, gather, consts, rows, groups,
             src, slot, slot_coef, slot_ent, crows, cgroups, csrc, cval, cgblocks, mono_ptr,
             mono_vars, mono_coef, mono_out,
