@@ -16,7 +16,7 @@ import numpy as np
 
 from attndyn.numeric.core.results import Trajectory
 
-__all__ = ["LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means", "haar_orthogonal",
+__all__ = ["LimitTrajectory", "SpectralDensity", "ks_distance", "wasserstein_distance", "mp_edges", "mp_quadrature", "mp_bin_means", "haar_orthogonal",
            "richardson", "extrapolate"]
 
 
@@ -36,6 +36,96 @@ class LimitTrajectory(Trajectory):
     def moment_error(self, word) -> np.ndarray:
         e = np.asarray(self.diagnostics.get("error", np.full(self.y.shape, np.nan)), float)
         return e[self._word_index(word)]
+
+
+class SpectralDensity(Trajectory):
+    """An eigenvalue law at the output times (``kind="spectral_density"``), of every
+    parameterisation's limit (the tied commuting law of :mod:`.tied.spectral`, the untied
+    laws of :func:`.untied.limit.spectral_density`).
+
+    ``y`` has shape ``(n_grid, n_t)``: the density of the continuous part at the points
+    ``grid`` (row ``i`` is named ``rho(grid[i])``). ``diagnostics`` holds ``grid``, ``cdf``
+    (``(n_grid, n_t)``, atoms included), ``tracer_y``/``tracer_cdf`` (the CDF of the
+    continuous part at sorted points, linear in between), ``atom`` (``(2, n_t)``: location
+    and mass, mass 0 without one) and ``support`` (``(2, n_t)``).
+    """
+
+    @property
+    def grid(self) -> np.ndarray:
+        return np.asarray(self.diagnostics["grid"], dtype=float)
+
+    @property
+    def density(self) -> np.ndarray:
+        return np.asarray(self.y, dtype=float)
+
+    @property
+    def cdf_values(self) -> np.ndarray:
+        return np.asarray(self.diagnostics["cdf"], dtype=float)
+
+    def cdf(self, y, t_index: int = -1) -> np.ndarray:
+        """``F_t(y)`` at any points ``y`` for the output time ``t[t_index]`` (exact at the
+        stored points, interpolated linearly between them; atoms included)."""
+        tr_y = np.asarray(self.diagnostics["tracer_y"], dtype=float)[:, t_index]
+        tr_F = np.asarray(self.diagnostics["tracer_cdf"], dtype=float)[:, t_index]
+        atom_x, atom_m = np.asarray(self.diagnostics["atom"], dtype=float)[:, t_index]
+        total_c = float(self.params.get("continuous_mass", 1.0 - atom_m))
+        y = np.asarray(y, dtype=float)
+        F = np.interp(y, tr_y, tr_F, left=0.0, right=total_c)
+        return F + np.where(y >= atom_x, atom_m, 0.0)
+
+    @classmethod
+    def load(cls, path) -> "SpectralDensity":
+        from attndyn.numeric.core.results import load_result
+        r = load_result(path)
+        if r.kind != "spectral_density":
+            raise ValueError(f"{path} holds a {r.kind!r} result, not a spectral density")
+        return cls(**{f: getattr(r, f) for f in ("t", "y", "names", "words", "kind", "params",
+                                                 "seed", "status", "message", "diagnostics",
+                                                 "inv")})
+
+    def plot(self, t_index: int = -1, ax=None, **kw):
+        """The density at ``t[t_index]`` (and an atom as a marker); returns the axes."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots()
+        ax.plot(self.grid, self.density[:, t_index], label=f"t = {self.t[t_index]:.3g}", **kw)
+        x, m = np.asarray(self.diagnostics["atom"], dtype=float)[:, t_index]
+        if m > 0:
+            ax.annotate(f"atom {m:.2g}", (x, 0.0))
+        ax.set_xlabel(str(self.params.get("spectrum_label", "eigenvalue")))
+        ax.set_ylabel("density")
+        return ax
+
+
+def _check_eigenvalues(eigenvalues) -> np.ndarray:
+    ev = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
+    if ev.size == 0 or not np.all(np.isfinite(ev)):
+        raise ValueError("eigenvalues must be a non-empty array of finite numbers")
+    return ev
+
+
+def ks_distance(res, eigenvalues, t_index: int = -1) -> float:
+    """Kolmogorov-Smirnov distance ``sup_y |F_emp(y) - F_t(y)|`` between the eigenvalues of
+    a finite-``d`` matrix and a :class:`SpectralDensity` at ``t[t_index]``."""
+    ev = _check_eigenvalues(eigenvalues)
+    F = res.cdf(ev, t_index)
+    n = ev.size
+    i = np.arange(1, n + 1)
+    return float(max(np.max(np.abs(i / n - F)), np.max(np.abs((i - 1) / n - F))))
+
+
+def wasserstein_distance(res, eigenvalues, t_index: int = -1, n_points: int = 20001) -> float:
+    """``W_1 = int |F_emp(y) - F_t(y)| dy`` between the eigenvalues of a finite-``d`` matrix
+    and a :class:`SpectralDensity` at ``t[t_index]`` (trapezoid rule on ``n_points`` points
+    spanning both supports)."""
+    ev = _check_eigenvalues(eigenvalues)
+    tr_y = np.asarray(res.diagnostics["tracer_y"], dtype=float)[:, t_index]
+    atom_x = float(np.asarray(res.diagnostics["atom"], dtype=float)[0, t_index])
+    lo = min(ev[0], float(tr_y.min()), atom_x)
+    hi = max(ev[-1], float(tr_y.max()), atom_x)
+    y = np.linspace(lo, hi, int(n_points))
+    diff = np.abs(np.searchsorted(ev, y, side="right") / ev.size - res.cdf(y, t_index))
+    return float(np.sum((diff[1:] + diff[:-1]) / 2 * np.diff(y)))
 
 
 def mp_edges(sigma: float, aspect: float):

@@ -1,6 +1,7 @@
 """The untied theory (paper 003, section 4, appendix F): the finite-d flow of the pairs
 on the fast time (``"flow"``), its slaved limit ``m = m*(q)`` on the slow time
-(``"slaved"``) and the slow hierarchy truncated at ``order`` (``"hierarchy"``), with the
+(``"slaved"``), the slow hierarchy truncated at ``order`` (``"hierarchy"``) and the
+``d -> infinity`` limit of the slaved flow from the law of the pairs (``"limit"``), with the
 mini-batch noise correction (``"noise"``, :mod:`.noise`). Built by ``UntiedModel.theory``."""
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from attndyn.symbolic import untied as su
 __all__ = ["UntiedTheory", "THEORIES", "check_theory", "compare_theory"]
 
 
-THEORIES = ("flow", "slaved", "hierarchy")
+THEORIES = ("flow", "slaved", "hierarchy", "limit")
 
 
 def check_theory(theory, order):
     """``(theory, order)`` for :func:`attndyn.numeric.compare` with an untied model:
     ``"flow"`` (the full finite-d flow, default), ``"slaved"`` (its slow limit with
-    ``m = m*(q)``) or ``"hierarchy"`` (the truncation at ``order``, default 4)."""
+    ``m = m*(q)``), ``"hierarchy"`` (the truncation at ``order``, default 4) or ``"limit"``
+    (``d -> infinity`` from the law of the pairs, :mod:`.limit`)."""
     theory = "flow" if theory is None else theory
     if theory not in THEORIES:
         raise ValueError(f"theory for an UntiedModel must be one of {THEORIES}, got {theory!r}")
@@ -46,9 +48,11 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
     ``t`` is on the SGD's time scale: slow ``tau = eta n / d`` (the default of
     :func:`attndyn.sgd`) or fast ``t = eta n``. The full flow runs on the fast
     time (``t * d`` for slow times) and so includes the fast boundary layer; the
-    slaved flow and the hierarchy start on the critical manifold (``m = m*``)
-    and need slow times. Rows are named as the SGD observables, with ``loss =
-    Phi(m, q1, q2)`` appended.
+    slaved flow, the hierarchy and the limit start on the critical manifold (``m = m*``)
+    and need slow times. ``"limit"`` runs :func:`~.limit.limit_flow` from
+    ``theory_kwargs["law"]`` or, by default, the Gaussian law of the pairs
+    (:func:`~.limit.law_of_pairs`: scales measured, means 0 as in the law). Rows are
+    named as the SGD observables, with ``loss = Phi(m, q1, q2)`` appended.
 
     ``correction="noise"`` (with ``eta``, ``batch``; issue 16, slow time only): the
     mini-batch noise terms of :mod:`attndyn.numeric.attention.untied.noise`, to first
@@ -85,6 +89,9 @@ def _flow_rows(model, init, t, *, theory, order, check, words, time, **kwargs):
                          "use theory='flow' for the fast time")
     if theory == "slaved":
         return untied_flow(model, pairs, t, mode="slaved", order=order, words=wl, **kwargs)
+    if theory == "limit":
+        from attndyn.numeric.attention.untied.limit import limit_theory  # scipy: lazily
+        return limit_theory(model, pairs, t, order=order, words=wl, **kwargs)
     return hierarchy(model, order).integrate(pairs, t, check=check, **kwargs)
 
 
