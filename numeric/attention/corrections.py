@@ -7,13 +7,16 @@ themselves are objects of each parameterisation's folder, listed by its theory."
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
 from attndyn.numeric.attention.base import check_model
 
-__all__ = ["qf_moment", "quadratic_loss", "BatchMeans", "check_table", "OBSERVABLES"]
+__all__ = ["qf_moment", "quadratic_loss", "BatchMeans", "check_table", "OBSERVABLES",
+           "MAX_FW_DEGREE", "polynomial_taylor", "shift_taylor", "cumulant_terms", "qf_scale",
+           "word_traces", "word_sum"]
 
 
 #: the one-step observables, by kind: ("t", k), ("q", k, k), ("q", k, l)
@@ -156,3 +159,165 @@ def check_table(rows) -> str:
                      f"{r['z_corrected']:>8.2f}{r['eta3_pred_over_se']:>10.2f}"
                      f"{r['eta3_over_se']:>10.2f}{r['eta4_over_se']:>7.2f}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# finite width: E[p(G)] of a polynomial p of Gaussian quadratic forms, exactly
+
+#: the largest loss degree the finite-width corrections take (the cost grows like K^degree)
+MAX_FW_DEGREE = 6
+
+
+def polynomial_taylor(model, max_degree: int = MAX_FW_DEGREE) -> list:
+    """``[c_0, ..., c_D]``: the Taylor tensors ``c_j = D^j loss(G = 0)`` (shape ``(K,) * j``,
+    symmetric) of an ``L = 1`` loss that is a polynomial of degree ``D <= max_degree`` in
+    ``G``; ``ValueError`` for any other loss."""
+    import math as _math
+
+    import sympy as sp
+
+    from attndyn.symbolic.potential import _call_loss, g_array
+    model = check_model(model)
+    if model.L != 1 or model.loss is None:
+        raise ValueError("the finite-width correction needs L = 1 and a loss callable")
+    K = model.K
+    G = g_array(1, K)
+    syms = [G[0, 0, k] for k in range(K)]
+    subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
+    expr = sp.expand(_call_loss(model.loss, G).subs(subs))
+    try:
+        poly = sp.Poly(expr, *syms)
+    except sp.PolynomialError:
+        poly = None
+    if poly is None or poly.total_degree() > max_degree or poly.free_symbols - set(syms):
+        raise ValueError(f"the finite-width correction is exact (and implemented) for losses "
+                         f"that are polynomials of degree <= {max_degree} in G; this loss is not")
+    D = max(poly.total_degree(), 0)
+    c = [np.zeros((K,) * j) for j in range(D + 1)]
+    for expo, coef in poly.terms():
+        j = sum(expo)
+        idx = tuple(k for k, e in enumerate(expo) for _ in range(e))
+        val = float(coef) * float(np.prod([_math.factorial(e) for e in expo]))
+        for perm in set(itertools.permutations(idx)):
+            c[j][perm] = val
+    return c
+
+
+def shift_taylor(c: list, m) -> list:
+    """The Taylor tensors at ``G = m`` from those at 0: ``c_j(m) = sum_i c_(j+i) . m^i / i!``."""
+    import math as _math
+    m = np.asarray(m, dtype=float)
+    out = []
+    for j in range(len(c)):
+        acc = np.array(c[j], dtype=float)
+        for i in range(1, len(c) - j):
+            t = c[j + i]
+            for _ in range(i):
+                t = t @ m  # contract the last axis
+            acc = acc + t / _math.factorial(i)
+        out.append(acc)
+    return out
+
+
+def _int_partitions(n, smallest=2):
+    """Integer partitions of ``n`` into parts ``>= smallest`` (non-increasing tuples)."""
+    if n == 0:
+        yield ()
+        return
+    for first in range(n, smallest - 1, -1):
+        for rest in _int_partitions(n - first, smallest):
+            if not rest or rest[0] <= first:
+                yield (first,) + rest
+
+
+def _contract(c, parts, kappas):
+    """``c`` contracted with ``kappas[n]`` for each ``n`` in ``parts`` (leading axes)."""
+    t = c
+    for n in parts:
+        t = np.tensordot(kappas[n], t, axes=(list(range(n)), list(range(n))))
+    return t
+
+
+@functools.lru_cache(maxsize=None)
+def _patterns(j):
+    """``[(lambda, coef, {n: mult})]`` for the block-size patterns of ``j`` (parts ``>= 2``)."""
+    import math as _math
+    out = []
+    for lam in _int_partitions(j):
+        mult = {n: lam.count(n) for n in sorted(set(lam))}
+        coef = 1.0 / (np.prod([_math.factorial(n) for n in lam])
+                      * np.prod([_math.factorial(v) for v in mult.values()]))
+        out.append((lam, float(coef), mult))
+    return tuple(out)
+
+
+def cumulant_terms(c: list, kappas: dict, *, gaussian: bool = True):
+    """``E[p(G)]`` from the Taylor tensors ``c`` of ``p`` at the mean of ``G`` and the joint
+    cumulants ``kappas[n]`` (``n >= 2``), exactly for a polynomial ``p``:
+    ``E p = sum_j (1/j!) <c_j, E (G - m)^(x j)>`` with the moments as sums over set
+    partitions into blocks of size ``>= 2``, grouped by block sizes ``lambda``::
+
+        E p = sum_lambda <c_|lambda|, (x)_i kappa_(n_i)> / (prod_i n_i! prod_n mult_n!).
+
+    Returns ``(terms, grads)``: ``terms[lambda]`` the value of each block-size pattern and
+    ``grads[n]`` the derivative of their sum by the free entries of ``kappas[n]``. The
+    kappas need not be symmetric (only their symmetric parts enter). ``gaussian=False``
+    leaves out the patterns made of 2's only (the Gaussian-equivalent potential)."""
+    terms, grads = {}, {}
+    for j in range(2, len(c)):
+        if not np.any(c[j]):
+            continue  # no derivative of this order: none of its patterns contributes
+        for lam, coef, mult in _patterns(j):
+            if not gaussian and all(n == 2 for n in lam):
+                continue
+            if any(n not in kappas for n in mult):
+                continue
+            terms[lam] = float(coef * _contract(c[j], lam, kappas))
+            for n, k in mult.items():
+                rest = list(lam)
+                rest.remove(n)
+                g = coef * k * _contract(c[j], rest, kappas)
+                grads[n] = grads.get(n, 0.0) + g
+    return terms, grads
+
+
+def qf_scale(n: int, d: int) -> float:
+    """``2^(n-1) (n-1)! / d^(n/2)``: ``kappa_n(G_w) = qf_scale * sym Tr(A_w1 ... A_wn)`` for
+    ``G_k = (x^T A_k x - Tr A_k)/sqrt(d)``, ``A_k`` symmetric."""
+    import math as _math
+    return 2.0 ** (n - 1) * _math.factorial(n - 1) / d ** (n / 2.0)
+
+
+def word_traces(mats, nmax: int) -> dict:
+    """``{n: T_n}`` for ``2 <= n <= nmax``: ``T_n[w] = Tr(A_w1 ... A_wn)`` over all ``K^n``
+    words, from the products of length ``<= ceil(nmax / 2)`` (``Tr(P_u P_v) = <P_u, P_v^T>``)."""
+    K = len(mats)
+    half = (nmax + 1) // 2
+    prods = {(k,): np.asarray(mats[k]) for k in range(K)}
+    for length in range(2, half + 1):
+        for w in itertools.product(range(K), repeat=length):
+            prods[w] = prods[w[:-1]] @ mats[w[-1]]
+    out = {}
+    for n in range(2, nmax + 1):
+        h = (n + 1) // 2
+        T = np.empty((K,) * n)
+        tp = {v: prods[v].T for v in itertools.product(range(K), repeat=n - h)}
+        for u in itertools.product(range(K), repeat=h):
+            Pu = prods[u]
+            for v, Pv in tp.items():
+                T[u + v] = float(np.sum(Pu * Pv))
+        out[n] = T
+    return out
+
+
+def word_sum(g, mats):
+    """``sum_w g[w] A_w1 ... A_wm`` over all words ``w`` (Horner from the left; zero
+    branches skipped); ``g`` of shape ``(K,) * m``, ``m >= 1``."""
+    g = np.asarray(g, dtype=float)
+    if g.ndim == 1:
+        return sum(g[k] * mats[k] for k in range(len(mats)) if g[k] != 0.0)
+    out = 0.0
+    for k in range(len(mats)):
+        if np.any(g[k] != 0.0):
+            out = out + mats[k] @ word_sum(g[k], mats)
+    return out

@@ -1,114 +1,151 @@
-"""Finite width: the O(1/d) correction to the Gaussian-equivalent potential (issue 16).
+"""Finite width: the exact finite-d population loss of a polynomial loss (issues 16, 27).
 
 Paper 003's Theorem 1 replaces the tied pre-activations ``G_k = (x^T S_k x - Tr S_k) /
 sqrt(d)`` by a Gaussian with covariance ``2 q_kl``; at finite ``d`` they are not
 Gaussian. Their joint cumulants are those of Gaussian quadratic forms::
 
-    kappa_3(G_k, G_l, G_m)      = 8 Tr(S_k S_l S_m) / d^(3/2)                  (O(d^-1/2))
-    kappa_4(G_k, G_l, G_m, G_n) = 8 sum_{sigma in S_3} Tr(S_k S_sigma(l) S_sigma(m) S_sigma(n)) / d^2
-                                                                                   (O(1/d)),
+    kappa_n(G_k1, ..., G_kn) = 2^(n-1) sum_{sigma in S_(n-1)} Tr(S_k1 S_sigma(k2) ... S_sigma(kn)) / d^(n/2),
 
-and for a loss that is a polynomial of degree <= 4 in ``G`` the cumulant expansion of
-``E[loss(G)]`` stops (``E p(G) = exp(sum_n kappa_n d^n / n!) p |_0``):
+of order ``d^(1 - n/2)`` (``kappa_3 ~ d^-1/2``, ``kappa_4 ~ 1/d``, ...). For a loss that is a
+polynomial of degree ``D`` in ``G`` the cumulant expansion of ``E[loss(G)]`` stops
+(``E p(G) = exp(sum_n kappa_n . d^n / n!) p |_0``): with ``c_j = D^j loss(0)``,
 
-    Phi_d(S) = Phi(q) + (1/6) sum l_klm(0) kappa_3 + (1/24) sum l_klmn kappa_4
-             = Phi(q) + (4/(3 d^(3/2))) sum c3_klm Tr(S_k S_l S_m)
-                      + (2/d^2) sum c4_klmn Tr(S_k S_l S_m S_n),
+    Phi_d(S) = sum_lambda <c_|lambda|, (x)_i kappa_(n_i)> / (prod_i n_i! prod_n mult_n!),
 
-exactly, with ``c3 = d^3 loss/dG^3 at 0`` and ``c4 = d^4 loss/dG^4`` (constants). It is the
-population loss itself, so SGD's mean drift is its gradient: with ``dPhi_d/dS_a =
-sum_l 2 Gamma_al S_l / d + (4/d^(3/2)) sum c3_alm S_l S_m + (8/d^2) sum c4_almn S_l S_m
-S_n``, the finite-width matrix flow in ``t = 4 eta n / d`` is
+over the block-size patterns ``lambda`` (parts ``>= 2``, ``|lambda| <= D``). The patterns of
+2's only are the Gaussian-equivalent ``Phi(q)``; the rest is the finite-width correction:
+for ``D <= 4`` the ``kappa_3`` and ``kappa_4`` terms,
+
+    Phi_d - Phi = (4/(3 d^(3/2))) sum c3_klm Tr(S_k S_l S_m) + (2/d^2) sum c4_klmn Tr(S_k S_l S_m S_n),
+
+and for ``D = 5, 6`` (the h3 teacher-student loss) also ``kappa_3 kappa_2`` (``O(d^-1/2)``),
+``kappa_4 kappa_2`` and ``kappa_3^2`` (``O(1/d)``), ``kappa_5`` (``O(d^-3/2)``) and ``kappa_6``
+(``O(d^-2)``). This is the population loss itself, exactly, so SGD's mean drift is its
+gradient: with ``dPhi_d/dS_a = sum_n n 2^(n-1) (n-1)! d^(-n/2) sum_w g_n[a, w] S_w1 ...
+S_w(n-1)`` (``g_n = dPhi_d/dkappa_n``), the finite-width matrix flow in ``t = 4 eta n / d`` is
 
     dS_a/dt = -(d/2) (dPhi_d/dS_a S_a + S_a dPhi_d/dS_a) - (gamma/2) S_a,
 
 whose Gaussian part is the paper's flow (eq. 11 before projection). The correction
-needs the words of length 3 and 4, not only ``q``: at finite ``d`` the potential is
+needs the words of length 3 to ``D``, not only ``q``: at finite ``d`` the potential is
 not a function of ``q`` alone.
 """
 
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 
 from attndyn.numeric.attention.base import Correction, check_model
+from attndyn.numeric.attention.corrections import (MAX_FW_DEGREE, cumulant_terms,
+                                                   polynomial_taylor, qf_scale, word_sum,
+                                                   word_traces)
 from attndyn.numeric.attention.tied.runner import theory_rows
 
-__all__ = ["finite_width_coefficients", "finite_width_potential", "finite_width_flow",
-           "finite_width_text", "FiniteWidth"]
+__all__ = ["finite_width_coefficients", "finite_width_taylor", "finite_width_potential",
+           "finite_width_gradient", "finite_width_flow", "finite_width_text", "FiniteWidth"]
+
+#: the order in 1/d of each cumulant pattern's key in :func:`finite_width_potential`
+_ORDER_KEY = {0.5: "kappa3", 1.0: "kappa4", 1.5: "kappa5", 2.0: "kappa6"}
+
+
+def _check_tied(model):
+    model = check_model(model)
+    if model.sgd_form != "factors" or model.L != 1 or model.loss is None:
+        raise ValueError("the finite-width correction is implemented for tied models with "
+                         "L = 1 and a loss callable")
+    return model
+
+
+def finite_width_taylor(model) -> list:
+    """``[c_0, ..., c_D]``, the Taylor tensors ``D^j loss(G = 0)`` of a tied ``L = 1`` loss
+    that is a polynomial of degree ``D <= 6`` in ``G`` (the finite-width correction's input);
+    ``ValueError`` for any other loss."""
+    return polynomial_taylor(_check_tied(model), MAX_FW_DEGREE)
 
 
 def finite_width_coefficients(model):
     """``(c3, c4)``: the third derivatives of the loss at ``G = 0`` (``K x K x K``) and its
     fourth derivatives (``K^4``, constant) for a tied ``L = 1`` loss that is a polynomial
-    of degree <= 4 in ``G``; ``ValueError`` for any other loss."""
-    import sympy as sp
-
-    from attndyn.symbolic.potential import _call_loss, g_array
-    model = check_model(model)
-    if model.sgd_form != "factors" or model.L != 1 or model.loss is None:
-        raise ValueError("the finite-width correction is implemented for tied models with "
-                         "L = 1 and a loss callable")
+    of degree <= 4 in ``G``; ``ValueError`` for any other loss (degree 5-6:
+    :func:`finite_width_taylor`)."""
+    c = polynomial_taylor(_check_tied(model), 4)
     K = model.K
-    G = g_array(1, K)
-    syms = [G[0, 0, k] for k in range(K)]
-    subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
-    expr = sp.expand(_call_loss(model.loss, G).subs(subs))
-    try:
-        poly = sp.Poly(expr, *syms)
-    except sp.PolynomialError:
-        poly = None
-    if poly is None or poly.total_degree() > 4 or poly.free_symbols - set(syms):
-        raise ValueError("the finite-width correction is exact (and implemented) for losses "
-                         "that are polynomials of degree <= 4 in G; this loss is not")
-    zero = {s: 0 for s in syms}
-    c3 = np.zeros((K,) * 3)
-    c4 = np.zeros((K,) * 4)
-    for idx in itertools.product(range(K), repeat=3):
-        c3[idx] = float(sp.diff(expr, *[syms[i] for i in idx]).subs(zero))
-    for idx in itertools.product(range(K), repeat=4):
-        c4[idx] = float(sp.diff(expr, *[syms[i] for i in idx]))
+    c3 = c[3] if len(c) > 3 else np.zeros((K,) * 3)
+    c4 = c[4] if len(c) > 4 else np.zeros((K,) * 4)
     return c3, c4
 
 
-def finite_width_potential(model, matrices) -> dict:
-    """``Phi_d(S) - Phi(q)``, the finite-width correction at the matrices ``S_k``, split in
-    its ``kappa_3`` (``O(d^-1/2)``) and ``kappa_4`` (``O(1/d)``) parts."""
-    model = check_model(model)
-    mats = model.check_matrices(matrices)
-    c3, c4 = finite_width_coefficients(model)
+def _cumulants(mats, nmax, kappa3=True):
+    """``{n: kappa_n}`` (unsymmetrised: only their symmetric parts enter) for ``2 <= n <= nmax``."""
     d = mats[0].shape[0]
-    K = model.K
-    p3 = p4 = 0.0
-    for k, l, m in itertools.product(range(K), repeat=3):
-        if c3[k, l, m] != 0.0:
-            p3 += c3[k, l, m] * np.trace(mats[k] @ mats[l] @ mats[m])
-    for k, l, m, n in itertools.product(range(K), repeat=4):
-        if c4[k, l, m, n] != 0.0:
-            p4 += c4[k, l, m, n] * np.trace(mats[k] @ mats[l] @ mats[m] @ mats[n])
-    k3 = 4.0 / (3.0 * d ** 1.5) * p3
-    k4 = 2.0 / d ** 2 * p4
-    return {"kappa3": float(k3), "kappa4": float(k4), "total": float(k3 + k4)}
+    T = word_traces(mats, nmax) if nmax >= 2 else {}
+    return {n: qf_scale(n, d) * Tn for n, Tn in T.items() if kappa3 or n != 3}
+
+
+def _pattern_order(lam) -> float:
+    """The order in ``1/d`` of a cumulant pattern: ``sum_i (n_i/2 - 1)``."""
+    return float(sum(n / 2.0 - 1.0 for n in lam))
+
+
+def finite_width_potential(model, matrices) -> dict:
+    """``Phi_d(S) - Phi(q)``, the finite-width correction at the matrices ``S_k``, exactly,
+    split by its order in ``1/d``: ``kappa3`` (``O(d^-1/2)``: ``kappa_3``, and ``kappa_3
+    kappa_2`` for degree 5-6), ``kappa4`` (``O(1/d)``: ``kappa_4``, ``kappa_4 kappa_2``,
+    ``kappa_3^2``), ``kappa5``, ``kappa6`` (degree 5-6), ``total``; ``patterns`` holds each
+    block-size pattern's value (module docstring)."""
+    model = _check_tied(model)
+    mats = [np.asarray(m, float) for m in model.check_matrices(matrices)]
+    c = finite_width_taylor(model)
+    terms, _ = cumulant_terms(c, _cumulants(mats, len(c) - 1), gaussian=False)
+    out = {"kappa3": 0.0, "kappa4": 0.0}
+    for lam, v in terms.items():
+        key = _ORDER_KEY[_pattern_order(lam)]
+        out[key] = out.get(key, 0.0) + v
+    out = {k: float(v) for k, v in out.items()}
+    out["total"] = float(sum(out.values()))
+    out["patterns"] = {"+".join(map(str, lam)): float(v) for lam, v in terms.items()}
+    return out
+
+
+def finite_width_gradient(model, matrices, *, kappa3: bool = True, c=None) -> dict:
+    """``{a: dPhi_c/dS_a}`` for the trainable ``a``: the gradient of the finite-width
+    correction ``Phi_d - Phi`` (symmetric matrices; module docstring). ``c``: the Taylor
+    tensors, if already at hand. ``kappa3=False`` drops every term with a ``kappa_3``."""
+    model = _check_tied(model)
+    mats = [np.asarray(m, float) for m in matrices]
+    c = finite_width_taylor(model) if c is None else c
+    d = mats[0].shape[0]
+    out = {}
+    if len(c) <= 3:
+        return {a: np.zeros((d, d)) for a in model.trainable}
+    _, grads = cumulant_terms(c, _cumulants(mats, len(c) - 1, kappa3), gaussian=False)
+    for a in model.trainable:
+        P = np.zeros((d, d))
+        for n, g in grads.items():
+            if np.any(g[a] != 0.0):
+                P = P + n * qf_scale(n, d) * word_sum(g[a], mats)
+        out[a] = 0.5 * (P + P.T)
+    return out
 
 
 def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
                       method: str = "DOP853", blowup: float = 1e100, kappa3: bool = True,
                       raise_on_failure: bool = False):
     """The tied matrix flow of the finite-d population loss ``Phi_d`` (module docstring):
-    the paper's flow plus the ``kappa_3`` and ``kappa_4`` terms. Returns a Trajectory of
-    the words of length <= 2 (``status`` as :func:`attndyn.numeric.attention.odesolve.solve_flow`)."""
+    the paper's flow plus the gradient of every non-Gaussian cumulant term (polynomial
+    losses of degree <= 6). Returns a Trajectory of the words of length <= 2 (``status``
+    as :func:`attndyn.numeric.attention.odesolve.solve_flow`)."""
     from attndyn.symbolic.printing import word_label
     from attndyn.symbolic.words import canonical_words
 
     from attndyn.numeric.core.results import IntegrationError, Trajectory
     from attndyn.numeric.core.validate import check_t_eval
     from attndyn.numeric.attention.odesolve import solve_flow
-    model = check_model(model)
-    c3, c4 = finite_width_coefficients(model)
-    if not kappa3:
-        c3 = np.zeros_like(c3)
+    model = _check_tied(model)
+    c = finite_width_taylor(model)
     mats = [np.array(m, dtype=float) for m in model.check_matrices(matrices)]
     t_eval = check_t_eval(t_eval)
     K = model.K
@@ -127,16 +164,11 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
         S = unpack(y)
         q = np.array([[np.sum(S[a] * S[b]) / d for b in range(K)] for a in range(K)])
         Gam = model.gamma(q)
-        SS = {(l, m): S[l] @ S[m] for l in range(K) for m in range(K)}
+        Pc = finite_width_gradient(model, S, kappa3=kappa3, c=c)
         out = []
         for a in tr:
             P = sum(2.0 * Gam[a, l] * S[l] for l in range(K)) / d
-            P = P + (4.0 / d ** 1.5) * sum(c3[a, l, m] * SS[l, m] for l in range(K)
-                                           for m in range(K) if c3[a, l, m] != 0.0)
-            P = P + (8.0 / d ** 2) * sum(c4[a, l, m, n] * (SS[l, m] @ S[n])
-                                         for l in range(K) for m in range(K) for n in range(K)
-                                         if c4[a, l, m, n] != 0.0)
-            P = 0.5 * (P + P.T)
+            P = 0.5 * (P + P.T) + Pc[a]
             PS = P @ S[a]
             out.append((-(d / 2.0) * (PS + PS.T) - (gam / 2.0) * S[a]).ravel())
         return np.concatenate(out) if out else np.zeros(0)
@@ -151,7 +183,8 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
             y[i, n] = (np.trace(S[w[0]]) if len(w) == 1 else np.sum(S[w[0]] * S[w[1]])) / d
     params = model.params_dict()
     params.update({"d": d, "rtol": rtol, "atol": atol, "method": method,
-                   "finite_width": "kappa3+kappa4" if kappa3 else "kappa4"})
+                   "finite_width": "all cumulants" if kappa3 else "without kappa_3",
+                   "degree": len(c) - 1})
     res = Trajectory(t=sol.t, y=y, names=[word_label(w, K) for w in words], words=words,
                      kind="finite_width_flow", params=params, status=sol.status,
                      message=sol.message, diagnostics={"d": d})
@@ -160,34 +193,68 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
     return res
 
 
+def _prefactor(lam) -> str:
+    """The printed prefactor of a pattern: ``coef prod 2^(n-1) (n-1)!`` over ``d`` to its order."""
+    import math
+    f = Fraction(1)
+    for n in lam:
+        f *= Fraction(2 ** (n - 1) * math.factorial(n - 1), math.factorial(n))
+    for v in {n: lam.count(n) for n in set(lam)}.values():
+        f /= math.factorial(v)
+    order = _pattern_order(lam)
+    dstr = {0.5: "sqrt(d)", 1.0: "d", 1.5: "d^(3/2)", 2.0: "d^2"}[order]
+    return f"{f.numerator}/({f.denominator} {dstr})" if f.denominator != 1 \
+        else f"{f.numerator}/{dstr}"
+
+
+def _pattern_tag(lam) -> str:
+    order = {0.5: "O(d^-1/2)", 1.0: "O(1/d)", 1.5: "O(d^-3/2)", 2.0: "O(d^-2)"}[
+        _pattern_order(lam)]
+    parts = [f"kappa_{n}" if lam.count(n) == 1 else f"kappa_{n}^{lam.count(n)}"
+             for n in sorted(set(lam), reverse=True)]
+    return f"{' '.join(parts)}, {order}"
+
+
 def finite_width_text(model) -> str:
     """The finite-width terms of ``Phi_d`` with their order in ``1/d``, one line per
-    cumulant: ``sum_words coef * mu_word`` over canonical words (``mu_klm = Tr(S_k S_l
-    S_m)/d``; ``coef`` sums ``c3`` or ``c4`` over the orderings with that trace)."""
+    cumulant pattern: ``sum coef * mu_w1 mu_w2 ...`` over canonical words (``mu_klm =
+    Tr(S_k S_l S_m)/d``, ``q_kl = Tr(S_k S_l)/d``; ``coef`` sums the Taylor tensor over the
+    orderings with those traces)."""
     from attndyn.symbolic.printing import word_label
     from attndyn.symbolic.words import canonical
-    model = check_model(model)
-    c3, c4 = finite_width_coefficients(model)
+
+    from attndyn.numeric.attention.corrections import _int_partitions
+    model = _check_tied(model)
+    c = finite_width_taylor(model)
     K = model.K
     lines = []
-    for order, c, pref, tag in ((3, c3, "4/(3 sqrt(d))", "kappa_3, O(d^-1/2)"),
-                                (4, c4, "2/d", "kappa_4, O(1/d)")):
-        terms = {}
-        for idx in itertools.product(range(K), repeat=order):
-            if c[idx] != 0.0:
-                w = tuple(canonical(idx))
-                terms[w] = terms.get(w, 0.0) + c[idx]
-        terms = {w: v for w, v in terms.items() if v != 0.0}
-        if terms:
-            body = " + ".join(f"{v:g} {word_label(w, K)}" for w, v in terms.items())
-            lines.append(f"Phi_d - Phi += ({pref}) * [{body}]   ({tag})")
+    for j in range(3, len(c)):
+        for lam in sorted(_int_partitions(j), key=lambda x: (len(x), x)):
+            if all(n == 2 for n in lam):
+                continue
+            terms = {}
+            for idx in itertools.product(range(K), repeat=j):
+                if c[j][idx] == 0.0:
+                    continue
+                blocks, off = [], 0
+                for n in lam:
+                    blocks.append(tuple(canonical(idx[off:off + n])))
+                    off += n
+                key = tuple(sorted(blocks, key=lambda w: (-len(w), w)))
+                terms[key] = terms.get(key, 0.0) + c[j][idx]
+            terms = {w: v for w, v in terms.items() if v != 0.0}
+            if terms:
+                body = " + ".join(f"{v:g} " + " ".join(word_label(w, K) for w in ws)
+                                  for ws, v in terms.items())
+                lines.append(f"Phi_d - Phi += ({_prefactor(lam)}) * [{body}]   "
+                             f"({_pattern_tag(lam)})")
     return "\n".join(lines) if lines else "no finite-width terms (a loss of degree <= 2 in G)"
 
 
 class FiniteWidth(Correction):
-    """``correction="finite-d"``: the flow of the finite-d population loss (the
-    ``kappa_3`` and ``kappa_4`` terms, :func:`finite_width_flow`; polynomial losses of
-    degree <= 4); the matrix-level flow only, no ``eta`` or ``batch``."""
+    """``correction="finite-d"``: the flow of the exact finite-d population loss (every
+    non-Gaussian cumulant term, :func:`finite_width_flow`; polynomial losses of degree
+    <= 6); the matrix-level flow only, no ``eta`` or ``batch``."""
 
     name = "finite-d"
     needs = ()

@@ -413,8 +413,8 @@ def test_finite_width_flow_and_refusals():
     assert fw.finite_width_text(m).startswith("no finite-width terms")
     txt = fw.finite_width_text(_h2_scenario(20).model())
     assert "(2/d) * [6 mu_1111 + -8 mu_1122 + -4 mu_1212 + 6 mu_2222]" in txt
-    with pytest.raises(ValueError, match="degree <= 4"):
-        fw.finite_width_flow(attndyn.TiedModel(2, [0], lambda G: G[0, 0, 0] ** 6), S, t)
+    with pytest.raises(ValueError, match="degree <= 6"):
+        fw.finite_width_flow(attndyn.TiedModel(2, [0], lambda G: G[0, 0, 0] ** 7), S, t)
 
 
 def test_finite_width_reduces_the_h2_gap_d60():
