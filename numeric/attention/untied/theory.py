@@ -13,6 +13,7 @@ from attndyn.numeric.attention.untied.assumptions import untied_diagnostics
 from attndyn.numeric.attention.untied.coefficients import (UntiedCoefficients, UntiedTrajectory,
                                                           with_loss_row)
 from attndyn.numeric.attention.untied.fastslow import untied_flow
+from attndyn.numeric.attention.untied.finite_width import UntiedFiniteWidth
 from attndyn.numeric.attention.untied.hierarchy import hierarchy
 from attndyn.numeric.attention.untied.noise import UntiedNoise
 from attndyn.numeric.core.validate import check_t_eval
@@ -100,7 +101,7 @@ class UntiedTheory(Theory):
     compiled potential (:attr:`coefficients`)."""
 
     names = THEORIES
-    corrections = {"none": NONE, "noise": UntiedNoise()}
+    corrections = {"none": NONE, "noise": UntiedNoise(), "finite-d": UntiedFiniteWidth()}
     feasible = FeasibleSpec(grams=(("q1", "q2", +1), ("q1", "q2", -1)), free=("m",),
                            text="untied: m free; (q1 + q2)/2 and (q1 - q2)/2 PSD (Gram "
                                 "matrices of the symmetric and antisymmetric parts of M); exact")
