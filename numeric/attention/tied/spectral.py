@@ -138,6 +138,110 @@ def ks_distance(res: SpectralDensity, eigenvalues, t_index: int = -1) -> float:
     return float(max(np.max(np.abs(i / n - F)), np.max(np.abs((i - 1) / n - F))))
 
 
+def _tracer_values(model, law, wl, letter, t_eval, tracers, lm, lp, rtol, atol, panels,
+                   per_panel, blowup):
+    """The per-node map ``x -> lambda_letter(t, x)`` on zero-weight tracers: ``(theta, ts, V,
+    status, message)``, ``V`` rows the lower edge, the tracers, the upper edge and ``x = 0``."""
+    lam_q, w_q = _node_values(law, panels, per_panel)
+    # tracers: zero weight, uniform in theta (excluding the end points, where the weight
+    # vanishes), plus the two edges and the atom's location x = 0
+    theta = math.pi * (np.arange(tracers) + 0.5) / tracers
+    xs = np.concatenate([[lm], lm + (lp - lm) * np.sin(theta / 2) ** 2, [lp], [0.0]])
+    lam_t = np.repeat(lam_q[:, :1], xs.size, axis=1)
+    lam_t[wl] = xs
+    lam0 = np.concatenate([lam_q, lam_t], axis=1)
+    w = np.concatenate([w_q, np.zeros(xs.size)])
+    ts, vals, status, message = per_node_values(model, lam0, w, t_eval, rtol=rtol, atol=atol,
+                                                blowup=blowup)
+    return theta, ts, vals[letter][w_q.size:], status, message   # V: (n_tracer + 3, n_t)
+
+
+def _tracer_splines(theta, y_tr, sigma, aspect):
+    """Per output time: whether the tracer map is monotone, and its cubic spline in theta."""
+    n_t = y_tr.shape[1]
+    wth = _mp_theta_weight(theta, sigma, aspect)
+    monotone = np.zeros(n_t, dtype=bool)
+    dens_tr = np.full((theta.size, n_t), np.nan)
+    from scipy.interpolate import CubicSpline  # here: scipy is heavy at start-up
+    splines = [None] * n_t
+    for j in range(n_t):
+        dy = np.diff(y_tr[:, j])
+        monotone[j] = bool(np.all(dy > 0) or np.all(dy < 0))
+        if monotone[j]:
+            splines[j] = CubicSpline(theta, y_tr[:, j])
+            dens_tr[:, j] = wth / np.abs(splines[j](theta, 1))
+    return monotone, splines
+
+
+def _laws_on_grid(grid, theta, y_tr, y_atom, monotone, splines, sigma, aspect, atom):
+    """Density and CDF on ``grid`` at every output time, and the tracers' own CDF:
+    ``(dens, cdf, tracer_y, tracer_cdf)``."""
+    tracers, n_t = y_tr.shape
+    total_c = min(1.0, aspect)                      # mass of the continuous part
+    Fc = _mp_cdf_theta(theta, sigma, aspect)         # continuous mass below x(theta)
+    edges_th = math.pi * np.arange(tracers + 1) / tracers
+    cell = np.diff(_mp_cdf_theta(edges_th, sigma, aspect))   # continuous mass per tracer cell
+    dens = np.full((grid.size, n_t), np.nan)
+    cdf = np.empty((grid.size, n_t))
+    tracer_cdf = np.empty((tracers, n_t))
+    tracer_y = np.empty((tracers, n_t))
+    for j in range(n_t):
+        yy = y_tr[:, j]
+        s = np.argsort(yy, kind="stable")
+        ys = yy[s]
+        if monotone[j]:
+            inc = yy[-1] >= yy[0]
+            Fs = (Fc if inc else total_c - Fc)[s]
+            inside = (grid >= ys[0]) & (grid <= ys[-1])
+            th = _invert(splines[j], theta[s], ys, grid[inside])
+            dens[:, j] = 0.0
+            dens[inside, j] = (_mp_theta_weight(th, sigma, aspect)
+                               / np.abs(splines[j](th, 1)))
+            Fg = _mp_cdf_theta(th, sigma, aspect)
+        else:  # the CDF from the tracers' cells alone
+            Fs = np.cumsum(cell[s]) - cell[s] / 2
+        tracer_y[:, j], tracer_cdf[:, j] = ys, Fs
+        F = np.interp(grid, ys, Fs, left=0.0, right=total_c)
+        if monotone[j]:  # exact mass below theta(y) on the spline's inverse
+            F[inside] = Fg if inc else total_c - Fg
+        cdf[:, j] = F + np.where(grid >= y_atom[j], atom, 0.0)
+    return dens, cdf, tracer_y, tracer_cdf
+
+
+def _spectral_args(model, law, t_eval, letter, tracers, n_grid):
+    """The validated arguments of :func:`spectral_density` and the Wishart letter ``wl``."""
+    t_eval = check_t_eval(t_eval)
+    law = _check_law(model, law)
+    if not is_commuting(law):
+        raise ValueError("spectral_density is exact for commuting laws (at most one non-scalar "
+                         "letter); for this law use the eigenvalues of matrix_flow at finite d")
+    rl = _random_letters(law)
+    if not rl:
+        raise ValueError("the law has no Wishart letter: every S_k(t) is a multiple of the "
+                         "identity (a point mass), with no density")
+    wl = rl[0]
+    tr = list(model.trainable)
+    if letter is None:
+        letter = wl if wl in tr else tr[0]
+    letter = _check_int(letter, "letter", 0, model.K - 1)
+    tracers = _check_int(tracers, "tracers", 101, 20001)
+    n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
+    return t_eval, law, wl, letter, tracers, n_grid
+
+
+def _report_grid(grid, y_lo, y_hi, n_grid):
+    """The points where the law is reported: ``grid``, or ``n_grid`` over the support."""
+    n_t = y_lo.size
+    if grid is None:
+        lo = float(np.nanmin(np.minimum(y_lo, y_hi))) if n_t else 0.0
+        hi = float(np.nanmax(np.maximum(y_lo, y_hi))) if n_t else 1.0
+        grid = np.linspace(lo, hi, n_grid)
+    grid = np.asarray(grid, dtype=float)
+    if grid.ndim != 1 or grid.size < 1 or not np.all(np.isfinite(grid)):
+        raise ValueError("grid must be a 1-d array of finite numbers")
+    return grid
+
+
 def spectral_density(model, law, t_eval, *, letter: int | None = None, grid=None,
                      n_grid: int = 400, tracers: int = 2001, rtol: float = 1e-12,
                      atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
@@ -179,86 +283,22 @@ def spectral_density(model, law, t_eval, *, letter: int | None = None, grid=None
     >>> rho.status, rho.y.shape
     (0, (20, 2))
     """
-    t_eval = check_t_eval(t_eval)
-    law = _check_law(model, law)
-    if not is_commuting(law):
-        raise ValueError("spectral_density is exact for commuting laws (at most one non-scalar "
-                         "letter); for this law use the eigenvalues of matrix_flow at finite d")
-    rl = _random_letters(law)
-    if not rl:
-        raise ValueError("the law has no Wishart letter: every S_k(t) is a multiple of the "
-                         "identity (a point mass), with no density")
-    wl = rl[0]
-    tr = list(model.trainable)
-    if letter is None:
-        letter = wl if wl in tr else tr[0]
-    letter = _check_int(letter, "letter", 0, model.K - 1)
-    tracers = _check_int(tracers, "tracers", 101, 20001)
-    n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
+    t_eval, law, wl, letter, tracers, n_grid = _spectral_args(model, law, t_eval, letter,
+                                                              tracers, n_grid)
 
     spec = law.specs[wl]
     sigma, aspect = float(spec.a), float(spec.b)
     lm, lp, atom = mp_edges(sigma, aspect)
-    lam_q, w_q = _node_values(law, panels, per_panel)
-    # tracers: zero weight, uniform in theta (excluding the end points, where the weight
-    # vanishes), plus the two edges and the atom's location x = 0
-    theta = math.pi * (np.arange(tracers) + 0.5) / tracers
-    xs = np.concatenate([[lm], lm + (lp - lm) * np.sin(theta / 2) ** 2, [lp], [0.0]])
-    lam_t = np.repeat(lam_q[:, :1], xs.size, axis=1)
-    lam_t[wl] = xs
-    lam0 = np.concatenate([lam_q, lam_t], axis=1)
-    w = np.concatenate([w_q, np.zeros(xs.size)])
-    ts, vals, status, message = per_node_values(model, lam0, w, t_eval, rtol=rtol, atol=atol,
-                                                blowup=blowup)
+    theta, ts, V, status, message = _tracer_values(model, law, wl, letter, t_eval, tracers,
+                                                   lm, lp, rtol, atol, panels, per_panel,
+                                                   blowup)
     n_t = ts.size
-    V = vals[letter][w_q.size:]              # (n_tracer + 3, n_t)
     y_lo, y_tr, y_hi, y_atom = V[0], V[1:-2], V[-2], V[-1]
-    wth = _mp_theta_weight(theta, sigma, aspect)
-    monotone = np.zeros(n_t, dtype=bool)
-    dens_tr = np.full((tracers, n_t), np.nan)
-    from scipy.interpolate import CubicSpline  # here: scipy is heavy at start-up
-    splines = [None] * n_t
-    for j in range(n_t):
-        dy = np.diff(y_tr[:, j])
-        monotone[j] = bool(np.all(dy > 0) or np.all(dy < 0))
-        if monotone[j]:
-            splines[j] = CubicSpline(theta, y_tr[:, j])
-            dens_tr[:, j] = wth / np.abs(splines[j](theta, 1))
-    if grid is None:
-        lo = float(np.nanmin(np.minimum(y_lo, y_hi))) if n_t else 0.0
-        hi = float(np.nanmax(np.maximum(y_lo, y_hi))) if n_t else 1.0
-        grid = np.linspace(lo, hi, n_grid)
-    grid = np.asarray(grid, dtype=float)
-    if grid.ndim != 1 or grid.size < 1 or not np.all(np.isfinite(grid)):
-        raise ValueError("grid must be a 1-d array of finite numbers")
+    monotone, splines = _tracer_splines(theta, y_tr, sigma, aspect)
+    grid = _report_grid(grid, y_lo, y_hi, n_grid)
     total_c = min(1.0, aspect)                      # mass of the continuous part
-    Fc = _mp_cdf_theta(theta, sigma, aspect)         # continuous mass below x(theta)
-    edges_th = math.pi * np.arange(tracers + 1) / tracers
-    cell = np.diff(_mp_cdf_theta(edges_th, sigma, aspect))   # continuous mass per tracer cell
-    dens = np.full((grid.size, n_t), np.nan)
-    cdf = np.empty((grid.size, n_t))
-    tracer_cdf = np.empty((tracers, n_t))
-    tracer_y = np.empty((tracers, n_t))
-    for j in range(n_t):
-        yy = y_tr[:, j]
-        s = np.argsort(yy, kind="stable")
-        ys = yy[s]
-        if monotone[j]:
-            inc = yy[-1] >= yy[0]
-            Fs = (Fc if inc else total_c - Fc)[s]
-            inside = (grid >= ys[0]) & (grid <= ys[-1])
-            th = _invert(splines[j], theta[s], ys, grid[inside])
-            dens[:, j] = 0.0
-            dens[inside, j] = (_mp_theta_weight(th, sigma, aspect)
-                               / np.abs(splines[j](th, 1)))
-            Fg = _mp_cdf_theta(th, sigma, aspect)
-        else:  # the CDF from the tracers' cells alone
-            Fs = np.cumsum(cell[s]) - cell[s] / 2
-        tracer_y[:, j], tracer_cdf[:, j] = ys, Fs
-        F = np.interp(grid, ys, Fs, left=0.0, right=total_c)
-        if monotone[j]:  # exact mass below theta(y) on the spline's inverse
-            F[inside] = Fg if inc else total_c - Fg
-        cdf[:, j] = F + np.where(grid >= y_atom[j], atom, 0.0)
+    dens, cdf, tracer_y, tracer_cdf = _laws_on_grid(grid, theta, y_tr, y_atom, monotone,
+                                                    splines, sigma, aspect, atom)
     if status == 0 and not monotone.all():
         status = 3
         message = (f"x -> lambda_{letter + 1}(t, x) is not monotone at {int((~monotone).sum())} "
