@@ -30,6 +30,7 @@ time scale); this module never asks which parameterisation it holds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -38,6 +39,12 @@ from attndyn.numeric.attention.training import gaussian_init, sgd, sgd_runs
 from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.threads import compute_threads
 from attndyn.numeric.core.validate import resolve_rng
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.core.types import ArrayLike, PathLike, RngLike
 
 __all__ = ["compare", "Comparison", "error_metrics", "load_comparison"]
 
@@ -134,7 +141,7 @@ class Comparison:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(se > 0, diff / np.where(se > 0, se, 1.0), np.nan)
 
-    def rms_z(self, names=None) -> dict:
+    def rms_z(self, names: Sequence[str] | None = None) -> dict[str, float]:
         """``name -> rms of z(t)`` over the times ``t > 0`` (the seed-unit verdict of the
         figures: an unbiased theory gives about ``sqrt((n - 1)/(n - 3))`` for ``n`` seeds)."""
         names = [n for n in (self.names if names is None else names)]
@@ -145,11 +152,12 @@ class Comparison:
             out[n] = float(np.sqrt(np.mean(z * z))) if z.size else float("nan")
         return out
 
-    def max_error(self, names=None, metric: str = "max_abs") -> float:
+    def max_error(self, names: Sequence[str] | None = None, metric: str = "max_abs") -> float:
         names = self.names if names is None else list(names)
         return max(self.error(n, metric) for n in names)
 
-    def worst(self, names=None, metric: str = "max_abs") -> tuple:
+    def worst(self, names: Sequence[str] | None = None, metric: str = "max_abs"
+              ) -> tuple[str, float]:
         names = [n for n in (self.names if names is None else names) if n != "loss"]
         if not names:
             return ("", 0.0)
@@ -157,7 +165,7 @@ class Comparison:
         i = int(np.nanargmax(vals)) if not all(np.isnan(vals)) else 0
         return names[i], vals[i]
 
-    def table(self, names=None) -> str:
+    def table(self, names: Sequence[str] | None = None) -> str:
         names = self.names if names is None else list(names)
         head = f"{'observable':<14}{'max_abs':>12}{'rms':>12}{'final':>12}{'max_rel':>12}"
         if self.spread is not None:
@@ -172,18 +180,18 @@ class Comparison:
             lines.append(row)
         return "\n".join(lines)
 
-    def plot(self, names=None, ax=None):
+    def plot(self, names: Sequence[str] | None = None, ax: Axes | None = None) -> Axes:
         from attndyn.numeric.core.plots import plot_comparison
         return plot_comparison(self, names=names, ax=ax)
 
     # -- labelled exports and persistence ------------------------------------
-    def to_xarray(self):
+    def to_xarray(self) -> Any:
         """An ``xarray.Dataset``: ``sgd``, ``theory`` (observable, time), ``runs`` (seed,
         observable, time), ``spread`` and one ``error_<metric>`` per metric."""
         from attndyn.numeric.core.labelled import comparison_to_xarray
         return comparison_to_xarray(self)
 
-    def to_pandas(self):
+    def to_pandas(self) -> Any:
         """The errors as a ``pandas.DataFrame``: one row per observable, one column per metric."""
         import pandas as pd
         return pd.DataFrame({n: self.errors[n] for n in self.names}).T.rename_axis("observable")
@@ -198,7 +206,7 @@ class Comparison:
                 f"<table><tr><th>observable</th>"
                 + "".join(f"<th>{m}</th>" for m in METRICS) + f"</tr>{rows}</table>")
 
-    def save(self, path) -> str:
+    def save(self, path: PathLike) -> str:
         """Write to one ``.npz`` (no pickles): the aligned SGD mean and theory, every run,
         the spread and the errors, with each trajectory's labels in a JSON header.
         :func:`load_comparison` reads it back."""
@@ -212,11 +220,11 @@ class Comparison:
         path = str(path)
         if not path.endswith(".npz"):
             path += ".npz"
-        arrays = {"t": self.t, "sgd_t": self.sgd.t, "sgd_y": self.sgd.y,
+        arrays: dict[str, Any] = {"t": self.t, "sgd_t": self.sgd.t, "sgd_y": self.sgd.y,
                   "theory_t": self.theory.t, "theory_y": self.theory.y}
         for j, r in enumerate(self.runs):
             arrays[f"run{j}_t"], arrays[f"run{j}_y"] = r.t, r.y
-        spread_names = []
+        spread_names: list[str] = []
         for n, v in (self.spread or {}).items():
             if v is not None:
                 arrays[f"spread{len(spread_names)}"] = np.asarray(v, dtype=np.float64)
@@ -234,7 +242,7 @@ class Comparison:
 COMPARISON_FORMAT = "attndyn-comparison-1"
 
 
-def load_comparison(path) -> Comparison:
+def load_comparison(path: PathLike) -> Comparison:
     """Read a :class:`Comparison` written by :meth:`Comparison.save` (never unpickles).
 
     Only a regular file is read (a FIFO, a device or a symlink to one is refused without
@@ -396,9 +404,12 @@ def _premises(th_obj, init, params) -> str:
     return "".join(f"; {v}" for v in verdicts if v.holds is False)
 
 
-def compare(model, init, *, eta, batch, t_eval, theory: str | None = None, order: int | None = None,
-            rng=None, seed=None, n_seeds: int = 1, progress=None, names=None, check="auto",
-            theory_kwargs: dict | None = None, threads: int | None = 1, blas_threads=None,
+def compare(model: AttentionModel, init: Sequence[Any] | dict[str, Any], *, eta: float,
+            batch: int, t_eval: ArrayLike, theory: str | None = None, order: int | None = None,
+            rng: RngLike = None, seed: RngLike = None, n_seeds: int = 1,
+            progress: bool | None = None, names: Sequence[str] | None = None,
+            check: str | bool = "auto", theory_kwargs: dict | None = None,
+            threads: int | None = 1, blas_threads: int | None = None,
             raise_on_failure: bool = False, correction: str = "none") -> Comparison:
     """Run SGD and theory from one initial condition and compare them.
 

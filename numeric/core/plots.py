@@ -67,21 +67,31 @@ STYLE: dict[str, Any] = {
 }
 
 
+# read-only members (properties), so that a dataclass with narrower field types matches
 class _TrajectoryLike(Protocol):
-    t: np.ndarray
-    y: np.ndarray
-    names: list
+    @property
+    def t(self) -> np.ndarray: ...
+    @property
+    def y(self) -> np.ndarray: ...
+    @property
+    def names(self) -> list: ...
 
 
 class _ComparisonLike(Protocol):
     """What :func:`plot_comparison` reads (:class:`attndyn.numeric.Comparison` has it)."""
 
-    t: np.ndarray
-    names: list
-    theory: _TrajectoryLike
-    sgd: _TrajectoryLike
-    spread: Mapping[str, Any] | None
-    params: Mapping[str, Any]
+    @property
+    def t(self) -> np.ndarray: ...
+    @property
+    def names(self) -> list: ...
+    @property
+    def theory(self) -> _TrajectoryLike: ...
+    @property
+    def sgd(self) -> _TrajectoryLike: ...
+    @property
+    def spread(self) -> Mapping[str, Any] | None: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
 
 
 @contextlib.contextmanager
