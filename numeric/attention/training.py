@@ -62,7 +62,7 @@ from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.progress import Progress
 from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.threads import compute_threads
-from attndyn.numeric.core.validate import check_t_eval, resolve_rng
+from attndyn.numeric.core.validate import check_batch, check_eta, check_t_eval, resolve_rng
 from attndyn.symbolic.lossgrad import loss_gradient
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
@@ -76,23 +76,6 @@ _MAX_STEPS = 2 ** 62
 
 # ---------------------------------------------------------------------------
 # argument checks
-
-def _check_eta(eta) -> float:
-    if isinstance(eta, bool) or not isinstance(eta, (int, float, np.integer, np.floating)):
-        raise TypeError(f"eta (learning rate) must be a real number > 0, got {eta!r}")
-    eta = float(eta)
-    if not math.isfinite(eta) or eta <= 0:
-        raise ValueError(f"eta (learning rate) must be a finite number > 0, got {eta}")
-    return eta
-
-
-def _check_batch(batch) -> int:
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)):
-        raise TypeError(f"batch must be an int >= 1, got {batch!r}")
-    if batch < 1:
-        raise ValueError(f"batch must be an int >= 1, got {batch}")
-    return int(batch)
-
 
 # ---------------------------------------------------------------------------
 # seeds
@@ -333,8 +316,8 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
                       dtype=dtype, raise_on_failure=raise_on_failure, max_memory=max_memory)
     model = check_model(model)
     kind = model.kind
-    eta = _check_eta(eta)
-    B = _check_batch(batch)
+    eta = check_eta(eta)
+    B = check_batch(batch)
     t_eval = check_t_eval(t_eval)
     scale = model.time_scale(time)
     if isinstance(blowup, bool) or not isinstance(blowup, (int, float)) or not blowup > 0:

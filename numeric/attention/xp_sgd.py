@@ -57,7 +57,7 @@ from attndyn.numeric.core import xp as _xp
 from attndyn.numeric.core.progress import Progress
 from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.threads import compute_threads
-from attndyn.numeric.core.validate import check_t_eval, resolve_rng
+from attndyn.numeric.core.validate import check_eta, check_t_eval, resolve_rng
 
 from attndyn.numeric.attention.base import check_model
 
@@ -72,15 +72,6 @@ _SYNC_STEPS = 256  # steps between two reads of the loss and blow-up flags on th
 
 # ---------------------------------------------------------------------------
 # arguments
-
-def _check_eta(eta) -> float:
-    if isinstance(eta, bool) or not isinstance(eta, (int, float, np.integer, np.floating)):
-        raise TypeError(f"eta (learning rate) must be a real number > 0, got {eta!r}")
-    eta = float(eta)
-    if not math.isfinite(eta) or eta <= 0:
-        raise ValueError(f"eta (learning rate) must be a finite number > 0, got {eta}")
-    return eta
-
 
 def _check_int(x, name, low=1) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
@@ -632,7 +623,7 @@ def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, 
          blowup, raise_on_failure, max_memory, teacher, blas_threads=None):
     """Run ``len(seeds)`` seeds as one batched product; one Trajectory per seed."""
     model = check_model(model)
-    eta = _check_eta(eta)
+    eta = check_eta(eta)
     B = _check_int(batch, "batch")
     t_eval = check_t_eval(t_eval)
     scale = model.time_scale(time)

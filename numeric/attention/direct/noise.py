@@ -81,12 +81,12 @@ def _check_s_model(model):
 
 def check_noise_args(eta, batch):
     """``(eta, batch)`` validated (``eta`` a finite real > 0, ``batch`` an int >= 1)."""
-    from attndyn.numeric.attention.training import _check_batch, _check_eta
+    from attndyn.numeric.core.validate import check_batch, check_eta
     if eta is None:
         raise ValueError("eta (learning rate) is required for correction='noise'")
     if batch is None:
         raise ValueError("batch is required for correction='noise'")
-    return _check_eta(eta), _check_batch(batch)
+    return check_eta(eta), check_batch(batch)
 
 
 def _loss_expr(model):
@@ -438,9 +438,8 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
     ``c_k c_l - 1``). Tokens ``x ~ N(0, C (x) I_d)`` as in :func:`~attndyn.sgd`. Any loss
     (its derivatives are evaluated per sample). Vectorised over chunks of batches.
     """
-    from attndyn.numeric.attention.training import _check_batch, _check_eta
-    from attndyn.numeric.core.validate import resolve_seed
-    eta, B = _check_eta(eta), _check_batch(batch)
+    from attndyn.numeric.core.validate import check_batch, check_eta, resolve_seed
+    eta, B = check_eta(eta), check_batch(batch)
     if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)) \
             or n_batches < 2:
         raise ValueError(f"n_batches must be an int >= 2, got {n_batches!r}")

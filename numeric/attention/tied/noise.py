@@ -75,8 +75,8 @@ def _one_student(model, W):
 
 
 def _check_eta_batch(eta, batch):
-    from attndyn.numeric.attention.training import _check_batch, _check_eta
-    return _check_eta(eta), _check_batch(batch)
+    from attndyn.numeric.core.validate import check_batch, check_eta
+    return check_eta(eta), check_batch(batch)
 
 
 def _obs_keys(K, k):

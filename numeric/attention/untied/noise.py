@@ -65,14 +65,13 @@ import numpy as np
 
 from attndyn.numeric.attention.base import check_model, Correction, obs_key, resolve_seed
 from attndyn.numeric.attention.corrections import BatchMeans, qf_moment, quadratic_loss
-from attndyn.numeric.attention.training import _check_batch, _check_eta
 from attndyn.numeric.attention.untied.coefficients import (_H_FAIL, _HEAD, _kernel_rhs,
                                                            _low_from_words, _obs, NOT_CONVERGED,
                                                            RootError, with_loss_row)
 from attndyn.numeric.attention.untied.fastslow import critical_mean
 from attndyn.numeric.attention.untied.hierarchy import hierarchy
 from attndyn.numeric.core.results import IntegrationError, TruncationNotConverged
-from attndyn.numeric.core.validate import check_t_eval
+from attndyn.numeric.core.validate import check_batch, check_eta, check_t_eval
 from attndyn.symbolic import untied as su
 
 __all__ = ["one_step_prediction", "one_step_empirical", "one_step_check", "check_table",
@@ -113,7 +112,7 @@ def _untied_one_student(model, pairs):
 
 
 def _check_eta_batch(eta, batch):
-    return _check_eta(eta), _check_batch(batch)
+    return check_eta(eta), check_batch(batch)
 
 
 def _obs_names(K, k):
