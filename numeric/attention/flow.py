@@ -29,16 +29,26 @@ the same method, tolerances and ``t_eval`` (same steps, same dense output).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 from attndyn.numeric.attention.base import check_model
 from attndyn.numeric.core.threads import compute_threads
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.base import AttentionModel, Correction
+    from attndyn.numeric.core.results import Trajectory
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["matrix_flow"]
 
 
-def matrix_flow(model, matrices, t_eval, *, order=None, words=None, rtol=None, atol=None,
-                method=None, keep_matrices: bool = False, blowup=None,
-                raise_on_failure: bool = False, correction=None, eta=None,
-                batch=None, blas_threads=None):
+def matrix_flow(model: AttentionModel, matrices: Sequence[ArrayLike], t_eval: ArrayLike, *,
+                order: int | None = None, words: Sequence[Sequence[int]] | None = None,
+                rtol: float | None = None, atol: float | None = None, method: str | None = None,
+                keep_matrices: bool = False, blowup: float | None = None,
+                raise_on_failure: bool = False, correction: str | Correction | None = None,
+                eta: float | None = None, batch: int | None = None,
+                blas_threads: int | None = None) -> Trajectory:
     """Integrate the finite-d matrix flow of ``model`` from ``matrices``.
 
     Every model that has a flow implements it as ``model.matrix_flow(...)``

@@ -30,10 +30,18 @@ The atom of the law at 0 (aspect < 1) stays an atom, at ``lambda_k(t, 0)``.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from attndyn.numeric.core.results import Trajectory
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.core.types import ArrayLike, PathLike
+    from attndyn.symbolic.initial import FreeInit
 from attndyn.numeric.core.validate import check_t_eval
 from attndyn.numeric.attention.limitcore import (_check_int, _mp_cdf_theta, _mp_theta_weight,
                                                  mp_edges)
@@ -79,7 +87,7 @@ class SpectralDensity(Trajectory):
     def cdf_values(self) -> np.ndarray:
         return np.asarray(self.diagnostics["cdf"], dtype=float)
 
-    def cdf(self, y, t_index: int = -1) -> np.ndarray:
+    def cdf(self, y: ArrayLike, t_index: int = -1) -> np.ndarray:
         """``F_t(y)`` at any points ``y`` for the output time ``t[t_index]`` (exact at the
         tracers, interpolated linearly between them; atoms included)."""
         tr_y = np.asarray(self.diagnostics["tracer_y"], dtype=float)[:, t_index]
@@ -91,7 +99,7 @@ class SpectralDensity(Trajectory):
         return F + np.where(y >= atom_x, atom_m, 0.0)
 
     @classmethod
-    def load(cls, path) -> "SpectralDensity":
+    def load(cls, path: PathLike) -> "SpectralDensity":
         from attndyn.numeric.core.results import load_result
         r = load_result(path)
         if r.kind != "spectral_density":
@@ -100,7 +108,7 @@ class SpectralDensity(Trajectory):
                                                  "seed", "status", "message", "diagnostics",
                                                  "inv")})
 
-    def plot(self, t_index: int = -1, ax=None, **kw):
+    def plot(self, t_index: int = -1, ax: Axes | None = None, **kw: Any) -> Axes:
         """The density at ``t[t_index]`` (and the atom as a marker); returns the axes."""
         import matplotlib.pyplot as plt
         if ax is None:
@@ -126,7 +134,7 @@ def _invert(spline, th_sorted, y_sorted, targets, iters: int = 8):
     return th
 
 
-def ks_distance(res: SpectralDensity, eigenvalues, t_index: int = -1) -> float:
+def ks_distance(res: SpectralDensity, eigenvalues: ArrayLike, t_index: int = -1) -> float:
     """Kolmogorov-Smirnov distance ``sup_y |F_emp(y) - F_t(y)|`` between the eigenvalues of
     a finite-``d`` matrix and the limit law ``res`` at ``t[t_index]``."""
     ev = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
@@ -163,7 +171,7 @@ def _tracer_splines(theta, y_tr, sigma, aspect):
     monotone = np.zeros(n_t, dtype=bool)
     dens_tr = np.full((theta.size, n_t), np.nan)
     from scipy.interpolate import CubicSpline  # here: scipy is heavy at start-up
-    splines = [None] * n_t
+    splines: list[Any] = [None] * n_t
     for j in range(n_t):
         dy = np.diff(y_tr[:, j])
         monotone[j] = bool(np.all(dy > 0) or np.all(dy < 0))
@@ -242,7 +250,8 @@ def _report_grid(grid, y_lo, y_hi, n_grid):
     return grid
 
 
-def spectral_density(model, law, t_eval, *, letter: int | None = None, grid=None,
+def spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLike, *,
+                     letter: int | None = None, grid: Sequence[float] | np.ndarray | None = None,
                      n_grid: int = 400, tracers: int = 2001, rtol: float = 1e-12,
                      atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
                      blowup: float = 1e100) -> SpectralDensity:
