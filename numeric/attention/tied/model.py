@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.results import Trajectory
 from attndyn.numeric.core.validate import check_model_args, kernel_array
 from attndyn.symbolic.hierarchy import check_order
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["TiedModel"]
 
@@ -71,8 +74,9 @@ class TiedModel(AttentionModel):
     sgd_form = "factors"
     time_scales = (TimeScale("slow", "t = 4 * eta * n / d", 4.0, 1),)
 
-    def __init__(self, K: int, trainable, loss: Callable | None = None, L: int = 1, C=None,
-                 weight_decay: float = 0.0, *, potential=None, params: dict | None = None):
+    def __init__(self, K: int, trainable: Sequence[int], loss: Callable | None = None, L: int = 1,
+                 C: ArrayLike | None = None, weight_decay: float = 0.0, *, potential: Any = None,
+                 params: dict | None = None) -> None:
         # C = None (the identity) stays None until the SymPy matrix is asked for
         (self.alphabet, self.trainable, self.L, self._C,
          self.weight_decay) = check_model_args(K, trainable, L, C, weight_decay, alphabet=True,
@@ -143,7 +147,7 @@ class TiedModel(AttentionModel):
         return pot
 
     @property
-    def C(self):
+    def C(self) -> Any:
         """The token covariance as a SymPy matrix (the identity is made on first use)."""
         if self._C is None:
             from attndyn.symbolic.gaussian import check_covariance
@@ -151,7 +155,7 @@ class TiedModel(AttentionModel):
         return self._C
 
     @property
-    def potential(self):
+    def potential(self) -> Any:
         """The symbolic :class:`~attndyn.symbolic.potential.TiedPotential` (``None`` with a
         numeric potential); derived on first use when the model came from the cache."""
         if self._potential is None and self._numeric_potential is None \
@@ -160,7 +164,7 @@ class TiedModel(AttentionModel):
         return self._potential
 
     @property
-    def numeric_potential(self):
+    def numeric_potential(self) -> Any:
         """The numeric potential in use (given as ``potential=`` or built for a loss on the
         numeric route; ``None`` on the exact routes)."""
         return self._numeric_potential
@@ -195,7 +199,7 @@ class TiedModel(AttentionModel):
 
     # -- potential ----------------------------------------------------------
     @cached_property
-    def gradient_function(self):
+    def gradient_function(self) -> Callable[..., Any]:
         """Compiled ``Gamma(q)``: ``f(q.ravel(), p, out)``."""
         if self._numeric_potential is not None:
             return self._numeric_potential.gradient_function()
@@ -209,7 +213,7 @@ class TiedModel(AttentionModel):
             return np.ascontiguousarray(self._numeric_potential.parameters(), dtype=np.float64)
         return np.array([float(v) for v in self.params.values()], dtype=np.float64)
 
-    def gamma(self, q) -> np.ndarray:
+    def gamma(self, q: ArrayLike) -> np.ndarray:
         """``Gamma(q)`` (eq. 91) at a numeric ``K x K`` overlap matrix."""
         # read-only or memory-mapped q is copied into the array the kernel's signature takes
         q = kernel_array(q, "q", shape=(self.K, self.K), finite=True)
@@ -248,7 +252,8 @@ class TiedModel(AttentionModel):
                 "loss": loss,
                 "params": {k: float(v) for k, v in self.params.items()}}
 
-    def check_matrices(self, matrices, name="matrices") -> list:
+    def check_matrices(self, matrices: Sequence[ArrayLike], name: str = "matrices"
+                       ) -> list[np.ndarray]:
         """Validate ``K`` real symmetric positive semi-definite ``d x d`` matrices ``S_k``
         (``S_k = W_k W_k^T``; the PSD tolerance is relative to the spectral norm)."""
         try:
@@ -282,7 +287,7 @@ class TiedModel(AttentionModel):
         """Word traces up to ``order`` (default 2), ``p_kl = q_kl - t_k t_l``, ``loss``."""
         return tied_observable_names(self.K, self.words(check_order_arg(order, 2)))
 
-    def check_init(self, init, name: str = "init") -> list:
+    def check_init(self, init: Sequence[ArrayLike], name: str = "init") -> list[np.ndarray]:
         """Validate the SGD factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
         return _check_factor_list(self, init, name)
 
@@ -291,7 +296,7 @@ class TiedModel(AttentionModel):
         return [rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k]))
                 for k in range(self.K)]
 
-    def sgd_runner(self, init, order=None) -> SGDRunner:
+    def sgd_runner(self, init: Sequence[ArrayLike], order: int | None = None) -> SGDRunner:
         return _TiedRunner(self, self.check_init(init), check_order_arg(order, 2))
 
     @cached_property
@@ -299,7 +304,8 @@ class TiedModel(AttentionModel):
         """The :class:`~attndyn.numeric.attention.tied.theory.TiedTheory` of this model."""
         return TiedTheory(self)
 
-    def matrix_flow(self, matrices, t_eval, **options) -> Trajectory:
+    def matrix_flow(self, matrices: Sequence[ArrayLike], t_eval: ArrayLike, **options: Any
+                    ) -> Trajectory:
         """The finite-d tied matrix flow (``self.theory.matrix_flow``); see
         :func:`attndyn.numeric.attention.flow.matrix_flow`."""
         return self.theory.matrix_flow(matrices, t_eval, **options)
