@@ -315,7 +315,6 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
                       time=time, progress=progress, blowup=blowup, device=device or "cpu",
                       dtype=dtype, raise_on_failure=raise_on_failure, max_memory=max_memory)
     model = check_model(model)
-    kind = model.kind
     eta = check_eta(eta)
     B = check_batch(batch)
     t_eval = check_t_eval(t_eval)
@@ -328,11 +327,38 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
     d = runner.d
     dt = scale.step(eta, d)
     steps = _checkpoint_steps(t_eval, dt, eta, d, scale.label)
+    _check_memory(sgd_memory_bytes(runner.workspace_shape(B, model.L), int(steps[-1]),
+                                   len(runner.names), steps.size), max_memory, B, d,
+                  model.L, int(steps[-1]))
+    run = _run_steps(model, runner, ss, steps, eta, B, blowup, progress, n_threads,
+                     blas_threads)
+    ys, steps_kept, status, fail_step = _kept_checkpoints(run["ys"], steps, run["recorded"],
+                                                          run["status"], run["fail_step"])
+    message = _sgd_message(status, fail_step, steps, steps_kept, dt, d, B, eta, blowup)
+    params = model.params_dict()
+    params.update({"d": d, "eta": eta, "batch": B, "gamma": float(model.weight_decay),
+                   "seed": seed_record(ss), "dt": dt, "n_steps": int(steps[-1]),
+                   "blowup": float(blowup), "time": scale.label})
+    params.update(runner.params())
+    # the word rows come first, so `words[i]` labels row i (the named rows follow)
+    words = None if runner.words is None else [tuple(w) for w in runner.words]
+    res = Trajectory(t=steps_kept * dt, y=ys, names=list(runner.names), words=words, kind="sgd",
+                     params=params, seed=seed_record(ss), status=status, message=message,
+                     diagnostics={"steps": steps_kept, "wall_s": run["wall"],
+                                  "failed_step": fail_step, "model": model.kind,
+                                  "threads": n_threads, "blas_threads": run["n_blas"]},
+                     inv=runner.inv)
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
+
+
+def _run_steps(model, runner, ss, steps, eta, B, blowup, progress, n_threads, blas_threads):
+    """Run the SGD steps up to each checkpoint of ``steps`` in kernel chunks; the observables
+    at the checkpoints reached, the batch losses, the status and the failed step."""
+    d = runner.d
     n_total = int(steps[-1])
     n_obs = len(runner.names)
-    wshape = runner.workspace_shape(B, model.L)
-    _check_memory(sgd_memory_bytes(wshape, n_total, n_obs, steps.size), max_memory, B, d,
-                  model.L, n_total)
     state = _k.seed_state(ss)
     _, lossfn, lp = compiled_loss(model)
     C, F, ident = _cov_factor(model)
@@ -341,7 +367,7 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
     # bar moves, Python stays idle and per-call costs vanish
     macs = float(B * model.L * d * max(runner.macs, 1))
     chunk = int(max(1, min(4096, 2e9 // macs)))
-    ws = _k.workspace(*wshape)
+    ws = _k.workspace(*runner.workspace_shape(B, model.L))
     losses = np.empty(n_total + 1)
     info = np.zeros(2, dtype=np.int64)
     ys = np.empty((n_obs, steps.size))
@@ -349,7 +375,7 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
     done = 0
     status, fail_step = 0, -1
     t0 = _time.perf_counter()
-    with Progress(n_total, f"sgd {kind} d={d} B={B}", enabled=progress) as bar, \
+    with Progress(n_total, f"sgd {model.kind} d={d} B={B}", enabled=progress) as bar, \
             compute_threads(n_threads, blas_threads) as (_, n_blas):
         for i, target in enumerate(steps):
             while done < target:
@@ -372,7 +398,13 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
             losses[n_total] = ev[0] if info[0] == 0 else np.nan
     wall = _time.perf_counter() - t0
     ys[-1, :recorded] = losses[steps[:recorded]]
-    # keep only finite checkpoints (a failure at step n invalidates the loss at n)
+    return {"ys": ys, "recorded": recorded, "status": status, "fail_step": fail_step,
+            "wall": wall, "n_blas": n_blas}
+
+
+def _kept_checkpoints(ys, steps, recorded, status, fail_step):
+    """The finite checkpoints before a failure (a failure at step n invalidates the loss at
+    n); a non-finite value in a run that did not fail is status -3 at its step."""
     keep = np.zeros(steps.size, dtype=bool)
     keep[:recorded] = True
     if status != 0:
@@ -383,30 +415,20 @@ def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, tim
         fail_step = int(steps[np.argmin(keep[:recorded])]) if recorded else 0
     first_bad = int(np.argmin(keep)) if not keep.all() else steps.size
     keep[first_bad:] = False
-    ys = ys[:, keep]
-    steps_kept = steps[keep]
+    return ys[:, keep], steps[keep], status, fail_step
+
+
+def _sgd_message(status, fail_step, steps, steps_kept, dt, d, B, eta, blowup):
+    """The one-line message of an SGD run: its size on success, else the failure, its time
+    and the last checkpoint kept."""
+    n_total = int(steps[-1])
     if status == 0:
-        message = (f"success: {n_total} SGD steps (d = {d}, B = {B}, eta = {eta:g}), "
-                   f"{steps.size} checkpoints up to t = {n_total * dt:.6g}")
-    else:
-        last = f"t = {steps_kept[-1] * dt:.6g}" if steps_kept.size else "none"
-        message = (_k.status_message(status, fail_step, blowup)
-                   + f" (t = {fail_step * dt:.6g}); the trajectory keeps the checkpoints before "
-                   f"the failure (last: {last})")
-    params = model.params_dict()
-    params.update({"d": d, "eta": eta, "batch": B, "gamma": gamma, "seed": seed_record(ss),
-                   "dt": dt, "n_steps": n_total, "blowup": float(blowup), "time": scale.label})
-    params.update(runner.params())
-    # the word rows come first, so `words[i]` labels row i (the named rows follow)
-    words = None if runner.words is None else [tuple(w) for w in runner.words]
-    res = Trajectory(t=steps_kept * dt, y=ys, names=list(runner.names), words=words, kind="sgd",
-                     params=params, seed=seed_record(ss), status=status, message=message,
-                     diagnostics={"steps": steps_kept, "wall_s": wall, "failed_step": fail_step,
-                                  "model": kind, "threads": n_threads,
-                                  "blas_threads": n_blas}, inv=runner.inv)
-    if raise_on_failure and status != 0:
-        raise IntegrationError(message)
-    return res
+        return (f"success: {n_total} SGD steps (d = {d}, B = {B}, eta = {eta:g}), "
+                f"{steps.size} checkpoints up to t = {n_total * dt:.6g}")
+    last = f"t = {steps_kept[-1] * dt:.6g}" if steps_kept.size else "none"
+    return (_k.status_message(status, fail_step, blowup)
+            + f" (t = {fail_step * dt:.6g}); the trajectory keeps the checkpoints before "
+            f"the failure (last: {last})")
 
 
 def sgd_runs(model, init, *, n_seeds: int, rng=None, seed=None, **kwargs) -> list:
