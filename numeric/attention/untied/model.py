@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +36,11 @@ from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.potential import _call_loss, g_array
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import Alphabet, canonical_words
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.untied.hierarchy import UntiedHierarchy
+    from attndyn.numeric.core.results import Trajectory
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["UntiedModel", "M", "MT", "A", "B"]
 
@@ -73,8 +78,9 @@ class UntiedModel(AttentionModel):
     time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),
                    TimeScale("fast", "t = eta * n", 1.0, 0))
 
-    def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
-                 weight_decay: float = 0.0, *, params: dict | None = None, potential=None):
+    def __init__(self, K: int, trainable: Sequence[int], loss: Callable, L: int = 1,
+                 C: ArrayLike | None = None, weight_decay: float = 0.0, *,
+                 params: dict | None = None, potential: Any = None) -> None:
         self.K, self.trainable, self.L, self.C, self.weight_decay = check_model_args(
             K, trainable, L, C, weight_decay)
         self.loss = check_loss(loss, self.L, self.K)  # fails early on a bad loss
@@ -120,7 +126,7 @@ class UntiedModel(AttentionModel):
             w = self._words[o] = canonical_words(o, self.alphabet)
         return w
 
-    def word_name(self, word) -> str:
+    def word_name(self, word: Sequence[int]) -> str:
         return word_label(word, self.alphabet.K, self.letter_names)
 
     def params_dict(self) -> dict:
@@ -133,7 +139,8 @@ class UntiedModel(AttentionModel):
                 "params": {k: float(v) for k, v in self.params.items()}}
 
     # -- matrices ------------------------------------------------------------
-    def check_factors(self, init, name: str = "init") -> list:
+    def check_factors(self, init: Sequence[Any], name: str = "init"
+                      ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Validate ``K`` pairs ``(U_k, V_k)`` of ``d x d_k`` arrays (same ``d``)."""
         try:
             pairs = list(init)
@@ -142,7 +149,7 @@ class UntiedModel(AttentionModel):
         if len(pairs) != self.K:
             raise ValueError(f"{name} must hold K = {self.K} pairs (U_k, V_k), got {len(pairs)}")
         out = []
-        d = None
+        d: Any = None
         for k, pr in enumerate(pairs):
             try:
                 U, V = pr
@@ -172,16 +179,16 @@ class UntiedModel(AttentionModel):
         return out
 
     # -- the model protocol (attndyn.numeric.attention.base) ---------------------
-    def observable_names(self, order=None) -> list:
+    def observable_names(self, order: int | None = None) -> list[str]:
         """Words over ``{M, M^T, A, B}`` up to ``order`` (default 2), ``m_k``, ``tA_k``,
         ``tB_k``, ``q1_kl``, ``q2_kl`` and ``loss``."""
         return _untied_names(self, self.words(check_order_arg(order, 2)))
 
-    def check_matrices(self, matrices, name: str = "matrices") -> list:
+    def check_matrices(self, matrices: Sequence[Any], name: str = "matrices") -> list[Any]:
         """A state of the untied model: the pairs ``(U_k, V_k)`` (:meth:`check_factors`)."""
         return self.check_factors(matrices, name)
 
-    def check_init(self, init, name: str = "init") -> list:
+    def check_init(self, init: Sequence[Any], name: str = "init") -> list[Any]:
         return self.check_factors(init, name)
 
     def _draw_init(self, rng, d, widths, scales, symmetric):
@@ -193,7 +200,7 @@ class UntiedModel(AttentionModel):
                         rng.standard_normal((d, widths[k])) * sd))
         return out
 
-    def sgd_runner(self, init, order=None) -> SGDRunner:
+    def sgd_runner(self, init: Sequence[Any], order: int | None = None) -> SGDRunner:
         return _UntiedRunner(self, self.check_factors(init), check_order_arg(order, 2))
 
     @cached_property
@@ -201,27 +208,28 @@ class UntiedModel(AttentionModel):
         """The :class:`~attndyn.numeric.attention.untied.theory.UntiedTheory` of this model."""
         return UntiedTheory(self)
 
-    def matrix_flow(self, matrices, t_eval, **options):
+    def matrix_flow(self, matrices: Sequence[Any], t_eval: ArrayLike, **options: Any
+                    ) -> Trajectory:
         """The finite-d untied flow from pairs ``(U_k, V_k)`` (``self.theory.matrix_flow``)."""
         return self.theory.matrix_flow(matrices, t_eval, **options)
 
     # -- the fast-slow theory (attndyn.numeric.attention.untied.fastslow) ----------
-    def fast_flow(self, pairs, t_eval, **kw):
+    def fast_flow(self, pairs: Sequence[Any], t_eval: ArrayLike, **kw: Any) -> Trajectory:
         """The fast flow (28) of the means on ``t = eta n``, moments frozen; see
         :func:`attndyn.numeric.attention.untied.fastslow.fast_flow`."""
         return fast_flow(self, pairs, t_eval, **kw)
 
-    def critical_mean(self, pairs_or_state, **kw):
+    def critical_mean(self, pairs_or_state: Any, **kw: Any) -> Any:
         """``m*(q)`` of eq. (29), the root the fast flow reaches from ``m(0)``, with
         its label; see :func:`attndyn.numeric.attention.untied.fastslow.critical_mean`."""
         return critical_mean(self, pairs_or_state, **kw)
 
-    def hierarchy(self, order: int, letters=None):
+    def hierarchy(self, order: int, letters: Sequence[int] | None = None) -> UntiedHierarchy:
         """The slow hierarchy (31)-(32) truncated at ``order`` (eq. 892):
         :class:`attndyn.numeric.attention.untied.fastslow.UntiedHierarchy`."""
         return self.theory.hierarchy(order, letters)
 
-    def order_parameters(self, init) -> dict:
+    def order_parameters(self, init: Sequence[Any]) -> dict:
         """``m, tA, tB, q1, q2`` of the pairs ``(U_k, V_k)`` (numpy arrays)."""
         pairs = self.check_factors(init)
         d = pairs[0][0].shape[0]
