@@ -204,58 +204,11 @@ def solve_flow(fun, y0, t_eval, *, rtol: float, atol: float, method="DOP853",
                            else cls.__name__, what)
     # repeated times: integrate to the distinct ones, repeat the outputs afterwards
     te, inverse = np.unique(t_eval, return_inverse=True)
-
-    def f(t, y):
-        dy = fun(t, y)
-        # a non-finite slope at a finite, in-range state cannot be cured by smaller steps
-        # (the solver would shrink them forever): a non-finite Gamma there
-        if not np.all(np.isfinite(dy)) and np.all(np.isfinite(y)):
-            ymax = np.max(np.abs(y), initial=0.0)
-            if ymax <= blowup:
-                raise _NonFiniteRHS(t, ymax)
-        return dy
-
     ts, ys = [], []
-    status, message, t_reached = None, "", 0.0
-    i = 0
     try:
-        solver = cls(f, 0.0, y0, float(te[-1]), rtol=rtol, atol=atol)
-        while status is None:
-            msg = solver.step()
-            if solver.status == "failed":
-                status, t_reached = -1, float(solver.t)
-                message = (f"{what}: the solver failed at t = {solver.t:.4g} ({msg}) before the "
-                           "last output time")
-                break
-            t, y = solver.t, solver.y
-            j = int(np.searchsorted(te, t, side="right"))
-            if j > i:
-                m = j - i
-                vals = solver.dense_output()(te[i:j]).reshape(y0.size, m)
-                ok = np.all(np.isfinite(vals), axis=0) & (np.abs(vals).max(axis=0, initial=0.0)
-                                                          <= blowup)
-                n_ok = m if ok.all() else int(np.argmin(ok))
-                ts.append(te[i:i + n_ok])
-                ys.append(vals[:, :n_ok])
-                i += n_ok
-                if n_ok < m:
-                    status = -3
-            if status is None and (not np.all(np.isfinite(y))
-                                   or (y.size and np.max(np.abs(y)) > blowup)):
-                status = -3
-            if status is None and time.monotonic() > end:
-                status, t_reached = -4, float(te[i - 1]) if i else 0.0
-                message = (f"{what}: wall-clock limit of {limit:.3g} s reached at t = "
-                           f"{solver.t:.4g} (outputs up to t = {t_reached:.4g} kept): raise "
-                           "time_limit or shorten the horizon")
-            if status == -3:
-                t_reached = float(te[i - 1]) if i else 0.0
-                message = (f"{what}: the state exceeded blowup = {blowup:.3g} (or became "
-                           f"non-finite) between t = {solver.t_old:.4g} and {t:.4g}: the flow "
-                           "blows up; shorten the horizon or add weight decay")
-            elif solver.status == "finished":
-                status, t_reached = 0, float(t)
-                message = f"success: the {what} reached the last output time"
+        solver = cls(_guarded_rhs(fun, blowup), 0.0, y0, float(te[-1]), rtol=rtol, atol=atol)
+        status, message, t_reached = _march(solver, te, y0.size, ts, ys, blowup, end, limit,
+                                            what)
     except _NonFiniteRHS as exc:
         status, t_reached = -3, exc.t
         message = (f"{what}: the right-hand side became non-finite at t = {exc.t:.4g} at a finite "
@@ -267,3 +220,65 @@ def solve_flow(fun, y0, t_eval, *, rtol: float, atol: float, method="DOP853",
     sel = inverse[inverse < n] if n < te.size else inverse
     return FlowSolution(t=t_eval[:sel.size].copy(), y=y_out[:, sel], status=int(status),
                         message=message, t_reached=t_reached)
+
+
+def _guarded_rhs(fun, blowup):
+    """``fun`` that raises :class:`_NonFiniteRHS` on a non-finite slope at a finite state
+    within ``blowup``."""
+
+    def f(t, y):
+        dy = fun(t, y)
+        # a non-finite slope at a finite, in-range state cannot be cured by smaller steps
+        # (the solver would shrink them forever): a non-finite Gamma there
+        if not np.all(np.isfinite(dy)) and np.all(np.isfinite(y)):
+            ymax = np.max(np.abs(y), initial=0.0)
+            if ymax <= blowup:
+                raise _NonFiniteRHS(t, ymax)
+        return dy
+    return f
+
+
+def _march(solver, te, n_y, ts, ys, blowup, end, limit, what):
+    """Step ``solver`` to the last distinct output time of ``te``, appending to ``ts``, ``ys``
+    the dense outputs that stay finite and within ``blowup``. Returns ``(status, message,
+    t_reached)``: 0 at the end, -1 a solver failure, -3 a blow-up, -4 the wall-clock
+    deadline ``end`` (``limit`` seconds)."""
+    status, message, t_reached = None, "", 0.0
+    i = 0
+    while status is None:
+        msg = solver.step()
+        if solver.status == "failed":
+            status, t_reached = -1, float(solver.t)
+            message = (f"{what}: the solver failed at t = {solver.t:.4g} ({msg}) before the "
+                       "last output time")
+            break
+        t, y = solver.t, solver.y
+        j = int(np.searchsorted(te, t, side="right"))
+        if j > i:
+            m = j - i
+            vals = solver.dense_output()(te[i:j]).reshape(n_y, m)
+            ok = np.all(np.isfinite(vals), axis=0) & (np.abs(vals).max(axis=0, initial=0.0)
+                                                      <= blowup)
+            n_ok = m if ok.all() else int(np.argmin(ok))
+            ts.append(te[i:i + n_ok])
+            ys.append(vals[:, :n_ok])
+            i += n_ok
+            if n_ok < m:
+                status = -3
+        if status is None and (not np.all(np.isfinite(y))
+                               or (y.size and np.max(np.abs(y)) > blowup)):
+            status = -3
+        if status is None and time.monotonic() > end:
+            status, t_reached = -4, float(te[i - 1]) if i else 0.0
+            message = (f"{what}: wall-clock limit of {limit:.3g} s reached at t = "
+                       f"{solver.t:.4g} (outputs up to t = {t_reached:.4g} kept): raise "
+                       "time_limit or shorten the horizon")
+        if status == -3:
+            t_reached = float(te[i - 1]) if i else 0.0
+            message = (f"{what}: the state exceeded blowup = {blowup:.3g} (or became "
+                       f"non-finite) between t = {solver.t_old:.4g} and {t:.4g}: the flow "
+                       "blows up; shorten the horizon or add weight decay")
+        elif solver.status == "finished":
+            status, t_reached = 0, float(t)
+            message = f"success: the {what} reached the last output time"
+    return status, message, t_reached
