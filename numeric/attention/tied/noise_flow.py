@@ -40,6 +40,322 @@ def _exact_EaXa(X, M, beta, d):
     return 4.0 * out / d
 
 
+def _noise_flow_setup(model, matrices, t_eval, eta, batch, correction, refine):
+    """Validate the arguments of :func:`noise_corrected_flow` and lay out its grid: a
+    namespace with the loss structure (``const``: constant ``Gamma``; ``H, b`` or ``lamf``),
+    the matrices, the indices and the grid (each output interval split in ``refine``)."""
+    from types import SimpleNamespace
+
+    from attndyn.numeric.core.validate import check_t_eval
+    eta, B = _check_eta_batch(eta, batch)
+    model = check_model(model)
+    if model.sgd_form != "factors" or len(model.trainable) != 1:
+        raise ValueError("correction='noise' is implemented for tied models with one trainable "
+                         f"index (the moment-level flow); got {type(model).__name__} with "
+                         f"trainable {list(model.trainable)}")
+    corr = model.theory.correction(correction)
+    if not isinstance(corr, TiedNoise):
+        raise ValueError("noise_corrected_flow needs correction='noise' or 'noise+finite-d'")
+    correction, finite_d = corr.name, corr.finite_d
+    const = True  # a loss of degree <= 2 in G: constant Gamma, the congruence is exact
+    lamf = None
+    try:
+        H, b = quadratic_loss(model)
+    except ValueError as exc:
+        if finite_d:
+            # degree 3-4: the finite-width potential's correction is added (first order in
+            # both, the cross term eps/d left out); beyond: no finite-width term is exact
+            try:
+                finite_width_coefficients(model)
+            except ValueError:
+                raise ValueError("correction='noise+finite-d' needs a loss that is a polynomial "
+                                 "of degree <= 4 in G (degree <= 2: the finite-d one-step terms; "
+                                 f"3-4: plus the finite-width potential): {exc}") from None
+        const = False
+        H = b = None
+        lamf = noise_potential(model)  # Lambda_kk(q): closed form or Gaussian quadrature
+    C = np.array(model.C.evalf(), dtype=float)
+    if not np.array_equal(C, np.eye(1)):
+        raise ValueError("correction='noise' needs L = 1 and C = 1")
+    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 1:
+        raise ValueError(f"refine must be an int >= 1, got {refine!r}")
+    mats = model.check_matrices(matrices)
+    t_eval = check_t_eval(t_eval)
+    K, k = model.K, model.trainable[0]
+    d = mats[0].shape[0]
+    others = [l for l in range(K) if l != k]
+    # the grid: every output time, each interval split in `refine`
+    te = np.unique(np.concatenate([[0.0], t_eval]))
+    grid = [te[0]]
+    for a, c in zip(te[:-1], te[1:]):
+        grid.extend(list(np.linspace(a, c, refine + 1)[1:]))
+    grid = np.array(grid)
+    N = grid.size
+    nbytes = 8.0 * d * d * N * (2 + 2 + len(others) + (8 if finite_d else 0))
+    if nbytes > 4e9:
+        raise ValueError(f"noise_corrected_flow would need about {nbytes / 1e9:.1f} GB "
+                         f"(d = {d}, {N} grid times); use fewer output times or refine=1")
+    return SimpleNamespace(
+        model=model, eta=eta, B=B, correction=correction, finite_d=finite_d, const=const, H=H,
+        b=b, lamf=lamf, mats=mats, t_eval=t_eval, K=K, k=k, d=d, gam=model.weight_decay,
+        others=others, grid=grid, N=N, Sl={l: mats[l] for l in others}, dd=d * d,
+        q_fix=np.array([[np.sum(a * c) / d for c in mats] for a in mats]),
+        fin=finite_d and const, refine=refine)
+
+
+def _words_and_labels(model):
+    """Every canonical word of length <= 2 and its label."""
+    from attndyn.symbolic.printing import word_label
+    from attndyn.symbolic.words import canonical_words
+    words = [tuple(w) for w in canonical_words(2, model.alphabet)]
+    return words, [word_label(w, model.K) for w in words]
+
+
+def _failed_noise_flow(ns, status, message):
+    """The empty trajectory of a failed moment-level flow."""
+    from attndyn.numeric.core.results import Trajectory
+    words, labels = _words_and_labels(ns.model)
+    return Trajectory(t=np.zeros(0), y=np.zeros((len(words), 0)), names=labels, words=words,
+                      kind="noise_flow", params={"correction": ns.correction}, status=status,
+                      message=message)
+
+
+def _gamma_at(ns, S):
+    """``Gamma(q)`` at the student ``S`` (the teachers' overlaps fixed)."""
+    q = ns.q_fix.copy()
+    q[ns.k, ns.k] = np.sum(S * S) / ns.d
+    for l in ns.others:
+        q[ns.k, l] = q[l, ns.k] = np.sum(S * ns.Sl[l]) / ns.d
+    return q, ns.model.gamma(q)
+
+
+def _tangent_flow(ns, rtol, atol):
+    """The flow ``S_f`` and its tangent ``dU/dt = -R U`` on the grid (``solve_flow``)."""
+    from attndyn.numeric.attention.odesolve import solve_flow
+    H, k, d, dd, gam, others, Sl = ns.H, ns.k, ns.d, ns.dd, ns.gam, ns.others, ns.Sl
+    if ns.const:
+        Rfix = sum(H[k, l] * ns.mats[l] for l in others) if others else np.zeros((d, d))
+        Rfix = Rfix + (gam / 4.0) * np.eye(d)
+
+    def rhs(t, y):
+        S = y[:dd].reshape(d, d)
+        U = y[dd:].reshape(d, d)
+        if ns.const:
+            g_kk = H[k, k]
+            R = 2.0 * g_kk * S + Rfix
+        else:
+            Gm = _gamma_at(ns, S)[1]
+            g_kk = Gm[k, k]
+            R = 2.0 * g_kk * S + (gam / 4.0) * np.eye(d)
+            for l in others:
+                R = R + Gm[k, l] * Sl[l]
+        RS = R @ S
+        dS = -(RS + RS.T) + 2.0 * g_kk * (S @ S)
+        # dS/dt = -2 Gamma_kk S^2 - sum_l Gamma_kl (S_l S + S S_l) - gamma/2 S
+        #       = -(R S + S R) + 2 Gamma_kk S^2  (R carries 2 Gamma_kk S and gamma/4)
+        return np.concatenate([dS.ravel(), (-(R @ U)).ravel()])
+    y0 = np.concatenate([ns.mats[k].ravel(), np.eye(d).ravel()])
+    return solve_flow(rhs, y0, ns.grid, rtol=rtol, atol=atol, what="tied tangent flow")
+
+
+def _grid_values(ns, Ss):
+    """``Lambda``, ``t_k``, ``Gamma_kk`` at every grid time, and the ``M`` (constant
+    ``Gamma``) or the overlaps ``q`` (``q``-dependent ``Gamma``)."""
+    N, d, k = ns.N, ns.d, ns.k
+    lam = np.empty(N)
+    tk = np.empty(N)
+    gkk = np.empty(N)
+    Ms, qs = [], []
+    if ns.const:
+        Mfix = (sum(ns.H[k, l] * ns.mats[l] for l in ns.others) if ns.others
+                else np.zeros((d, d)))
+    for i in range(N):
+        tk[i] = float(np.trace(Ss[i])) / d
+        if ns.const:
+            M = ns.H[k, k] * Ss[i] + Mfix
+            Ms.append(M)
+            lam[i] = 2.0 * float(np.sum(M * M)) / d + ns.b[k] ** 2  # E[l_k^2] (exact = Gaussian)
+            gkk[i] = ns.H[k, k]
+        else:
+            q, Gm = _gamma_at(ns, Ss[i])
+            qs.append(q)
+            lam[i] = float(ns.lamf(q)[k, k])
+            gkk[i] = Gm[k, k]
+    return lam, tk, gkk, Ms, qs
+
+
+def _inner_products(ns, Ss, Us, Ms):
+    """``Q_Y(n) = U^T Y U`` for ``Y`` in ``I, S_f, S_l``, and ``X[p, r, y, n] = <P_p(r),
+    Q_y(n)>`` for the ``P`` families (``P_0, P_1, P_2``; the ``M_l`` directions for a
+    ``q``-dependent ``Gamma``; the finite-d kick and ``M``-weighted families), with the
+    ``P_0, P_1, P_2`` matrices when finite-d: ``(names_Y, Q, X, P012)``."""
+    N, d, dd, k, B, fin = ns.N, ns.d, ns.dd, ns.k, ns.B, ns.fin
+    others, Sl = ns.others, ns.Sl
+    names_Y = ["I", "f"] + [f"l{l}" for l in others]
+    nY = len(names_Y)
+    Q = np.empty((nY, N, dd))
+    for i in range(N):
+        U = Us[i]
+        Q[0, i] = (U.T @ U).ravel()
+        Q[1, i] = (U.T @ Ss[i] @ U).ravel()
+        for j, l in enumerate(others):
+            Q[2 + j, i] = (U.T @ Sl[l] @ U).ravel()
+    # P families at every grid time: P_0, P_1, P_2 and (finite-d) the mean kick J and
+    # the M-weighted P_M = U^-1 M U^-T, P_M2 = U^-1 M^2 U^-T
+    nP = 10 if fin else (3 if ns.const else 3 + len(others))
+    X = np.empty((nP, N, nY, N))
+    P012 = np.empty((3, N, d, d)) if fin else None  # P_0, P_1, P_2 for the single traces
+    for r in range(N):
+        Ui = np.linalg.inv(Us[r])
+        S = Ss[r]
+        fam = [Ui @ Ui.T, Ui @ S @ Ui.T, Ui @ (S @ S) @ Ui.T]
+        if fin:
+            for j in range(3):
+                P012[j, r] = fam[j]
+        if not ns.const:  # P_{M_l}, M_l = S_l S + S S_l: the directions Gamma_kl's change drives
+            fam += [Ui @ (Sl[l] @ S + S @ Sl[l]) @ Ui.T for l in others]
+        if fin:
+            M = Ms[r]
+            M2 = M @ M
+            Abar = 4.0 * M / d
+            EaSa = _exact_EaXa(S, M, ns.b[k], d)
+            m = Abar @ S @ Abar
+            J = (ns.eta * d / 4.0) * (m + (EaSa - m) / B)  # the exact mean kick per unit time
+            sym = lambda Z: 0.5 * (Z + Z.T)  # noqa: E731
+            fam += [Ui @ J @ Ui.T, Ui @ M @ Ui.T, Ui @ M2 @ Ui.T, Ui @ sym(M2 @ S) @ Ui.T,
+                    Ui @ sym(M @ S) @ Ui.T, Ui @ (S @ M2 @ S) @ Ui.T, Ui @ (S @ M @ S) @ Ui.T]
+        Pm = np.stack([f.ravel() for f in fam])           # (nP, dd)
+        X[:, r] = np.einsum("pa,yna->pyn", Pm, Q)          # <P_p(r), Q_y(n)>
+    return names_Y, Q, X, P012
+
+
+def _trapezoid_weights(grid):
+    """``w[r, n]``: ``int_0^{grid[n]} f(r) dr ~ sum_r w[r, n] f(r)``."""
+    N = grid.size
+    w = np.zeros((N, N))
+    for n in range(1, N):
+        h = np.diff(grid[:n + 1])
+        w[:n, n] += h / 2.0
+        w[1:n + 1, n] += h / 2.0
+    return w
+
+
+def _single_traces(ns, Q, P012, w, lam):
+    """The single-trace pieces, ``E Tr(dZ A dZ B) = c (Tr A Tr B + Tr(A^T B))``: in the
+    fluctuation ``2 Tr(P_2 Q P_0 Q) + 2 Tr(P_1 Q P_1 Q)`` (``Q = Q_I(n)``), and in ``Pi`` the
+    matrix ``K(r, s) = P_0 Q P_2 + 2 P_1 Q P_1 + P_2 Q P_0`` (``Q = Q_I(s)``); ``O(1/d)``
+    relative. Returns ``(single[r, n], Kin[y, s, n])``."""
+    N, d = ns.N, ns.d
+    QI = Q[0].reshape(N, d, d)
+    single = np.zeros((N, N))
+    for r in range(N):
+        A1_ = P012[1, r] @ QI[r:]
+        A2_ = P012[2, r] @ QI[r:]
+        A0_ = P012[0, r] @ QI[r:]
+        single[r, r:] = (2.0 * np.einsum("nij,nji->n", A2_, A0_)
+                         + 2.0 * np.einsum("nij,nji->n", A1_, A1_))
+    Kin = np.zeros((Q.shape[0], N, N))   # Kin[y, s, n] = sum_r w[r, s] Lambda(r)/d <K(r, s), Q_y(n)>
+    for s_ in range(1, N):
+        m_ = s_ + 1
+        wr = (w[:m_, s_] * lam[:m_] / d)[:, None, None]
+
+        def wsum(Pa, Pb):  # sum_r wr_r Pa_r Q_I(s) Pb_r as one matrix product
+            left = (wr * (Pa[:m_] @ QI[s_])).transpose(1, 0, 2).reshape(d, m_ * d)
+            return left @ Pb[:m_].reshape(m_ * d, d)
+        K02 = wsum(P012[0], P012[2])
+        Ksum = K02 + K02.T + 2.0 * wsum(P012[1], P012[1])
+        Kin[:, s_, :] = Q @ Ksum.ravel()
+    return single, Kin
+
+
+def _fluctuation(ns, X, Q, P012, w, lam):
+    """``E Tr(dS(t)^2)/d`` on the grid (the fluctuation part of ``q_kk``) and, finite-d, the
+    single-trace kernel ``Kin`` of ``Pi``."""
+    d, k, b = ns.d, ns.k, ns.b
+    eps = ns.eta * d / ns.B
+    W0, W1, W2 = X[0, :, 0, :], X[1, :, 0, :], X[2, :, 0, :]   # (r, n) with Y = I
+    # the fluctuation of q_kk: (eps/d^2) int [Lambda g + finite-d], g = 2 W1^2 + 2 W0 W2
+    g_fl = lam[:, None] * (2.0 * W1 ** 2 + 2.0 * W0 * W2)
+    Kin = None
+    if ns.fin:
+        TM, TM2, TM2S, TMS, TSM2S, TSMS = (X[p, :, 0, :] for p in range(4, 10))
+        # the product-of-traces parts of E Tr(dA X dA Y), X, Y in {SV, VS, SVS, V}
+        g_fl = g_fl + (16.0 / d) * (2.0 * TM2S * W1 + TMS ** 2 + TSM2S * W0 + W2 * TM2
+                                    + TSMS * TM)
+        if b[k] != 0.0:
+            g_fl = g_fl + (8.0 * b[k] / math.sqrt(d)) * (2.0 * TMS * W1 + TSMS * W0 + W2 * TM)
+        single, Kin = _single_traces(ns, Q, P012, w, lam)
+        g_fl = g_fl + lam[:, None] * single
+    return (eps / d ** 2) * np.einsum("rn,rn->n", w, g_fl), Kin
+
+
+def _mean_shifts(ns, names_Y, X, w, lam, tk, gkk, Kin):
+    """``tau(Delta(t) Y)`` for each ``Y`` (in units of ``eps``): the kick and the flow's
+    curvature acting on the fluctuation, ``Pi~(s) = int_0^s (Lambda(r)/d) [2 W1(r,s) P_1(r)
+    + W2(r,s) P_0(r) + W0(r,s) P_2(r)] dr``, ``tau(Delta(t) Y) = (1/d) [int_0^t kick(s) .
+    Q_Y(t) ds - 2 Gamma_kk int_0^t <Pi~(s), Q_Y(t)> ds]``."""
+    d = ns.d
+    eps = ns.eta * d / ns.B
+    W0, W1, W2 = X[0, :, 0, :], X[1, :, 0, :], X[2, :, 0, :]
+    out_Y = {}
+    for y in range(len(names_Y)):
+        X0, X1, X2 = X[0, :, y, :], X[1, :, y, :], X[2, :, y, :]
+        if ns.fin:
+            kick = X[3, :, y, :] / eps           # (eta d/4) E[A S A] in units of eps
+        else:
+            kick = (lam * tk)[:, None] * X0      # Lambda t_k I
+        first = np.einsum("sn,sn->n", w, kick)
+        # inner[s, n] = int_0^s (Lambda(r)/d)(2 W1(r,s) X1(r,n) + W2(r,s) X0(r,n) + W0(r,s) X2(r,n)) dr
+        A1 = w * lam[:, None] / d                 # w[r, s] Lambda(r)/d
+        inner = (np.einsum("rs,rs,rn->sn", A1, 2.0 * W1, X1)
+                 + np.einsum("rs,rs,rn->sn", A1, W2, X0)
+                 + np.einsum("rs,rs,rn->sn", A1, W0, X2))
+        if ns.fin:
+            inner = inner + Kin[y]
+        second = np.einsum("sn,s,sn->n", w, gkk, inner)
+        out_Y[names_Y[y]] = (first - 2.0 * second) / d
+    return out_Y
+
+
+def _noise_flow_rows(ns, Ss, out_Y, fluct):
+    """The flow's and the corrected ``t_k, q_kk, q_kl`` at ``t_eval``, as rows of every
+    canonical word of length <= 2 (the teachers' constant): ``(words, y, y_flow)``."""
+    d, k, N, grid = ns.d, ns.k, ns.N, ns.grid
+    eps = ns.eta * d / ns.B
+    tf = np.array([np.trace(S) / d for S in Ss])
+    qkk = np.array([np.sum(S * S) / d for S in Ss])
+    qkl = {l: np.array([np.sum(S * ns.Sl[l]) / d for S in Ss]) for l in ns.others}
+    keys, names = _obs_keys(ns.K, k)
+    rows_f, rows_c = [], []
+    for key in keys:
+        if key[0] == "t":
+            rows_f.append(tf)
+            rows_c.append(tf + eps * out_Y["I"])
+        elif key[2] == k:
+            rows_f.append(qkk)
+            rows_c.append(qkk + 2.0 * eps * out_Y["f"] + fluct)
+        else:
+            l = key[2]
+            rows_f.append(qkl[l])
+            rows_c.append(qkl[l] + eps * out_Y[f"l{l}"])
+    idx = np.minimum(np.searchsorted(grid, ns.t_eval), N - 1)
+    yf = np.array(rows_f)[:, idx]
+    yc = np.array(rows_c)[:, idx]
+    words, _ = _words_and_labels(ns.model)
+    pos = {}
+    for j, key in enumerate(keys):
+        pos[(k,) if key[0] == "t" else tuple(sorted(key[1:]))] = j
+    y = np.empty((len(words), ns.t_eval.size))
+    y_flow = np.empty_like(y)
+    for i, w in enumerate(words):
+        if w in pos:
+            y[i], y_flow[i] = yc[pos[w]], yf[pos[w]]
+        else:  # teachers only: constant
+            P = ns.mats[w[0]] if len(w) == 1 else ns.mats[w[0]] @ ns.mats[w[1]]
+            y[i] = y_flow[i] = float(np.trace(P)) / d
+    return words, y, y_flow
+
+
 def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noise",
                          refine: int = 2, rtol: float = 1e-9, atol: float = 1e-12,
                          raise_on_failure: bool = False):
@@ -84,275 +400,40 @@ def noise_corrected_flow(model, matrices, t_eval, *, eta, batch, correction="noi
     ``diagnostics["flow"]``).
     """
     from attndyn.numeric.core.results import IntegrationError, Trajectory
-    from attndyn.numeric.core.validate import check_t_eval
-    from attndyn.numeric.attention.odesolve import solve_flow
-    eta, B = _check_eta_batch(eta, batch)
-    model = check_model(model)
-    if model.sgd_form != "factors" or len(model.trainable) != 1:
-        raise ValueError("correction='noise' is implemented for tied models with one trainable "
-                         f"index (the moment-level flow); got {type(model).__name__} with "
-                         f"trainable {list(model.trainable)}")
-    corr = model.theory.correction(correction)
-    if not isinstance(corr, TiedNoise):
-        raise ValueError("noise_corrected_flow needs correction='noise' or 'noise+finite-d'")
-    correction, finite_d = corr.name, corr.finite_d
-    const = True  # a loss of degree <= 2 in G: constant Gamma, the congruence is exact
-    try:
-        H, b = quadratic_loss(model)
-    except ValueError as exc:
-        if finite_d:
-            # degree 3-4: the finite-width potential's correction is added (first order in
-            # both, the cross term eps/d left out); beyond: no finite-width term is exact
-            try:
-                finite_width_coefficients(model)
-            except ValueError:
-                raise ValueError("correction='noise+finite-d' needs a loss that is a polynomial "
-                                 "of degree <= 4 in G (degree <= 2: the finite-d one-step terms; "
-                                 f"3-4: plus the finite-width potential): {exc}") from None
-        const = False
-        H = b = None
-        lamf = noise_potential(model)  # Lambda_kk(q): closed form or Gaussian quadrature
-    C = np.array(model.C.evalf(), dtype=float)
-    if not np.array_equal(C, np.eye(1)):
-        raise ValueError("correction='noise' needs L = 1 and C = 1")
-    if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 1:
-        raise ValueError(f"refine must be an int >= 1, got {refine!r}")
-    mats = model.check_matrices(matrices)
-    t_eval = check_t_eval(t_eval)
-    K, k = model.K, model.trainable[0]
-    d = mats[0].shape[0]
-    gam = model.weight_decay
-    others = [l for l in range(K) if l != k]
-    # the grid: every output time, each interval split in `refine`
-    te = np.unique(np.concatenate([[0.0], t_eval]))
-    grid = [te[0]]
-    for a, c in zip(te[:-1], te[1:]):
-        grid.extend(list(np.linspace(a, c, refine + 1)[1:]))
-    grid = np.array(grid)
-    N = grid.size
-    nbytes = 8.0 * d * d * N * (2 + 2 + len(others) + (8 if finite_d else 0))
-    if nbytes > 4e9:
-        raise ValueError(f"noise_corrected_flow would need about {nbytes / 1e9:.1f} GB "
-                         f"(d = {d}, {N} grid times); use fewer output times or refine=1")
-    Sl = {l: mats[l] for l in others}
-    dd = d * d
-    q_fix = np.array([[np.sum(a * c) / d for c in mats] for a in mats])
-
-    def gamma_at(S):
-        """``Gamma(q)`` at the student ``S`` (the teachers' overlaps fixed)."""
-        q = q_fix.copy()
-        q[k, k] = np.sum(S * S) / d
-        for l in others:
-            q[k, l] = q[l, k] = np.sum(S * Sl[l]) / d
-        return q, model.gamma(q)
-    if const:
-        Rfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
-        Rfix = Rfix + (gam / 4.0) * np.eye(d)
-        Mfix = sum(H[k, l] * mats[l] for l in others) if others else np.zeros((d, d))
-
-    def rhs(t, y):
-        S = y[:dd].reshape(d, d)
-        U = y[dd:].reshape(d, d)
-        if const:
-            g_kk = H[k, k]
-            R = 2.0 * g_kk * S + Rfix
-        else:
-            Gm = gamma_at(S)[1]
-            g_kk = Gm[k, k]
-            R = 2.0 * g_kk * S + (gam / 4.0) * np.eye(d)
-            for l in others:
-                R = R + Gm[k, l] * Sl[l]
-        RS = R @ S
-        dS = -(RS + RS.T) + 2.0 * g_kk * (S @ S)
-        # dS/dt = -2 Gamma_kk S^2 - sum_l Gamma_kl (S_l S + S S_l) - gamma/2 S
-        #       = -(R S + S R) + 2 Gamma_kk S^2  (R carries 2 Gamma_kk S and gamma/4)
-        return np.concatenate([dS.ravel(), (-(R @ U)).ravel()])
-    y0 = np.concatenate([mats[k].ravel(), np.eye(d).ravel()])
-    sol = solve_flow(rhs, y0, grid, rtol=rtol, atol=atol, what="tied tangent flow")
+    ns = _noise_flow_setup(model, matrices, t_eval, eta, batch, correction, refine)
+    model, t_eval, d, N, dd, eps = ns.model, ns.t_eval, ns.d, ns.N, ns.dd, ns.eta * ns.d / ns.B
+    sol = _tangent_flow(ns, rtol, atol)
     if sol.status != 0 or sol.t.size < N:
         if raise_on_failure:
             raise IntegrationError(sol.message)
-        from attndyn.symbolic.printing import word_label
-        from attndyn.symbolic.words import canonical_words
-        words = [tuple(w) for w in canonical_words(2, model.alphabet)]
-        return Trajectory(t=np.zeros(0), y=np.zeros((len(words), 0)),
-                          names=[word_label(w, K) for w in words], words=words,
-                          kind="noise_flow", params={"correction": correction},
-                          status=sol.status, message=sol.message)
+        return _failed_noise_flow(ns, sol.status, sol.message)
     Ss = sol.y[:dd].T.reshape(N, d, d)
     Us = sol.y[dd:].T.reshape(N, d, d)
     Ss = 0.5 * (Ss + Ss.transpose(0, 2, 1))
-    lam = np.empty(N)
-    tk = np.empty(N)
-    gkk = np.empty(N)
-    Ms, qs = [], []
-    for i in range(N):
-        tk[i] = float(np.trace(Ss[i])) / d
-        if const:
-            M = H[k, k] * Ss[i] + Mfix
-            Ms.append(M)
-            lam[i] = 2.0 * float(np.sum(M * M)) / d + b[k] ** 2  # E[l_k^2] (exact = Gaussian)
-            gkk[i] = H[k, k]
-        else:
-            q, Gm = gamma_at(Ss[i])
-            qs.append(q)
-            lam[i] = float(lamf(q)[k, k])
-            gkk[i] = Gm[k, k]
-    fin = finite_d and const  # the finite-d one-step second moment
-    # Q families at every grid time: Q_I, Q_{S_f}, Q_{S_l}
-    names_Y = ["I", "f"] + [f"l{l}" for l in others]
-    nY = len(names_Y)
-    Q = np.empty((nY, N, dd))
-    for i in range(N):
-        U = Us[i]
-        Q[0, i] = (U.T @ U).ravel()
-        Q[1, i] = (U.T @ Ss[i] @ U).ravel()
-        for j, l in enumerate(others):
-            Q[2 + j, i] = (U.T @ Sl[l] @ U).ravel()
-    # P families at every grid time: P_0, P_1, P_2 and (finite-d) the mean kick J and
-    # the M-weighted P_M = U^-1 M U^-T, P_M2 = U^-1 M^2 U^-T
-    nP = 10 if fin else (3 if const else 3 + len(others))
-    X = np.empty((nP, N, nY, N))
-    if fin:  # P_0, P_1, P_2 as matrices, for the single-trace pieces below
-        P012 = np.empty((3, N, d, d))
-    for r in range(N):
-        Ui = np.linalg.inv(Us[r])
-        S = Ss[r]
-        fam = [Ui @ Ui.T, Ui @ S @ Ui.T, Ui @ (S @ S) @ Ui.T]
-        if fin:
-            for j in range(3):
-                P012[j, r] = fam[j]
-        if not const:  # P_{M_l}, M_l = S_l S + S S_l: the directions Gamma_kl's change drives
-            fam += [Ui @ (Sl[l] @ S + S @ Sl[l]) @ Ui.T for l in others]
-        if fin:
-            M = Ms[r]
-            M2 = M @ M
-            Abar = 4.0 * M / d
-            EaSa = _exact_EaXa(S, M, b[k], d)
-            m = Abar @ S @ Abar
-            J = (eta * d / 4.0) * (m + (EaSa - m) / B)  # the exact mean kick per unit time
-            sym = lambda Z: 0.5 * (Z + Z.T)  # noqa: E731
-            fam += [Ui @ J @ Ui.T, Ui @ M @ Ui.T, Ui @ M2 @ Ui.T, Ui @ sym(M2 @ S) @ Ui.T,
-                    Ui @ sym(M @ S) @ Ui.T, Ui @ (S @ M2 @ S) @ Ui.T, Ui @ (S @ M @ S) @ Ui.T]
-        Pm = np.stack([f.ravel() for f in fam])           # (nP, dd)
-        X[:, r] = np.einsum("pa,yna->pyn", Pm, Q)          # <P_p(r), Q_y(n)>
-    eps = eta * d / B
-    # trapezoid weights w[r, n]: int_0^{grid[n]} f(r) dr ~ sum_r w[r, n] f(r)
-    w = np.zeros((N, N))
-    for n in range(1, N):
-        h = np.diff(grid[:n + 1])
-        w[:n, n] += h / 2.0
-        w[1:n + 1, n] += h / 2.0
-    W0, W1, W2 = X[0, :, 0, :], X[1, :, 0, :], X[2, :, 0, :]   # (r, n) with Y = I
-    # the fluctuation of q_kk: (eps/d^2) int [Lambda g + finite-d], g = 2 W1^2 + 2 W0 W2
-    g_fl = lam[:, None] * (2.0 * W1 ** 2 + 2.0 * W0 * W2)
-    if fin:
-        TM, TM2, TM2S, TMS, TSM2S, TSMS = (X[p, :, 0, :] for p in range(4, 10))
-        # the product-of-traces parts of E Tr(dA X dA Y), X, Y in {SV, VS, SVS, V}
-        g_fl = g_fl + (16.0 / d) * (2.0 * TM2S * W1 + TMS ** 2 + TSM2S * W0 + W2 * TM2
-                                    + TSMS * TM)
-        if b[k] != 0.0:
-            g_fl = g_fl + (8.0 * b[k] / math.sqrt(d)) * (2.0 * TMS * W1 + TSMS * W0 + W2 * TM)
-        # the single-trace pieces, E Tr(dZ A dZ B) = c (Tr A Tr B + Tr(A^T B)): in the
-        # fluctuation 2 Tr(P_2 Q P_0 Q) + 2 Tr(P_1 Q P_1 Q) (Q = Q_I(n)), and in Pi the
-        # matrix K(r, s) = P_0 Q P_2 + 2 P_1 Q P_1 + P_2 Q P_0 (Q = Q_I(s)); O(1/d) relative
-        QI = Q[0].reshape(N, d, d)
-        single = np.zeros((N, N))
-        for r in range(N):
-            A1_ = P012[1, r] @ QI[r:]
-            A2_ = P012[2, r] @ QI[r:]
-            A0_ = P012[0, r] @ QI[r:]
-            single[r, r:] = (2.0 * np.einsum("nij,nji->n", A2_, A0_)
-                             + 2.0 * np.einsum("nij,nji->n", A1_, A1_))
-        g_fl = g_fl + lam[:, None] * single
-        Kin = np.zeros((nY, N, N))   # Kin[y, s, n] = sum_r w[r, s] Lambda(r)/d <K(r, s), Q_y(n)>
-        for s_ in range(1, N):
-            m_ = s_ + 1
-            wr = (w[:m_, s_] * lam[:m_] / d)[:, None, None]
-
-            def wsum(Pa, Pb):  # sum_r wr_r Pa_r Q_I(s) Pb_r as one matrix product
-                left = (wr * (Pa[:m_] @ QI[s_])).transpose(1, 0, 2).reshape(d, m_ * d)
-                return left @ Pb[:m_].reshape(m_ * d, d)
-            K02 = wsum(P012[0], P012[2])
-            Ksum = K02 + K02.T + 2.0 * wsum(P012[1], P012[1])
-            Kin[:, s_, :] = Q @ Ksum.ravel()
-    fluct = (eps / d ** 2) * np.einsum("rn,rn->n", w, g_fl)
-    # Pi(s) kernel: Pi~(s) = int_0^s (Lambda(r)/d) [2 W1(r,s) P_1(r) + W2(r,s) P_0(r)
-    #                                                 + W0(r,s) P_2(r)] dr
-    # tau(Delta(t) Y) = (1/d) [ int_0^t kick(s) . Q_Y(t) ds - 2 Gamma_kk int_0^t <Pi~(s), Q_Y(t)> ds ]
-    out_Y = {}
-    for y in range(nY):
-        X0, X1, X2 = X[0, :, y, :], X[1, :, y, :], X[2, :, y, :]
-        if fin:
-            kick = X[3, :, y, :] / eps           # (eta d/4) E[A S A] in units of eps
-        else:
-            kick = (lam * tk)[:, None] * X0      # Lambda t_k I
-        first = np.einsum("sn,sn->n", w, kick)
-        # inner[s, n] = int_0^s (Lambda(r)/d)(2 W1(r,s) X1(r,n) + W2(r,s) X0(r,n) + W0(r,s) X2(r,n)) dr
-        A1 = w * lam[:, None] / d                 # w[r, s] Lambda(r)/d
-        inner = (np.einsum("rs,rs,rn->sn", A1, 2.0 * W1, X1)
-                 + np.einsum("rs,rs,rn->sn", A1, W2, X0)
-                 + np.einsum("rs,rs,rn->sn", A1, W0, X2))
-        if fin:
-            inner = inner + Kin[y]
-        second = np.einsum("sn,s,sn->n", w, gkk, inner)
-        out_Y[names_Y[y]] = (first - 2.0 * second) / d
-    if not const:
-        out_Y = _gamma_feedback(model, k, others, qs, X, w, out_Y, fluct / eps, d)
-    # flow values and corrected observables at the grid, then at t_eval
-    tf = np.array([np.trace(S) / d for S in Ss])
-    qkk = np.array([np.sum(S * S) / d for S in Ss])
-    qkl = {l: np.array([np.sum(S * Sl[l]) / d for S in Ss]) for l in others}
-    keys, names = _obs_keys(K, k)
-    rows_f, rows_c = [], []
-    for key in keys:
-        if key[0] == "t":
-            rows_f.append(tf)
-            rows_c.append(tf + eps * out_Y["I"])
-        elif key[2] == k:
-            rows_f.append(qkk)
-            rows_c.append(qkk + 2.0 * eps * out_Y["f"] + fluct)
-        else:
-            l = key[2]
-            rows_f.append(qkl[l])
-            rows_c.append(qkl[l] + eps * out_Y[f"l{l}"])
-    idx = np.minimum(np.searchsorted(grid, t_eval), N - 1)
-    yf = np.array(rows_f)[:, idx]
-    yc = np.array(rows_c)[:, idx]
-    # every canonical word of length <= 2: the student's corrected, the teachers' constant
-    from attndyn.symbolic.printing import word_label
-    from attndyn.symbolic.words import canonical_words
-    words = [tuple(w) for w in canonical_words(2, model.alphabet)]
-    pos = {}
-    for j, key in enumerate(keys):
-        pos[(k,) if key[0] == "t" else tuple(sorted(key[1:]))] = j
-    y = np.empty((len(words), t_eval.size))
-    y_flow = np.empty_like(y)
-    for i, w in enumerate(words):
-        if w in pos:
-            y[i], y_flow[i] = yc[pos[w]], yf[pos[w]]
-        else:  # teachers only: constant
-            P = mats[w[0]] if len(w) == 1 else mats[w[0]] @ mats[w[1]]
-            y[i] = y_flow[i] = float(np.trace(P)) / d
-    if finite_d and not const:  # plus the finite-width potential
-        fw = finite_width_flow(model, mats, t_eval, rtol=rtol, atol=atol)
+    lam, tk, gkk, Ms, qs = _grid_values(ns, Ss)
+    names_Y, Q, X, P012 = _inner_products(ns, Ss, Us, Ms)
+    w = _trapezoid_weights(ns.grid)
+    fluct, Kin = _fluctuation(ns, X, Q, P012, w, lam)
+    out_Y = _mean_shifts(ns, names_Y, X, w, lam, tk, gkk, Kin)
+    if not ns.const:
+        out_Y = _gamma_feedback(model, ns.k, ns.others, qs, X, w, out_Y, fluct / eps, d)
+    words, y, y_flow = _noise_flow_rows(ns, Ss, out_Y, fluct)
+    if ns.finite_d and not ns.const:  # plus the finite-width potential
+        fw = finite_width_flow(model, ns.mats, t_eval, rtol=rtol, atol=atol)
         if fw.status != 0:
             if raise_on_failure:
                 raise IntegrationError(fw.message)
-            return Trajectory(t=np.zeros(0), y=np.zeros((len(words), 0)),
-                              names=[word_label(w, K) for w in words], words=words,
-                              kind="noise_flow", params={"correction": correction},
-                              status=fw.status, message=fw.message)
+            return _failed_noise_flow(ns, fw.status, fw.message)
         for i, w in enumerate(words):
             y[i] = y[i] + (fw.moment(w) - y_flow[i])
     params = model.params_dict()
-    params.update({"d": d, "eta": eta, "batch": B, "correction": correction,
+    params.update({"d": d, "eta": ns.eta, "batch": ns.B, "correction": ns.correction,
                    "eta_d_over_B": eps, "refine": int(refine), "rtol": rtol, "atol": atol})
-    return Trajectory(t=np.asarray(t_eval, float), y=y, names=[word_label(w, K) for w in words],
+    return Trajectory(t=np.asarray(t_eval, float), y=y, names=_words_and_labels(model)[1],
                       words=words, kind="noise_flow", params=params, status=0,
-                      message=f"success: moment-level flow with correction={correction!r} "
+                      message=f"success: moment-level flow with correction={ns.correction!r} "
                               f"(first order in eta d / B = {eps:.3g})",
-                      diagnostics={"flow": y_flow, "grid": grid, "d": d})
+                      diagnostics={"flow": y_flow, "grid": ns.grid, "d": d})
 
 
 def _gamma_feedback(model, k, others, qs, X, w, out_Y, F_over_eps, d):
@@ -473,6 +554,49 @@ class NoiseRows:
         return np.bincount(self.target, weights=vals, minlength=self.n)
 
 
+def _hierarchy_width(model, mu0, d):
+    """The width ``d`` of :func:`noise_hierarchy`: read from matrices, else the ``d`` given."""
+    is_mats = isinstance(mu0, (list, tuple)) and len(mu0) == model.K and all(
+        np.ndim(m) == 2 for m in mu0)
+    if is_mats:
+        d_m = int(np.shape(mu0[0])[0])
+        if d is not None and int(d) != d_m:
+            raise ValueError(f"d = {d} but the matrices are {d_m} x {d_m}")
+        d = d_m
+    if d is None:
+        raise ValueError("correction='noise' needs the width d (eps = eta d / B): give mu0 "
+                         "as the K matrices S_k, or pass d=")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
+        raise ValueError(f"d must be an int >= 2, got {d!r}")
+    return int(d)
+
+
+def _check_lower_order(h, res, sol, y0, run, t_eval, conv_tol):
+    """``check="auto"``: the same corrected system at ``order - 2``; status 2 (and the
+    error per word of length <= 2 in ``res.diagnostics``) where they differ."""
+    low = h.model.hierarchy(h.order - 2)
+    pos = {tuple(w): i for i, w in enumerate(h.words)}
+    sub = np.array([pos[tuple(w)] for w in low.words])
+    sl = run(low, y0[sub], NoiseRows(low))
+    short = [i for i, w in enumerate(low.words) if len(w) <= 2]
+    err = {}
+    if sl.status == 0:
+        diff = np.abs(sol.y[sub[short]] - sl.y[short])
+        scale = np.maximum(1.0, np.abs(sol.y[sub[short]]))
+        bad = np.any(diff > conv_tol * scale, axis=0)
+        err = {low.names[i]: float(diff[j].max()) for j, i in enumerate(short)}
+        res.diagnostics["truncation_error"] = err
+        if bad.any():
+            t_bad = float(t_eval[int(np.argmax(bad))])
+            res.status = NOT_CONVERGED
+            res.message = (f"truncation not converged: orders {h.order} and {h.order - 2} "
+                           f"differ by more than conv_tol = {conv_tol:g} from t = "
+                           f"{t_bad:.4g} on (max {max(err.values()):.3g})")
+            res.diagnostics["t_converged"] = float(t_eval[max(int(np.argmax(bad)) - 1, 0)])
+    else:
+        res.message += f"; convergence not checked: order {h.order - 2} failed ({sl.message})"
+
+
 def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float = 1e-10,
                     atol: float = 1e-12, check="auto", conv_tol: float = 1e-6,
                     blowup: float = 1e100, method: str = "DOP853",
@@ -514,19 +638,7 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
     conv_tol = _check_pos_float(conv_tol, "conv_tol")
     if check not in (None, "auto"):
         raise ValueError(f"check must be None or 'auto' with correction='noise', got {check!r}")
-    is_mats = isinstance(mu0, (list, tuple)) and len(mu0) == model.K and all(
-        np.ndim(m) == 2 for m in mu0)
-    if is_mats:
-        d_m = int(np.shape(mu0[0])[0])
-        if d is not None and int(d) != d_m:
-            raise ValueError(f"d = {d} but the matrices are {d_m} x {d_m}")
-        d = d_m
-    if d is None:
-        raise ValueError("correction='noise' needs the width d (eps = eta d / B): give mu0 "
-                         "as the K matrices S_k, or pass d=")
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
-        raise ValueError(f"d must be an int >= 2, got {d!r}")
-    d = int(d)
+    d = _hierarchy_width(model, mu0, d)
     eps = eta * d / B
     lamf = noise_potential(model)
 
@@ -553,27 +665,7 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
                               if sol.status == 0 else sol.message),
                      diagnostics={"eta_d_over_B": eps, "noise_terms": rows.n_terms})
     if sol.status == 0 and check == "auto" and h.order >= 4:
-        low = model.hierarchy(h.order - 2)
-        pos = {tuple(w): i for i, w in enumerate(h.words)}
-        sub = np.array([pos[tuple(w)] for w in low.words])
-        sl = run(low, y0[sub], NoiseRows(low))
-        short = [i for i, w in enumerate(low.words) if len(w) <= 2]
-        err = {}
-        if sl.status == 0:
-            diff = np.abs(sol.y[sub[short]] - sl.y[short])
-            scale = np.maximum(1.0, np.abs(sol.y[sub[short]]))
-            bad = np.any(diff > conv_tol * scale, axis=0)
-            err = {low.names[i]: float(diff[j].max()) for j, i in enumerate(short)}
-            res.diagnostics["truncation_error"] = err
-            if bad.any():
-                t_bad = float(t_eval[int(np.argmax(bad))])
-                res.status = NOT_CONVERGED
-                res.message = (f"truncation not converged: orders {h.order} and {h.order - 2} "
-                               f"differ by more than conv_tol = {conv_tol:g} from t = "
-                               f"{t_bad:.4g} on (max {max(err.values()):.3g})")
-                res.diagnostics["t_converged"] = float(t_eval[max(int(np.argmax(bad)) - 1, 0)])
-        else:
-            res.message += f"; convergence not checked: order {h.order - 2} failed ({sl.message})"
+        _check_lower_order(h, res, sol, y0, run, t_eval, conv_tol)
     elif sol.status == 0 and check == "auto":
         res.message += "; convergence not checked (order < 4)"
     if raise_on_failure and res.status != 0:
