@@ -50,17 +50,14 @@ def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     several orders against SGD, the finite-d matrix flow (the exact projection of
     the hierarchy at this d, from each seed's own matrices) and the ``d -> infinity``
     limit solver from the law. ``Gamma(q)`` is non-polynomial: the model's numeric route,
-    the certified Chebyshev surrogate of the quadrature (its certificate is stored in
-    ``extra["potential"]``). No learning-rate correction: the noise corrections need
-    ``L = 1`` (docs/finite-eta.md).
+    the certified Chebyshev surrogate of the quadrature, built once on a box around the
+    overlaps of every SGD run over the whole horizon (with margins) before any theory
+    runs (its certificate and build time are stored in ``extra["potential"]``). No
+    learning-rate correction: the noise corrections need ``L = 1`` (docs/finite-eta.md).
 
     Initial condition (not in the caption): ``gaussian_init(scale=0.5)`` student and
     teacher, one draw per SGD seed. Claims in seed units (rms z over the plotted times)."""
-    from attndyn.numeric.attention.figures.common import Z_OK, run_sgd_tasks, seed_z
-    from attndyn.numeric.attention.figures.fig4 import _paired_z, _zdesc, _zworst
-    from attndyn.numeric.attention.flow import matrix_flow
-    from attndyn.numeric.attention.tied.limit import limit_flow
-    from attndyn.symbolic.initial import FreeInit, wishart
+    from attndyn.numeric.attention.figures.common import run_sgd_tasks
 
     s = _settings("fig1", mode, overrides)
     seed_list = _seeds(seeds, 0, s.pop("seeds"))
@@ -76,7 +73,37 @@ def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     sgds = [runs[("sgd", sd)] for sd in seed_list]
     for sd, r in zip(seed_list, sgds):
         run.curves[f"sgd/seed{sd}"] = r
+    box = model.theory.prepare_box(_sgd_overlaps(sgds, model.K))
     t = sgds[0].t
+    theories, S0, fl0 = _flows(run, model, s, seed_list, t, obs)
+    short = t <= s["T_short"] + 1e-12
+    fl_s = {o: fl0.observable(o)[short] for o in obs}
+    fl_f = {o: fl0.observable(o) for o in obs}
+    err_s, _, _ = _tied_truncation_curves(run, model, S0, t[short], t, s["orders"], obs, fl_s,
+                                          fl_f, "to_flow")
+    lim = _limit(run, model, sc, t)
+    run.extra["potential"] = dict(_route_report(model), box_built_once=box)
+    _fig1_claims(run, s, seed_list, sgds, theories, lim, err_s, obs, short)
+    run.plotter = _plot_fig1
+    run.wall_s = time.perf_counter() - t0
+    return run
+
+
+def _sgd_overlaps(sgds, K):
+    """The ``(n, K, K)`` overlaps ``q_kl = Tr(S_k S_l)/d`` of every SGD run at every
+    plotted time: the path the theories follow, within a few seed SDs."""
+    Q = np.empty((len(sgds), sgds[0].t.size, K, K))
+    for k in range(K):
+        for l in range(k, K):
+            v = np.array([r.observable(f"q_{k + 1}{l + 1}") for r in sgds])
+            Q[:, :, k, l] = Q[:, :, l, k] = v
+    return Q.reshape(-1, K, K)
+
+
+def _flows(run, model, s, seed_list, t, obs):
+    """The matrix flow from every seed's own start; seed 0's flow and matrices."""
+    from attndyn.numeric.attention.flow import matrix_flow
+
     theories = []
     for i, sd in enumerate(seed_list):
         S = [w @ w.T for w in _sgd_setup("sgd", sd, s)[1]]
@@ -85,16 +112,24 @@ def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         if i == 0:
             S0, fl0 = S, fl
             run.curves["flow"] = fl
-    short = t <= s["T_short"] + 1e-12
-    fl_s = {o: fl0.observable(o)[short] for o in obs}
-    fl_f = {o: fl0.observable(o) for o in obs}
-    err_s, err_f, status_f = _tied_truncation_curves(run, model, S0, t[short], t, s["orders"],
-                                                     obs, fl_s, fl_f, "to_flow")
+    run.plot_rows = {"flow": {o: [th["flow"][o] for th in theories] for o in obs}}
+    return theories, S0, fl0
+
+
+def _limit(run, model, sc, t):
+    """The free limit from the law ``wishart(sc, 1)`` of both factors."""
+    from attndyn.numeric.attention.tied.limit import limit_flow
+    from attndyn.symbolic.initial import FreeInit, wishart
+
     lim = limit_flow(model, FreeInit([wishart(sc, 1.0), wishart(sc, 1.0)]), t)
     run.curves["limit"] = lim
-    run.extra["potential"] = _route_report(model)
-    zp = _paired_z(sgds, theories, ("flow",), obs)
-    run.plot_rows = {"flow": {o: [th["flow"][o] for th in theories] for o in obs}}
+    return lim
+
+
+def _limit_z(sgds, lim, obs, t):
+    """rms z of SGD against the limit per observable, and z at ``t = 0``."""
+    from attndyn.numeric.attention.figures.common import seed_z
+
     zl, z0 = {}, {}
     for o in obs:
         Y = np.array([r.observable(o) for r in sgds])
@@ -103,23 +138,23 @@ def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
             z0[o] = seed_z(Y[:, :1], lim.observable(o)[:1])[2][0]
         else:
             zl[o], z0[o] = (float("inf"), float("inf")), float("nan")
-    # movement of the overlaps in seed units: |mean(T) - mean(0)| / SD over seeds at T
+    return zl, z0
+
+
+def _movement(sgds, obs):
+    """``|mean(T) - mean(0)| / SD over seeds at T`` per observable."""
     move = {}
     for o in obs:
         Y = np.array([r.observable(o) for r in sgds])
         sd_T = Y[:, -1].std(ddof=1) if len(sgds) > 1 else float("nan")
         move[o] = float(abs(Y[:, -1].mean() - Y[:, 0].mean()) / sd_T) if sd_T > 0 else float("inf")
-    n = len(seed_list)
-    run.extra.update(paired_rms_z={o: v[0] for o, v in zp["flow"].items()},
-                     limit_rms_z={o: v[0] for o, v in zl.items()}, movement_in_seed_sd=move)
-    orders = list(s["orders"])
-    es = [err_s[M] for M in orders]
-    run.claims.append(Claim(
-        "truncation error to the exact hierarchy (matrix flow) falls with the order M",
-        all(a > b for a, b in zip(es, es[1:])),
-        ", ".join(f"M={M}: {_fmt(e)}" for M, e in zip(orders, es)),
-        f"short horizon t <= {s['T_short']} only; no SGD in this claim; potential route "
-        f"{run.extra['potential']['route']}"))
+    return move
+
+
+def _truncation_z(run, sgds, theories, orders, obs, short):
+    """Per order, the worst rms z of seed 0's SGD against the truncation on the short
+    horizon, in units of the seed SD of SGD around its own flow."""
+    n = len(sgds)
     resid = {o: np.array([r.observable(o) - th["flow"][o] for r, th in zip(sgds, theories)])
              for o in obs}
     zs = {}
@@ -133,6 +168,29 @@ def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
                 z = np.where(u > 0, e / np.where(u > 0, u, 1.0), 0.0)
             zz.append(float(np.sqrt(np.mean(z ** 2))))
         zs[M] = max(zz)
+    return zs
+
+
+def _fig1_claims(run, s, seed_list, sgds, theories, lim, err_s, obs, short):
+    """The claims of Fig. 1, in seed units."""
+    from attndyn.numeric.attention.figures.common import Z_OK
+    from attndyn.numeric.attention.figures.fig4 import _paired_z, _zdesc, _zworst
+
+    t, d, sc, n = sgds[0].t, s["d"], s["scale"], len(seed_list)
+    zp = _paired_z(sgds, theories, ("flow",), obs)
+    zl, z0 = _limit_z(sgds, lim, obs, t)
+    move = _movement(sgds, obs)
+    run.extra.update(paired_rms_z={o: v[0] for o, v in zp["flow"].items()},
+                     limit_rms_z={o: v[0] for o, v in zl.items()}, movement_in_seed_sd=move)
+    orders = list(s["orders"])
+    es = [err_s[M] for M in orders]
+    run.claims.append(Claim(
+        "truncation error to the exact hierarchy (matrix flow) falls with the order M",
+        all(a > b for a, b in zip(es, es[1:])),
+        ", ".join(f"M={M}: {_fmt(e)}" for M, e in zip(orders, es)),
+        f"short horizon t <= {s['T_short']} only; no SGD in this claim; potential route "
+        f"{run.extra['potential']['route']}"))
+    zs = _truncation_z(run, sgds, theories, orders, obs, short)
     run.claims.append(Claim(
         "the highest truncation order matches SGD on the short horizon within the seed noise",
         zs[orders[-1]] <= Z_OK,
@@ -162,9 +220,6 @@ def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         f"law wishart({sc}, 1) for student and teacher, {n} draws at d = {d}; held when "
         f"rms z <= {Z_OK:g} on every observable"))
     run.claims.insert(0, _sgd_completed(run))
-    run.plotter = _plot_fig1
-    run.wall_s = time.perf_counter() - t0
-    return run
 
 
 def _plot_fig1(run, fig=None):

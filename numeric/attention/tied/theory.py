@@ -79,6 +79,23 @@ class TiedTheory(Theory):
             return res
         return run_tracked(pot, q0, run)
 
+    def prepare_box(self, qs) -> dict | None:
+        """Build the trajectory route's certified box once, around the overlaps ``qs``
+        (``(n, K, K)``: a whole expected path, e.g. SGD runs or a pilot flow over the
+        horizon), with the route's margins, so that the solvers run afterwards find every
+        ``q`` they visit inside it instead of growing the box as they leave it (issue 25).
+        Returns ``{"covered", "cpu_s", "certificate"}``, or ``None`` when the model's
+        potential has no box (exact, Hermite, a given surrogate)."""
+        import time
+
+        pot = self.model.numeric_potential
+        if not callable(getattr(pot, "prepare", None)):
+            return None
+        t0 = time.process_time()
+        covered = bool(pot.prepare(np.asarray(qs, dtype=float)))
+        return {"covered": covered, "cpu_s": time.process_time() - t0,
+                "certificate": pot.certificate}
+
     def run(self, init, t, **options) -> Trajectory:
         """:meth:`Theory.run` with the potential on its trajectory route (:meth:`tracked`),
         the box built around the overlaps of the SGD's initial factors."""
