@@ -230,6 +230,22 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
              + [f"S1 V0^({j})T" for j in range(H)]
              + [f"V0^({i}) S1 V0^({j})T" for i in range(H) for j in range(H)])
 
+    net_output, fn = _two_layer_loss(H, Kh, output)
+    effective_matrices, forward = _two_layer_network(H, output)
+    return TwoLayerAttention(
+        f"attention2:heads={H},output={output}", fn,
+        f"two-layer {H}-head attention teacher-student through {2 * Kh} effective bilinear "
+        "forms (paper 003, appendix B.1)", min_K=2 * Kh, L=L,
+        extra={"heads": H, "forms_per_network": Kh, "names": names, "output": output,
+               "effective_matrices": effective_matrices, "forward": forward,
+               "network_output": net_output})
+
+
+def _two_layer_loss(H, Kh, output):
+    """``(net_output, fn)`` of :func:`two_layer_attention`: the output ``A2`` (or its row
+    softmax) of network ``net`` (0 student, 1 teacher) from the forms ``G`` (eq. 53), and
+    the loss ``(1/2)||y_s - y_t||_F^2``."""
+
     def mat(G, k):
         Ls = G.shape[0]
         return sp.Matrix(Ls, Ls, lambda i, j: G[i, j, k])
@@ -256,6 +272,12 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
         yt = net_output(G, 1)
         return sp.Rational(1, 2) * sum((ys[i, j] - yt[i, j]) ** 2
                                        for i in range(ys.rows) for j in range(ys.cols))
+    return net_output, fn
+
+
+def _two_layer_network(H, output):
+    """``(effective_matrices, forward)`` of :func:`two_layer_attention`: the effective
+    matrices of one network from its weights and the network computed directly."""
 
     def effective_matrices(S0, V0, S1):
         """The ``Kh`` effective matrices of one network from its weights
@@ -281,14 +303,7 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
         X1 = X0 + sum(sm(X0 @ S0[h] @ X0.T / np.sqrt(d)) @ X0 @ V0[h] for h in range(H))
         A2 = X1 @ S1 @ X1.T / np.sqrt(d)
         return sm(A2) if output == "softmax" else A2
-
-    return TwoLayerAttention(
-        f"attention2:heads={H},output={output}", fn,
-        f"two-layer {H}-head attention teacher-student through {2 * Kh} effective bilinear "
-        "forms (paper 003, appendix B.1)", min_K=2 * Kh, L=L,
-        extra={"heads": H, "forms_per_network": Kh, "names": names, "output": output,
-               "effective_matrices": effective_matrices, "forward": forward,
-               "network_output": net_output})
+    return effective_matrices, forward
 
 
 # -- appendix B.2-B.4 (issue 18) --------------------------------------------------------------
@@ -372,6 +387,24 @@ def autoregressive(L: int = 2, heads: int = 1) -> Loss:
              + [f"V{'*' if a >= H else ''}_{a % H + 1}^T V{'*' if b >= H else ''}_{b % H + 1}"
                 f" / sqrt d" for a, b in pairs])
 
+    fn = _autoregressive_loss(H, pos)
+    effective_matrices, forward = _autoregressive_network(H, pairs)
+    return Loss(f"autoregressive:L={L},heads={H}", fn,
+                f"||xhat - y||^2 / d, next-token prediction with {H}-head softmax attention over "
+                f"{L} context tokens and Bernoulli gates (paper 003, appendix B.2)",
+                min_K=K, L=L,
+                extra={"heads": H, "names": names, "pairs": pairs,
+                       "student_forms": list(range(H)) + [2 * H + i for i, (a, b) in
+                                                         enumerate(pairs) if a < H],
+                       "teacher_forms": list(range(H, 2 * H)) + [2 * H + i for i, (a, b) in
+                                                                enumerate(pairs) if a >= H],
+                       "effective_matrices": effective_matrices, "forward": forward})
+
+
+def _autoregressive_loss(H, pos):
+    """The loss of :func:`autoregressive` as a function of the forms ``G`` (``pos``: the
+    position of the pair ``(a, b)``, ``a <= b``, among the ``M_ab``)."""
+
     def F(G, j, jp, a, b):
         # x_j^T V_a^T V_b x_j' / d as a form of M_ab (a <= b) or of M_ba transposed
         return G[j, jp, 2 * H + pos[(a, b)]] if a <= b else G[jp, j, 2 * H + pos[(b, a)]]
@@ -393,6 +426,12 @@ def autoregressive(L: int = 2, heads: int = 1) -> Loss:
             for h in range(H):
                 total += p[h][j] * (1 - p[h][j]) * F(G, j, j, H + h, H + h)
         return total
+    return fn
+
+
+def _autoregressive_network(H, pairs):
+    """``(effective_matrices, forward)`` of :func:`autoregressive`: the effective matrices
+    from the weights and the network's loss computed directly on tokens."""
 
     def effective_matrices(W, M, V, Vs):
         """The ``K`` effective matrices from the weights (lists of ``H`` d x d arrays)."""
@@ -420,17 +459,7 @@ def autoregressive(L: int = 2, heads: int = 1) -> Loss:
             xhat += V[h] @ (alpha @ X)
             y += Vs[h] @ (a.astype(float) @ X)
         return float(np.sum((xhat - y) ** 2) / d)
-
-    return Loss(f"autoregressive:L={L},heads={H}", fn,
-                f"||xhat - y||^2 / d, next-token prediction with {H}-head softmax attention over "
-                f"{L} context tokens and Bernoulli gates (paper 003, appendix B.2)",
-                min_K=K, L=L,
-                extra={"heads": H, "names": names, "pairs": pairs,
-                       "student_forms": list(range(H)) + [2 * H + i for i, (a, b) in
-                                                         enumerate(pairs) if a < H],
-                       "teacher_forms": list(range(H, 2 * H)) + [2 * H + i for i, (a, b) in
-                                                                enumerate(pairs) if a >= H],
-                       "effective_matrices": effective_matrices, "forward": forward})
+    return effective_matrices, forward
 
 
 def multiple_location(L: int = 2, act="tanh", *, polarity=None, alpha=None) -> Loss:
@@ -653,6 +682,27 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
     :mod:`attndyn.symbolic.parse` with its size limits; options are plain
     numbers. Anything else raises a one-line ``ValueError``.
     """
+    _check_spec_sizes(spec, K, L)
+    spec = spec.strip()
+    head, _, rest = spec.partition(":")
+    head = head.strip().lower()
+    loss = _named_loss(head, rest, spec, L)
+    if loss is not None:
+        _check_named_loss(loss, K, L)
+        return loss, ()
+    # raw expression in G
+    if not re.search(r"\bG\s*\[", spec) and not (L == 1 and re.search(r"\bG\d+\b", spec)):
+        raise ValueError(f"unknown loss spec {_short(spec)}: use mse:<act>[,<act>], softmax, "
+                         "denoising, attention2, autoregressive, multilocation, reasoning, or an "
+                         "expression in G[i,j,k]")
+    expr, found = parse_loss(spec, K, L, params=params, what="loss")
+    raw = Loss(f"expr:{spec}", lambda _G, e=expr: e, spec, min_K=1, L=L, params=found)
+    return raw, found
+
+
+def _check_spec_sizes(spec, K, L):
+    """A non-empty spec within the parser's length limit; ``K``, ``L`` ints in range and the
+    ``L x L x K`` symbols bounded before they are made."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError("loss spec must be a non-empty string")
     for name, val, hi in (("K", K, MAX_SPEC_K), ("L", L, MAX_SPEC_L)):
@@ -665,78 +715,90 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
     from .parse import MAX_CHARS
     if len(spec) > MAX_CHARS:
         raise ValueError(f"loss spec too long ({len(spec)} characters, limit {MAX_CHARS})")
-    spec = spec.strip()
-    head, _, rest = spec.partition(":")
-    head = head.strip().lower()
-    loss = None
+
+
+def _named_loss(head, rest, spec, L):
+    """The library loss a spec names (``head:rest``), or ``None`` for a raw expression."""
     if head == "mse" and rest:
         acts = _split_top(rest)
         if not 1 <= len(acts) <= 2:
             raise ValueError(f"loss spec {_short(spec)}: use mse:<student>[,<teacher>]")
-        loss = mse_teacher_student(acts[0], acts[1] if len(acts) == 2 else None)
-    elif head == "softmax":
-        kv = _kv(rest, spec)
-        Ls = parse_int(kv.pop("L", str(L)), "softmax option L", 1, MAX_SPEC_L)
-        beta = parse_float(kv.pop("beta", "1"), "softmax option beta", -MAX_BETA, MAX_BETA,
-                           nonzero=True)
-        if kv:
-            raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
-                             "(softmax takes L, beta)")
-        if Ls != L:
-            raise ValueError(f"loss spec {_short(spec)} is for L = {Ls} tokens but L = {L}")
-        loss = softmax_teacher_student(Ls, beta=sp.Integer(int(beta)) if beta == int(beta)
-                                       else sp.Float(beta))
-    elif head == "denoising":
+        return mse_teacher_student(acts[0], acts[1] if len(acts) == 2 else None)
+    if head == "softmax":
+        return _softmax_spec(rest, spec, L)
+    if head == "denoising":
         kv = _kv(rest, spec)
         ell = kv.pop("ell", "-a")
         if kv:
             raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
                              "(denoising takes ell)")
-        loss = matrix_denoising(ell)
-    elif head == "attention2":
-        kv = _kv(rest, spec)
-        H = parse_int(kv.pop("heads", "1"), "attention2 option heads", 1, MAX_HEADS)
-        out = kv.pop("output", "linear")
-        if out not in ("linear", "softmax"):
-            raise ValueError(f"attention2 option output must be 'linear' or 'softmax', "
-                             f"got {_short(out)}")
-        if kv:
-            raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
-                             "(attention2 takes heads, output)")
-        loss = two_layer_attention(H, out)
-    elif head in ("autoregressive", "multilocation", "reasoning"):
-        kv = _kv(rest, spec)
-        allowed = {"autoregressive": ("heads",), "multilocation": ("act",),
-                   "reasoning": ()}[head]
-        unknown = sorted(set(kv) - set(allowed))
-        if unknown:
-            raise ValueError(f"loss spec {_short(spec)}: unknown options {unknown} ({head} takes "
-                             f"{', '.join(allowed) if allowed else 'no options'})")
-        if head == "autoregressive":
-            H = parse_int(kv.get("heads", "1"), "autoregressive option heads", 1, MAX_B_HEADS)
-            loss = autoregressive(L, H) if L <= MAX_B_TOKENS else None
-        elif head == "multilocation":
-            loss = multiple_location(L, kv.get("act", "tanh")) if L <= MAX_B3_TOKENS else None
-        else:
-            loss = multi_step_reasoning(L) if 2 <= L <= MAX_B_TOKENS else None
-        if loss is None:
-            hi = MAX_B3_TOKENS if head == "multilocation" else MAX_B_TOKENS
-            raise ValueError(f"loss spec {_short(spec)} needs L in [{2 if head == 'reasoning' else 1}, "
-                             f"{hi}] tokens, got L = {L}")
-    if loss is not None:
-        if loss.L is not None and loss.L != L:
-            raise ValueError(f"loss {loss.name} needs L = {loss.L}, got L = {L}")
-        if K < loss.min_K:
-            raise ValueError(f"loss {loss.name} needs K >= {loss.min_K} indices, got K = {K}")
-        if loss.name.startswith(("attention2", "autoregressive", "multilocation", "reasoning")) \
-                and K != loss.min_K:
-            raise ValueError(f"loss {loss.name} uses exactly K = {loss.min_K} forms, got K = {K}")
-        return loss, ()
-    # raw expression in G
-    if not re.search(r"\bG\s*\[", spec) and not (L == 1 and re.search(r"\bG\d+\b", spec)):
-        raise ValueError(f"unknown loss spec {_short(spec)}: use mse:<act>[,<act>], softmax, "
-                         "denoising, attention2, autoregressive, multilocation, reasoning, or an "
-                         "expression in G[i,j,k]")
-    expr, found = parse_loss(spec, K, L, params=params, what="loss")
-    raw = Loss(f"expr:{spec}", lambda _G, e=expr: e, spec, min_K=1, L=L, params=found)
-    return raw, found
+        return matrix_denoising(ell)
+    if head == "attention2":
+        return _attention2_spec(rest, spec)
+    if head in ("autoregressive", "multilocation", "reasoning"):
+        return _appendix_b_spec(head, rest, spec, L)
+    return None
+
+
+def _softmax_spec(rest, spec, L):
+    """``softmax[:L=..,beta=..]``: :func:`softmax_teacher_student` (``beta`` a plain number)."""
+    kv = _kv(rest, spec)
+    Ls = parse_int(kv.pop("L", str(L)), "softmax option L", 1, MAX_SPEC_L)
+    beta = parse_float(kv.pop("beta", "1"), "softmax option beta", -MAX_BETA, MAX_BETA,
+                       nonzero=True)
+    if kv:
+        raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
+                         "(softmax takes L, beta)")
+    if Ls != L:
+        raise ValueError(f"loss spec {_short(spec)} is for L = {Ls} tokens but L = {L}")
+    return softmax_teacher_student(Ls, beta=sp.Integer(int(beta)) if beta == int(beta)
+                                   else sp.Float(beta))
+
+
+def _attention2_spec(rest, spec):
+    """``attention2[:heads=..,output=..]``: :func:`two_layer_attention`."""
+    kv = _kv(rest, spec)
+    H = parse_int(kv.pop("heads", "1"), "attention2 option heads", 1, MAX_HEADS)
+    out = kv.pop("output", "linear")
+    if out not in ("linear", "softmax"):
+        raise ValueError(f"attention2 option output must be 'linear' or 'softmax', "
+                         f"got {_short(out)}")
+    if kv:
+        raise ValueError(f"loss spec {_short(spec)}: unknown options {sorted(kv)} "
+                         "(attention2 takes heads, output)")
+    return two_layer_attention(H, out)
+
+
+def _appendix_b_spec(head, rest, spec, L):
+    """``autoregressive[:heads=..]``, ``multilocation[:act=..]``, ``reasoning``: the
+    appendix-B.2-B.4 losses over the ``L`` tokens (``L`` checked against their ranges)."""
+    kv = _kv(rest, spec)
+    allowed = {"autoregressive": ("heads",), "multilocation": ("act",),
+               "reasoning": ()}[head]
+    unknown = sorted(set(kv) - set(allowed))
+    if unknown:
+        raise ValueError(f"loss spec {_short(spec)}: unknown options {unknown} ({head} takes "
+                         f"{', '.join(allowed) if allowed else 'no options'})")
+    if head == "autoregressive":
+        H = parse_int(kv.get("heads", "1"), "autoregressive option heads", 1, MAX_B_HEADS)
+        loss = autoregressive(L, H) if L <= MAX_B_TOKENS else None
+    elif head == "multilocation":
+        loss = multiple_location(L, kv.get("act", "tanh")) if L <= MAX_B3_TOKENS else None
+    else:
+        loss = multi_step_reasoning(L) if 2 <= L <= MAX_B_TOKENS else None
+    if loss is None:
+        hi = MAX_B3_TOKENS if head == "multilocation" else MAX_B_TOKENS
+        raise ValueError(f"loss spec {_short(spec)} needs L in [{2 if head == 'reasoning' else 1}, "
+                         f"{hi}] tokens, got L = {L}")
+    return loss
+
+
+def _check_named_loss(loss, K, L):
+    """A library loss fits the model: its ``L``, at least (or exactly) its forms ``K``."""
+    if loss.L is not None and loss.L != L:
+        raise ValueError(f"loss {loss.name} needs L = {loss.L}, got L = {L}")
+    if K < loss.min_K:
+        raise ValueError(f"loss {loss.name} needs K >= {loss.min_K} indices, got K = {K}")
+    if loss.name.startswith(("attention2", "autoregressive", "multilocation", "reasoning")) \
+            and K != loss.min_K:
+        raise ValueError(f"loss {loss.name} uses exactly K = {loss.min_K} forms, got K = {K}")
