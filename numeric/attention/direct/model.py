@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -55,6 +55,9 @@ from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.validate import check_loss, check_model_args, check_t_eval, real_array
 from attndyn.symbolic.codegen import njit_source
 from attndyn.symbolic.potential import _call_loss, direct_potential, g_array, guard_for_numba
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["SModel", "obs_key"]
 
@@ -89,8 +92,9 @@ class SModel(AttentionModel):
     time_scales = (TimeScale("slow", "tau = eta * n / d", 1.0, 1),)
     alphabet = None  # no words: the theory closes in t, Psi, Omega (Theorem 4)
 
-    def __init__(self, K: int, trainable, loss: Callable, L: int = 1, C=None,
-                 weight_decay: float = 0.0, *, params: dict | None = None, potential=None):
+    def __init__(self, K: int, trainable: Sequence[int], loss: Callable, L: int = 1,
+                 C: ArrayLike | None = None, weight_decay: float = 0.0, *,
+                 params: dict | None = None, potential: Any = None) -> None:
         self.K, self.trainable, self.L, self.C, self.weight_decay = check_model_args(
             K, trainable, L, C, weight_decay)
         self.loss = check_loss(loss, self.L, self.K)  # fails early on a bad loss
@@ -117,16 +121,16 @@ class SModel(AttentionModel):
                 f"weight_decay={self.weight_decay})")
 
     @property
-    def names(self) -> list:
+    def names(self) -> list[str]:
         return s_observable_names(self.K)
 
     # -- the model protocol (attndyn.numeric.attention.base) ---------------------
-    def observable_names(self, order=None) -> list:
+    def observable_names(self, order: int | None = None) -> list[str]:
         if order is not None:
             raise ValueError("order does not apply to an SModel (its theory closes in t, Psi, Omega)")
         return self.names
 
-    def check_init(self, init, name: str = "init") -> list:
+    def check_init(self, init: Sequence[ArrayLike], name: str = "init") -> list[np.ndarray]:
         """SGD weights: the matrices ``S_k`` themselves (:meth:`check_matrices`)."""
         return self.check_matrices(init, name)
 
@@ -140,7 +144,7 @@ class SModel(AttentionModel):
             out.append(S)
         return out
 
-    def sgd_runner(self, init, order=None) -> SGDRunner:
+    def sgd_runner(self, init: Sequence[ArrayLike], order: int | None = None) -> SGDRunner:
         if order is not None:
             raise ValueError("order does not apply to an SModel (its theory closes in t, Psi, Omega)")
         return _SRunner(self, self.check_init(init))
@@ -160,7 +164,7 @@ class SModel(AttentionModel):
 
     # -- potential -----------------------------------------------------------
     @cached_property
-    def potential(self):
+    def potential(self) -> Any:
         """``Phi(Omega, Psi)`` with ``grad_Omega = A`` and ``grad_Psi = B``, from
         :func:`~attndyn.symbolic.potential.direct_potential` (route ``"auto"``):
         a :class:`~attndyn.symbolic.potential.SymbolicPotential` on the exact
@@ -183,7 +187,7 @@ class SModel(AttentionModel):
         return callable(getattr(self.potential, "gradient_function", None))
 
     @cached_property
-    def gradient_function(self):
+    def gradient_function(self) -> Callable[..., Any]:
         """Compiled ``f(x, p, out)`` in the input layout of the direct law:
         ``x = [Omega.ravel(), Psi.ravel()]`` (``2 K^2`` entries, symmetric
         matrices) and ``out = [A.ravel(), B.ravel()]``, ``A = grad_Omega Phi``,
@@ -204,7 +208,8 @@ class SModel(AttentionModel):
             return np.ascontiguousarray(self.potential.parameters(), dtype=np.float64)
         return np.array([float(v) for v in self.params.values()], dtype=np.float64)
 
-    def gradients(self, Psi, Omega):
+    def gradients(self, Psi: ArrayLike, Omega: ArrayLike
+                  ) -> tuple[np.ndarray, np.ndarray, float]:
         """``(A, B, Phi)`` at numeric ``Psi``, ``Omega`` (``A = grad_Omega Phi``,
         ``B = grad_Psi Phi``, symmetric convention)."""
         K = self.K
@@ -231,7 +236,8 @@ class SModel(AttentionModel):
         return out[:K * K].reshape(K, K).copy(), out[K * K:].reshape(K, K).copy(), float(phi)
 
     # -- states ----------------------------------------------------------------
-    def check_matrices(self, matrices, name: str = "init") -> list:
+    def check_matrices(self, matrices: Sequence[ArrayLike], name: str = "init"
+                       ) -> list[np.ndarray]:
         """Validate ``K`` real square ``d x d`` arrays ``S_k`` (same ``d >= 2``, finite)."""
         try:
             mats = [real_array(m, f"{name}[{k}]") for k, m in enumerate(matrices)]
@@ -252,12 +258,12 @@ class SModel(AttentionModel):
             raise ValueError(f"{name}: the dimension d must be >= 2, got {d}")
         return mats
 
-    def order_parameters(self, matrices) -> tuple:
+    def order_parameters(self, matrices: Sequence[ArrayLike]) -> tuple:
         """``(t, Psi, Omega)`` of matrices ``S_k`` (eq. 397)."""
         mats = self.check_matrices(matrices)
         return _order_parameters(mats)
 
-    def initial_state(self, init) -> tuple:
+    def initial_state(self, init: Any) -> tuple:
         """``(t, Psi, Omega)`` from matrices, a dict with keys ``t``, ``Psi``,
         ``Omega``, or a tuple of the three."""
         K = self.K
@@ -282,7 +288,8 @@ class SModel(AttentionModel):
         return t, Psi, Om
 
     # -- the closed ODE (402)-(404) -------------------------------------------
-    def rhs(self, t, Psi, Omega):
+    def rhs(self, t: ArrayLike, Psi: ArrayLike, Omega: ArrayLike
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(dt, dPsi, dOmega)`` of eqs. (402)-(404) in ``tau = eta n / d``."""
         A, B, _ = self.gradients(Psi, Omega)
         return self._rhs(np.asarray(t, float), np.asarray(Psi, float), np.asarray(Omega, float),
@@ -312,10 +319,11 @@ class SModel(AttentionModel):
         dt, dP, dO = self._rhs(t, Psi, Om, A, B)
         return self._pack(dt, dP, dO)
 
-    def integrate(self, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
-                  method: str = "DOP853", blowup: float = 1e8,
-                  raise_on_failure: bool = False, correction=None, eta=None,
-                  batch=None, d=None) -> Trajectory:
+    def integrate(self, init: Any, t_eval: ArrayLike, *, rtol: float = 1e-10,
+                  atol: float = 1e-12, method: str = "DOP853", blowup: float = 1e8,
+                  raise_on_failure: bool = False, correction: Any = None,
+                  eta: float | None = None, batch: int | None = None, d: int | None = None
+                  ) -> Trajectory:
         """Integrate the closed ODE (402)-(404) from ``init`` (matrices ``S_k``,
         or ``(t, Psi, Omega)``) and report every observable at ``t_eval``
         (``tau = eta n / d``).
@@ -373,9 +381,11 @@ class SModel(AttentionModel):
         return res
 
     # -- the finite-d matrix flow (checks closure) -------------------------------
-    def matrix_flow(self, matrices, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
-                    method: str = "DOP853", blowup: float = 1e100, keep_matrices: bool = False,
-                    raise_on_failure: bool = False, order=None, words=None) -> Trajectory:
+    def matrix_flow(self, matrices: Sequence[ArrayLike], t_eval: ArrayLike, *, rtol: float = 1e-10,
+                    atol: float = 1e-12, method: str = "DOP853", blowup: float = 1e100,
+                    keep_matrices: bool = False, raise_on_failure: bool = False,
+                    order: int | None = None, words: Sequence[Sequence[int]] | None = None
+                    ) -> Trajectory:
         """Integrate ``dS_k/dtau = -2 sum_l (A_kl S_l + B_kl S_l^T) - gamma S_k`` for
         finite-d matrices and report the same observables (kind ``"smodel_flow"``).
         Its traces solve (402)-(404) exactly, which the tests check. A state entry
@@ -442,7 +452,7 @@ class SModel(AttentionModel):
         return res
 
     # -- weak recovery (eq. 413, Corollary 7) -----------------------------------
-    def corollary7(self, init, *, student: int = 0, teacher: int = 1, tol: float = 1e-10,
+    def corollary7(self, init: Any, *, student: int = 0, teacher: int = 1, tol: float = 1e-10,
                    state_tol: float = 2e-2) -> dict:
         """Diagnose Corollary 7's dichotomy at ``init``.
 
@@ -531,7 +541,8 @@ class SModel(AttentionModel):
         err = float(getattr(pot, "error", 0.0) or 0.0) if self._numeric else 0.0
         return float(worst), max(tol, 10.0 * err)
 
-    def weak_recovery(self, init, c: float, d, *, eta=None, batch: int = 1, c0: float = 1.0,
+    def weak_recovery(self, init: Any, c: float, d: ArrayLike, *, eta: ArrayLike | None = None,
+                      batch: int = 1, c0: float = 1.0,
                       T_max: float = 20.0, student: int = 0, teacher: int = 1) -> dict:
         """Weak-recovery sample complexity (eq. 413) predicted by the closed ODE.
 
@@ -567,8 +578,8 @@ class SModel(AttentionModel):
         def over(tau, y):
             tt = y[s] * y[r]
             return max(abs(y[iP] - tt), abs(y[iO] - tt)) - c
-        over.terminal = True
-        over.direction = 1
+        over.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attributes
+        over.direction = 1  # type: ignore[attr-defined]
         y0 = self._pack(t0, Psi0, Om0)
         if over(0.0, y0) >= 0:
             tau_c = 0.0
