@@ -27,6 +27,10 @@ CHECKED = [
     "attndyn.numeric.scaling.lambertw", "attndyn.numeric.scaling.bounds",
     "attndyn.kernels.lambertw", "attndyn.kernels.integrate",
     "attndyn.numeric.core.types", "attndyn._sweep", "attndyn.numeric.transformer.model",
+    "attndyn.numeric.attention.base", "attndyn.numeric.attention.compare",
+    "attndyn.numeric.attention.flow", "attndyn.numeric.attention.tied.model",
+    "attndyn.numeric.attention.tied.spectral", "attndyn.numeric.attention.untied.model",
+    "attndyn.numeric.attention.direct.model",
 ]
 # import name -> source folder (pyproject.toml's package-dir, top level)
 LAYOUT = {"attndyn/symbolic": "symbolic", "attndyn/kernels": "kernels",
