@@ -309,29 +309,47 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
     alphabet = untied_alphabet(K)
     Mo = check_untied_order(order)
     tr = check_trainable(trainable, K)
-    if letters is None:
-        letters = closed_letters(K, tr)
-    elif isinstance(letters, str):
-        if letters != "all":
-            raise ValueError(f"letters must be None, 'all' or a sequence of letters, got {letters!r}")
-        letters = tuple(range(4 * K))
-    else:
-        letters = alphabet.check_word(letters, "letters")
-        need = closed_letters(K, tr)
-        if not set(need) <= set(letters):
-            raise ValueError(f"letters must contain the closed set {need} (eq. 31 inserts them)")
-    letters, sub, to_sub = _sub_alphabet(K, letters)
+    letters, sub, to_sub = _sub_alphabet(K, _check_letters(K, tr, letters, alphabet))
     NS = sub.K
     est = estimate_size(NS, Mo)
     if max_moments is not None and est > max_moments:
         raise ValueError(f"the order-{Mo} untied hierarchy over {NS} letters has about {est:.3g} "
                          f"moments (and ~{20 * est:.3g} terms), above max_moments = "
                          f"{max_moments:.3g}; lower the order or raise max_moments")
-    lut = np.asarray(letters, dtype=np.int64)
     is_tr = np.zeros(alphabet.K, dtype=bool)
     for k in tr:
         is_tr[4 * k:4 * k + 4] = True
-    swords = canonical_words(Mo, sub)
+    words, by_len, codes, offsets = _words_by_length(canonical_words(Mo, sub), Mo, NS,
+                                                     np.asarray(letters, dtype=np.int64))
+    n_grad = K + 2 * K * K
+    parts = _slow_terms(K, Mo, by_len, codes, offsets, is_tr, sub, to_sub, decay=n_grad)
+    indptr, src_u, ent_u, csum = _merge_terms(parts, len(words), n_grad + 1)
+    lookup = {w: i for i, w in enumerate(words)}
+    return UntiedStructure(K=K, trainable=tr, order=Mo, words=words, indptr=indptr,
+                           src=src_u.astype(np.int32), ent=ent_u.astype(np.int16),
+                           coef=csum.astype(np.int16), gather=_gather(K, lookup, alphabet),
+                           letters=letters, _offsets=offsets)
+
+
+def _check_letters(K, tr, letters, alphabet):
+    """The letters of :func:`untied_structure`: ``None`` the closed set, ``"all"`` every
+    letter, or a sequence that contains the closed set."""
+    if letters is None:
+        return closed_letters(K, tr)
+    if isinstance(letters, str):
+        if letters != "all":
+            raise ValueError(f"letters must be None, 'all' or a sequence of letters, got {letters!r}")
+        return tuple(range(4 * K))
+    letters = alphabet.check_word(letters, "letters")
+    need = closed_letters(K, tr)
+    if not set(need) <= set(letters):
+        raise ValueError(f"letters must contain the closed set {need} (eq. 31 inserts them)")
+    return letters
+
+
+def _words_by_length(swords, Mo, NS, lut):
+    """The canonical words over the sub-alphabet grouped by length: the words in the full
+    alphabet, the letter arrays per length, their sorted codes and the offsets."""
     words: list = []
     by_len = [None] * (Mo + 2)
     codes = [np.zeros(0, dtype=np.int64)] * (Mo + 2)
@@ -347,9 +365,31 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
         offsets[n] = start
         start += cnt
     offsets[Mo + 1] = start
-    n_grad = K + 2 * K * K
-    DECAY = n_grad
+    return words, by_len, codes, offsets
 
+
+def _splice(Dp, p, *cols):
+    """The words ``Dp`` with the letter at position ``p`` replaced by the columns ``cols``."""
+    return np.concatenate([Dp[:, :p]] + [c[:, None] for c in cols] + [Dp[:, p + 1:]], axis=1)
+
+
+def _diffusion_pairs(kind, Mr, Mrb, Ak, Bk, Mk, MTk):
+    """The two letter pairs eq. (31) inserts for a letter of ``kind`` (the diffusion terms
+    through ``M_l^(r)``, ``Mr``, and its transpose ``Mrb``)."""
+    if kind == M:
+        return ((Mr, Bk), (Ak, Mr))
+    if kind == MT:
+        return ((Bk, Mrb), (Mrb, Ak))
+    if kind == A:
+        return ((Mr, MTk), (Mk, Mrb))
+    return ((Mrb, Mk), (MTk, Mr))
+
+
+def _slow_terms(K, Mo, by_len, codes, offsets, is_tr, sub, to_sub, decay):
+    """The terms ``(target, source, entry, coefficient)`` of eq. (32) truncated at ``Mo``,
+    one array group per substitution of eq. (31) at one position (the decay entry is
+    ``decay``)."""
+    NS = sub.K
     parts: list = []  # (tgt, src, ent, coef)
 
     def add(tgt, new, n_new, ent, c):
@@ -360,9 +400,6 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
         pos = np.searchsorted(codes[n_new], cc)
         parts.append((tgt, offsets[n_new] + pos, ent, np.full(tgt.size, c, dtype=np.int64)))
 
-    def splice(Dp, p, *cols):
-        return np.concatenate([Dp[:, :p]] + [c[:, None] for c in cols] + [Dp[:, p + 1:]], axis=1)
-
     for n in range(1, Mo + 1):
         D = by_len[n]
         N = D.shape[0]
@@ -371,7 +408,7 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
         tgt_all = offsets[n] + np.arange(N, dtype=np.int64)
         ntr = is_tr[D].sum(axis=1)
         has = ntr > 0
-        parts.append((tgt_all[has], tgt_all[has], np.full(int(has.sum()), DECAY, dtype=np.int64),
+        parts.append((tgt_all[has], tgt_all[has], np.full(int(has.sum()), decay, dtype=np.int64),
                       -2 * ntr[has]))
         for p in range(n):
             lett = D[:, p]
@@ -388,7 +425,7 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
                 else:
                     reps = (4 * k + M, 4 * k + MT)
                 for rep in reps:
-                    add(tgt, splice(Dp, p, rep), n, k, -1)
+                    add(tgt, _splice(Dp, p, rep), n, k, -1)
                 if n + 1 > Mo:
                     continue  # Pi_M: the diffusion terms reach length n + 1 > M
                 Ak, Bk, Mk, MTk = 4 * k + A, 4 * k + B, 4 * k + M, 4 * k + MT
@@ -396,25 +433,19 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
                     for r in (1, 2):
                         Mr = np.full(rows.size, _mr(l, r), dtype=np.int64)
                         Mrb = np.full(rows.size, _mr(l, 3 - r), dtype=np.int64)
-                        if kind == M:
-                            pairs = ((Mr, Bk), (Ak, Mr))
-                        elif kind == MT:
-                            pairs = ((Bk, Mrb), (Mrb, Ak))
-                        elif kind == A:
-                            pairs = ((Mr, MTk), (Mk, Mrb))
-                        else:
-                            pairs = ((Mrb, Mk), (MTk, Mr))
                         ent = K + (r - 1) * K * K + k * K + l
-                        for a, b in pairs:
-                            add(tgt, splice(Dp, p, a, b), n + 1, ent, -2)
+                        for a, b in _diffusion_pairs(kind, Mr, Mrb, Ak, Bk, Mk, MTk):
+                            add(tgt, _splice(Dp, p, a, b), n + 1, ent, -2)
+    return parts
 
-    n_mom = len(words)
+
+def _merge_terms(parts, n_mom, n_ent):
+    """The terms merged into CSR rows: ``(indptr, src, ent, coef)``, duplicates summed,
+    zeros dropped, each row sorted by source (memory locality)."""
     tgt_a = np.concatenate([q[0] for q in parts])
     src_a = np.concatenate([q[1] for q in parts])
     ent_a = np.concatenate([np.asarray(q[2], dtype=np.int64) for q in parts])
     coef_a = np.concatenate([q[3] for q in parts])
-    n_ent = n_grad + 1
-    # merge duplicates; within a row the terms are sorted by source (memory locality)
     key = (tgt_a * n_mom + src_a) * n_ent + ent_a
     uniq, inv = np.unique(key, return_inverse=True)
     csum = np.rint(np.bincount(inv, weights=coef_a, minlength=uniq.size)).astype(np.int64)
@@ -428,11 +459,7 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
     tgt_u = rest // n_mom
     indptr = np.zeros(n_mom + 1, dtype=np.int64)
     np.cumsum(np.bincount(tgt_u, minlength=n_mom), out=indptr[1:])
-    lookup = {w: i for i, w in enumerate(words)}
-    return UntiedStructure(K=K, trainable=tr, order=Mo, words=words, indptr=indptr,
-                           src=src_u.astype(np.int32), ent=ent_u.astype(np.int16),
-                           coef=csum.astype(np.int16), gather=_gather(K, lookup, alphabet),
-                           letters=letters, _offsets=offsets)
+    return indptr, src_u, ent_u, csum
 
 
 def reference_terms(K: int, trainable, order: int, letters=None) -> dict:
