@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from math import comb
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["wishart", "scalar", "narayana_moment", "free_moments", "FreeInit"]
 
@@ -30,8 +30,8 @@ __all__ = ["wishart", "scalar", "narayana_moment", "free_moments", "FreeInit"]
 @dataclass(frozen=True)
 class _Spec:
     kind: str
-    a: object
-    b: object = None
+    a: Any  # a number or a SymPy expression
+    b: Any = None
 
 
 def wishart(sigma=1, aspect=1) -> _Spec:

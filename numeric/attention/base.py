@@ -68,6 +68,7 @@ from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
 if TYPE_CHECKING:
+    from attndyn.numeric.attention.limitcore import LimitTrajectory
     from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import ArrayLike, RngLike
 
@@ -503,7 +504,8 @@ class Theory(abc.ABC):
         """The truncated moment hierarchy at ``order`` (a capability)."""
         raise CapabilityError(f"{type(self.model).__name__} has no moment hierarchy")
 
-    def limit_flow(self, law: Any, t_eval: ArrayLike, *args: Any, **options: Any) -> Trajectory:
+    def limit_flow(self, law: Any, t_eval: ArrayLike, *args: Any, **options: Any
+                   ) -> LimitTrajectory:
         """The ``d -> infinity`` trajectory from the initial law ``law`` (a capability)."""
         raise CapabilityError(f"{type(self.model).__name__} has no d -> infinity limit solver")
 

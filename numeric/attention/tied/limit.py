@@ -65,6 +65,7 @@ This is Figure 4's setting (paper 003, appendix D.3, with a random teacher).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -79,6 +80,10 @@ from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.initial import _Spec, FreeInit
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["limit_flow", "tied_limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
            "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "law_of_factors",
@@ -534,8 +539,10 @@ def _law_record(law):
             for s in law.specs]
 
 
-def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
-               order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
+def limit_flow(model: AttentionModel, law: Any, t_eval: ArrayLike,
+               sizes: Sequence[int] | None = None, rtol: float = 1e-9, atol: float = 1e-12, *,
+               order: int = 2, words: Sequence[Sequence[int]] | None = None,
+               rotations: int = 2, seed: RngLike = 0, method: str = "auto",
                panels: int = 48, per_panel: int = 20, blowup: float = 1e100,
                max_dim: int = 4096, raise_on_failure: bool = False,
                time_limit: float | None = None) -> LimitTrajectory:
