@@ -28,7 +28,7 @@ from numba import njit, types
 
 from .rhs import (GRAD_FTYPE, _SLOT_TYPES, apply_groups_all, apply_groups_parallel,
                   auto_threads, check_system, fused_system, gamma_table, group_blocks,
-                  launch_threads, layout_args, parallel_variant)
+                  launch_threads, layout_args, parallel_variant, permuted_args)
 
 __all__ = ["rk_kernel", "rk_signature", "run_rk", "TABLEAUX", "dopri5_sparse", "STATUS",
            "status_message"]
@@ -430,14 +430,19 @@ def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_i
     tinfo = np.zeros(2)
     yend = np.empty(y0.size)
     s = system
-    lay = layout_args(s)
+    # from PERMUTE_TERMS on the kernel runs in the moments' first-touch order: each RHS entry
+    # has the same bits, the error norm sums in another order (steps equal to rounding)
+    touch, rows, groups, src, slot, gather = permuted_args(s)
     nthr = auto_threads(s.src.size, threads)
     rk_kernel(s.slot.dtype, nthr > 1)(
-        y0, float(t0), t_eval, float(rtol), float(atol), float(h_init), float(h_max),
-        int(max_steps), float(blowup), A, B, C, E, E3, order, kind, s.gfun, s.gparams, s.gather,
-        s.consts, *lay, s.slot_coef, s.slot_ent, group_blocks(lay[1], nthr), s.n_grad, ys, info,
-        tinfo, yend)
+        y0 if touch is None else y0[touch.perm], float(t0), t_eval, float(rtol), float(atol),
+        float(h_init), float(h_max), int(max_steps), float(blowup), A, B, C, E, E3, order, kind,
+        s.gfun, s.gparams, gather, s.consts, rows, groups, src, slot, s.slot_coef, s.slot_ent,
+        group_blocks(groups, nthr), s.n_grad, ys, info, tinfo, yend)
     info[5] = nthr
+    if touch is not None:
+        ys = ys[:, touch.new]
+        yend = yend[touch.new]
     return ys, info, tinfo, yend
 
 

@@ -448,18 +448,46 @@ def prepare_taylor(system, program) -> SimpleNamespace:
     check_system(system)
     const = _checked_program(program, system.gather.size, system.n_grad)
     s = system
+    touch = None
+    gather = s.gather
     if const:  # only the constant operator is used: the full layout is not even made
         clay = _const_layout(s, program)
         lay = _NO_LAYOUT[:3] + (s.slot[:0],)
         n_par = clay[2].size
+        if n_par >= _rhs.PERMUTE_TERMS:  # the moments in first-touch order (rhs.touch_order)
+            touch = _const_touch(s, program, clay)
+            clay = (touch.rows, clay[1], touch.src, clay[3])
+            gather = touch.gather
     else:
-        lay = layout_args(s)
+        touch, *lay, gather = _rhs.permuted_args(s)
         clay = _NO_LAYOUT
         n_par = 0
-    head = (s.gather, s.consts) + tuple(lay) + (s.slot_coef, s.slot_ent) + tuple(clay)
+    head = (gather, s.consts) + tuple(lay) + (s.slot_coef, s.slot_ent) + tuple(clay)
     tail = tuple(program) + (s.n_grad, const)
     return SimpleNamespace(n=s.indptr.size - 1, slot_dtype=s.slot.dtype, head=head, tail=tail,
-                           n_par=n_par, blocks1=group_blocks(clay[1], 1), kernel1=None)
+                           n_par=n_par, blocks1=group_blocks(clay[1], 1), kernel1=None,
+                           touch=touch)
+
+
+_TOUCH: dict = {}
+
+
+def _const_touch(s, program, clay):
+    """:func:`attndyn.kernels.rhs.touch_order` of the constant operator ``clay`` of ``s``,
+    made once per constant layout (kept while it lives)."""
+    key = id(clay[2])
+    hit = _TOUCH.get(key)
+    if hit is not None and hit[0]() is clay[2]:
+        return hit[1]
+    o = _rhs.touch_order(clay[0], clay[2], s.gather, s.indptr.size - 1)
+    try:
+        ref = weakref.ref(clay[2])
+    except TypeError:
+        return o
+    if hit is None:
+        weakref.finalize(clay[2], _TOUCH.pop, key, None)
+    _TOUCH[key] = (ref, o)
+    return o
 
 
 def run_prepared(prep, y0, t_eval, tol, max_steps, blowup, h_max, order=None, t0=0.0,
@@ -487,9 +515,14 @@ def run_prepared(prep, y0, t_eval, tol, max_steps, blowup, h_max, order=None, t0
         nthr = auto_threads(prep.n_par, threads)
         kern = taylor_kernel(prep.slot_dtype, nthr > 1)
         blocks = group_blocks(prep.head[-3], nthr)
-    kern(y0, float(t0), t_eval, float(tol), p, float(h_max), int(max_steps), float(blowup),
-         *prep.head, blocks, *prep.tail, _workspace(p + 1, y0.size), ys, info, tinfo, yend)
+    touch = prep.touch
+    kern(y0 if touch is None else y0[touch.perm], float(t0), t_eval, float(tol), p,
+         float(h_max), int(max_steps), float(blowup), *prep.head, blocks, *prep.tail,
+         _workspace(p + 1, y0.size), ys, info, tinfo, yend)
     info[5] = nthr
+    if touch is not None:  # back to the state order (every entry has the same bits)
+        ys = ys[:, touch.new]
+        yend = yend[touch.new]
     return ys, info, tinfo, yend, p
 
 
