@@ -685,65 +685,94 @@ def _terms_all(expr, law: GaussianLaw, route: str, order: int, hessian: bool):
         if not vars_:
             phi += coef
             continue
-        n = len(np_first)
         hs = [parts[v].xreplace({v: _Generic.X(i)}) for i, v in enumerate(np_first)]
         centred = [law.mean[index[v]] == 0 for v in np_first]
         try:
             fn, b = _generic_term(hs, centred, route, order)
         except NoClosedForm as exc:
             raise RouteError(f"{route} route: {exc}") from None
-        # generic symbol -> law expression
-        sub = {}
-        for i, v in enumerate(np_first):
-            if not centred[i]:
-                sub[_Generic.M(i)] = law.mean[index[v]]
-            for j, w in enumerate(np_first):
-                if j >= i:
-                    sub[_Generic.S(i, j)] = law.cov[index[v], index[w]]
+        sub = _generic_to_law(np_first, centred, law, index)
         dummies = list(sub)
         fn = _tidy(fn)
         phi += coef * fn.xreplace(sub)
         if b is not None:
             has_bound = True
             bound += sp.Abs(coef) * b.xreplace(sub)
-        parts_d = _partials(fn, dummies)
-        for name, Msym, entries in gsyms:
-            for (r, s), sym, factor in entries:
-                acc = sp.Integer(0)
-                for d in dummies:
-                    dd = sp.diff(sub[d], sym)
-                    if dd != 0 and parts_d[d] != 0:
-                        acc += parts_d[d].xreplace(sub) * dd
-                if acc != 0:
-                    grads[name][r][s] += coef * factor * acc
+        _add_term_gradients(grads, gsyms, coef, fn, sub, dummies)
         if hp:
-            Msym = law.order_parameters[hp]
-            mds = [d for d in dummies if d in [_Generic.M(i) for i in range(n)]]
-            for k in range(nh):
-                for l in range(k, nh):
-                    acc = sp.Integer(0)
-                    for d1 in mds:
-                        c1 = sp.diff(sub[d1], Msym[k])
-                        if c1 == 0:
-                            continue
-                        for d2 in mds:
-                            c2 = sp.diff(sub[d2], Msym[l])
-                            if c2 != 0:
-                                acc += sp.diff(fn, d1, d2).xreplace(sub) * c1 * c2
-                    if acc != 0:
-                        H[k][l] += coef * acc
+            _add_term_hessian(H, coef, fn, sub, dummies, law.order_parameters[hp],
+                              len(np_first))
     if poly_part != 0:
-        p_phi, p_grads, p_hess = _wick_all(poly_part, law, hessian)
-        phi += p_phi
-        for name in grads:
-            Mg = p_grads[name]
-            for r in range(Mg.shape[0]):
-                for s in range(Mg.shape[1]):
-                    grads[name][r][s] += Mg[r, s]
-        if hp and hp in p_hess:
-            for k in range(nh):
-                for l in range(k, nh):
-                    H[k][l] += p_hess[hp][k, l]
+        phi += _add_polynomial_part(grads, H, poly_part, law, hessian, hp)
+    return _tidy(phi), *_assemble_terms(grads, gsyms, H, hp), (bound if has_bound else None)
+
+
+def _generic_to_law(np_first, centred, law, index):
+    """The generic symbols of a term's closed form (means, covariances of its variables
+    ``np_first``) -> the law's expressions."""
+    sub = {}
+    for i, v in enumerate(np_first):
+        if not centred[i]:
+            sub[_Generic.M(i)] = law.mean[index[v]]
+        for j, w in enumerate(np_first):
+            if j >= i:
+                sub[_Generic.S(i, j)] = law.cov[index[v], index[w]]
+    return sub
+
+
+def _add_term_gradients(grads, gsyms, coef, fn, sub, dummies):
+    """Add one term's gradients (chain rule through the generic symbols) to ``grads``."""
+    parts_d = _partials(fn, dummies)
+    for name, Msym, entries in gsyms:
+        for (r, s), sym, factor in entries:
+            acc = sp.Integer(0)
+            for d in dummies:
+                dd = sp.diff(sub[d], sym)
+                if dd != 0 and parts_d[d] != 0:
+                    acc += parts_d[d].xreplace(sub) * dd
+            if acc != 0:
+                grads[name][r][s] += coef * factor * acc
+
+
+def _add_term_hessian(H, coef, fn, sub, dummies, Msym, n):
+    """Add one term's Hessian in the mean parameters ``Msym`` (upper triangle) to ``H``."""
+    nh = len(H)
+    mds = [d for d in dummies if d in [_Generic.M(i) for i in range(n)]]
+    for k in range(nh):
+        for l in range(k, nh):
+            acc = sp.Integer(0)
+            for d1 in mds:
+                c1 = sp.diff(sub[d1], Msym[k])
+                if c1 == 0:
+                    continue
+                for d2 in mds:
+                    c2 = sp.diff(sub[d2], Msym[l])
+                    if c2 != 0:
+                        acc += sp.diff(fn, d1, d2).xreplace(sub) * c1 * c2
+            if acc != 0:
+                H[k][l] += coef * acc
+
+
+def _add_polynomial_part(grads, H, poly_part, law, hessian, hp):
+    """The polynomial terms by Wick's theorem: add their gradients and Hessian to ``grads``
+    and ``H``; returns their Phi."""
+    nh = len(H)
+    p_phi, p_grads, p_hess = _wick_all(poly_part, law, hessian)
+    for name in grads:
+        Mg = p_grads[name]
+        for r in range(Mg.shape[0]):
+            for s in range(Mg.shape[1]):
+                grads[name][r][s] += Mg[r, s]
+    if hp and hp in p_hess:
+        for k in range(nh):
+            for l in range(k, nh):
+                H[k][l] += p_hess[hp][k, l]
+    return p_phi
+
+
+def _assemble_terms(grads, gsyms, H, hp):
+    """``(gradients, hessians)`` as immutable matrices (the Hessian symmetrised)."""
+    nh = len(H)
     out_g = {}
     for name, M, _ in gsyms:
         G = sp.Matrix(M.shape[0], M.shape[1], lambda r, s: _tidy(grads[name][r][s]))
@@ -755,7 +784,7 @@ def _terms_all(expr, law: GaussianLaw, route: str, order: int, hessian: bool):
             for l in range(k, nh):
                 Hm[k, l] = Hm[l, k] = _tidy(H[k][l])
         hess[hp] = sp.ImmutableMatrix(Hm)
-    return _tidy(phi), out_g, hess, (bound if has_bound else None)
+    return out_g, hess
 
 
 # -- entry points -------------------------------------------------------------------------
