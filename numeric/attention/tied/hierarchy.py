@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Sequence
+
 import time as _time
 from functools import cached_property
 
@@ -19,6 +21,9 @@ from attndyn.symbolic.initial import FreeInit
 from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hierarchy_text,
                                        tied_equations)
 from attndyn.symbolic.words import canonical
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["TiedHierarchy", "NOT_CONVERGED", "INTEGRATORS", "TIME_LIMIT", "METHODS", "check_method",
            "hierarchy_method", "auto_extend", "note_truncation"]
@@ -85,7 +90,11 @@ class TiedHierarchy(Hierarchy):
     (0, array([0.5  , 0.599, 0.69 ]))
     """
 
-    def __init__(self, model: AttentionModel, order: int, *, max_terms: int | None = None):
+    # a TiedModel (its potential and gradient parameters are not part of the protocol)
+    model: Any
+
+    def __init__(self, model: AttentionModel, order: int, *, max_terms: int | None = None
+                 ) -> None:
         self.model = model
         self.order = order
         self.structure = tied_structure(model.K, model.trainable, order, max_terms=max_terms,
@@ -142,12 +151,12 @@ class TiedHierarchy(Hierarchy):
         return "$$" + self.latex() + "$$"
 
     # -- initial conditions ---------------------------------------------------
-    def moments_from_matrices(self, matrices) -> np.ndarray:
+    def moments_from_matrices(self, matrices: Sequence[ArrayLike]) -> np.ndarray:
         """``mu_alpha = Tr(S_{a_1}...S_{a_n})/d`` for every word, with shared products."""
         mats = self.model.check_matrices(matrices)
         return finite_word_traces(mats, self.words, "S")
 
-    def initial_state(self, mu0) -> np.ndarray:
+    def initial_state(self, mu0: Any) -> np.ndarray:
         """Coerce an initial condition: an array in state order, a dict
         ``{word: value}``, a callable ``words -> values``, or a list of the
         ``K`` matrices ``S_k``."""
@@ -190,7 +199,7 @@ class TiedHierarchy(Hierarchy):
         return kernel_array(y, "mu0", ndim=1)
 
     # -- integration ----------------------------------------------------------
-    def rhs(self, y) -> np.ndarray:
+    def rhs(self, y: ArrayLike) -> np.ndarray:
         """``dmu/dt`` at state ``y`` (for checks; the integrator calls the kernel)."""
         from attndyn.kernels.rhs import rhs_into
         y = kernel_array(y, "y")  # read-only and memory-mapped y are copied
@@ -428,12 +437,14 @@ class TiedHierarchy(Hierarchy):
         import marshal
         return marshal.loads(raw)
 
-    def integrate(self, mu0, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
-                  max_steps: int = 1_000_000, blowup: float = 1e100, h_max: float = np.inf,
-                  check="auto", conv_tol: float = 1e-6, raise_on_failure: bool = False,
+    def integrate(self, mu0: Any, t_eval: ArrayLike, *, rtol: float = 1e-10,
+                  atol: float = 1e-12, max_steps: int = 1_000_000, blowup: float = 1e100,
+                  h_max: float = np.inf, check: str | int | Sequence[int] | None = "auto",
+                  conv_tol: float = 1e-6, raise_on_failure: bool = False,
                   method: str = "auto", integrator: str = "auto",
                   time_limit: float | None = None, progress: bool | None = None,
-                  correction: str = "none", eta=None, batch=None, d=None) -> Trajectory:
+                  correction: str = "none", eta: float | None = None,
+                  batch: int | None = None, d: int | None = None) -> Trajectory:
         """Integrate the truncated hierarchy from ``mu0`` and report the moments at ``t_eval``.
 
         Parameters
