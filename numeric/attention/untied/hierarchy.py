@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from functools import cached_property
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -21,6 +22,10 @@ from attndyn.numeric.core.results import IntegrationError, TruncationNotConverge
 from attndyn.numeric.core.validate import (_check_pos_float, check_finite_result, check_max_steps,
                                            check_t_eval)
 from attndyn.symbolic import untied as su
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["UntiedHierarchy", "hierarchy"]
 
@@ -39,14 +44,18 @@ class UntiedHierarchy(Hierarchy):
     ['mu_M1', 'mu_A1', 'mu_B1', 'mu_M2', 'mu_M1_M1', 'mu_M1_Mt1']
     """
 
-    def __init__(self, model, order: int, letters=None):
+    # an UntiedModel (check_factors is not part of the protocol)
+    model: Any
+
+    def __init__(self, model: AttentionModel, order: int, letters: Sequence[int] | None = None
+                 ) -> None:
         self.model = model
         self.theory = coefficients(model)
         self.order = su.check_untied_order(order)
         self.structure = su.untied_structure(model.K, model.trainable, self.order, letters)
 
     @cached_property
-    def names(self) -> list:
+    def names(self) -> list[str]:
         return [su.word_name(w, self.model.K) for w in self.words]
 
     # -- printing ------------------------------------------------------------------------
@@ -61,7 +70,7 @@ class UntiedHierarchy(Hierarchy):
         return su.untied_latex(self.equations(), self.structure)
 
     # -- states --------------------------------------------------------------------------
-    def moments_from_matrices(self, pairs) -> SlowState:
+    def moments_from_matrices(self, pairs: Any) -> SlowState:
         """The initial slow state of pairs ``(U_k, V_k)``: every moment of
         ``.words`` (exact normalised traces) and the means ``m_k(0)``."""
         pairs = self.model.check_factors(pairs, "pairs")
@@ -73,7 +82,7 @@ class UntiedHierarchy(Hierarchy):
         m0 = check_finite_result(m0, "means m_k(0)", "U_k V_k^T")
         return SlowState(words=list(self.words), mu=mu, m0=m0, pairs=pairs, d=d)
 
-    def initial_state(self, init) -> SlowState:
+    def initial_state(self, init: Any) -> SlowState:
         if isinstance(init, SlowState):
             if list(init.words) == list(self.words):
                 st = init
@@ -107,11 +116,11 @@ class UntiedHierarchy(Hierarchy):
         return _kernel_system(self._prepared, self.theory.coefficient_function,
                               self.theory.params_vector(m_star, tol=tol, maxit=maxit))
 
-    def root(self, state, **kw) -> CriticalMean:
+    def root(self, state: Any, **kw: Any) -> CriticalMean:
         st = self.initial_state(state)
         return critical_mean(self.model, st, **kw)
 
-    def rhs(self, state) -> np.ndarray:
+    def rhs(self, state: Any) -> np.ndarray:
         """``d mu / d tau`` (eq. 32) at ``state`` over ``.words``, with the means
         slaved to the root ``m*`` that the fast phase reaches from ``state.m0``."""
         st = self.initial_state(state)
@@ -124,9 +133,10 @@ class UntiedHierarchy(Hierarchy):
             raise RootError("the compiled Newton solve for m*(q) failed at this state")
         return dy
 
-    def integrate(self, init, tau_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
-                  max_steps: int = 1_000_000, blowup: float = 1e100, h_max: float = np.inf,
-                  check="auto", conv_tol: float = 1e-6, newton_tol: float = 1e-12,
+    def integrate(self, init: Any, tau_eval: ArrayLike, *, rtol: float = 1e-10,
+                  atol: float = 1e-12, max_steps: int = 1_000_000, blowup: float = 1e100,
+                  h_max: float = np.inf, check: str | int | Sequence[int] | None = "auto",
+                  conv_tol: float = 1e-6, newton_tol: float = 1e-12,
                   raise_on_failure: bool = False) -> UntiedTrajectory:
         """Integrate the truncated slow hierarchy from ``init`` (pairs or a :class:`SlowState`).
 
@@ -307,7 +317,8 @@ class UntiedHierarchy(Hierarchy):
                            f"and {lad} agree to {worst:.2g} on the moments of length <= 2)")
 
 
-def hierarchy(model, order: int, letters=None) -> UntiedHierarchy:
+def hierarchy(model: AttentionModel, order: int, letters: Sequence[int] | None = None
+              ) -> UntiedHierarchy:
     """The (cached) order-``M`` slow hierarchy of ``model``."""
     th = coefficients(model)
     key = (su.check_untied_order(order), None if letters is None else tuple(letters))
