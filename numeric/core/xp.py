@@ -328,67 +328,103 @@ class ExpressionEvaluator:
             for a in node[1][1:]:
                 acc = acc * self._eval(a, ctx)
             return acc
-        if op == "pow":
-            b = self._eval(node[1], ctx)
-            how, x = node[2], node[3]
-            if how == "int":
-                out = b
-                for _ in range(abs(x) - 1):
-                    out = out * b
-                return 1.0 / out if x < 0 else out
-            if how == "sqrt":
-                r = math.sqrt(b) if isinstance(b, float) else xp.sqrt(b)
-                return r if x > 0 else 1.0 / r
-            if isinstance(b, float):
-                return b ** x
-            return xp.pow(b, x)
-        if op == "powe":
-            b, x = self._eval(node[1], ctx), self._eval(node[2], ctx)
-            if isinstance(b, float) and isinstance(x, float):
-                return b ** x
-            if isinstance(b, float):
-                b = xp.full_like(x, b)
-            return xp.pow(b, x)
-        if op in ("max", "min"):
-            f = xp.maximum if op == "max" else xp.minimum
-            vals = [self._eval(a, ctx) for a in node[1]]
-            arrs = [v for v in vals if not isinstance(v, float)]
-            if not arrs:
-                return max(vals) if op == "max" else min(vals)
-            acc = arrs[0]
-            for v in vals:
-                if v is arrs[0]:
-                    continue
-                acc = f(acc, v if not isinstance(v, float) else xp.full_like(acc, v))
-            return acc
-        if op == "heaviside":
-            a = self._eval(node[1], ctx)
-            if isinstance(a, float):
-                return 0.0 if a < 0 else (node[2] if a == 0 else 1.0)
-            one = xp.ones_like(a)
-            return xp.where(a < 0, 0.0 * one, xp.where(a == 0, node[2] * one, one))
-        if op == "erf":
-            a = self._eval(node[1], ctx)
-            return math.erf(a) if isinstance(a, float) else erf_function(xp)(a)
-        if op == "fn":
-            a = self._eval(node[2], ctx)
-            if isinstance(a, float):
-                a = xp.asarray(a)
-            return getattr(xp, node[1])(a)
-        if op == "cmp":
-            a, b = self._eval(node[2], ctx), self._eval(node[3], ctx)
-            rel = node[1]
-            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
-                    "!=": a != b}[rel]
-        if op == "piecewise":
-            branches = [(self._eval(v, ctx), self._eval(c, ctx)) for v, c in node[1]]
-            out = branches[-1][0]
-            for v, c in reversed(branches[:-1]):
-                if isinstance(c, (bool, float)):
-                    out = v if c else out
-                else:
-                    vv = v if not isinstance(v, float) else xp.full(c.shape, v)
-                    oo = out if not isinstance(out, float) else xp.full(c.shape, out)
-                    out = xp.where(c, vv, oo)
-            return out
-        raise AssertionError(op)  # _build emits only the operations above
+        method = _EVAL_OPS.get(op)
+        if method is None:
+            raise AssertionError(op)  # _build emits only the operations above
+        return method(self, node, ctx)
+
+    def _eval_pow(self, node, ctx):
+        """A power with a constant exponent (integer, square root or real)."""
+        xp = ctx[0]
+        b = self._eval(node[1], ctx)
+        how, x = node[2], node[3]
+        if how == "int":
+            out = b
+            for _ in range(abs(x) - 1):
+                out = out * b
+            return 1.0 / out if x < 0 else out
+        if how == "sqrt":
+            r = math.sqrt(b) if isinstance(b, float) else xp.sqrt(b)
+            return r if x > 0 else 1.0 / r
+        if isinstance(b, float):
+            return b ** x
+        return xp.pow(b, x)
+
+    def _eval_powe(self, node, ctx):
+        """A power with an expression as exponent."""
+        xp = ctx[0]
+        b, x = self._eval(node[1], ctx), self._eval(node[2], ctx)
+        if isinstance(b, float) and isinstance(x, float):
+            return b ** x
+        if isinstance(b, float):
+            b = xp.full_like(x, b)
+        return xp.pow(b, x)
+
+    def _eval_extremum(self, node, ctx):
+        """``Max``/``Min`` of several arguments, numbers broadcast against the arrays."""
+        xp, op = ctx[0], node[0]
+        f = xp.maximum if op == "max" else xp.minimum
+        vals = [self._eval(a, ctx) for a in node[1]]
+        arrs = [v for v in vals if not isinstance(v, float)]
+        if not arrs:
+            return max(vals) if op == "max" else min(vals)
+        acc = arrs[0]
+        for v in vals:
+            if v is arrs[0]:
+                continue
+            acc = f(acc, v if not isinstance(v, float) else xp.full_like(acc, v))
+        return acc
+
+    def _eval_heaviside(self, node, ctx):
+        """``Heaviside(a, h0)``: 0 below zero, ``h0`` at zero, 1 above."""
+        xp = ctx[0]
+        a = self._eval(node[1], ctx)
+        if isinstance(a, float):
+            return 0.0 if a < 0 else (node[2] if a == 0 else 1.0)
+        one = xp.ones_like(a)
+        return xp.where(a < 0, 0.0 * one, xp.where(a == 0, node[2] * one, one))
+
+    def _eval_erf(self, node, ctx):
+        """``erf`` of a number (math) or an array (the namespace's or a fallback)."""
+        a = self._eval(node[1], ctx)
+        return math.erf(a) if isinstance(a, float) else erf_function(ctx[0])(a)
+
+    def _eval_fn(self, node, ctx):
+        """A unary function of the namespace (exp, log, tanh, ...)."""
+        xp = ctx[0]
+        a = self._eval(node[2], ctx)
+        if isinstance(a, float):
+            a = xp.asarray(a)
+        return getattr(xp, node[1])(a)
+
+    def _eval_cmp(self, node, ctx):
+        """A comparison, element by element."""
+        a, b = self._eval(node[2], ctx), self._eval(node[3], ctx)
+        rel = node[1]
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                "!=": a != b}[rel]
+
+    def _eval_piecewise(self, node, ctx):
+        """``Piecewise``: the first branch whose condition holds, element by element."""
+        xp = ctx[0]
+        branches = [(self._eval(v, ctx), self._eval(c, ctx)) for v, c in node[1]]
+        out = branches[-1][0]
+        for v, c in reversed(branches[:-1]):
+            if isinstance(c, (bool, float)):
+                out = v if c else out
+            else:
+                vv = v if not isinstance(v, float) else xp.full(c.shape, v)
+                oo = out if not isinstance(out, float) else xp.full(c.shape, out)
+                out = xp.where(c, vv, oo)
+        return out
+
+
+#: the node operations of :class:`ExpressionEvaluator` beyond inputs, numbers, sums and
+#: products (those stay inline in ``_eval``, the hot path)
+_EVAL_OPS = {"pow": ExpressionEvaluator._eval_pow, "powe": ExpressionEvaluator._eval_powe,
+             "max": ExpressionEvaluator._eval_extremum,
+             "min": ExpressionEvaluator._eval_extremum,
+             "heaviside": ExpressionEvaluator._eval_heaviside,
+             "erf": ExpressionEvaluator._eval_erf, "fn": ExpressionEvaluator._eval_fn,
+             "cmp": ExpressionEvaluator._eval_cmp,
+             "piecewise": ExpressionEvaluator._eval_piecewise}
