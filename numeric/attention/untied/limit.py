@@ -49,6 +49,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -63,6 +64,10 @@ from attndyn.numeric.core.results import IntegrationError
 from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
 from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["GaussianPair", "gaussian_pair", "UntiedLaw", "DiagonalLaw", "law_of_pairs",
            "limit_theory", "commuting_limit", "equivalent_pairs", "limit_flow", "BranchLaw",
@@ -85,7 +90,8 @@ class GaussianPair:
     mean: float = 0.0
 
 
-def gaussian_pair(scale=1.0, aspect=1.0, mean=0.0, *, scale_v=None) -> GaussianPair:
+def gaussian_pair(scale: float = 1.0, aspect: float = 1.0, mean: float = 0.0, *,
+                  scale_v: float | None = None) -> GaussianPair:
     """The law of one Gaussian pair (``gaussian_init``'s: ``tA = scale^2``, ``tB = scale_v^2``).
 
     Examples
@@ -149,7 +155,7 @@ class UntiedLaw:
     (1.0, 0.25, 2.0)
     """
 
-    def __init__(self, blocks):
+    def __init__(self, blocks: Sequence[GaussianPair]) -> None:
         blocks = list(blocks)
         for k, b in enumerate(blocks):
             if not isinstance(b, GaussianPair):
@@ -163,7 +169,7 @@ class UntiedLaw:
     def means(self) -> np.ndarray:
         return np.array([b.mean for b in self.blocks])
 
-    def moment(self, word) -> float:
+    def moment(self, word: Sequence[int]) -> float:
         """The limit of ``Tr(Z_1 ... Z_w)/d`` for a word over ``{M_k, M_k^T, A_k, B_k}``."""
         return self._cached(tuple(int(a) for a in word))
 
@@ -213,10 +219,10 @@ class UntiedLaw:
             total += weight
         return total
 
-    def __call__(self, words):
+    def __call__(self, words: Sequence[Sequence[int]]) -> np.ndarray:
         return np.array([self.moment(tuple(w)) for w in words], dtype=float)
 
-    def slow_state(self, words) -> SlowState:
+    def slow_state(self, words: Sequence[Sequence[int]]) -> SlowState:
         """A :class:`SlowState` of the limit moments over ``words`` (e.g. a hierarchy's
         ``.words``) and the means: the d -> infinity start of the truncated hierarchy."""
         words = [tuple(w) for w in words]
@@ -237,7 +243,8 @@ class DiagonalLaw:
     (1, 1.0, 2.5)
     """
 
-    def __init__(self, u, v, weights=None, means=None):
+    def __init__(self, u: ArrayLike, v: ArrayLike, weights: ArrayLike | None = None,
+                 means: ArrayLike | None = None) -> None:
         u = np.array(u, dtype=float, ndmin=2)
         v = np.array(v, dtype=float, ndmin=2)
         if u.ndim != 2 or u.shape != v.shape or u.shape[1] < 1:
@@ -261,7 +268,8 @@ class DiagonalLaw:
     def K(self) -> int:
         return self.u.shape[0]
 
-    def letter_values(self, u=None, v=None) -> np.ndarray:
+    def letter_values(self, u: np.ndarray | None = None, v: np.ndarray | None = None
+                      ) -> np.ndarray:
         """Per-node values of the ``4K`` letters (``M, M^T, A, B`` of each index)."""
         u = self.u if u is None else u
         v = self.v if v is None else v
@@ -271,13 +279,13 @@ class DiagonalLaw:
         vals[3::4] = v * v
         return vals
 
-    def moment(self, word) -> float:
+    def moment(self, word: Sequence[int]) -> float:
         return float(_node_traces(self.letter_values(), self.weights, [tuple(word)])[0])
 
-    def __call__(self, words):
+    def __call__(self, words: Sequence[Sequence[int]]) -> np.ndarray:
         return _node_traces(self.letter_values(), self.weights, [tuple(w) for w in words])
 
-    def slow_state(self, words) -> SlowState:
+    def slow_state(self, words: Sequence[Sequence[int]]) -> SlowState:
         words = [tuple(w) for w in words]
         return SlowState(words=words, mu=self(words), m0=self.means.copy(), d=None)
 
@@ -545,8 +553,10 @@ def _check_law(model, law):
     raise TypeError("law must be an UntiedLaw (gaussian_pair blocks) or a DiagonalLaw")
 
 
-def limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
-               order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
+def limit_flow(model: AttentionModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike,
+               sizes: Sequence[int] | None = None, rtol: float = 1e-9, atol: float = 1e-12, *,
+               order: int = 2, words: Sequence[Sequence[int]] | None = None,
+               rotations: int = 2, seed: RngLike = 0, method: str = "auto",
                max_dim: int = 2048, raise_on_failure: bool = False,
                time_limit: float | None = None) -> LimitTrajectory:
     """The ``d -> infinity`` slow trajectory of an :class:`~attndyn.UntiedModel` (the slow
@@ -868,7 +878,7 @@ def spectral_density(model, law, t_eval, *, letter: int | None = None,
                    "continuous_mass": 1.0,
                    "spectrum_label": ("eigenvalue of (S + S^T)/2" if spectrum == "symmetric"
                                       else "singular value of S")})
-    diag = {}
+    diag: dict[str, Any] = {}
     if isinstance(law, BranchLaw):
         tracers = _check_int(tracers, "tracers", 11, 20001)
         rtol = 1e-12 if rtol is None else _check_pos_float(rtol, "rtol")
