@@ -242,6 +242,23 @@ def _int_seed(seed) -> int:
     return int(resolve_seed(seed).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 
 
+def _check_options(law, method, mode, seed, L, K, C):
+    """The law (built from a kind with ``L, K, C``) and the options, checked."""
+    if isinstance(law, str):
+        if K is None:
+            raise TypeError("give K (and L, C) with a law kind")
+        law = make_law(law, L, K, C)
+    if not isinstance(law, GaussianLaw):
+        raise TypeError("law must be a GaussianLaw or a law kind")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if mode not in ("auto", "hessian", "stein"):
+        raise ValueError(f"mode must be 'auto', 'hessian' or 'stein', got {mode!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return law
+
+
 class NumericPotential:
     """Potential of a law by compiled Gaussian quadrature (route ``"numeric"``).
 
@@ -281,23 +298,33 @@ class NumericPotential:
                  method: str = "auto", seed: int = 0, reference=None, mode: str = "auto",
                  max_points: int = 400_000, hessian: bool = True, L: int = 1, K: int | None = None,
                  C=None, atol: float | None = None):
-        if isinstance(law, str):
-            if K is None:
-                raise TypeError("give K (and L, C) with a law kind")
-            law = make_law(law, L, K, C)
-        if not isinstance(law, GaussianLaw):
-            raise TypeError("law must be a GaussianLaw or a law kind")
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if mode not in ("auto", "hessian", "stein"):
-            raise ValueError(f"mode must be 'auto', 'hessian' or 'stein', got {mode!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        law = _check_options(law, method, mode, seed, L, K, C)
         self.law = law
         self.kind = law.kind
         self.K, self.L, self.C = law.K, law.L, law.C
         self.params = tuple(params)
         self.notes: list = []
+        self._set_tolerance(tol, atol)
+        self._pl = None      # the ladder's parameter vector (built on first compiled use)
+        self._py_report = {"calls": 0, "over_tolerance": 0, "max_ratio": 0.0, "max_error": 0.0}
+        self.seed = _int_seed(seed)
+        self._set_loss(loss, param_values)
+        mode = self._compile(mode)
+        S, M = law.linear_maps()
+        self._S, self._M = S, M
+        self.n_in = S.shape[0]
+        self.W = self._subspace()
+        self.dim = self.W.shape[0]
+        self._R = self._output_map(hessian)
+        self.n_out = self._R.shape[0]
+        self.x_refs = self._references(reference)
+        self.x_ref = self.x_refs[0]
+        self._calibrate(method, max_points, atol)
+        if mode == "stein":
+            self.notes.append("Hessian expectation by Stein's identity (first derivatives)")
+
+    def _set_tolerance(self, tol, atol):
+        """``tol``, and the per-call ``rtol``, ``atol`` (default ``1e-3 tol``), validated."""
         if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) \
                 or not (math.isfinite(tol) and tol > 0):
             raise ValueError(f"tol must be a finite number > 0, got {tol!r}")
@@ -307,15 +334,16 @@ class NumericPotential:
         self.atol = 1e-3 * self.tol if atol is None else float(atol)
         if not (math.isfinite(self.atol) and self.atol >= 0):
             raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
-        self._pl = None      # the ladder's parameter vector (built on first compiled use)
-        self._py_report = {"calls": 0, "over_tolerance": 0, "max_ratio": 0.0, "max_error": 0.0}
-        self.seed = _int_seed(seed)
+
+    def _set_loss(self, loss, param_values):
+        """The loss reduced to the law's variables (``self.expr``) and the parameter
+        values (``self._ip``), both checked."""
+        law = self.law
         if callable(loss) and not isinstance(loss, sp.Basic):
             from attndyn.symbolic.gaussian import g_array
             loss = loss(g_array(self.L, self.K))
         expr = law.reduce_loss(as_sympy(loss, "loss"))
-        variables = list(law.variables)
-        extra = expr.free_symbols - set(variables) - set(self.params)
+        extra = expr.free_symbols - set(law.variables) - set(self.params)
         if extra:
             raise ValueError(f"loss has free symbols {sorted(map(str, extra))} that are neither "
                              "pre-activations G nor declared parameters")
@@ -331,7 +359,12 @@ class NumericPotential:
             raise ValueError("param_values contains NaN or inf")
         self._ip = np.ascontiguousarray(pv)
         self.expr = expr
-        e, grads, hess_ok = check_continuity(expr, variables)
+
+    def _compile(self, mode):
+        """Print the integrand (loss, gradient and, in Hessian mode, Hessian) as one numba
+        function and load it; returns the mode resolved from ``"auto"``."""
+        variables = list(self.law.variables)
+        e, grads, hess_ok = check_continuity(self.expr, variables)
         if mode == "hessian" and not hess_ok:
             raise RouteError("mode='hessian': the gradient of this loss jumps (ReLU, absolute "
                              "value), so its Hessian contains distributions; use mode='stein'")
@@ -347,22 +380,17 @@ class NumericPotential:
         src = njit_source("integrand", variables, self.params, [safe_powers(o) for o in outs],
                           value=safe_powers(e),
                           doc=f"loss, gradient{' and Hessian' if mode == 'hessian' else ''} "
-                              f"of a {law.kind} potential integrand")
+                              f"of a {self.law.kind} potential integrand")
         self._source = src
         self._integrand = load_generated(src, "integrand")
         self._grad_fn = None
         self.P = P
-        S, M = law.linear_maps()
-        self._S, self._M = S, M
-        self.n_in = S.shape[0]
-        self.W = self._subspace()
-        self.dim = self.W.shape[0]
-        self._R = self._output_map(hessian)
-        self.n_out = self._R.shape[0]
-        self.x_refs = self._references(reference)
-        self.x_ref = self.x_refs[0]
+        return mode
 
-        if method == "auto" and mode == "stein":
+    def _calibrate(self, method, max_points, atol):
+        """Choose the rule at the reference points (:func:`choose_rule`) and pack it."""
+        P = self.P
+        if method == "auto" and self.mode == "stein":
             # the Stein integrand z * grad f jumps where the gradient does: Gauss-Hermite
             # and sparse grids converge erratically there and their difference estimates are
             # not reliable; RQMC's spread over scramblings is
@@ -388,8 +416,6 @@ class NumericPotential:
             # tol * max(1, |value|)); the exponentially converging rules take 1e-3 tol
             self.atol = self.tol
         self._p = self._pack(self.rule)
-        if mode == "stein":
-            self.notes.append("Hessian expectation by Stein's identity (first derivatives)")
 
     # -- construction helpers ------------------------------------------------------
     def _subspace(self):

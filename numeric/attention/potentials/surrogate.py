@@ -683,39 +683,42 @@ def build_surrogate(potential, box, *, rtol: float = 1e-9, atol: float = 1e-12, 
     t0 = time.perf_counter()
     src = potential if isinstance(potential, _Source) else _make_source(potential, K, key)
     K = src.K
-    rtol = _check_tol(rtol, "rtol")
-    atol = _check_tol(atol, "atol")
-    if rtol == 0 and atol == 0:
-        raise ValueError("rtol and atol cannot both be 0")
-    if isinstance(n_check, bool) or not isinstance(n_check, (int, np.integer)) or n_check < 0:
-        raise ValueError(f"n_check must be an int >= 0, got {n_check!r}")
-    if n_check > MAX_CHECK:  # each point costs one reference (quadrature) evaluation
-        raise ValueError(f"n_check must be in 0..{MAX_CHECK}, got {n_check}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    rtol, atol = _check_build_args(rtol, atol, n_check, seed)
     lo, hi = _check_box(*box, K)
-    D = K * (K + 1) // 2
     options = {"reference": reference, "n_check": n_check, "seed": seed, "cache": cache,
                "max_nodes": max_nodes, "max_rounds": max_rounds}
     path = None
     if cache and src.key is not None:
-        ck = json.dumps({"v": _VERSION, "src": src.key, "lo": lo.tolist(), "hi": hi.tolist(),
-                         "rtol": rtol, "atol": atol, "n_check": int(n_check), "seed": int(seed),
-                         "ref": reference is None})
-        path = _cache_path(ck)
-        if path is not None and path.exists():
-            try:
-                s = Surrogate._load(path, source=src, options=options)
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-                s = None  # truncated or damaged: rebuilt below (and saved over it)
-            if s is not None and _recertified(s, src, reference, seed):
-                return s
+        path, s = _from_cache(src, lo, hi, rtol, atol, n_check, seed, reference, options)
+        if s is not None:
+            return s
     if src.numeric and K >= 3:
         corners = from_coordinates(_corners(lo, hi), K)
         if np.min(np.linalg.eigvalsh(corners)) < 0:
             raise ValueError("box: some corners are not PSD overlap matrices; for K >= 3 keep "
                              "the correlations in a box inside the PSD cone")
 
+    sur, cert, values = _construct(src, lo, hi, rtol, atol, n_check, seed, reference,
+                                   max_nodes, max_rounds, options)
+    sur.certificate = cert
+    sur.build_seconds = time.perf_counter() - t0
+    sur.source_evaluations = len(values)
+    sur.certificate["nodes"] = len(values)
+    if path is not None:
+        try:
+            sur._save(path)
+        except OSError:
+            pass
+    return sur
+
+
+def _construct(src, lo, hi, rtol, atol, n_check, seed, reference, max_nodes, max_rounds,
+               options):
+    """Steps 1-5 of the module doc: budget, adaptive sparse grid, pruning, certification
+    (tightening the stopping threshold tenfold per failed round). Returns
+    ``(surrogate, certificate, values at the nodes)``."""
+    K = src.K
+    D = K * (K + 1) // 2
     values: dict = {}
     # a rough look at the magnitudes (corners and centre) sets the accuracy budget
     probe = np.concatenate([_corners(lo, hi), ((lo + hi) / 2)[None]])
@@ -735,60 +738,97 @@ def build_surrogate(potential, box, *, rtol: float = 1e-9, atol: float = 1e-12, 
             if src.numeric:
                 values.clear()  # evaluated to the old, looser accuracy
             continue
-        # prune: drop the smallest terms while their summed size stays below budget/4
-        idx = np.array(list(itertools.product(*[range(m) for m in n])), dtype=np.int64)
-        coef = Cf.reshape(-1, D)
-        nz = np.any(coef != 0, axis=1)
-        idx, coef = idx[nz], coef[nz]
-        mag = np.max(np.abs(coef) / budget, axis=1)
-        order = np.argsort(mag)
-        cum = np.cumsum(np.abs(coef[order]), axis=0)
-        ok = np.all(cum <= 0.25 * budget, axis=1)
-        n_drop = int(np.argmin(ok)) if not np.all(ok) else len(ok)
-        keep = np.sort(order[n_drop:])
-        nmax = max(n)
-        sur = Surrogate(K, lo, hi, idx[keep], coef[keep], nmax, rtol, atol, n, {},
+        idx, coef, pruned = _prune(n, Cf, budget)
+        sur = Surrogate(K, lo, hi, idx, coef, max(n), rtol, atol, n, {},
                         source=src, options=options)
-        # certification at points the construction did not use
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 12]))
-        pts = np.concatenate([lo + (hi - lo) * rng.random((int(n_check), D)), _corners(lo, hi)])
-        Qc = from_coordinates(pts, K)
-        got = _unique(sur.gamma_many(Qc), K)
-        if reference is None:
-            src.prepare(from_coordinates(probe, K), 0.1 * _SRC * budget)
-            ref = src(Qc, 0.1 * _SRC * budget)
-            ref_name = "source at 10x accuracy"
-        else:
-            ref = _unique(np.asarray(reference(Qc), dtype=float).reshape(len(Qc), K, K), K)
-            ref_name = "reference"
-        err = np.abs(got - ref)
-        lim = atol + rtol * np.abs(ref)
-        ratio = float(np.max(err / lim)) if len(pts) else 0.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.where(ref != 0, err / np.abs(ref), np.inf)
-        cert = {"points": int(len(pts)), "random_points": int(n_check), "corners": 2 ** D,
-                "reference": ref_name, "max_ratio": ratio, "max_abs": float(err.max()),
-                "max_rel": float(rel.max()), "passed": bool(ratio <= _PASS),
-                "budget": budget.tolist(), "source_rules": dict(
-                    (f"{k:.3g}", v) for k, v in getattr(src, "rules", {}).items()), "pruned_bound": (cum[n_drop - 1] if n_drop else
-                                                            np.zeros(D)).tolist()}
+        cert = _certify(sur, src, probe, budget, n_check, seed, reference)
+        cert["pruned_bound"] = pruned
         rounds += 1
         if cert["passed"]:
             break
         if rounds >= max_rounds:
             raise SurrogateError(f"certification failed after {rounds} rounds: max |err|/(atol + "
-                                 f"rtol|Gamma|) = {ratio:.3g} at nodes {n}")
+                                 f"rtol|Gamma|) = {cert['max_ratio']:.3g} at nodes {n}")
         stop /= 10
-    sur.certificate = cert
-    sur.build_seconds = time.perf_counter() - t0
-    sur.source_evaluations = len(values)
-    sur.certificate["nodes"] = len(values)
-    if path is not None:
-        try:
-            sur._save(path)
-        except OSError:
-            pass
-    return sur
+    return sur, cert, values
+
+
+def _check_build_args(rtol, atol, n_check, seed):
+    """``(rtol, atol)`` of :func:`build_surrogate`, with ``n_check`` and ``seed``, checked."""
+    rtol = _check_tol(rtol, "rtol")
+    atol = _check_tol(atol, "atol")
+    if rtol == 0 and atol == 0:
+        raise ValueError("rtol and atol cannot both be 0")
+    if isinstance(n_check, bool) or not isinstance(n_check, (int, np.integer)) or n_check < 0:
+        raise ValueError(f"n_check must be an int >= 0, got {n_check!r}")
+    if n_check > MAX_CHECK:  # each point costs one reference (quadrature) evaluation
+        raise ValueError(f"n_check must be in 0..{MAX_CHECK}, got {n_check}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return rtol, atol
+
+
+def _from_cache(src, lo, hi, rtol, atol, n_check, seed, reference, options):
+    """``(path, surrogate)``: the cache file of this build, and the surrogate stored there
+    when it loads and still holds its certificate (else ``None``: built and saved over)."""
+    ck = json.dumps({"v": _VERSION, "src": src.key, "lo": lo.tolist(), "hi": hi.tolist(),
+                     "rtol": rtol, "atol": atol, "n_check": int(n_check), "seed": int(seed),
+                     "ref": reference is None})
+    path = _cache_path(ck)
+    if path is None or not path.exists():
+        return path, None
+    try:
+        s = Surrogate._load(path, source=src, options=options)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        s = None  # truncated or damaged: rebuilt (and saved over it)
+    if s is not None and _recertified(s, src, reference, seed):
+        return path, s
+    return path, None
+
+
+def _prune(n, Cf, budget):
+    """The terms kept: the smallest dropped while their summed size stays below
+    ``budget / 4``. Returns ``(idx, coef, bound of the dropped part per entry)``."""
+    D = len(budget)
+    idx = np.array(list(itertools.product(*[range(m) for m in n])), dtype=np.int64)
+    coef = Cf.reshape(-1, D)
+    nz = np.any(coef != 0, axis=1)
+    idx, coef = idx[nz], coef[nz]
+    mag = np.max(np.abs(coef) / budget, axis=1)
+    order = np.argsort(mag)
+    cum = np.cumsum(np.abs(coef[order]), axis=0)
+    ok = np.all(cum <= 0.25 * budget, axis=1)
+    n_drop = int(np.argmin(ok)) if not np.all(ok) else len(ok)
+    keep = np.sort(order[n_drop:])
+    return idx[keep], coef[keep], (cum[n_drop - 1] if n_drop else np.zeros(D)).tolist()
+
+
+def _certify(sur, src, probe, budget, n_check, seed, reference):
+    """The certificate: the surrogate against the reference (default: the source at ten
+    times the accuracy) at ``n_check`` random points and the box's corners."""
+    K, lo, hi, rtol, atol = sur.K, sur.lo, sur.hi, sur.rtol, sur.atol
+    D = len(lo)
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 12]))
+    pts = np.concatenate([lo + (hi - lo) * rng.random((int(n_check), D)), _corners(lo, hi)])
+    Qc = from_coordinates(pts, K)
+    got = _unique(sur.gamma_many(Qc), K)
+    if reference is None:
+        src.prepare(from_coordinates(probe, K), 0.1 * _SRC * budget)
+        ref = src(Qc, 0.1 * _SRC * budget)
+        ref_name = "source at 10x accuracy"
+    else:
+        ref = _unique(np.asarray(reference(Qc), dtype=float).reshape(len(Qc), K, K), K)
+        ref_name = "reference"
+    err = np.abs(got - ref)
+    lim = atol + rtol * np.abs(ref)
+    ratio = float(np.max(err / lim)) if len(pts) else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(ref != 0, err / np.abs(ref), np.inf)
+    return {"points": int(len(pts)), "random_points": int(n_check), "corners": 2 ** D,
+            "reference": ref_name, "max_ratio": ratio, "max_abs": float(err.max()),
+            "max_rel": float(rel.max()), "passed": bool(ratio <= _PASS),
+            "budget": budget.tolist(), "source_rules": dict(
+                (f"{k:.3g}", v) for k, v in getattr(src, "rules", {}).items())}
 
 
 # -- trajectories ------------------------------------------------------------------------------
