@@ -52,6 +52,7 @@ import math
 import os
 import time as _time
 import weakref
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -64,6 +65,10 @@ from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.threads import compute_threads
 from attndyn.numeric.core.validate import check_batch, check_eta, check_t_eval, resolve_rng
 from attndyn.symbolic.lossgrad import loss_gradient
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
            "compiled_loss", "sgd_memory_bytes", "available_memory"]
@@ -82,7 +87,7 @@ _MAX_STEPS = 2 ** 62
 
 def seed_record(ss: np.random.SeedSequence) -> dict:
     """JSON-able record of a ``SeedSequence``; :func:`resolve_seed` rebuilds it."""
-    ent = ss.entropy
+    ent: Any = ss.entropy
     ent = [int(e) for e in ent] if isinstance(ent, (list, tuple, np.ndarray)) else int(ent)
     return {"entropy": ent, "spawn_key": [int(k) for k in ss.spawn_key]}
 
@@ -126,8 +131,9 @@ def time_step(model, eta: float, d: int, time: str = "slow") -> float:
 # ---------------------------------------------------------------------------
 # initial conditions
 
-def gaussian_init(model, d: int, *, width=None, scale=1.0, rng=None, seed=None,
-                  symmetric: bool = False):
+def gaussian_init(model: AttentionModel, d: int, *, width: int | Sequence[int] | None = None,
+                  scale: float | Sequence[float] = 1.0, rng: RngLike = None,
+                  seed: RngLike = None, symmetric: bool = False) -> list[Any]:
     """Independent Gaussian initial weights (a seeded initialisation).
 
     - tied: ``W_k`` of shape ``(d, d_k)``, entries ``N(0, scale_k^2/d_k)``, so
@@ -228,10 +234,13 @@ def _check_threads(threads):
     return check_threads(threads, numba.config.NUMBA_NUM_THREADS)
 
 
-def sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None, time: str = "slow",
-        progress=None, blowup: float = 1e6, threads: int | None = 1, blas_threads=None,
-        raise_on_failure: bool = False, max_memory=None, backend: str = "numba",
-        device=None, dtype="float64") -> Trajectory:
+def sgd(model: AttentionModel, init: Sequence[Any], *, eta: float, batch: int,
+        t_eval: ArrayLike, rng: RngLike = None, seed: RngLike = None, order: int | None = None,
+        time: str = "slow", progress: bool | None = None, blowup: float = 1e6,
+        threads: int | None = 1, blas_threads: int | None = None,
+        raise_on_failure: bool = False, max_memory: float | None = None,
+        backend: str = "numba", device: str | None = None, dtype: str = "float64"
+        ) -> Trajectory:
     """Run finite-d mini-batch online SGD and record the theory's observables.
 
     The model supplies, through the protocol of
@@ -431,7 +440,8 @@ def _sgd_message(status, fail_step, steps, steps_kept, dt, d, B, eta, blowup):
             f"the failure (last: {last})")
 
 
-def sgd_runs(model, init, *, n_seeds: int, rng=None, seed=None, **kwargs) -> list:
+def sgd_runs(model: AttentionModel, init: Sequence[Any], *, n_seeds: int, rng: RngLike = None,
+             seed: RngLike = None, **kwargs: Any) -> list[Trajectory]:
     """``n_seeds`` independent :func:`sgd` runs from the same ``init``, seeded by
     ``SeedSequence(rng).spawn(n_seeds)`` (``rng``, alias ``seed``: the package's rule,
     :func:`~attndyn.numeric.core.validate.resolve_rng`).

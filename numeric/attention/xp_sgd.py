@@ -49,6 +49,7 @@ import math
 import time as _time
 from contextlib import nullcontext as _nullcontext
 import weakref
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -60,6 +61,10 @@ from attndyn.numeric.core.threads import compute_threads
 from attndyn.numeric.core.validate import check_eta, check_t_eval, resolve_rng
 
 from attndyn.numeric.attention.base import check_model
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["xp_sgd", "xp_sgd_runs", "xp_memory_bytes", "check_backend", "BACKENDS",
            "TEACHER_MODES"]
@@ -82,7 +87,7 @@ def _check_int(x, name, low=1) -> int:
 
 
 def _seed_record(ss: np.random.SeedSequence) -> dict:
-    ent = ss.entropy
+    ent: Any = ss.entropy
     ent = [int(e) for e in ent] if isinstance(ent, (list, tuple, np.ndarray)) else int(ent)
     return {"entropy": ent, "spawn_key": [int(k) for k in ss.spawn_key]}
 
@@ -732,10 +737,12 @@ def _trajectory(model, runner0, ss, ys, losses, steps, recorded, status, fail_st
                       inv=runner0.inv)
 
 
-def xp_sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None,
-           time: str = "slow", device: str = "cpu", dtype: str = "float64", progress=None,
-           blowup: float = 1e6, raise_on_failure: bool = False, max_memory=None,
-           teacher: str = "auto", blas_threads=None) -> Trajectory:
+def xp_sgd(model: AttentionModel, init: Sequence[Any], *, eta: float, batch: int,
+           t_eval: ArrayLike, rng: RngLike = None, seed: RngLike = None,
+           order: int | None = None, time: str = "slow", device: str = "cpu",
+           dtype: str = "float64", progress: bool | None = None, blowup: float = 1e6,
+           raise_on_failure: bool = False, max_memory: float | None = None,
+           teacher: str = "auto", blas_threads: int | None = None) -> Trajectory:
     """Finite-d online SGD through the array API (NumPy on ``device="cpu"``, CuPy on
     ``"cuda"``/``"cuda:N"``), equal in distribution to ``attndyn.sgd`` (numba).
 
@@ -778,8 +785,9 @@ def xp_sgd(model, init, *, eta, batch, t_eval, rng=None, seed=None, order=None,
                 blas_threads=blas_threads)[0]
 
 
-def xp_sgd_runs(model, init, *, n_seeds: int, rng=None, seed=None, seeds_per_product=None,
-                **kwargs) -> list:
+def xp_sgd_runs(model: AttentionModel, init: Sequence[Any], *, n_seeds: int,
+                rng: RngLike = None, seed: RngLike = None, seeds_per_product: int | None = None,
+                **kwargs: Any) -> list[Trajectory]:
     """``n_seeds`` independent :func:`xp_sgd` runs from the same ``init``, seeded by
     ``SeedSequence(rng).spawn(n_seeds)`` (as ``attndyn.numeric.sgd_runs``; ``rng``, alias
     ``seed``, by :func:`~attndyn.numeric.core.validate.resolve_rng`), run
