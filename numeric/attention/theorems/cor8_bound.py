@@ -160,11 +160,29 @@ def truncation_ladder(model, pairs, T: float, orders, *, n_t: int = 11,
     ``geometric``: every order reached ``T`` and ``rho <= RHO_MAX``. ``R`` is measured along
     the flow (module docstring).
     ``report_orders`` are measured the same way (``rows_reported``) and not fitted."""
-    from attndyn.numeric.attention.untied.coefficients import _low_from_words
     from attndyn.numeric.attention.untied.fastslow import untied_flow
 
     orders = sorted(int(o) for o in orders)
     report_orders = sorted(int(o) for o in report_orders)
+    _check_ladder_args(orders, report_orders, n_heldout, T)
+    tau = np.linspace(0.0, float(T), int(n_t))
+    top = model.hierarchy(orders[-1])
+    flow = untied_flow(model, pairs, tau, mode="slaved", words=top.words, keep_pairs=True)
+    if flow.status != 0:
+        raise RuntimeError(f"slaved flow failed: {flow.message}")
+    R = _flow_radius(model, pairs, flow)
+    look = {tuple(w): i for i, w in enumerate(top.words)}
+    rows = [_ladder_row(model, pairs, tau, flow, look, M) for M in orders + report_orders]
+    rows, reported = rows[:len(orders)], rows[len(orders):]
+    out = {"R": float(R), "orders": orders, "rows": rows, "rows_reported": reported,
+           "T": float(T)}
+    out.update(_fit_envelope(rows, n_heldout, R))
+    return out
+
+
+def _check_ladder_args(orders, report_orders, n_heldout, T):
+    """The orders (at least 3 in 2..8), reported orders, held-out count and horizon of
+    :func:`truncation_ladder`."""
     if len(orders) < 3 or orders[0] < 2 or orders[-1] > 8:
         raise ValueError(f"orders must hold at least 3 orders in 2..8, got {orders}")
     if report_orders and (report_orders[0] < 2 or report_orders[-1] > orders[-1]):
@@ -173,43 +191,47 @@ def truncation_ladder(model, pairs, T: float, orders, *, n_t: int = 11,
         raise ValueError(f"n_heldout must be an int in 1..{len(orders) - 2}, got {n_heldout!r}")
     if not (math.isfinite(T) and 0 < T <= 100):
         raise ValueError(f"T must be in (0, 100], got {T!r}")
-    tau = np.linspace(0.0, float(T), int(n_t))
-    top = model.hierarchy(orders[-1])
-    flow = untied_flow(model, pairs, tau, mode="slaved", words=top.words, keep_pairs=True)
-    if flow.status != 0:
-        raise RuntimeError(f"slaved flow failed: {flow.message}")
+
+
+def _flow_radius(model, pairs, flow):
+    """``R``: the largest ``||U||^2``, ``||V||^2`` (spectral) along the slaved flow and over
+    the fixed teachers."""
     R = max(max(np.linalg.norm(U, 2) ** 2, np.linalg.norm(V, 2) ** 2)
             for st in flow.diagnostics["pairs"] for k in model.trainable for U, V in [st[k]])
-    R = max(R, max(max(np.linalg.norm(U, 2) ** 2, np.linalg.norm(V, 2) ** 2)
-                   for k in range(model.K) if k not in model.trainable for U, V in [pairs[k]]))
-    look = {tuple(w): i for i, w in enumerate(top.words)}
-    rows = []
-    for M in orders + report_orders:
-        h = model.hierarchy(M)
-        r = h.integrate(pairs, tau, check=None)
-        n = r.t.size
-        idx = np.array([look[tuple(w)] for w in h.words])
-        err = np.abs(r.y[:h.n_moments, :n] - flow.y[idx, :n])
-        lens = np.array([len(w) for w in h.words])
-        e = [float(err[lens == w].max()) if n else math.nan for w in range(1, M + 1)]
-        dist = 0.0
-        for j in range(n):
-            _, _, q1, q2 = _low_from_words(model.K, h.words, r.y[:h.n_moments, j])
-            dist = max(dist, cone_distance(q1, q2))
-        rows.append({"order": M, "n_moments": h.n_moments, "status": int(r.status),
-                     "tau_reached": float(r.t[-1]) if n else 0.0, "reached": r.status == 0,
-                     "errors_by_length": e, "cone_distance": dist,
-                     "message": r.message[:160]})
-    rows, reported = rows[:len(orders)], rows[len(orders):]
+    return max(R, max(max(np.linalg.norm(U, 2) ** 2, np.linalg.norm(V, 2) ** 2)
+                      for k in range(model.K) if k not in model.trainable
+                      for U, V in [pairs[k]]))
+
+
+def _ladder_row(model, pairs, tau, flow, look, M):
+    """One order of the ladder: its status, errors by word length against the flow and the
+    largest distance of ``q(mu^(M))`` to the cone."""
+    from attndyn.numeric.attention.untied.coefficients import _low_from_words
+    h = model.hierarchy(M)
+    r = h.integrate(pairs, tau, check=None)
+    n = r.t.size
+    idx = np.array([look[tuple(w)] for w in h.words])
+    err = np.abs(r.y[:h.n_moments, :n] - flow.y[idx, :n])
+    lens = np.array([len(w) for w in h.words])
+    e = [float(err[lens == w].max()) if n else math.nan for w in range(1, M + 1)]
+    dist = 0.0
+    for j in range(n):
+        _, _, q1, q2 = _low_from_words(model.K, h.words, r.y[:h.n_moments, j])
+        dist = max(dist, cone_distance(q1, q2))
+    return {"order": M, "n_moments": h.n_moments, "status": int(r.status),
+            "tau_reached": float(r.t[-1]) if n else 0.0, "reached": r.status == 0,
+            "errors_by_length": e, "cone_distance": dist, "message": r.message[:160]}
+
+
+def _fit_envelope(rows, n_heldout, R) -> dict:
+    """The envelope ``C rho^(M+1) s^w`` of eq. (908): the per-order ratios, the fit on all
+    but the ``n_heldout`` highest orders, the held-out ratio, ``s_-``, ``s_+``, ``C``."""
     fit_rows = [row for row in rows[:-n_heldout] if row["reached"]]
     held = rows[-n_heldout:]
-    out = {"R": float(R), "orders": orders, "rows": rows, "rows_reported": reported,
-           "T": float(T)}
     if len(fit_rows) < 2 or not all(row["reached"] for row in rows):
-        out.update({"rho": math.nan, "ratios": [], "s": math.nan, "C": math.nan,
-                    "s_plus": math.nan, "s_minus": math.nan,
-                    "heldout_ratio": math.inf, "geometric": False})
-        return out
+        return {"rho": math.nan, "ratios": [], "s": math.nan, "C": math.nan,
+                "s_plus": math.nan, "s_minus": math.nan,
+                "heldout_ratio": math.inf, "geometric": False}
     # per-order decay ratio between successive orders, worst word length
     ratios = []
     for a, b in zip(rows[:-1], rows[1:]):
@@ -234,10 +256,9 @@ def truncation_ladder(model, pairs, T: float, orders, *, n_t: int = 11,
     s_plus = max(math.exp(ls), 1.01 * s_minus)
     C_T = max(ev / (rho ** (row["order"] + 1) * s_plus ** w) for row in rows
               for w, ev in enumerate(row["errors_by_length"], start=1))
-    out.update({"rho": rho, "ratios": ratios, "rho_fit": math.exp(lrho), "s": math.exp(ls),
-                "s_minus": s_minus, "s_plus": s_plus, "C": C_T, "heldout_ratio": heldout,
-                "geometric": bool(rho <= RHO_MAX)})
-    return out
+    return {"rho": rho, "ratios": ratios, "rho_fit": math.exp(lrho), "s": math.exp(ls),
+            "s_minus": s_minus, "s_plus": s_plus, "C": C_T, "heldout_ratio": heldout,
+            "geometric": bool(rho <= RHO_MAX)}
 
 
 @register("cor8", "F.2, Cor. 8, eqs. (536), (892)-(908)",
