@@ -30,7 +30,10 @@ CHECKED = [
     "attndyn.numeric.attention.base", "attndyn.numeric.attention.compare",
     "attndyn.numeric.attention.flow", "attndyn.numeric.attention.tied.model",
     "attndyn.numeric.attention.tied.spectral", "attndyn.numeric.attention.untied.model",
-    "attndyn.numeric.attention.direct.model",
+    "attndyn.numeric.attention.direct.model", "attndyn.numeric.attention.tied.hierarchy",
+    "attndyn.numeric.attention.untied.hierarchy", "attndyn.numeric.attention.tied.limit",
+    "attndyn.numeric.attention.untied.limit", "attndyn.numeric.attention.training",
+    "attndyn.numeric.attention.xp_sgd", "attndyn.symbolic.initial",
 ]
 # import name -> source folder (pyproject.toml's package-dir, top level)
 LAYOUT = {"attndyn/symbolic": "symbolic", "attndyn/kernels": "kernels",
