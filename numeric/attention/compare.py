@@ -15,8 +15,9 @@ Theories:
   ``"limit"`` (``d -> infinity`` from the Gaussian law of the pairs).
 
 A ``"limit"`` theory (tied or untied) is a statement about the initial law: with a dict
-``init`` and ``n_seeds > 1`` each seed draws its own start from the law (one draw per seed),
-and :meth:`Comparison.z` / :meth:`Comparison.rms_z` judge the gap in seed units.
+``init``, ``n_seeds > 1`` and the law in ``theory_kwargs["law"]`` (or ``init_per_seed=True``)
+each seed draws its own start from the law (one draw per seed), and :meth:`Comparison.z` /
+:meth:`Comparison.rms_z` judge the gap in seed units.
 
 The tied theory gets the same derived observables as SGD: ``p_kl = q_kl -
 t_k t_l`` and ``loss = Phi(q)`` (when the potential is symbolic).
@@ -309,10 +310,26 @@ def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
 
 
 #: Theories that start from the law of the initial condition, not from one draw: with a
-#: dict ``init`` (:func:`gaussian_init` keywords) and several seeds, each SGD seed draws its
-#: own start from that law, so the seed spread includes the draw's ``O(d^-1/2)``
-#: fluctuations the law averages out.
+#: dict ``init`` (:func:`gaussian_init` keywords), several seeds and the law given in
+#: ``theory_kwargs["law"]`` (or ``init_per_seed=True``), each SGD seed draws its own start
+#: from that law, so the seed spread includes the draws' ``O(d^-1/2)`` fluctuations the law
+#: averages out.
 LAW_THEORIES = ("limit",)
+
+
+def _per_seed(init_per_seed, theory, init, theory_kwargs) -> bool:
+    """Whether each seed draws its own start: ``init_per_seed``, or by default (``None``)
+    for a theory of the law given independently of the draws (``theory_kwargs["law"]``)."""
+    if init_per_seed is None:
+        return (theory in LAW_THEORIES and isinstance(init, dict)
+                and (theory_kwargs or {}).get("law") is not None)
+    if not isinstance(init_per_seed, bool):
+        raise TypeError(f"init_per_seed must be True, False or None, got {init_per_seed!r}")
+    if init_per_seed and (theory not in LAW_THEORIES or not isinstance(init, dict)):
+        raise ValueError(f"init_per_seed=True needs a theory of the law ({LAW_THEORIES}) and a "
+                         "dict init of gaussian_init keywords; a finite-d theory starts from "
+                         "one draw")
+    return init_per_seed
 
 
 def _sgd_runs(model, init, n_seeds, seed, kw, per_seed: bool = False):
@@ -410,7 +427,8 @@ def compare(model: AttentionModel, init: Sequence[Any] | dict[str, Any], *, eta:
             progress: bool | None = None, names: Sequence[str] | None = None,
             check: str | bool = "auto", theory_kwargs: dict | None = None,
             threads: int | None = 1, blas_threads: int | None = None,
-            raise_on_failure: bool = False, correction: str = "none") -> Comparison:
+            raise_on_failure: bool = False, correction: str = "none",
+            init_per_seed: bool | None = None) -> Comparison:
     """Run SGD and theory from one initial condition and compare them.
 
     Parameters
@@ -420,9 +438,7 @@ def compare(model: AttentionModel, init: Sequence[Any] | dict[str, Any], *, eta:
         The initial weights (tied ``W_k``, untied pairs ``(U_k, V_k)``, S ``S_k``), or a
         dict of :func:`attndyn.numeric.attention.training.gaussian_init` keywords (``d``,
         ``scale``, ``width``, ``seed``, ``symmetric``) for a seeded initialisation from
-        which both start; for a theory of :data:`LAW_THEORIES` (``"limit"``) with
-        ``n_seeds > 1``, one draw per seed (children of the dict's seed), the theory from
-        the law of the first (``params["init_per_seed"]`` says which was done).
+        which both start; see ``init_per_seed`` for one draw per seed.
     eta, batch, t_eval :
         As for :func:`attndyn.numeric.attention.training.sgd`.
     theory : str, optional
@@ -447,6 +463,13 @@ def compare(model: AttentionModel, init: Sequence[Any] | dict[str, Any], *, eta:
         Extra keywords for the theory call (``conv_tol``, ``rtol``...).
     threads : int or None
         numba threads of the SGD kernels (see :func:`attndyn.numeric.attention.training.sgd`).
+    init_per_seed : bool or None
+        One draw of the law per seed (the children of the dict's seed) for a theory of
+        :data:`LAW_THEORIES` (``"limit"``) and a dict ``init``; ``None`` (default): when
+        ``theory_kwargs["law"]`` gives the law. Without a given law the limit runs from the
+        law read off the first draw, whose ``O(1/d)`` offset from the other draws shows in
+        :meth:`Comparison.z` at ``t = 0`` (it grows like ``sqrt(n_seeds)``). Recorded in
+        ``params["init_per_seed"]``.
     correction : "none", "noise", "noise+finite-d" or "finite-d"
         Finite-learning-rate correction of the theory (issue 16; tied ``theory="flow"``
         only, :func:`attndyn.numeric.attention.tied.noise_flow.noise_corrected_flow`), with
@@ -474,7 +497,7 @@ def compare(model: AttentionModel, init: Sequence[Any] | dict[str, Any], *, eta:
     with compute_threads(blas_threads=blas_threads):  # SGD and the theory's flow inside
         init, runs, per_seed = _sgd_runs(model, init, n_seeds, seed, dict(
             eta=eta, batch=batch, t_eval=t_eval, progress=progress, order=order,
-            threads=threads), per_seed=theory in LAW_THEORIES)
+            threads=threads), per_seed=_per_seed(init_per_seed, theory, init, theory_kwargs))
     n_t = min(r.t.size for r in runs)
     t = runs[0].t[:n_t]
     status = next((int(r.status) for r in runs if r.status != 0), 0)
