@@ -33,7 +33,7 @@ CHECKED = [
     "attndyn.numeric.attention.direct.model", "attndyn.numeric.attention.tied.hierarchy",
     "attndyn.numeric.attention.untied.hierarchy", "attndyn.numeric.attention.tied.limit",
     "attndyn.numeric.attention.untied.limit", "attndyn.numeric.attention.training",
-    "attndyn.numeric.attention.xp_sgd", "attndyn.symbolic.initial",
+    "attndyn.numeric.attention.xp_sgd", "attndyn.symbolic.initial", "attndyn.numeric.core.claims",
 ]
 # import name -> source folder (pyproject.toml's package-dir, top level)
 LAYOUT = {"attndyn/symbolic": "symbolic", "attndyn/kernels": "kernels",

@@ -12,11 +12,16 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from attndyn.numeric.core import safeio
 from attndyn.numeric.core.results import Trajectory, _jsonable
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from numpy.typing import ArrayLike
 
 __all__ = ["Claim", "FigureRun", "claims_table"]
 
@@ -39,7 +44,7 @@ class Claim:
                 "condition": self.condition}
 
 
-def claims_table(claims, title: str = "") -> str:
+def claims_table(claims: Sequence[Claim], title: str = "") -> str:
     """Plain-text table: verdict, claim, condition, measured numbers."""
     lines = [title] if title else []
     for c in claims:
@@ -65,7 +70,7 @@ class FigureRun:
     curves: dict = field(default_factory=dict)
     claims: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
-    plotter: object = None
+    plotter: Any = None  # (run, fig) -> Figure, set by the figure's builder
     wall_s: float = float("nan")
 
     @property
@@ -85,13 +90,14 @@ class FigureRun:
         return html_summary(f"FigureRun {self.name}", fields, table=rows,
                             table_header=("verdict", "claim"))
 
-    def plot(self, fig=None):
+    def plot(self, fig: Figure | None = None) -> Figure:
         """Draw the figure; returns the matplotlib figure."""
         if self.plotter is None:
             raise RuntimeError(f"{self.name}: no plotter set")
         return self.plotter(self, fig)
 
-    def save(self, out_dir, *, pdf: bool = True, png: bool = True, dpi: int = 200) -> dict:
+    def save(self, out_dir: str | os.PathLike[str], *, pdf: bool = True, png: bool = True,
+             dpi: int = 200) -> dict[str, Any]:
         """Write ``<out>/<name>/<curve>.npz`` per curve, ``<out>/<name>.json``
         (settings, claims, curve index, wall time), ``<out>/<name>.png`` (200 dpi by
         default) and the vector ``<out>/<name>.pdf``, both through
@@ -100,7 +106,7 @@ class FigureRun:
         out_dir = str(out_dir)
         cdir = os.path.join(out_dir, self.name)
         os.makedirs(cdir, exist_ok=True)
-        paths = {"curves": {}}
+        paths: dict[str, Any] = {"curves": {}}
         for label, traj in self.curves.items():
             if not isinstance(traj, Trajectory):
                 raise TypeError(f"curve {label!r} is not a Trajectory")
@@ -131,6 +137,6 @@ class FigureRun:
         return paths
 
 
-def max_abs(a) -> float:
+def max_abs(a: ArrayLike) -> float:
     a = np.asarray(a, dtype=float)
     return float(np.max(np.abs(a))) if a.size else float("nan")
