@@ -359,17 +359,8 @@ def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, pro
         return CheckResult(key, reference, "not applicable", 0, float("nan"), "-",
                            detail=f"premise fails ({pred.premise}); no SGD scan run",
                            data=base, wall_s=time.perf_counter() - t0)
-    if not math.isfinite(pred.T):
-        T_max = 5.0
-    else:
-        T_max = 1.6 * pred.T
-    per_d = []
-    for d, n, ch in zip(cfg.dims, cfg.seeds, resolve_seed(seed).spawn(len(cfg.dims))):
-        per_d.append(measure_crossings(model, d, cfg.c, n_seeds=n, seed=ch, c0=cfg.c0,
-                                       batch=cfg.batch, scale=cfg.scale, T_max=T_max,
-                                       checkpoints=cfg.checkpoints, symmetric=cfg.symmetric))
-        if progress is not None:
-            progress(key, per_d[-1])
+    T_max = 5.0 if not math.isfinite(pred.T) else 1.6 * pred.T
+    per_d = _scan(key, model, cfg, seed, T_max, progress)
     samples = [m["samples"] for m in per_d]
     n_inst = sum(cfg.seeds)
     if not all(np.all(np.isfinite(s)) for s in samples):
@@ -389,8 +380,38 @@ def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, pro
         verdict = "not applicable"
     else:
         verdict = "held" if ok else "not held"
-    aic = ", ".join(f"{n}: {m['aic']:.1f}" for n, m in fit["models"].items())
     sgd_vs_th = [float(np.mean(m["T_sgd"]) / pred.T - 1) for m in per_d]
+    measured, expectation, detail = _scan_text(cfg, fit, pred, A_fit, pref_err, sgd_vs_th)
+    extra = {}
+    if finite_d is not None:
+        extra, more = _finite_d_offsets(cfg, per_d, samples, pred, finite_d)
+        detail += more
+    if not premise_ok:
+        detail = "premise fails, scan run anyway (not judged): " + detail
+    from attndyn.numeric.core.labelled import jsonable
+    data = jsonable({**base, "per_d": per_d, "fit": fit, "A_fit": A_fit,
+                     "prefactor_error": pref_err, "sgd_vs_theory": sgd_vs_th,
+                     "models": list(SCALING_MODELS), **extra})
+    return CheckResult(key, reference, verdict, n_inst, k_err, measured, bound=K_TOL,
+                       expectation=expectation, detail=detail, data=data,
+                       wall_s=time.perf_counter() - t0)
+
+
+def _scan(key, model, cfg, seed, T_max, progress):
+    """The SGD crossings of ``c`` at every ``d`` of the scan (one seed sequence each)."""
+    per_d = []
+    for d, n, ch in zip(cfg.dims, cfg.seeds, resolve_seed(seed).spawn(len(cfg.dims))):
+        per_d.append(measure_crossings(model, d, cfg.c, n_seeds=n, seed=ch, c0=cfg.c0,
+                                       batch=cfg.batch, scale=cfg.scale, T_max=T_max,
+                                       checkpoints=cfg.checkpoints, symmetric=cfg.symmetric))
+        if progress is not None:
+            progress(key, per_d[-1])
+    return per_d
+
+
+def _scan_text(cfg, fit, pred, A_fit, pref_err, sgd_vs_th):
+    """``(measured, expectation, detail)`` of a d-scan's :class:`CheckResult`."""
+    aic = ", ".join(f"{n}: {m['aic']:.1f}" for n, m in fit["models"].items())
     measured = (f"{cfg.activation}, d = {cfg.dims[0]}..{cfg.dims[-1]}: log-power k = "
                 f"{fit['k_hat']:.2f} +- {fit['k_se_scaled']:.2f}, exponent b = "
                 f"{fit['b_hat']:.3f} +- {fit['b_se_scaled']:.3f} (d^2 log d: "
@@ -401,25 +422,20 @@ def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, pro
               f"{pred.A:.4g} ({pref_err:.1%} off; {pred.theory}); mean SGD crossing vs theory "
               f"T = {pred.T:.4g}: " + ", ".join(f"{v:+.1%}" for v in sgd_vs_th)
               + f"; {pred.premise}; eta_d = {cfg.c0:g}/(d log d), B = {cfg.batch}, c = {cfg.c:g}")
-    extra = {}
-    if finite_d is not None:
-        zs, corr = [], []
-        for m, smp in zip(per_d, samples):
-            mu, sd = finite_d(m["d"])
-            zs.append(float((np.mean(m["T_sgd"]) - mu) / (sd / math.sqrt(len(m["T_sgd"])))))
-            corr.append(np.asarray(smp, float) * pred.T / mu)
-        fc = fit_scaling(cfg.dims, corr)
-        extra = {"finite_d_z": zs, "fit_corrected": fc}
-        detail += ("; finite-d escape law: SGD mean crossing in seed units "
-                   + ", ".join(f"{z:+.1f}" for z in zs)
-                   + f"; k on N T_inf/E_d T = {fc['k_hat']:.2f} +- {fc['k_se_scaled']:.2f} "
-                   f"(preferred {fc['preferred']}; reported, not judged)")
-    if not premise_ok:
-        detail = "premise fails, scan run anyway (not judged): " + detail
-    from attndyn.numeric.core.labelled import jsonable
-    data = jsonable({**base, "per_d": per_d, "fit": fit, "A_fit": A_fit,
-                     "prefactor_error": pref_err, "sgd_vs_theory": sgd_vs_th,
-                     "models": list(SCALING_MODELS), **extra})
-    return CheckResult(key, reference, verdict, n_inst, k_err, measured, bound=K_TOL,
-                       expectation=expectation, detail=detail, data=data,
-                       wall_s=time.perf_counter() - t0)
+    return measured, expectation, detail
+
+
+def _finite_d_offsets(cfg, per_d, samples, pred, finite_d):
+    """The SGD mean crossing times against the finite-d escape law in seed units, and ``k``
+    refitted on ``N T_inf / E_d T`` (reported, not judged): ``(data, detail text)``."""
+    zs, corr = [], []
+    for m, smp in zip(per_d, samples):
+        mu, sd = finite_d(m["d"])
+        zs.append(float((np.mean(m["T_sgd"]) - mu) / (sd / math.sqrt(len(m["T_sgd"])))))
+        corr.append(np.asarray(smp, float) * pred.T / mu)
+    fc = fit_scaling(cfg.dims, corr)
+    text = ("; finite-d escape law: SGD mean crossing in seed units "
+            + ", ".join(f"{z:+.1f}" for z in zs)
+            + f"; k on N T_inf/E_d T = {fc['k_hat']:.2f} +- {fc['k_se_scaled']:.2f} "
+            f"(preferred {fc['preferred']}; reported, not judged)")
+    return {"finite_d_z": zs, "fit_corrected": fc}, text
