@@ -23,10 +23,15 @@ Arguments outside the domain give NaN, or a :class:`ValueError` with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from attndyn.kernels.lambertw import (INV_E, check_lambertw_args, lambertw0_ufunc,
                                       lambertwm1_ufunc)
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["lambertw", "lambertw_checked", "INV_E"]
 
@@ -39,7 +44,7 @@ def _checked_args(z, branch):
     return check_lambertw_args(z, branch)
 
 
-def lambertw(z, branch=0):
+def lambertw(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
     """Real Lambert W, ``W_branch(z)``, elementwise, as float64.
 
     Parameters
@@ -85,7 +90,7 @@ def lambertw(z, branch=0):
     return f(arr)
 
 
-def lambertw_checked(z, branch=0):
+def lambertw_checked(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
     """Like :func:`lambertw` but raise :class:`ValueError` outside the domain.
 
     The message names the argument ``z``, gives the first offending value
