@@ -173,9 +173,7 @@ def check_recovery(budget, seed) -> CheckResult:
     ``int 2c``; eq. (382) holds (margin <= :data:`MARGIN_TOL`) and every measured
     ``eps/2`` time is at most ``T_eps`` of eq. (384). ``worst`` is the largest exponent
     error."""
-    from attndyn.numeric.attention.tied.limit import law_of_factors, limit_flow
     from attndyn.numeric.attention.tied.model import TiedModel
-    from attndyn.numeric.attention.training import sgd
     from attndyn.symbolic.losses import mse_teacher_student
 
     t_start = time.perf_counter()
@@ -187,6 +185,44 @@ def check_recovery(budget, seed) -> CheckResult:
     lam_lim = cfg.scale ** 2 * (1 - 1 / math.sqrt(cfg.aspect)) ** 2
 
     # rung 1: the large-d flow, its PL ratio, the identity, and the exact limit
+    fr = _flow_rung(model, cfg, s_flow, grid)
+    if fr is None:
+        return CheckResult("recovery", "D.5, Cor. 6", "not applicable", 1, math.nan, "-",
+                           detail=f"no weak recovery (|p_12| < {cfg.c_wr}) by t = {cfg.T_end}")
+    # rung 2: SGD at a smaller d, each seed against its own PL ratio and its own flow
+    sgd_rows = [_sgd_seed_phase(model, cfg, child, grid)
+                for child in s_sgd.spawn(cfg.n_seeds)]
+
+    ph_flow, ph_lim, hits, T_eps = fr["flow"], fr["limit"], fr["hits"], fr["T_eps"]
+    errs = [ph_flow["exponent_error"], ph_lim["exponent_error"]] + \
+        [p["exponent_error"] for p in sgd_rows]
+    worst = float(max(errs))
+    margins = [ph_flow["bound_margin"], ph_lim["bound_margin"]] + \
+        [p["bound_margin"] for p in sgd_rows]
+    # eq. (384) is testable where its T_eps falls inside the measured window
+    eps_checks = [(hits[k], T_eps) for k in hits if T_eps <= cfg.T_end] + \
+        [(p["T_eps_meas"], p["T_eps_pred"]) for p in sgd_rows if p["T_eps_pred"] <= cfg.T_end]
+    eps_ok = all(m <= p for m, p in eps_checks)
+    pl_ok = fr["c_min"] > 0 and all(p["c_min"] > 0 for p in sgd_rows)
+    ok = (fr["ident"] <= IDENTITY_TOL and pl_ok and worst <= EXPONENT_TOL
+          and max(margins) <= MARGIN_TOL and eps_ok)
+    measured, expectation, detail = _recovery_text(cfg, fr, sgd_rows, lam_lim, margins,
+                                                   eps_checks)
+    data = {"config": dict(cfg.__dict__), "T0": fr["T0"], "c_min": fr["c_min"],
+            "c_H": fr["c_H"], "lambda_min_limit": lam_lim, "identity_error": fr["ident"],
+            "flow": ph_flow, "limit": ph_lim, "T_eps": T_eps, "eps": fr["eps"], "hits": hits,
+            "sgd": sgd_rows, "c_trajectory": fr["pl"]["c"][::max(1, cfg.n_t // 40)].tolist()}
+    return CheckResult("recovery", "D.5, Cor. 6, eqs. (376)-(384)", "held" if ok else "not held",
+                       2 + cfg.n_seeds, worst, measured, bound=EXPONENT_TOL,
+                       expectation=expectation, detail=detail, data=_jsonable(data),
+                       wall_s=time.perf_counter() - t_start)
+
+
+def _flow_rung(model, cfg, s_flow, grid):
+    """The large-d flow and the exact limit: the PL ratio, the identity error, ``T_0``, the
+    second-phase exponents and the ``eps/2`` times against eq. (384); ``None`` without weak
+    recovery by ``T_end``."""
+    from attndyn.numeric.attention.tied.limit import law_of_factors, limit_flow
     W = model.gaussian_init(cfg.d_flow, width=cfg.aspect * cfg.d_flow, scale=cfg.scale,
                             seed=s_flow)
     fl = model.matrix_flow([w @ w.T for w in W], grid, order=3)
@@ -195,8 +231,7 @@ def check_recovery(budget, seed) -> CheckResult:
     pl = pl_ratio(model, fl)
     T0 = crossing_time(fl.t, overlap_p12(fl), cfg.c_wr)
     if not math.isfinite(T0):
-        return CheckResult("recovery", "D.5, Cor. 6", "not applicable", 1, math.nan, "-",
-                           detail=f"no weak recovery (|p_12| < {cfg.c_wr}) by t = {cfg.T_end}")
+        return None
     T0 = float(grid[np.searchsorted(grid, T0)])
     win = grid >= T0
     fd = -np.gradient(np.log(pl["Delta"]), grid, edge_order=2)
@@ -218,75 +253,66 @@ def check_recovery(budget, seed) -> CheckResult:
     T_eps = T0 + math.log(2 * D0 / eps) / (2 * c_use)         # eq. (384)
     hits = {"flow": _first_below(grid, pl["Delta"], eps / 2, T0),
             "limit": _first_below(grid, D_lim, eps / 2, T0)}
+    return {"pl": pl, "T0": T0, "win": win, "ident": ident, "c_H": c_H, "c_min": c_min,
+            "c_use": c_use, "flow": ph_flow, "limit": ph_lim, "eps": eps, "T_eps": T_eps,
+            "hits": hits}
 
-    # rung 2: SGD at a smaller d, each seed against its own PL ratio and its own flow
-    sgd_rows = []
-    for k, child in enumerate(s_sgd.spawn(cfg.n_seeds)):
-        a, b = child.spawn(2)
-        Ws = model.gaussian_init(cfg.d_sgd, width=cfg.aspect * cfg.d_sgd, scale=cfg.scale,
-                                 seed=a)
-        r = sgd(model, Ws, eta=cfg.eta, batch=cfg.batch, t_eval=grid, seed=b, order=3)
-        if r.status != 0:
-            raise RuntimeError(f"SGD failed: {r.message}")
-        pls = pl_ratio(model, r)
-        T0s = crossing_time(r.t, overlap_p12(r), cfg.c_wr)
-        T0s = float(r.t[np.searchsorted(r.t, T0s)])
-        lam_s = float(np.linalg.eigvalsh(Ws[1] @ Ws[1].T)[0])
-        cmin_s = float(np.min(pls["c"][r.t >= T0s]))
-        cu = min(cmin_s, 2 * lam_s)
-        ph = second_phase(r.t, pls["Delta"], pls["c"], T0s, r.t[-1], cu)
-        D0s = float(pls["Delta"][np.searchsorted(r.t, T0s)])
-        eps_s = cfg.eps_fraction * D0s
-        ph["T_eps_pred"] = T0s + math.log(2 * D0s / eps_s) / (2 * cu)
-        ph["T_eps_meas"] = _first_below(r.t, pls["Delta"], eps_s / 2, T0s)
-        ph["n_eps_pred_samples"] = cfg.batch * math.ceil(ph["T_eps_pred"] * cfg.d_sgd
-                                                         / (4 * cfg.eta))
-        ph["n_eps_meas_samples"] = (cfg.batch * math.ceil(ph["T_eps_meas"] * cfg.d_sgd
-                                                          / (4 * cfg.eta))
-                                    if math.isfinite(ph["T_eps_meas"]) else math.inf)
-        ph.update({"c_min": cmin_s, "c_H": 2 * lam_s, "lambda_min_teacher": lam_s})
-        fls = model.matrix_flow([w @ w.T for w in Ws], r.t, order=3)
-        ph["flow_exponent"] = second_phase(r.t, pl_ratio(model, fls)["Delta"], None, T0s,
-                                           r.t[-1], cu)["measured_exponent"]
-        sgd_rows.append(ph)
 
-    errs = [ph_flow["exponent_error"], ph_lim["exponent_error"]] + \
-        [p["exponent_error"] for p in sgd_rows]
-    worst = float(max(errs))
-    margins = [ph_flow["bound_margin"], ph_lim["bound_margin"]] + \
-        [p["bound_margin"] for p in sgd_rows]
-    # eq. (384) is testable where its T_eps falls inside the measured window
-    eps_checks = [(hits[k], T_eps) for k in hits if T_eps <= cfg.T_end] + \
-        [(p["T_eps_meas"], p["T_eps_pred"]) for p in sgd_rows if p["T_eps_pred"] <= cfg.T_end]
-    eps_ok = all(m <= p for m, p in eps_checks)
-    pl_ok = c_min > 0 and all(p["c_min"] > 0 for p in sgd_rows)
-    ok = (ident <= IDENTITY_TOL and pl_ok and worst <= EXPONENT_TOL
-          and max(margins) <= MARGIN_TOL and eps_ok)
+def _sgd_seed_phase(model, cfg, child, grid):
+    """One SGD seed at ``d_sgd`` against its own PL ratio and its own matrix flow: the
+    second phase, the predicted and measured ``eps/2`` times and sample counts."""
+    from attndyn.numeric.attention.training import sgd
+    a, b = child.spawn(2)
+    Ws = model.gaussian_init(cfg.d_sgd, width=cfg.aspect * cfg.d_sgd, scale=cfg.scale,
+                             seed=a)
+    r = sgd(model, Ws, eta=cfg.eta, batch=cfg.batch, t_eval=grid, seed=b, order=3)
+    if r.status != 0:
+        raise RuntimeError(f"SGD failed: {r.message}")
+    pls = pl_ratio(model, r)
+    T0s = crossing_time(r.t, overlap_p12(r), cfg.c_wr)
+    T0s = float(r.t[np.searchsorted(r.t, T0s)])
+    lam_s = float(np.linalg.eigvalsh(Ws[1] @ Ws[1].T)[0])
+    cmin_s = float(np.min(pls["c"][r.t >= T0s]))
+    cu = min(cmin_s, 2 * lam_s)
+    ph = second_phase(r.t, pls["Delta"], pls["c"], T0s, r.t[-1], cu)
+    D0s = float(pls["Delta"][np.searchsorted(r.t, T0s)])
+    eps_s = cfg.eps_fraction * D0s
+    ph["T_eps_pred"] = T0s + math.log(2 * D0s / eps_s) / (2 * cu)
+    ph["T_eps_meas"] = _first_below(r.t, pls["Delta"], eps_s / 2, T0s)
+    ph["n_eps_pred_samples"] = cfg.batch * math.ceil(ph["T_eps_pred"] * cfg.d_sgd
+                                                     / (4 * cfg.eta))
+    ph["n_eps_meas_samples"] = (cfg.batch * math.ceil(ph["T_eps_meas"] * cfg.d_sgd
+                                                      / (4 * cfg.eta))
+                                if math.isfinite(ph["T_eps_meas"]) else math.inf)
+    ph.update({"c_min": cmin_s, "c_H": 2 * lam_s, "lambda_min_teacher": lam_s})
+    fls = model.matrix_flow([w @ w.T for w in Ws], r.t, order=3)
+    ph["flow_exponent"] = second_phase(r.t, pl_ratio(model, fls)["Delta"], None, T0s,
+                                       r.t[-1], cu)["measured_exponent"]
+    return ph
+
+
+def _recovery_text(cfg, fr, sgd_rows, lam_lim, margins, eps_checks):
+    """``(measured, expectation, detail)`` of :func:`check_recovery`."""
+    ph_flow, ph_lim, hits, pl, win = fr["flow"], fr["limit"], fr["hits"], fr["pl"], fr["win"]
     sg_rates = ", ".join(f"{p['mean_rate']:.3f}" for p in sgd_rows)
-    measured = (f"second phase t in [{T0:.2f}, {cfg.T_end:g}]: mean decay rate flow "
+    measured = (f"second phase t in [{fr['T0']:.2f}, {cfg.T_end:g}]: mean decay rate flow "
                 f"{ph_flow['mean_rate']:.3f}, limit {ph_lim['mean_rate']:.3f}, SGD {sg_rates}; "
                 f"local rate at the end 2c = {ph_flow['local_rate_end']:.3f} vs Hessian "
-                f"2c_H = {2 * c_H:.3f} (limit {4 * lam_lim:.3f}); worst |exponent/int 2c - 1|")
+                f"2c_H = {2 * fr['c_H']:.3f} (limit {4 * lam_lim:.3f}); worst "
+                "|exponent/int 2c - 1|")
     expectation = (f"-dlogDelta/dt = 2c(t) (<= {IDENTITY_TOL:g}); exponents within "
-                   f"{EXPONENT_TOL:.0%} of int 2c; eq. (382) with c = {c_use:.3f}; "
+                   f"{EXPONENT_TOL:.0%} of int 2c; eq. (382) with c = {fr['c_use']:.3f}; "
                    f"Delta <= eps/2 by T_eps (eq. 384)")
     detail = (f"h1, gamma = 0, aspect {cfg.aspect}: PL ratio c(t) from the moments decreases "
               f"from {pl['c'][win][0]:.3f} to {pl['c'][win][-1]:.3f} on the window (min "
-              f"{c_min:.3f}, Hessian c_H = 2 lambda_min(S_2) = {c_H:.3f}); identity error "
-              f"{ident:.1e}; exponent log(Delta(T0)/Delta(T1)) flow "
+              f"{fr['c_min']:.3f}, Hessian c_H = 2 lambda_min(S_2) = {fr['c_H']:.3f}); identity "
+              f"error {fr['ident']:.1e}; exponent log(Delta(T0)/Delta(T1)) flow "
               f"{ph_flow['measured_exponent']:.3f}"
               f" vs int 2c {ph_flow['predicted_exponent']:.3f}, limit "
               f"{ph_lim['measured_exponent']:.3f}; eq. (382) max margin {max(margins):+.3f}; "
               f"eps = {cfg.eps_fraction:g} Delta(T0) ({len(eps_checks)} instances with T_eps <= "
-              f"T_end): T_eps = {T_eps:.3f} (eq. 384) vs measured "
+              f"T_end): T_eps = {fr['T_eps']:.3f} (eq. 384) vs measured "
               f"flow {hits['flow']:.3f}, limit {hits['limit']:.3f}, SGD "
               + ", ".join(f"{p['T_eps_meas']:.3f}/{p['T_eps_pred']:.3f}" for p in sgd_rows)
               + f"; SGD d = {cfg.d_sgd}, eta = {cfg.eta:g}, B = {cfg.batch}; flow d = {cfg.d_flow}")
-    data = {"config": dict(cfg.__dict__), "T0": T0, "c_min": c_min, "c_H": c_H,
-            "lambda_min_limit": lam_lim, "identity_error": ident, "flow": ph_flow,
-            "limit": ph_lim, "T_eps": T_eps, "eps": eps, "hits": hits, "sgd": sgd_rows,
-            "c_trajectory": pl["c"][::max(1, cfg.n_t // 40)].tolist()}
-    return CheckResult("recovery", "D.5, Cor. 6, eqs. (376)-(384)", "held" if ok else "not held",
-                       2 + cfg.n_seeds, worst, measured, bound=EXPONENT_TOL,
-                       expectation=expectation, detail=detail, data=_jsonable(data),
-                       wall_s=time.perf_counter() - t_start)
+    return measured, expectation, detail
