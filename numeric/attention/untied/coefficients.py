@@ -100,8 +100,8 @@ def _make_coefficient_function(potfn):
     """
     from attndyn.kernels.rhs import GRAD_SIG
 
-    # long on purpose: one numba kernel (Newton for m* and the coefficients in one pass),
-    # called at every right-hand side; split, it would pay a call per Newton step
+    # one numba kernel (Newton for m* and the coefficients in one pass), called at every
+    # right-hand side; the Newton loop calls the potential closure, so it stays inline
     @njit(GRAD_SIG)  # a closure over the potential: compiled once per process and model
     def coefficients(x, p, out):
         K = int(p[0])
@@ -109,20 +109,13 @@ def _make_coefficient_function(potfn):
         tol = p[1]
         maxit = int(p[2])
         p[6] += 1.0
-        mask = p[_HEAD:_HEAD + K]
         m = p[_HEAD + K:_HEAD + 2 * K]
         pp = p[_HEAD + 2 * K:]
-        n_in = K + 2 * KK
-        xin = np.empty(n_in)
+        xin = np.empty(K + 2 * KK)
         for i in range(2 * KK):
             xin[K + i] = x[2 * K + i]
         pout = np.empty(K + 3 * KK)
-        idx = np.empty(K, dtype=np.int64)
-        nt = 0
-        for k in range(K):
-            if mask[k] > 0.5:
-                idx[nt] = k
-                nt += 1
+        idx, nt = _trainable_index(p[_HEAD:_HEAD + K], K)
         H = np.empty((nt, nt))
         g = np.empty(nt)
         ok = False
@@ -131,23 +124,13 @@ def _make_coefficient_function(potfn):
             for k in range(K):
                 xin[k] = m[k]
             potfn(xin, pp, pout)
-            res = 0.0
-            scale = 1.0
-            for a in range(nt):
-                v = pout[idx[a]]
-                if not np.isfinite(v):
-                    res = np.inf
-                res = max(res, abs(v))
-                scale = max(scale, abs(m[idx[a]]))
+            res, scale = _newton_residual(pout, m, idx, nt)
             if res <= tol:
                 ok = True
                 break
             if it >= maxit or not np.isfinite(res):
                 break
-            for a in range(nt):
-                g[a] = pout[idx[a]]
-                for b in range(nt):
-                    H[a, b] = pout[K + 2 * KK + idx[a] * K + idx[b]]
+            _gather_newton(pout, idx, nt, K, KK, g, H)
             if not _solve_inplace(H, g, nt):
                 break
             step = 0.0
@@ -164,36 +147,82 @@ def _make_coefficient_function(potfn):
                 break
         p[5] += it
         if not ok:
-            p[3] += 1.0
-            for i in range(out.size):
-                out[i] = np.nan
+            _fail_out(p, out)
             return
-        for a in range(nt):
-            for b in range(nt):
-                H[a, b] = pout[K + 2 * KK + idx[a] * K + idx[b]]
-        if not _is_pd(H, nt):
-            p[4] += 1.0
-        for k in range(K):
-            out[k] = 0.0
-        for i in range(2 * KK):
-            out[K + i] = pout[K + i]
-        base = 2 * K + 2 * KK
-        for a in range(nt):
-            k = idx[a]
-            psi = 0.0
-            for l in range(K):
-                for r in range(2):
-                    j = base + ((k * K + l) * 2 + r) * 2
-                    psi += pout[K + r * KK + k * K + l] * (x[j] + x[j + 1])
-            psi *= 2.0
-            den = x[k] + x[K + k]
-            if not den > 0.0:
-                p[3] += 1.0
-                for i in range(out.size):
-                    out[i] = np.nan
-                return
-            out[k] = -psi / den
+        _write_coefficients(x, p, pout, idx, nt, K, KK, H, out)
     return coefficients
+
+
+@njit(cache=True)
+def _trainable_index(mask, K):
+    """The trainable indices (``mask > 0.5``) and their number."""
+    idx = np.empty(K, dtype=np.int64)
+    nt = 0
+    for k in range(K):
+        if mask[k] > 0.5:
+            idx[nt] = k
+            nt += 1
+    return idx, nt
+
+
+@njit(cache=True)
+def _newton_residual(pout, m, idx, nt):
+    """``max |dPhi/dm_k|`` over the trainable ``k`` (inf if not finite) and ``max(1, |m_k|)``."""
+    res = 0.0
+    scale = 1.0
+    for a in range(nt):
+        v = pout[idx[a]]
+        if not np.isfinite(v):
+            res = np.inf
+        res = max(res, abs(v))
+        scale = max(scale, abs(m[idx[a]]))
+    return res, scale
+
+
+@njit(cache=True)
+def _gather_newton(pout, idx, nt, K, KK, g, H):
+    """The trainable block of the ``m``-gradient into ``g`` and of the ``m``-Hessian into ``H``."""
+    for a in range(nt):
+        g[a] = pout[idx[a]]
+        for b in range(nt):
+            H[a, b] = pout[K + 2 * KK + idx[a] * K + idx[b]]
+
+
+@njit(cache=True)
+def _fail_out(p, out):
+    """A failed solve: counted in ``p[3]``, NaN written (the integrator stops)."""
+    p[3] += 1.0
+    for i in range(out.size):
+        out[i] = np.nan
+
+
+@njit(cache=True)
+def _write_coefficients(x, p, pout, idx, nt, K, KK, H, out):
+    """``(beta, a1, a2)`` into ``out`` at the root: ``beta_k = -psi_k / (tA_k + tB_k)``
+    (eqs. 27, 30); a Hessian that is not positive definite counts in ``p[4]``."""
+    for a in range(nt):
+        for b in range(nt):
+            H[a, b] = pout[K + 2 * KK + idx[a] * K + idx[b]]
+    if not _is_pd(H, nt):
+        p[4] += 1.0
+    for k in range(K):
+        out[k] = 0.0
+    for i in range(2 * KK):
+        out[K + i] = pout[K + i]
+    base = 2 * K + 2 * KK
+    for a in range(nt):
+        k = idx[a]
+        psi = 0.0
+        for l in range(K):
+            for r in range(2):
+                j = base + ((k * K + l) * 2 + r) * 2
+                psi += pout[K + r * KK + k * K + l] * (x[j] + x[j + 1])
+        psi *= 2.0
+        den = x[k] + x[K + k]
+        if not den > 0.0:
+            _fail_out(p, out)
+            return
+        out[k] = -psi / den
 
 
 def _kernel_prepare(structure, consts):

@@ -221,7 +221,6 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
     the flow runs past ``|m| > m_max`` (-3: the m-gradient has no root near
     ``m(0)``), does not settle by ``t_max`` (-2), or Newton does not converge (-1).
     """
-    from scipy.integrate import solve_ivp
     th = coefficients(model)
     m0, tA, tB, q1, q2, d = _as_state(model, init)
     tr = list(model.trainable)
@@ -245,34 +244,13 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
     r0 = float(np.abs(g0["grad_m"][tr]).max())
     ev0, evec0 = np.linalg.eigh(0.5 * (H0 + H0.T))
     unstable_start = bool(r0 <= eq_tol and ev0[0] < 0)
-    t_bl = 0.0
     if r0 <= eq_tol:
         m_end = m0.copy()
         diag["fast_flow"] = "m(0) is already critical: the fast flow (28) does not move"
     else:
-        f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
-
-        def settled(t, y):
-            return float(np.abs(f(t, y)).max()) - eq_tol
-        settled.terminal = True
-
-        def run_away(t, y):
-            return m_max - float(np.abs(y).max())
-        run_away.terminal = True
-        sol = solve_ivp(f, (0.0, t_max), m0[tr], method="DOP853", rtol=1e-10, atol=1e-13,
-                        events=[settled, run_away], dense_output=True)
-        if sol.status == -1:
-            return fail(-1, f"fast flow (28) failed: {sol.message}")
-        if sol.t_events[1].size:
-            return fail(-3, f"no root of the m-gradient in reach of m(0) = {m0[tr]}: the fast "
-                            f"flow (28) runs off to |m| > {m_max:g} by t = {sol.t[-1]:.4g}")
-        if not sol.t_events[0].size:
-            return fail(-2, f"the fast flow (28) did not settle by t_max = {t_max:g} "
-                            f"(max |dm/dt| = {abs(f(0, sol.y[:, -1])).max():.3g} > eq_tol)")
-        m_end = m0.copy()
-        m_end[tr] = sol.y[:, -1]
-        diag["t_settled"] = float(sol.t[-1])
-        diag["_dense"] = sol.sol
+        m_end, why = _settle_fast_flow(th, m0, tA, tB, q1, q2, tr, t_max, eq_tol, m_max, diag)
+        if m_end is None:
+            return fail(*why)
     m_star, ok, iters, res = _newton(th, m_end, q1, q2, tr, tol=newton_tol)
     diag.update({"newton_iterations": iters, "residual": res})
     if not ok:
@@ -287,29 +265,14 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
     stable = bool(ev[0] > 0)
     diag["hessian_eigenvalues"] = ev.tolist()
     diag["assumption5"] = stable
-    dense = diag.pop("_dense", None)
-    if dense is not None:
-        ts = np.linspace(0.0, diag["t_settled"], 4001)
-        dev = np.abs(dense(ts) - m_star[tr][:, None]).max(axis=0)
-        thr = bl_tol * max(1.0, float(np.abs(m_star).max()))
-        inside = np.flatnonzero(dev <= thr)
-        t_bl = float(ts[inside[0]]) if inside.size else float(diag["t_settled"])
-    diag["t_boundary_layer"] = t_bl
+    diag["t_boundary_layer"] = _boundary_layer_time(diag, m_star, tr, bl_tol)
     diag["bl_tol"] = bl_tol
     label = _label(m_star, tr, stable)
     msg = f"success: {label}, reached by the fast flow (28) from m(0) = {np.round(m0[tr], 6)}"
     if unstable_start:
-        alts = []
-        v = evec0[:, 0]
-        for sgn in (1.0, -1.0):
-            mp = m0.copy()
-            mp[tr] = m0[tr] + sgn * probe * v
-            st = dict(m=mp, tA=tA, tB=tB, q1=q1, q2=q2)
-            alt = critical_mean(model, st, t_max=t_max, eq_tol=eq_tol, newton_tol=newton_tol,
-                                m_max=m_max, warn=False)
-            alts.append({"m0": mp.tolist(), "m": alt.m.tolist(), "label": alt.label,
-                         "status": alt.status})
-        diag["alternatives"] = alts
+        diag["alternatives"] = alts = _alternative_roots(
+            model, m0, evec0[:, 0], tr, probe, dict(tA=tA, tB=tB, q1=q1, q2=q2),
+            dict(t_max=t_max, eq_tol=eq_tol, newton_tol=newton_tol, m_max=m_max))
         msg = (f"m(0) = {np.round(m0[tr], 6)} sits on an unstable critical point of Phi in m "
                f"(Hessian eigenvalue {ev0[0]:.4g} < 0): the deterministic fast flow stays on "
                "this symmetric root, but any fluctuation leaves it; roots reached from "
@@ -321,6 +284,61 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
     return CriticalMean(m=m_star, m0=m0, label=label, status=0, message=msg, stable=stable,
                         unstable_start=unstable_start, diagnostics=diag)
+
+
+def _settle_fast_flow(th, m0, tA, tB, q1, q2, tr, t_max, eq_tol, m_max, diag):
+    """Run the fast flow (28) from ``m0`` until it settles: ``(m_end, None)``, or ``(None,
+    (status, message))`` when it fails, runs off or does not settle by ``t_max``."""
+    from scipy.integrate import solve_ivp
+    f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
+
+    def settled(t, y):
+        return float(np.abs(f(t, y)).max()) - eq_tol
+    settled.terminal = True
+
+    def run_away(t, y):
+        return m_max - float(np.abs(y).max())
+    run_away.terminal = True
+    sol = solve_ivp(f, (0.0, t_max), m0[tr], method="DOP853", rtol=1e-10, atol=1e-13,
+                    events=[settled, run_away], dense_output=True)
+    if sol.status == -1:
+        return None, (-1, f"fast flow (28) failed: {sol.message}")
+    if sol.t_events[1].size:
+        return None, (-3, f"no root of the m-gradient in reach of m(0) = {m0[tr]}: the fast "
+                          f"flow (28) runs off to |m| > {m_max:g} by t = {sol.t[-1]:.4g}")
+    if not sol.t_events[0].size:
+        return None, (-2, f"the fast flow (28) did not settle by t_max = {t_max:g} "
+                          f"(max |dm/dt| = {abs(f(0, sol.y[:, -1])).max():.3g} > eq_tol)")
+    m_end = m0.copy()
+    m_end[tr] = sol.y[:, -1]
+    diag["t_settled"] = float(sol.t[-1])
+    diag["_dense"] = sol.sol
+    return m_end, None
+
+
+def _boundary_layer_time(diag, m_star, tr, bl_tol):
+    """First fast time with ``|m(t) - m*|_inf <= bl_tol max(1, |m*|)`` on the fast flow's
+    dense output (popped from ``diag``); 0 when the flow did not move."""
+    dense = diag.pop("_dense", None)
+    if dense is None:
+        return 0.0
+    ts = np.linspace(0.0, diag["t_settled"], 4001)
+    dev = np.abs(dense(ts) - m_star[tr][:, None]).max(axis=0)
+    thr = bl_tol * max(1.0, float(np.abs(m_star).max()))
+    inside = np.flatnonzero(dev <= thr)
+    return float(ts[inside[0]]) if inside.size else float(diag["t_settled"])
+
+
+def _alternative_roots(model, m0, v, tr, probe, moments, kw):
+    """The roots reached from ``m0 +- probe v`` (``v`` the most negative curvature direction)."""
+    alts = []
+    for sgn in (1.0, -1.0):
+        mp = m0.copy()
+        mp[tr] = m0[tr] + sgn * probe * v
+        alt = critical_mean(model, dict(m=mp, **moments), warn=False, **kw)
+        alts.append({"m0": mp.tolist(), "m": alt.m.tolist(), "label": alt.label,
+                     "status": alt.status})
+    return alts
 
 
 def psi_beta(model, init, m_star=None):
@@ -473,7 +491,6 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
     >>> r.status, r.names[:4]
     (0, ['mu_M1', 'mu_A1', 'mu_B1', 'mu_M2'])
     """
-    from scipy.integrate import solve_ivp
     if mode not in ("full", "slaved"):
         raise ValueError(f"mode must be 'full' or 'slaved', got {mode!r}")
     th = coefficients(model)
@@ -492,40 +509,69 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
         words = model.words(su.check_order(order))
     else:
         words = [canonical(alph.check_word(w, "words"), alph) for w in words]
-    gamma = model.weight_decay
-    shapes = [pairs[k][0].shape for k in tr]
-    sizes = [int(np.prod(s)) for s in shapes]
-
-    def unpack(y):
-        cur = list(pairs)
-        off = 0
-        for j, k in enumerate(tr):
-            n = sizes[j]
-            cur[k] = (y[off:off + n].reshape(shapes[j]), y[off + n:off + 2 * n].reshape(shapes[j]))
-            off += 2 * n
-        return cur
-
-    def pack(vel):
-        return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
-
-    fixed_M = {k: pairs[k][0] @ pairs[k][1].T for k in range(K) if k not in tr}
     cm0 = critical_mean(model, pairs, warn=(mode == "slaved"))
     if mode == "slaved" and not cm0.success:
         if raise_on_failure:
             raise RootError(cm0.message)
         return _flow_result(model, words, t_eval[:0], [], [], d, mode, ROOT_FAILED,
                             f"root search failed: {cm0.message}", {"root": cm0.label})
+    packer = _Packer(pairs, tr)
     warm = {"m": cm0.m.copy() if cm0.success else None, "fail": False}
+    rhs = _flow_rhs(th, model, pairs, packer, mode, warm, newton_tol)
+    y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
+    ts, Ys, status, message = _integrate_flow(rhs, y0, t_eval, mode, method, rtol, atol, blowup,
+                                              warm)
+    states = [packer.unpack(Ys[:, j]) for j in range(ts.size)]
+    diag = {"root": cm0.label, "root_status": cm0.status, "unstable_start": cm0.unstable_start,
+            "assumption5": cm0.stable}
+    m_rows = _means_and_handover(th, states, ts, cm0, tr, mode, d, newton_tol, diag)
+    res = _flow_result(model, words, ts, states, m_rows, d, mode, status, message, diag)
+    if keep_pairs:
+        res.diagnostics["pairs"] = states
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
+
+
+class _Packer:
+    """The trainable pairs as one flat state vector and back (the fixed ones from ``pairs``)."""
+
+    def __init__(self, pairs, tr):
+        self.pairs, self.tr = list(pairs), tr
+        self.shapes = [pairs[k][0].shape for k in tr]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+
+    def unpack(self, y):
+        cur = list(self.pairs)
+        off = 0
+        for j, k in enumerate(self.tr):
+            n, sh = self.sizes[j], self.shapes[j]
+            cur[k] = (y[off:off + n].reshape(sh), y[off + n:off + 2 * n].reshape(sh))
+            off += 2 * n
+        return cur
+
+    @staticmethod
+    def pack(vel):
+        return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
+
+
+def _flow_rhs(th, model, pairs, packer, mode, warm, newton_tol):
+    """The right-hand side of the full flow (fast time) or the slaved flow (slow time);
+    the slaved one follows ``m*(q)`` by Newton from ``warm["m"]`` (a failure sets
+    ``warm["fail"]`` and returns NaN, which stops the integrator)."""
+    K, tr, gamma = model.K, packer.tr, model.weight_decay
+    d = pairs[0][0].shape[0]
+    fixed_M = {k: pairs[k][0] @ pairs[k][1].T for k in range(K) if k not in tr}
 
     def rhs_full(t, y):
-        cur = unpack(y)
+        cur = packer.unpack(y)
         Ms, m, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
         g = th.gradients(m, q1, q2)
-        return pack(_velocity(cur, _products(cur, Ms, tr), g, tr, g["grad_m"] / math.sqrt(d),
-                              2.0 / d, gamma / d))
+        return packer.pack(_velocity(cur, _products(cur, Ms, tr), g, tr,
+                                     g["grad_m"] / math.sqrt(d), 2.0 / d, gamma / d))
 
     def rhs_slaved(t, y):
-        cur = unpack(y)
+        cur = packer.unpack(y)
         Ms, _, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
         m, ok, _, _ = _newton(th, warm["m"], q1, q2, tr, tol=newton_tol)
         if not ok:
@@ -535,40 +581,46 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
         g = th.gradients(m, q1, q2)
         prods = _products(cur, Ms, tr)
         beta = _beta_finite(g, cur, prods, tr, K, d)
-        return pack(_velocity(cur, prods, g, tr, beta, 2.0, gamma))
+        return packer.pack(_velocity(cur, prods, g, tr, beta, 2.0, gamma))
+    return rhs_full if mode == "full" else rhs_slaved
+
+
+def _integrate_flow(rhs, y0, t_eval, mode, method, rtol, atol, blowup, warm):
+    """``(ts, Ys, status, message)`` of ``solve_ivp`` on the flow, cut at the first
+    non-finite column; status -3 for a blow-up, -1 for a solver failure, ROOT_FAILED when
+    the slaved root was lost."""
+    from scipy.integrate import solve_ivp
 
     def blow(t, y):
         return blowup - np.abs(y).max()
     blow.terminal = True
+    if not t_eval[-1] > 0:
+        return t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
+    with np.errstate(all="ignore"):
+        from attndyn.numeric.attention.odesolve import budgeted  # an enclosing time_budget
+        sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method=method,
+                        t_eval=t_eval,
+                        rtol=rtol, atol=atol, events=blow)
+    ts, Ys = sol.t, sol.y
+    status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
+    if warm["fail"] and status != 0:
+        status = ROOT_FAILED
+    ok_cols = np.all(np.isfinite(Ys), axis=0)
+    if not ok_cols.all():
+        first = int(np.argmin(ok_cols))
+        ts, Ys = ts[:first], Ys[:, :first]
+        status = status or -3
+    message = (f"success: untied matrix flow ({mode}) reached the last output time"
+               if status == 0 else f"untied matrix flow ({mode}) stopped at "
+               f"{'t' if mode == 'full' else 'tau'} = {ts[-1] if ts.size else 0.0:.4g}: "
+               + ("the root m*(q) was lost (Newton failed)" if status == ROOT_FAILED
+                  else sol.message))
+    return ts, Ys, status, message
 
-    y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
-    rhs = rhs_full if mode == "full" else rhs_slaved
-    if t_eval[-1] > 0:
-        with np.errstate(all="ignore"):
-            from attndyn.numeric.attention.odesolve import budgeted  # an enclosing time_budget
-            sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method=method,
-                            t_eval=t_eval,
-                            rtol=rtol, atol=atol, events=blow)
-        ts, Ys = sol.t, sol.y
-        status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
-        if warm["fail"] and status != 0:
-            status = ROOT_FAILED
-        ok_cols = np.all(np.isfinite(Ys), axis=0)
-        if not ok_cols.all():
-            first = int(np.argmin(ok_cols))
-            ts, Ys = ts[:first], Ys[:, :first]
-            status = status or -3
-        message = (f"success: untied matrix flow ({mode}) reached the last output time"
-                   if status == 0 else f"untied matrix flow ({mode}) stopped at "
-                   f"{'t' if mode == 'full' else 'tau'} = {ts[-1] if ts.size else 0.0:.4g}: "
-                   + ("the root m*(q) was lost (Newton failed)" if status == ROOT_FAILED
-                      else sol.message))
-    else:
-        ts, Ys, status, message = t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
-    states = [unpack(Ys[:, j]) for j in range(ts.size)]
-    diag = {"root": cm0.label, "root_status": cm0.status, "unstable_start": cm0.unstable_start,
-            "assumption5": cm0.stable}
-    # means and the fast-to-slow hand-over
+
+def _means_and_handover(th, states, ts, cm0, tr, mode, d, newton_tol, diag):
+    """The rows of ``m``: ``m*(q)`` followed by Newton (slaved) or the finite-d ``m``
+    (full); in the full mode ``diag["handover"]`` gets the fast-to-slow hand-over."""
     m_slaved = []
     m_track = cm0.m.copy() if cm0.success else None
     gaps = []
@@ -585,13 +637,7 @@ def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, wor
         diag["handover"] = {"t_boundary_layer": t_bl, "tau_boundary_layer": t_bl / d,
                             "gap_at_handover": gaps[min(j, len(gaps) - 1)] if gaps else None,
                             "gap": gaps, "root": cm0.label}
-    res = _flow_result(model, words, ts, states, m_slaved, d, mode, status, message, diag)
-    if keep_pairs:
-        res.diagnostics["pairs"] = states
-    if raise_on_failure and status != 0:
-        raise IntegrationError(message)
-    return res
-
+    return m_slaved
 
 def _flow_result(model, words, ts, states, means, d, mode, status, message, diag):
     K = model.K
