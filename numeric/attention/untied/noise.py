@@ -60,6 +60,7 @@ bias ``beta_k`` by ``O(eta sqrt(d) / B)``) and the cross overlaps with a teacher
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -272,54 +273,70 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
     """
     eta, Bsz = _check_eta_batch(eta, batch)
     model, k, pairs = _untied_one_student(model, pairs)
-    K = model.K
-    d = pairs[0][0].shape[0]
-    sd = math.sqrt(d)
-    c = 1.0 - eta * model.weight_decay / d
-    I = np.eye(d)
-    Ms = [U @ V.T for U, V in pairs]
-    U, V = pairs[k]
-    M = Ms[k]
-    Am, Bm = U @ U.T, V @ V.T
-    teachers = [l for l in range(K) if l != k]
-    if exact:
-        H, b = quadratic_loss(model)
-        N = sum(H[k, j] * Ms[j] for j in range(K))
-        Ns = _sym(N)
-        beta = float(b[k])
-        El = float(np.trace(N)) / sd + beta
-        Zb = (El * I + 2.0 * Ns / sd) / sd
-    else:
-        th = model.theory.coefficients
-        m = np.array([np.trace(X) for X in Ms]) / sd
-        q1 = np.array([[np.sum(Ms[i] * Ms[j]) for j in range(K)] for i in range(K)]) / d
-        q2 = np.array([[np.sum(Ms[i] * Ms[j].T) for j in range(K)] for i in range(K)]) / d
-        g = th.gradients(m, q1, q2)
-        P = sum(g["a1"][k, j] * Ms[j] + g["a2"][k, j] * Ms[j].T for j in range(K))
-        Zb = g["grad_m"][k] * I / sd + 2.0 * P / d
-        lead = _lead_moments(model, k)
-        lv = {key: f(m, q1, q2) for key, f in lead.items()}
+    mom = _StepMoments(model, k, pairs, exact, Bsz)
+    flow, lr, noise, eta3 = _prediction_rows(mom, eta, model.weight_decay, exact and third)
+    d = mom.d
+    return {"names": mom.names, "flow": flow, "lr": lr, "noise": noise, "eta3": eta3,
+            "corrected": flow + lr + noise + eta3, "eta": eta, "batch": Bsz, "d": d,
+            "exact": bool(exact), "eta_d_over_B": eta * d / Bsz}
 
-    def F(X, Y, jx=None, jy=None):
+
+class _StepMoments:
+    """The expectations of one untied SGD step at fixed weights: ``Zbar`` and the traces
+    ``E Tr(Z X)``, ``E Tr(Z X Z Y)``, ``E Tr(Z X Z Y Z W)`` (:func:`one_step_prediction`)."""
+
+    def __init__(self, model, k, pairs, exact, Bsz):
+        K = model.K
+        self.k, self.K, self.exact, self.Bsz = k, K, exact, Bsz
+        self.d = d = pairs[0][0].shape[0]
+        self.sd = sd = math.sqrt(d)
+        self.I = np.eye(d)
+        self.Ms = Ms = [U @ V.T for U, V in pairs]
+        U, V = pairs[k]
+        self.M = Ms[k]
+        self.Am, self.Bm = U @ U.T, V @ V.T
+        self.keys, self.names = _obs_names(K, k)
+        if exact:
+            H, b = quadratic_loss(model)
+            N = sum(H[k, j] * Ms[j] for j in range(K))
+            self.Ns = Ns = _sym(N)
+            self.beta = beta = float(b[k])
+            El = float(np.trace(N)) / sd + beta
+            self.Zb = (El * self.I + 2.0 * Ns / sd) / sd
+        else:
+            th = model.theory.coefficients
+            m = np.array([np.trace(X) for X in Ms]) / sd
+            q1 = np.array([[np.sum(Ms[i] * Ms[j]) for j in range(K)] for i in range(K)]) / d
+            q2 = np.array([[np.sum(Ms[i] * Ms[j].T) for j in range(K)] for i in range(K)]) / d
+            g = th.gradients(m, q1, q2)
+            P = sum(g["a1"][k, j] * Ms[j] + g["a2"][k, j] * Ms[j].T for j in range(K))
+            self.Zb = g["grad_m"][k] * self.I / sd + 2.0 * P / d
+            lead = _lead_moments(model, k)
+            self.lv = {key: f(m, q1, q2) for key, f in lead.items()}
+
+    def F(self, X, Y, jx=None, jy=None):
         """``E[l^2 Q_X Q_Y] / d`` (``jx``: ``X`` is ``M_jx`` or its transpose)."""
-        if not exact:
+        d, sd = self.d, self.sd
+        if not self.exact:
             vals = []
             for j, Z_ in ((jx, X), (jy, Y)):
                 vals.append(("G", j) if j is not None else ("T", float(np.trace(Z_))))
             gi = [v[1] for v in vals if v[0] == "G"]
             tr = [v[1] for v in vals if v[0] == "T"]
-            e = lv[tuple(sorted(gi))] * (sd ** len(gi))
+            e = self.lv[tuple(sorted(gi))] * (sd ** len(gi))
             for t_ in tr:
                 e *= t_
             return e / d
+        Ns, beta = self.Ns, self.beta
         Xs, Ys = _sym(X), _sym(Y)
         e2 = qf_moment([Ns, Ns, Xs, Ys]) / d
         e1 = 2.0 * beta * qf_moment([Ns, Xs, Ys]) / sd if beta != 0.0 else 0.0
         e0 = beta ** 2 * qf_moment([Xs, Ys]) if beta != 0.0 else 0.0
         return (e2 + e1 + e0) / d
 
-    def E3(X, Y, W):
+    def E3(self, X, Y, W):
         """single-sample ``E Tr(z X z Y z W) = E[l^3 Q_X Q_Y Q_W] / d^(3/2)`` (exact route)."""
+        d, sd, Ns, beta = self.d, self.sd, self.Ns, self.beta
         ex = [_sym(X), _sym(Y), _sym(W)]
         out = qf_moment([Ns] * 3 + ex) / sd ** 3
         if beta != 0.0:
@@ -328,28 +345,37 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
             out += beta ** 3 * qf_moment(ex)
         return out / sd ** 3
 
-    def tr1(Y):
-        return float(np.sum(Zb * Y.T))
+    def tr1(self, Y):
+        """``E Tr(Z Y) = Tr(Zbar Y)``."""
+        return float(np.sum(self.Zb * Y.T))
 
-    def T2(X, Y):
+    def T2(self, X, Y):
+        """``Tr(Zbar X Zbar Y)``."""
+        Zb = self.Zb
         return float(np.sum((Zb @ X) * (Zb @ Y).T))
 
-    parts = {}  # name -> (mean part, batch part): E Tr(ZXZY) = mean + batch / B
+    def tr2(self, X, Y, jx=None, jy=None):
+        """``E Tr(Z X Z Y)`` as ``(mean part, batch part)``: mean + batch / B."""
+        t0 = self.T2(X, Y)
+        return t0, self.F(X, Y, jx, jy) - t0
 
-    def tr2(X, Y, jx=None, jy=None):
-        t0 = T2(X, Y)
-        return t0, F(X, Y, jx, jy) - t0
-
-    def tr3(X, Y, W):
+    def tr3(self, X, Y, W):
+        """``E Tr(Z X Z Y Z W)`` from the batch mean's second and third central moments."""
+        Zb, Bsz = self.Zb, self.Bsz
         T0 = float(np.trace(Zb @ X @ Zb @ Y @ Zb @ W))
 
         def C2(P_, Q_):
-            return F(P_, Q_) - T2(P_, Q_)
+            return self.F(P_, Q_) - self.T2(P_, Q_)
         c2 = C2(X, Y @ Zb @ W) + C2(Y, W @ Zb @ X) + C2(W, X @ Zb @ Y)
-        k3 = E3(X, Y, W) - c2 - T0
+        k3 = self.E3(X, Y, W) - c2 - T0
         return T0 + c2 / Bsz + k3 / Bsz ** 2
 
-    keys, names = _obs_names(K, k)
+
+def _prediction_rows(mom, eta, weight_decay, third):
+    """The rows ``flow, lr, noise, eta3`` of :func:`one_step_prediction` (its table)."""
+    d, sd, Bsz, I, M, Am, Bm = mom.d, mom.sd, mom.Bsz, mom.I, mom.M, mom.Am, mom.Bm
+    c = 1.0 - eta * weight_decay / d
+    tr1, tr2, tr3 = mom.tr1, mom.tr2, mom.tr3
     flow, lr, noise, eta3 = [], [], [], []
     trA, trB, trM = float(np.trace(Am)), float(np.trace(Bm)), float(np.trace(M))
     A2, B2, BA = Am @ Am, Bm @ Bm, Bm @ Am
@@ -362,8 +388,8 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
         noise.append(eta ** 2 * bat / Bsz)
         eta3.append(eta ** 3 * o3)
 
-    jk = k
-    for key in keys:
+    jk = mom.k
+    for key in mom.keys:
         if key[0] == "m":
             add((c * c - 1.0) * trM / sd, -c * tr1(Am + Bm) / sd,
                 [(1.0 / sd, tr2(M.T, I, jx=jk))])
@@ -372,31 +398,24 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
         elif key[0] == "tB":
             add((c * c - 1.0) * trB / d, -2.0 * c * tr1(M) / d, [(1.0 / d, tr2(Am, I))])
         elif key[0] == "q1s":
-            o3 = 0.0
-            if exact and third:
-                o3 = -2.0 * c * (tr3(I, M, Am) + tr3(Bm, M, I)) / d
+            o3 = -2.0 * c * (tr3(I, M, Am) + tr3(Bm, M, I)) / d if third else 0.0
             add((c ** 4 - 1.0) * np.sum(M * M) / d,
                 -2.0 * c ** 3 * (tr1(Am @ M) + tr1(M @ Bm)) / d,
                 [(c * c / d, tr2(A2, I)), (2.0 * c * c / d, tr2(Am, Bm)),
                  (c * c / d, tr2(B2, I)), (2.0 * c * c / d, tr2(M, M, jx=jk, jy=jk))], o3)
         elif key[0] == "q2s":
-            o3 = 0.0
-            if exact and third:
-                o3 = -2.0 * c * (tr3(I, M.T, Am) + tr3(Bm, M.T, I)) / d
+            o3 = -2.0 * c * (tr3(I, M.T, Am) + tr3(Bm, M.T, I)) / d if third else 0.0
             add((c ** 4 - 1.0) * np.sum(M * M.T) / d,
                 -2.0 * c ** 3 * (tr1(M @ Am) + tr1(Bm @ M)) / d,
                 [(c * c / d, tr2(Am, Am)), (2.0 * c * c / d, tr2(BA, I)),
                  (c * c / d, tr2(Bm, Bm)), (2.0 * c * c / d, tr2(M.T, M, jx=jk, jy=jk))], o3)
         else:
             l = key[1]
-            T = Ms[l]
+            T = mom.Ms[l]
             Y = T.T if key[0] == "q1t" else T
             add((c * c - 1.0) * np.sum(M * Y.T) / d, -c * (tr1(Y @ Am) + tr1(Bm @ Y)) / d,
                 [(1.0 / d, tr2(M.T, Y, jx=jk, jy=l))])
-    flow, lr, noise, eta3 = (np.array(v, dtype=float) for v in (flow, lr, noise, eta3))
-    return {"names": names, "flow": flow, "lr": lr, "noise": noise, "eta3": eta3,
-            "corrected": flow + lr + noise + eta3, "eta": eta, "batch": Bsz, "d": d,
-            "exact": bool(exact), "eta_d_over_B": eta * d / Bsz}
+    return tuple(np.array(v, dtype=float) for v in (flow, lr, noise, eta3))
 
 
 # ---------------------------------------------------------------------------
@@ -424,121 +443,147 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
     n_batches = int(n_batches)
     model, k, pairs = _untied_one_student(model, pairs)
     H, b = quadratic_loss(model)
-    K = model.K
     d = pairs[0][0].shape[0]
-    teachers = [l for l in range(K) if l != k]
+    teachers = [l for l in range(model.K) if l != k]
     nmat = 4 + 2 * len(teachers)
     if chunk is None:
         chunk = max(1, min(n_batches, int(3e7 // (Bsz * d * (nmat + 4)))))
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
     rng = np.random.default_rng(resolve_seed(seed))
-    c = 1.0 - eta * model.weight_decay / d
-    sd = math.sqrt(d)
-    alpha = 1.0 / (Bsz * sd)
-    Ms = [U @ V.T for U, V in pairs]
-    U, V = pairs[k]
-    M = Ms[k]
-    Am, Bm = U @ U.T, V @ V.T
-    # X @ [A, B, M^T, M, T_l^T, T_l, ...]: rows (A x), (B x), (M x), (M^T x), (T x), (T^T x)
-    cat = [Am, Bm, M.T, M]
-    for l in teachers:
-        cat += [Ms[l].T, Ms[l]]
-    Cat = np.ascontiguousarray(np.hstack(cat))
-    keys, names = _obs_names(K, k)
-    n_obs = len(keys)
-    trA, trB, trM = float(np.trace(Am)), float(np.trace(Bm)), float(np.trace(M))
-    q1s0, q2s0 = float(np.sum(M * M)), float(np.sum(M * M.T))
-    acc = BatchMeans(n_obs, 5)
-    Hk = H[k]
+    st = _EmpiricalState(model, k, pairs, H[k], float(b[k]), teachers, eta, Bsz)
+    acc = BatchMeans(len(st.keys), 5)
     done = 0
-
-    def rd(P, Q):  # row dots: (nb, B, d) x (nb, B, d) -> (nb, B)
-        return np.einsum("nbd,nbd->nb", P, Q)
-
-    def t2(u, GX, GY):  # sum_bb' u_b GX[b,b'] u_b' GY[b',b]
-        return np.einsum("nb,nbc,nc,ncb->n", u, GX, u, GY, optimize=True)
-
-    def chain(u, *Gs):  # Tr(D G_1 D G_2 ...)
-        P = u[:, :, None] * Gs[0]
-        for G_ in Gs[1:]:
-            P = P @ (u[:, :, None] * G_)
-        return np.einsum("nii->n", P)
-
     while done < n_batches:
         nb = min(chunk, n_batches - done)
-        X = rng.standard_normal((nb, Bsz, d))
-        R = (X.reshape(nb * Bsz, d) @ Cat).reshape(nb, Bsz, len(cat), d)
+        acc.add(st.orders(rng.standard_normal((nb, Bsz, d))))
+        done += nb
+    return {"names": st.names, **acc.result(), "eta": eta, "batch": Bsz, "d": d}
+
+
+def _rd(P, Q):
+    """Row dots: ``(nb, B, d) x (nb, B, d) -> (nb, B)``."""
+    return np.einsum("nbd,nbd->nb", P, Q)
+
+
+def _t2(u, GX, GY):
+    """``sum_bb' u_b GX[b,b'] u_b' GY[b',b]`` per batch."""
+    return np.einsum("nb,nbc,nc,ncb->n", u, GX, u, GY, optimize=True)
+
+
+def _chain(u, *Gs):
+    """``Tr(D G_1 D G_2 ...)`` per batch, ``D = diag(u)``."""
+    P = u[:, :, None] * Gs[0]
+    for G_ in Gs[1:]:
+        P = P @ (u[:, :, None] * G_)
+    return np.einsum("nii->n", P)
+
+
+class _EmpiricalState:
+    """The fixed weights of :func:`one_step_empirical` and the exact change of every
+    observable, split by the power of ``eta``, for a chunk of batches."""
+
+    def __init__(self, model, k, pairs, Hk, bk, teachers, eta, Bsz):
+        self.k, self.K, self.Hk, self.bk, self.teachers = k, model.K, Hk, bk, teachers
+        self.eta, self.Bsz = eta, Bsz
+        self.d = d = pairs[0][0].shape[0]
+        self.c = 1.0 - eta * model.weight_decay / d
+        self.sd = math.sqrt(d)
+        self.alpha = 1.0 / (Bsz * self.sd)
+        self.Ms = Ms = [U @ V.T for U, V in pairs]
+        U, V = pairs[k]
+        self.M = M = Ms[k]
+        self.Am, self.Bm = U @ U.T, V @ V.T
+        # X @ [A, B, M^T, M, T_l^T, T_l, ...]: rows (A x), (B x), (M x), (M^T x), (T x), (T^T x)
+        cat = [self.Am, self.Bm, M.T, M]
+        for l in teachers:
+            cat += [Ms[l].T, Ms[l]]
+        self.Cat = np.ascontiguousarray(np.hstack(cat))
+        self.n_cat = len(cat)
+        self.keys, self.names = _obs_names(model.K, k)
+        self.trA, self.trB = float(np.trace(self.Am)), float(np.trace(self.Bm))
+        self.trM = float(np.trace(M))
+        self.q1s0, self.q2s0 = float(np.sum(M * M)), float(np.sum(M * M.T))
+
+    def orders(self, X):
+        """``(nb, n_obs, 5)``: the ``eta^p`` parts of every batch's change (``X``: the batches)."""
+        nb, Bsz, d = X.shape
+        sd, c, alpha = self.sd, self.c, self.alpha
+        R = (X.reshape(nb * Bsz, d) @ self.Cat).reshape(nb, Bsz, self.n_cat, d)
         XA, XB, RM, RMt = R[:, :, 0], R[:, :, 1], R[:, :, 2], R[:, :, 3]
-        QM = rd(X, RM)
-        Gv = {k: QM / sd}
+        QM = _rd(X, RM)
+        Gv = {self.k: QM / sd}
         RT, RTt = {}, {}
-        for j, l in enumerate(teachers):
+        for j, l in enumerate(self.teachers):
             RT[l], RTt[l] = R[:, :, 4 + 2 * j], R[:, :, 5 + 2 * j]
-            Gv[l] = rd(X, RT[l]) / sd
-        u = sum(Hk[j] * Gv[j] for j in range(K)) + b[k]
+            Gv[l] = _rd(X, RT[l]) / sd
+        u = sum(self.Hk[j] * Gv[j] for j in range(self.K)) + self.bk
         Xt = X.transpose(0, 2, 1)
-        GI = X @ Xt
-        GA = X @ XA.transpose(0, 2, 1)
-        GB = X @ XB.transpose(0, 2, 1)
-        GM = X @ RM.transpose(0, 2, 1)          # x_b^T M x_b'
-        GMt = GM.transpose(0, 2, 1)
-        GA2 = XA @ XA.transpose(0, 2, 1)
-        GB2 = XB @ XB.transpose(0, 2, 1)
-        GBA = XB @ XA.transpose(0, 2, 1)         # x_b^T B A x_b'
-        QA, QB = rd(X, XA), rd(X, XB)
-        ords = np.zeros((nb, n_obs, 5))
-        for j, key in enumerate(keys):
+        G = SimpleNamespace(
+            I=X @ Xt, A=X @ XA.transpose(0, 2, 1), B=X @ XB.transpose(0, 2, 1),
+            M=X @ RM.transpose(0, 2, 1),                      # x_b^T M x_b'
+            A2=XA @ XA.transpose(0, 2, 1), B2=XB @ XB.transpose(0, 2, 1),
+            BA=XB @ XA.transpose(0, 2, 1))                    # x_b^T B A x_b'
+        G.Mt = G.M.transpose(0, 2, 1)
+        QA, QB = _rd(X, XA), _rd(X, XB)
+        ords = np.zeros((nb, len(self.keys), 5))
+        for j, key in enumerate(self.keys):
             if key[0] == "m":
-                ords[:, j, 0] = (c * c - 1.0) * trM / sd
+                ords[:, j, 0] = (c * c - 1.0) * self.trM / sd
                 ords[:, j, 1] = -c * alpha * np.einsum("nb,nb->n", u, QA + QB) / sd
-                ords[:, j, 2] = alpha ** 2 * t2(u, GMt, GI) / sd
+                ords[:, j, 2] = alpha ** 2 * _t2(u, G.Mt, G.I) / sd
             elif key[0] in ("tA", "tB"):
-                tr0 = trA if key[0] == "tA" else trB
+                tr0 = self.trA if key[0] == "tA" else self.trB
                 ords[:, j, 0] = (c * c - 1.0) * tr0 / d
                 ords[:, j, 1] = -2.0 * c * alpha * np.einsum("nb,nb->n", u, QM) / d
-                ords[:, j, 2] = alpha ** 2 * t2(u, GB if key[0] == "tA" else GA, GI) / d
+                ords[:, j, 2] = alpha ** 2 * _t2(u, G.B if key[0] == "tA" else G.A, G.I) / d
             elif key[0] in ("q1s", "q2s"):
-                if key[0] == "q1s":
-                    ords[:, j, 0] = (c ** 4 - 1.0) * q1s0 / d
-                    q1a = rd(XA, RM) + rd(RMt, XB)  # x^T (A M + M B) x
-                    ords[:, j, 1] = -2.0 * c ** 3 * alpha * np.einsum("nb,nb->n", u, q1a) / d
-                    ords[:, j, 2] = c * c * alpha ** 2 * (
-                        t2(u, GA2, GI) + 2.0 * t2(u, GA, GB) + t2(u, GB2, GI)
-                        + 2.0 * t2(u, GM, GM)) / d
-                    GX = GM
-                else:
-                    ords[:, j, 0] = (c ** 4 - 1.0) * q2s0 / d
-                    q2a = rd(RMt, XA) + rd(XB, RM)  # x^T (M A + B M) x
-                    ords[:, j, 1] = -2.0 * c ** 3 * alpha * np.einsum("nb,nb->n", u, q2a) / d
-                    ords[:, j, 2] = c * c * alpha ** 2 * (
-                        t2(u, GA, GA) + 2.0 * t2(u, GBA, GI) + t2(u, GB, GB)
-                        + 2.0 * t2(u, GMt, GM)) / d
-                    GX = GMt
-                # eta^3: -2c Tr(Z I Z X Z A + Z B Z X Z I); eta^4: Tr(Z Mt Z I Z X^T.. )
-                ords[:, j, 3] = -2.0 * c * alpha ** 3 * (chain(u, GI, GX, GA)
-                                                         + chain(u, GB, GX, GI)) / d
-                # eta^4: Tr(D2 D2^T) = Tr(Z M^T Z Z M Z) (q1), Tr(D2 D2) = Tr(Z M^T Z Z M^T Z) (q2)
-                ords[:, j, 4] = alpha ** 4 * chain(u, GMt, GI, GM if key[0] == "q1s" else GMt,
-                                                   GI) / d
+                self._self_overlap(ords[:, j], key[0], u, G, XA, XB, RM, RMt)
             else:
-                l = key[1]
-                GT = X @ RT[l].transpose(0, 2, 1)   # x_b^T T x_b'
-                if key[0] == "q1t":   # Y = T^T
-                    Y0 = float(np.sum(M * Ms[l]))
-                    lin = rd(RT[l], XA) + rd(XB, RTt[l])   # x^T (T^T A + B T^T) x
-                    GY = GT.transpose(0, 2, 1)
-                else:                  # Y = T
-                    Y0 = float(np.sum(M * Ms[l].T))
-                    lin = rd(RTt[l], XA) + rd(XB, RT[l])   # x^T (T A + B T) x
-                    GY = GT
-                ords[:, j, 0] = (c * c - 1.0) * Y0 / d
-                ords[:, j, 1] = -c * alpha * np.einsum("nb,nb->n", u, lin) / d
-                ords[:, j, 2] = alpha ** 2 * t2(u, GMt, GY) / d
-        ords *= eta ** np.arange(5)
-        acc.add(ords)
-        done += nb
-    return {"names": names, **acc.result(), "eta": eta, "batch": Bsz, "d": d}
+                self._teacher_overlap(ords[:, j], key, u, X, XA, XB, RT, RTt, G)
+        ords *= self.eta ** np.arange(5)
+        return ords
+
+    def _self_overlap(self, o, key, u, G, XA, XB, RM, RMt):
+        """The ``eta^0..eta^4`` parts of ``q1_kk`` (``key = "q1s"``) or ``q2_kk``, into ``o``."""
+        d, c, alpha = self.d, self.c, self.alpha
+        if key == "q1s":
+            o[:, 0] = (c ** 4 - 1.0) * self.q1s0 / d
+            q1a = _rd(XA, RM) + _rd(RMt, XB)  # x^T (A M + M B) x
+            o[:, 1] = -2.0 * c ** 3 * alpha * np.einsum("nb,nb->n", u, q1a) / d
+            o[:, 2] = c * c * alpha ** 2 * (
+                _t2(u, G.A2, G.I) + 2.0 * _t2(u, G.A, G.B) + _t2(u, G.B2, G.I)
+                + 2.0 * _t2(u, G.M, G.M)) / d
+            GX = G.M
+        else:
+            o[:, 0] = (c ** 4 - 1.0) * self.q2s0 / d
+            q2a = _rd(RMt, XA) + _rd(XB, RM)  # x^T (M A + B M) x
+            o[:, 1] = -2.0 * c ** 3 * alpha * np.einsum("nb,nb->n", u, q2a) / d
+            o[:, 2] = c * c * alpha ** 2 * (
+                _t2(u, G.A, G.A) + 2.0 * _t2(u, G.BA, G.I) + _t2(u, G.B, G.B)
+                + 2.0 * _t2(u, G.Mt, G.M)) / d
+            GX = G.Mt
+        # eta^3: -2c Tr(Z I Z X Z A + Z B Z X Z I); eta^4: Tr(Z Mt Z I Z X^T.. )
+        o[:, 3] = -2.0 * c * alpha ** 3 * (_chain(u, G.I, GX, G.A) + _chain(u, G.B, GX, G.I)) / d
+        # eta^4: Tr(D2 D2^T) = Tr(Z M^T Z Z M Z) (q1), Tr(D2 D2) = Tr(Z M^T Z Z M^T Z) (q2)
+        o[:, 4] = alpha ** 4 * _chain(u, G.Mt, G.I, G.M if key == "q1s" else G.Mt, G.I) / d
+
+    def _teacher_overlap(self, o, key, u, X, XA, XB, RT, RTt, G):
+        """The ``eta^0..eta^2`` parts of ``q1_kl`` or ``q2_kl`` (``l = key[1]``), into ``o``."""
+        d, c, alpha, M, Ms = self.d, self.c, self.alpha, self.M, self.Ms
+        l = key[1]
+        GT = X @ RT[l].transpose(0, 2, 1)   # x_b^T T x_b'
+        if key[0] == "q1t":   # Y = T^T
+            Y0 = float(np.sum(M * Ms[l]))
+            lin = _rd(RT[l], XA) + _rd(XB, RTt[l])   # x^T (T^T A + B T^T) x
+            GY = GT.transpose(0, 2, 1)
+        else:                  # Y = T
+            Y0 = float(np.sum(M * Ms[l].T))
+            lin = _rd(RTt[l], XA) + _rd(XB, RT[l])   # x^T (T A + B T) x
+            GY = GT
+        o[:, 0] = (c * c - 1.0) * Y0 / d
+        o[:, 1] = -c * alpha * np.einsum("nb,nb->n", u, lin) / d
+        o[:, 2] = alpha ** 2 * _t2(u, G.Mt, GY) / d
 
 
 def random_configs(model, d: int, n: int, seed=0, scale_range=(0.5, 1.2)) -> list:
@@ -870,7 +915,12 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
     bounds the error of the lower one; order ``order + 2`` is too costly beyond 6).
     Measured (d = 200, ``eta d / B = 0.2``, ``q1_11`` at ``tau = 0.05``): orders 2-6 give
     2.90e-2, 1.04e-2, 1.68e-2, 1.42e-2, 1.52e-2 against 1.51e-2 +- 4e-4 for SGD minus the
-    flow; the orders agree to 1e-4 up to ``tau = 0.025``.
+    flow; the orders agree to 1e-4 up to ``tau = 0.025``. Like every truncation it is a
+    short-time tool: at Fig. 3's standard Gaussian start (h1, d = 80, ``eta d / B = 0.002``)
+    order 6 stops at ``tau = 0.15`` (order 4 at 0.2; order 5 with the noise terms at 0.45),
+    and on ``tau <= 0.1`` orders 5 and 6 differ by 1.1e-3, more than the shift itself
+    (9e-5 on ``tA_1``); a hierarchy that stops raises :class:`IntegrationError` naming the
+    ``tau`` reached.
     """
     model, pairs, tau_eval, eta, Bsz = _check_noise_args(model, pairs, tau_eval, eta, batch)
     d = pairs[0][0].shape[0]
@@ -882,8 +932,10 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
         H, _, s1 = _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol)
         _, _, s0 = _run_noise(model, pairs, tau_eval, 0.0, order_, rtol, atol, newton_tol)
         if s1.status != 0 or s0.status != 0 or s1.y.shape != s0.y.shape:
-            raise IntegrationError(f"noise_shift: the hierarchy at order {order_} stopped "
-                                      f"({s1.message}; {s0.message})")
+            stop = min(s1.t[-1] if s1.t.size else 0.0, s0.t[-1] if s0.t.size else 0.0)
+            raise IntegrationError(f"noise_shift: the truncated hierarchy at order {order_} "
+                                   f"stopped at tau = {stop:.3g} of {tau_eval[-1]:.3g} (a "
+                                   f"short-time tool; {s1.message}; {s0.message})")
         D = s1.y - s0.y
         words = [w for w in H.words if len(w) <= 2]
         rows = [D[H.index(w)] for w in words]
