@@ -148,6 +148,10 @@ def gaussian_init(model: AttentionModel, d: int, *, width: int | Sequence[int] |
     ``O(1/d)``). ``rng`` (alias ``seed``): the package's rule,
     :func:`~attndyn.numeric.core.validate.resolve_rng`. Calls :meth:`AttentionModel.gaussian_init`.
 
+    These are the i.i.d. initialisations of Assumption 2.2 (tied) and of section 4
+    (untied): the moments ``mu_alpha(0) = Tr(S_{k_1} ... S_{k_w}) / d`` (eq. 8) concentrate
+    as ``d -> infinity`` on the Marchenko-Pastur (free) values of the law.
+
     Examples
     --------
     >>> import attndyn
@@ -309,6 +313,13 @@ def sgd(model: AttentionModel, init: Sequence[Any], *, eta: float, batch: int,
         of each checkpoint. A failed run keeps the checkpoints before the
         failure, never NaN values.
 
+    Update rules (paper 003): tied ``W_k <- W_k - eta grad_{W_k} L(G) - (eta gamma / d) W_k``
+    (eq. 7), untied the same for ``U_k`` and ``V_k`` (eq. 25), direct S
+    ``S_k <- S_k - eta (grad_{S_k} L(G) + (gamma / d) S_k)`` (eq. 395), the gradient averaged
+    over the mini-batch. The recorded moments ``mu_alpha = Tr(S_{k_1} ... S_{k_w}) / d``
+    (eq. 8) are reported in ODE time: tied ``t = 4 eta n / d`` (eq. 9), untied slow and
+    direct S ``tau = eta n / d`` (eqs. 31-32, 402).
+
     Examples
     --------
     >>> import attndyn
@@ -445,6 +456,10 @@ def sgd_runs(model: AttentionModel, init: Sequence[Any], *, n_seeds: int, rng: R
     """``n_seeds`` independent :func:`sgd` runs from the same ``init``, seeded by
     ``SeedSequence(rng).spawn(n_seeds)`` (``rng``, alias ``seed``: the package's rule,
     :func:`~attndyn.numeric.core.validate.resolve_rng`).
+
+    Each run is :func:`sgd` (paper 003, eqs. 7, 25 or 395); the seed spread of the
+    moments (eq. 8) is what :func:`~attndyn.numeric.attention.compare.compare` turns into
+    seed units.
 
     Examples
     --------

@@ -797,6 +797,8 @@ def xp_sgd_runs(model: AttentionModel, init: Sequence[Any], *, n_seeds: int,
     does not depend on the grouping except through the products' rounding (none
     measured on NumPy: bit-identical).
 
+    Each run is :func:`xp_sgd` (paper 003, eqs. 7, 25 or 395).
+
     Examples
     --------
     >>> import attndyn

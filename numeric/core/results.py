@@ -89,6 +89,10 @@ class Trajectory:
     diagnostics : dict
         Extra numbers: step counts, truncation differences per observable...
 
+    Times are the model's ODE time (paper 003): tied ``t = 4 eta n / d`` (eq. 9), untied
+    slow and direct S ``tau = eta n / d`` (eqs. 31-32, 402); moment rows are
+    ``mu_alpha = Tr(S_{k_1} ... S_{k_w}) / d`` (eq. 8).
+
     Examples
     --------
     >>> import numpy as np, attndyn

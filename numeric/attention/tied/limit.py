@@ -556,6 +556,13 @@ def limit_flow(model: AttentionModel, law: Any, t_eval: ArrayLike,
     gives status -4. Without it, a horizon whose estimated work is unbounded (``1e300``)
     is refused with one line.
 
+    The tied limit is the infinite hierarchy of Theorem 2 (paper 003, eq. 11),
+    ``dmu_alpha/dt = -sum_{i: k_i trainable} sum_l [grad Phi(q)]_{k_i l}
+    (mu_{..., l, k_i, ...} + mu_{..., k_i, l, ...}) - (gamma/2) |alpha|_K mu_alpha``, started
+    from the moments of the law and solved without truncation: per eigenvalue node for a
+    commuting law, by free subordination or Richardson-extrapolated finite-size equivalents
+    otherwise (``method``).
+
     Examples
     --------
     >>> import attndyn

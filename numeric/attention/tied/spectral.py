@@ -61,6 +61,10 @@ class SpectralDensity(Trajectory):
     ``[lambda_-, lambda_+]``), ``atom`` (``(2, n_t)``: location and mass of the atom,
     mass 0 without one) and, per time, whether the map was monotone.
 
+    ``rho_t(y) = rho_0(x) / |d lambda(t, x) / dx|`` at ``y = lambda(t, x)``, the image of
+    the Marchenko-Pastur density ``rho_0`` under the per-eigenvalue flow of the commuting
+    limit (paper 003, eq. 11 per node).
+
     Examples
     --------
     >>> import attndyn
@@ -281,6 +285,11 @@ def spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLike, *,
         ``density`` (``(n_grid, n_t)``), ``cdf(y, t_index)``, ``grid``; status 0, or the
         limit flow's failure status and message; a map that is not monotone in ``x`` at
         some time gives status 3 with the CDF only (density NaN at those times).
+
+    In the commuting case every eigenvalue ``x`` of ``S_letter(0)`` follows its own scalar
+    flow ``x -> lambda(t, x)`` (the per-node form of paper 003's eq. 11), so
+    ``F_t(lambda(t, x)) = F_0(x)`` for an increasing map, ``F_0`` the Marchenko-Pastur CDF of
+    the Wishart letter; the density is ``rho_t(y) = rho_0(x) / |d lambda / dx|``.
 
     Examples
     --------

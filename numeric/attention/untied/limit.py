@@ -94,6 +94,10 @@ def gaussian_pair(scale: float = 1.0, aspect: float = 1.0, mean: float = 0.0, *,
                   scale_v: float | None = None) -> GaussianPair:
     """The law of one Gaussian pair (``gaussian_init``'s: ``tA = scale^2``, ``tB = scale_v^2``).
 
+    Entries of ``U`` (``d x aspect d``) are ``N(0, scale^2 / (aspect d))`` and those of
+    ``V`` ``N(0, scale_v^2 / (aspect d))``, so ``tA = Tr(U U^T) / d -> scale^2`` and
+    ``tB -> scale_v^2`` (the moments of eq. 26); ``mean`` is ``m_k``.
+
     Examples
     --------
     >>> import attndyn
@@ -234,6 +238,9 @@ class DiagonalLaw:
     ``V_k = diag(v[k])`` over ``n`` nodes with ``weights`` (summing to 1), ``means``
     the ``m_k`` (default 0). A quadrature rule of a continuous joint law of the
     diagonal entries, or ``n`` equal weights for ``d = n`` diagonal pairs exactly.
+
+    The letters ``M_k = U_k V_k^T``, ``A_k = U_k U_k^T``, ``B_k = V_k V_k^T`` (eq. 26) are
+    then diagonal: ``Tr(Z_1 ... Z_w) / d = sum_i w_i z_1(i) ... z_w(i)``.
 
     Examples
     --------
