@@ -217,9 +217,8 @@ def check_f4(budget, seed) -> CheckResult:
     ``T_eps`` (eq. 942); and Assumption 11 is reported failing on the anti-aligned
     law (``c -> 0`` with ``Delta`` bounded away from 0). ``worst``: the largest
     exponent error."""
-    from attndyn.numeric.attention.training import gaussian_init, sgd
+    from attndyn.numeric.attention.training import gaussian_init
     from attndyn.numeric.attention.untied.fastslow import untied_flow
-    from attndyn.numeric.attention.untied.limit import limit_flow
     from attndyn.numeric.attention.untied.model import UntiedModel
     from attndyn.symbolic.losses import mse_teacher_student
 
@@ -228,19 +227,8 @@ def check_f4(budget, seed) -> CheckResult:
     ss = resolve_seed(seed)
     s_flow, s_sgd = ss.spawn(2)
     model = UntiedModel(2, [0], mse_teacher_student("h1"))
-    rows = {}
-
     # exact commuting limits: aligned (holds) and partly anti-aligned (fails)
-    te = np.linspace(0.0, cfg.T_exact, 241)
-    for name, p in (("aligned", 1.0), ("anti", cfg.p_fail)):
-        lim = limit_flow(model, sign_law(cfg.n_nodes, cfg.c_teacher, p), te, order=3)
-        if lim.status != 0:
-            raise RuntimeError(f"commuting limit failed: {lim.message}")
-        pl = untied_pl_ratio(model, lim)
-        res = corollary9(te, pl["Delta"], pl["c"], 0.0, cfg.eps_fraction * pl["Delta"][0])
-        res["identity_error"] = _identity(te, pl, 0.0) if res["assumption11"] else math.nan
-        res["Delta_floor"] = (1 - p) * cfg.c_teacher ** 2
-        rows[name] = res
+    rows = _exact_limit_rows(model, cfg)
 
     # Fig. 3's law: the finite-d slaved flow and SGD after weak recovery
     grid = np.linspace(0.0, cfg.T_end, cfg.n_t)
@@ -259,21 +247,7 @@ def check_f4(budget, seed) -> CheckResult:
                      d=cfg.d_flow, eta=cfg.eta)
     res["identity_error"] = _identity(grid, pl, T0)
     rows["flow"] = res
-    sg = []
-    for child in s_sgd.spawn(cfg.n_seeds):
-        a, b = child.spawn(2)
-        ps = gaussian_init(model, cfg.d_sgd, seed=a)
-        r = sgd(model, ps, eta=cfg.eta, batch=cfg.batch, t_eval=grid, seed=b, order=3,
-                time="slow")
-        if r.status != 0:
-            raise RuntimeError(f"SGD failed: {r.message}")
-        h = np.flatnonzero(np.abs(_sym(r)) >= cfg.c_wr)
-        if not h.size:
-            continue
-        pls = untied_pl_ratio(model, r)
-        sg.append(corollary9(r.t, pls["Delta"], pls["c"], float(r.t[h[0]]),
-                             cfg.eps_fraction * pls["Delta"][h[0]], d=cfg.d_sgd, eta=cfg.eta))
-    rows["sgd"] = sg
+    rows["sgd"] = sg = _sgd_rows(model, cfg, s_sgd, grid)
 
     holds = [rows["aligned"], rows["flow"]] + sg
     ok_pl = all(r["assumption11"] for r in holds) and len(sg) == cfg.n_seeds
@@ -289,7 +263,57 @@ def check_f4(budget, seed) -> CheckResult:
                  if r["assumption11"] and r["T_eps"] <= e)
     ok = (ok_pl and fails_ok and ident <= IDENTITY_TOL and worst <= EXPONENT_TOL
           and max(margins) <= MARGIN_TOL and eps_ok)
-    al, an, fw = rows["aligned"], rows["anti"], rows["flow"]
+    measured, expectation, detail = _f4_text(cfg, rows, T0)
+    data = {"config": dict(cfg.__dict__), "aligned": rows["aligned"], "anti": rows["anti"],
+            "flow": rows["flow"], "sgd": sg, "c_flow": pl["c"][::max(1, cfg.n_t // 40)].tolist()}
+    return CheckResult("f4", "F.4, Assumption 11, Cor. 9, eqs. (932)-(947)",
+                       "held" if ok else "not held", 3 + cfg.n_seeds, worst, measured,
+                       bound=EXPONENT_TOL, expectation=expectation, detail=detail,
+                       data=_jsonable(data), wall_s=time.perf_counter() - t_start)
+
+
+def _exact_limit_rows(model, cfg) -> dict:
+    """Corollary 9 on the exact commuting limits of the aligned law (``"aligned"``) and the
+    partly anti-aligned one (``"anti"``), with the PL identity error where it applies."""
+    from attndyn.numeric.attention.untied.limit import limit_flow
+    rows = {}
+    te = np.linspace(0.0, cfg.T_exact, 241)
+    for name, p in (("aligned", 1.0), ("anti", cfg.p_fail)):
+        lim = limit_flow(model, sign_law(cfg.n_nodes, cfg.c_teacher, p), te, order=3)
+        if lim.status != 0:
+            raise RuntimeError(f"commuting limit failed: {lim.message}")
+        pl = untied_pl_ratio(model, lim)
+        res = corollary9(te, pl["Delta"], pl["c"], 0.0, cfg.eps_fraction * pl["Delta"][0])
+        res["identity_error"] = _identity(te, pl, 0.0) if res["assumption11"] else math.nan
+        res["Delta_floor"] = (1 - p) * cfg.c_teacher ** 2
+        rows[name] = res
+    return rows
+
+
+def _sgd_rows(model, cfg, s_sgd, grid) -> list:
+    """Corollary 9 on each SGD seed at ``d_sgd`` after its own weak recovery (a seed that
+    does not recover by ``T_end`` is left out)."""
+    from attndyn.numeric.attention.training import gaussian_init, sgd
+    sg = []
+    for child in s_sgd.spawn(cfg.n_seeds):
+        a, b = child.spawn(2)
+        ps = gaussian_init(model, cfg.d_sgd, seed=a)
+        r = sgd(model, ps, eta=cfg.eta, batch=cfg.batch, t_eval=grid, seed=b, order=3,
+                time="slow")
+        if r.status != 0:
+            raise RuntimeError(f"SGD failed: {r.message}")
+        h = np.flatnonzero(np.abs(_sym(r)) >= cfg.c_wr)
+        if not h.size:
+            continue
+        pls = untied_pl_ratio(model, r)
+        sg.append(corollary9(r.t, pls["Delta"], pls["c"], float(r.t[h[0]]),
+                             cfg.eps_fraction * pls["Delta"][h[0]], d=cfg.d_sgd, eta=cfg.eta))
+    return sg
+
+
+def _f4_text(cfg, rows, T0):
+    """``(measured, expectation, detail)`` of :func:`check_f4`."""
+    al, an, fw, sg = rows["aligned"], rows["anti"], rows["flow"], rows["sgd"]
     measured = (f"exact aligned law: c in [{al['c_min']:.3f}, {al['c_T0']:.3f}], mean rate "
                 f"{al['mean_rate']:.3f}; Fig. 3 law, flow d = {cfg.d_flow}: c_min "
                 f"{fw.get('c_min', math.nan):.3f}, rate {fw.get('mean_rate', math.nan):.3f}; SGD "
@@ -312,9 +336,4 @@ def check_f4(budget, seed) -> CheckResult:
               f"{an['c_T0']:.3f} to {an['c_end']:.2e}, Delta {an['Delta_T0']:.4f} -> "
               f"{an['Delta_end']:.4f} (floor (1-p) c^2 = {an['Delta_floor']:.4f}); "
               f"Assumption 11 reported {'holding' if an['assumption11'] else 'failing'}")
-    data = {"config": dict(cfg.__dict__), "aligned": al, "anti": an, "flow": fw, "sgd": sg,
-            "c_flow": pl["c"][::max(1, cfg.n_t // 40)].tolist()}
-    return CheckResult("f4", "F.4, Assumption 11, Cor. 9, eqs. (932)-(947)",
-                       "held" if ok else "not held", 3 + cfg.n_seeds, worst, measured,
-                       bound=EXPONENT_TOL, expectation=expectation, detail=detail,
-                       data=_jsonable(data), wall_s=time.perf_counter() - t_start)
+    return measured, expectation, detail
