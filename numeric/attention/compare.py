@@ -85,6 +85,10 @@ class Comparison:
     errors : dict name -> dict
         :func:`error_metrics` of SGD mean against theory.
 
+    The errors are SGD mean minus theory per observable (:func:`error_metrics`); with
+    several seeds :meth:`z` puts the gap in seed units, ``z(t) = mean_i D_i / (sd_i D_i /
+    sqrt n)``, the scale on which paper 003's SGD-versus-theory claims are judged.
+
     Examples
     --------
     >>> import attndyn
@@ -479,6 +483,13 @@ def compare(model: AttentionModel, init: Sequence[Any] | dict[str, Any], *, eta:
     Returns
     -------
     Comparison
+
+    The SGD runs follow paper 003's updates (eqs. 7, 25, 395) and the theory is the matching
+    deterministic description: tied the matrix flow, the hierarchy of Theorem 2 (eq. 11) or
+    its d -> infinity limit; untied the full or slaved finite-d flow, the slow hierarchy
+    (eqs. 31-32, means slaved to ``m*(q)`` of eq. 29) or its limit; direct S the closed ODE
+    (402)-(404) or the matrix flow. Both are reported at the same ODE times
+    (``t = 4 eta n / d`` tied, eq. 9; ``tau = eta n / d`` otherwise).
 
     Examples
     --------
