@@ -259,12 +259,7 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
     if np.abs(m_star - m_end).max() > 1e-3 * max(1.0, np.abs(m_end).max()):
         return fail(-1, f"Newton jumped from the fast flow's end point {m_end[tr]} to another "
                         f"root {m_star[tr]}; tighten eq_tol")
-    g = th.gradients(m_star, q1, q2)
-    Hs = g["hess_m"][np.ix_(tr, tr)]
-    ev = np.linalg.eigvalsh(0.5 * (Hs + Hs.T))
-    stable = bool(ev[0] > 0)
-    diag["hessian_eigenvalues"] = ev.tolist()
-    diag["assumption5"] = stable
+    ev, stable = _root_curvature(th, m_star, q1, q2, tr, diag)
     diag["t_boundary_layer"] = _boundary_layer_time(diag, m_star, tr, bl_tol)
     diag["bl_tol"] = bl_tol
     label = _label(m_star, tr, stable)
@@ -273,10 +268,7 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
         diag["alternatives"] = alts = _alternative_roots(
             model, m0, evec0[:, 0], tr, probe, dict(tA=tA, tB=tB, q1=q1, q2=q2),
             dict(t_max=t_max, eq_tol=eq_tol, newton_tol=newton_tol, m_max=m_max))
-        msg = (f"m(0) = {np.round(m0[tr], 6)} sits on an unstable critical point of Phi in m "
-               f"(Hessian eigenvalue {ev0[0]:.4g} < 0): the deterministic fast flow stays on "
-               "this symmetric root, but any fluctuation leaves it; roots reached from "
-               f"m(0) +- {probe:g} v: " + "; ".join(a["label"] for a in alts))
+        msg = _unstable_message(m0[tr], ev0[0], probe, alts)
         if warn:
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
     elif not stable and warn:
@@ -327,6 +319,25 @@ def _boundary_layer_time(diag, m_star, tr, bl_tol):
     thr = bl_tol * max(1.0, float(np.abs(m_star).max()))
     inside = np.flatnonzero(dev <= thr)
     return float(ts[inside[0]]) if inside.size else float(diag["t_settled"])
+
+
+def _root_curvature(th, m_star, q1, q2, tr, diag):
+    """The ``m``-Hessian's eigenvalues at the root (trainable block) and Assumption 5."""
+    g = th.gradients(m_star, q1, q2)
+    Hs = g["hess_m"][np.ix_(tr, tr)]
+    ev = np.linalg.eigvalsh(0.5 * (Hs + Hs.T))
+    stable = bool(ev[0] > 0)
+    diag["hessian_eigenvalues"] = ev.tolist()
+    diag["assumption5"] = stable
+    return ev, stable
+
+
+def _unstable_message(m0, ev0, probe, alts):
+    """The message of a start on an unstable critical point, with the roots reached nearby."""
+    return (f"m(0) = {np.round(m0, 6)} sits on an unstable critical point of Phi in m "
+            f"(Hessian eigenvalue {ev0:.4g} < 0): the deterministic fast flow stays on "
+            "this symmetric root, but any fluctuation leaves it; roots reached from "
+            f"m(0) +- {probe:g} v: " + "; ".join(a["label"] for a in alts))
 
 
 def _alternative_roots(model, m0, v, tr, probe, moments, kw):
