@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-from attndyn.numeric.attention.figures.common import _fmt, _mpl, _seeds, _settings, _sgd_completed
+from attndyn.numeric.attention.figures.common import (Z_OK, _fmt, _mpl, _seeds, _settings,
+                                                     _sgd_completed, run_sgd_tasks, seed_z)
 from attndyn.numeric.attention.tied.examples import d3_model
 from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
@@ -166,7 +167,6 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     limit starts from the law ``wishart(0.5, 1)`` of both and is judged against the SGD
     runs over the draws, the finite-d theories against SGD from their own matrices
     (paired per seed). Claims are in seed units: rms z over the plotted times."""
-    from attndyn.numeric.attention.figures.common import Z_OK, fmt_z, run_sgd_tasks, seed_z
     from attndyn.numeric.attention.tied.limit import limit_flow
     from attndyn.symbolic.initial import FreeInit, wishart
 
@@ -188,6 +188,41 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         sgds.append(runs[("sgd", sd)])
     t = sgds[0].t
     corrections = ("noise", "noise+finite-d")
+    theories, S0, fl0 = _fig4_flows(run, model, s, seed_list, t, corrections)
+    law = FreeInit([wishart(sc, 1.0), wishart(sc, 1.0)])
+    lim = limit_flow(model, law, t)
+    run.curves["limit"] = lim
+    short = t <= s["T_short"] + 1e-12
+    t_short = t[short]
+    err_s, err_f, status_f = _tied_truncation_curves(
+        run, model, S0, t_short, t, s["orders"], obs,
+        {o: fl0.observable(o)[short] for o in obs}, {o: fl0.observable(o) for o in obs}, "to_flow")
+    zt_s, zt_f = _truncation_z(run, s, sgds, theories, obs, t, short)
+    zp = _paired_z(sgds, theories, ("flow",) + corrections, obs)
+    run.plot_rows = {k: {o: [th[k][o] for th in theories] for o in obs}
+                     for k in ("flow",) + corrections}
+    zl = {}
+    for o in obs:
+        Y = np.array([r.observable(o) for r in sgds])
+        zl[o] = seed_z(Y, lim.observable(o))[:2]
+    lim_err = max(float(np.max(lim.error[o])) for o in obs)
+    run.extra.update(truncation_z_short={str(k): v for k, v in zt_s.items()},
+                     truncation_z_full={str(k): v for k, v in zt_f.items()},
+                     paired_rms_z={k: {o: v[0] for o, v in per.items()} for k, per in zp.items()},
+                     limit_rms_z={o: v[0] for o, v in zl.items()},
+                     limit_stated_error=lim_err)
+    _truncation_claims(run, s, seed_list, err_s, zt_s)
+    _theory_claims(run, s, seed_list, sgds, lim, obs, zp, zl, lim_err, corrections)
+    _leaving_claim(run, s, zt_f, status_f)
+    run.claims.insert(0, _sgd_completed(run))
+    run.plotter = _plot_fig4
+    run.wall_s = time.perf_counter() - t0
+    return run
+
+
+def _fig4_flows(run, model, s, seed_list, t, corrections):
+    """Each seed's finite-d theories from its own matrices; seed 0's flow and corrected
+    flows as curves. Returns ``(theories, S0, flow0)``."""
     theories = []
     for i, sd in enumerate(seed_list):
         W = _sgd_setup("sgd", sd, s)[1]
@@ -200,14 +235,12 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     for c in corrections:  # seed 0's corrected flows, for the plot
         tr = noise_corrected_flow(model, S0, t, eta=s["eta"], batch=s["batch"], correction=c)
         run.curves[f"flow_{c.replace('+', '_')}"] = tr
-    law = FreeInit([wishart(sc, 1.0), wishart(sc, 1.0)])
-    lim = limit_flow(model, law, t)
-    run.curves["limit"] = lim
-    short = t <= s["T_short"] + 1e-12
-    t_short = t[short]
-    err_s, err_f, status_f = _tied_truncation_curves(
-        run, model, S0, t_short, t, s["orders"], obs,
-        {o: fl0.observable(o)[short] for o in obs}, {o: fl0.observable(o) for o in obs}, "to_flow")
+    return theories, S0, fl0
+
+
+def _truncation_z(run, s, sgds, theories, obs, t, short):
+    """rms z of seed 0's run against each truncation (short horizon, full horizon), in
+    units of one run's seed SD around its own flow (max over the observables)."""
     # the seed noise of one run around its own flow (paired residuals): the unit of the
     # truncation-vs-SGD comparisons (seed 0's truncations against seed 0's run)
     resid = {o: np.array([r.observable(o) - th["flow"][o] for r, th in zip(sgds, theories)])
@@ -230,19 +263,12 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         rf = run.curves[f"truncation_full/M{M}"]
         zt_f[M] = max(z_single(rf.observable(o), o, full) for o in obs) \
             if rf.t.size == t.size else float("inf")
-    zp = _paired_z(sgds, theories, ("flow",) + corrections, obs)
-    run.plot_rows = {k: {o: [th[k][o] for th in theories] for o in obs}
-                     for k in ("flow",) + corrections}
-    zl = {}
-    for o in obs:
-        Y = np.array([r.observable(o) for r in sgds])
-        zl[o] = seed_z(Y, lim.observable(o))[:2]
-    lim_err = max(float(np.max(lim.error[o])) for o in obs)
-    run.extra.update(truncation_z_short={str(k): v for k, v in zt_s.items()},
-                     truncation_z_full={str(k): v for k, v in zt_f.items()},
-                     paired_rms_z={k: {o: v[0] for o, v in per.items()} for k, per in zp.items()},
-                     limit_rms_z={o: v[0] for o, v in zl.items()},
-                     limit_stated_error=lim_err)
+    return zt_s, zt_f
+
+
+def _truncation_claims(run, s, seed_list, err_s, zt_s):
+    """The claims on the short horizon: the truncation error falls with the order, to the
+    exact hierarchy and to SGD's seed noise."""
     orders = list(s["orders"])
     es = [err_s[M] for M in orders]
     n = len(seed_list)
@@ -260,6 +286,12 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         + ", ".join(f"M={M}: {z:.2f}" for M, z in zip(orders, zs)),
         f"t <= {s['T_short']}, seed {seed_list[0]}'s run and truncations, the SD of SGD around "
         f"its own flow over {n} seeds; held when the highest order is within rms z {Z_OK:g}"))
+
+
+def _theory_claims(run, s, seed_list, sgds, lim, obs, zp, zl, lim_err, corrections):
+    """The claims over the full horizon: the corrected finite-d theory (paired per seed)
+    and the limit solver from the law track SGD within the seed noise."""
+    d, n = s["d"], len(seed_list)
     best = corrections[-1]
     run.claims.append(Claim(
         f"the finite-d theory with its learning-rate correction (correction=\"{best}\") "
@@ -282,6 +314,11 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         f"{s['eta'] * d / s['batch']:.3g}; the limit carries no learning-rate correction, so a "
         f"bias of relative order eta d/B remains while the seed SD falls like d^-1/2; held "
         f"when rms z <= {Z_OK:g} on every observable"))
+
+
+def _leaving_claim(run, s, zt_f, status_f):
+    """The claim that every truncation leaves SGD on the full horizon."""
+    orders = list(s["orders"])
     zf = [zt_f[M] for M in orders]
     run.claims.append(Claim(
         "every truncation leaves SGD on the full horizon (truncation is a short-time tool)",
@@ -290,12 +327,8 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         + ", ".join(f"M={M}: {_fmt(z)}" for M, z in zip(orders, zf))
         + "; status " + ", ".join(f"M={M}: {status_f[M]}" for M in orders)
         + " (2 = not converged in the order)",
-        f"T = {s['T']}, gamma = 0, spectra up to about {4 * sc * sc:g}; held when every order is "
-        f"above rms z {10 * Z_OK:g}"))
-    run.claims.insert(0, _sgd_completed(run))
-    run.plotter = _plot_fig4
-    run.wall_s = time.perf_counter() - t0
-    return run
+        f"T = {s['T']}, gamma = 0, spectra up to about {4 * s['scale'] * s['scale']:g}; held "
+        f"when every order is above rms z {10 * Z_OK:g}"))
 
 
 def _plot_theory_gaps(ax, run, obs, keys, labels, limit=True):
