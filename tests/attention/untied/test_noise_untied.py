@@ -226,15 +226,14 @@ def test_noise_shift_is_first_order_and_starts_like_the_one_step_term():
 
 def test_untied_correction_wiring():
     model = d3()
-    assert tuple(model.theory.corrections) == ("none", "noise")
+    assert tuple(model.theory.corrections) == ("none", "noise", "finite-d")
     pairs = on_manifold(model, 12, 0.7, 1)
     from attndyn.numeric.attention.untied.theory import compare_theory
     with pytest.raises(ValueError, match="slow time"):
         compare_theory(model, pairs, np.linspace(0, 0.01, 3), theory="flow", order=2,
                        time="fast", correction="noise", eta=0.01, batch=4)
-    with pytest.raises(ValueError, match="'none' or 'noise'"):
-        compare_theory(model, pairs, np.linspace(0, 0.01, 3), theory="flow", order=2,
-                       correction="finite-d", eta=0.01, batch=4)
+    with pytest.raises(ValueError, match="applies to theory='flow' or 'slaved'"):
+        model.theory.correction("finite-d").check("hierarchy", 2)
     from attndyn.numeric.attention.compare import compare
     with pytest.raises(ValueError, match="not available"):
         compare(model, pairs, eta=0.01, batch=4, t_eval=np.linspace(0, 0.01, 3),
