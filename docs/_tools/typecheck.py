@@ -34,6 +34,7 @@ CHECKED = [
     "attndyn.numeric.attention.untied.hierarchy", "attndyn.numeric.attention.tied.limit",
     "attndyn.numeric.attention.untied.limit", "attndyn.numeric.attention.training",
     "attndyn.numeric.attention.xp_sgd", "attndyn.symbolic.initial", "attndyn.numeric.core.claims",
+    "attndyn.numeric.attention.untied.fastslow",
 ]
 # import name -> source folder (pyproject.toml's package-dir, top level)
 LAYOUT = {"attndyn/symbolic": "symbolic", "attndyn/kernels": "kernels",

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -55,6 +56,9 @@ from attndyn.numeric.core.results import IntegrationError
 from attndyn.numeric.core.validate import _check_pos_float, check_t_eval
 from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["CriticalMean", "fast_flow", "critical_mean", "psi_beta", "untied_flow",
            "eq42_velocity", "exact_overlap_velocity", "corollary4", "weak_recovery_time",
@@ -112,7 +116,7 @@ def fast_flow(model, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
 
     def run_away(t, y):
         return m_max - np.abs(y).max()
-    run_away.terminal = True
+    run_away.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
     if t_eval[-1] > 0:
         sol = solve_ivp(f, (0.0, float(t_eval[-1])), m0[tr], method="DOP853", t_eval=t_eval,
                         rtol=rtol, atol=atol, events=run_away)
@@ -471,7 +475,9 @@ def slaved_velocity(model, pairs, m_star):
     return _velocity(pairs, prods, g, tr, beta, 2.0, model.weight_decay)
 
 
-def untied_flow(model, pairs, t_eval, mode: str = "full", *, order: int = 2, words=None,
+def untied_flow(model: Any, pairs: Sequence[Any], t_eval: ArrayLike,
+                mode: str = "full", *, order: int = 2,
+                words: Sequence[Sequence[int]] | None = None,
                 rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853",
                 blowup: float = 1e100, newton_tol: float = 1e-12, keep_pairs: bool = False,
                 max_bytes: float = 8 * 2**30, raise_on_failure: bool = False) -> UntiedTrajectory:
