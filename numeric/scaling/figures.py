@@ -59,13 +59,26 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
             raise ValueError(f"scaling: unknown setting {k!r}; allowed {sorted(s)}")
         s[k] = v
     t0 = time.perf_counter()
-    L, d, N = s["L"], s["d"], float(s["N"])
+    L, d = s["L"], s["d"]
     consts = dict(alpha=s["alpha"], prefactor=s["prefactor"], loss0=s["loss0"])
     c_stat = float(sc.continuity_constant(L, d, prefactor=s["prefactor"], loss0=s["loss0"]))
     s.update(mode=mode, c_stat=c_stat, c_stat_rule="continuity_constant(L, d, prefactor, loss0)")
     run = FigureRun("scaling", "Paper 000 section 7: two-stage bound, frontier, laws, drags", s)
-    n = s["n_grid"]
-    C = np.logspace(0, 60, n)
+    _two_stage_curves(run, s, c_stat, consts)
+    _frontier_claim(run, s)
+    _rate_claim(run, s, c_stat)
+    _continuity_claim(run, s, c_stat, consts)
+    Nd = _law_curves(run, s, c_stat)
+    _drag_claim(run, s, c_stat, Nd)
+    run.plotter = _plot_scaling
+    run.wall_s = time.perf_counter() - t0
+    return run
+
+
+def _two_stage_curves(run, s, c_stat, consts):
+    """The two-stage bound at fixed N, the stage-II frontier and both ``N*(C)`` per xi."""
+    L, d, N = s["L"], s["d"], float(s["N"])
+    C = np.logspace(0, 60, s["n_grid"])
     for xi in s["xis"]:
         b = sc.two_stage_bound(C, N, xi, L, d, c_stat=c_stat, **consts)
         f = sc.stage_two_bound(C, xi, L, d, c_stat=c_stat)
@@ -74,9 +87,12 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
         run.curves[f"two_stage/xi{xi:g}"] = _traj(
             C, [b, f, ne, npap], ["two_stage_bound", "stage_two_frontier", "N_star_exact",
                                   "N_star_paper"], "bound", dict(s, xi=xi))
-    # claim 1: the paper's N*(C) against the exact inverse of eq. (3)
+
+
+def _frontier_claim(run, s):
+    """Claim 1: the paper's ``N*(C)`` against the exact inverse of eq. (3)."""
     Lr, dr = s["ratio_L"], s["ratio_d"]
-    Cr = np.logspace(2, 300, n)
+    Cr = np.logspace(2, 300, s["n_grid"])
     ratio = sc.paper_form_ratio(Cr, 1.0, Lr, dr)
     run.curves["frontier_ratio"] = _traj(Cr, [ratio], ["N_paper_over_N_exact"], "bound",
                                          dict(L=Lr, d=dr, xi=1.0))
@@ -99,7 +115,11 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
           f"{np.max(np.abs(back_exact - 1)):.1e}; C*(N_paper)/C = "
         + ", ".join(f"{v:.2f}" for v in back_paper),
         f"xi = 1, L = {Lr}, d = {dr}"))
-    # claim 2: compute-optimal stage II decays like C^(-1/6) up to the Lambert-W log
+
+
+def _rate_claim(run, s, c_stat):
+    """Claim 2: compute-optimal stage II decays like ``C^(-1/6)`` up to the Lambert-W log."""
+    L, d = s["L"], s["d"]
     xi = 1.0
     Cs = np.array([1e20, 1e40, 1e60])
     slope = []
@@ -113,7 +133,12 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
         "d log B / d log C = " + ", ".join(f"{v:.4f} (C={c:.0e})" for c, v in zip(Cs, slope))
         + "; -1/6 + 1/(6 log C) = " + ", ".join(f"{v:.4f}" for v in lead),
         f"xi = 1, L = {L}, d = {d}"))
-    # claim 3: continuity at the stage boundary (alpha = 1, c_stat = continuity constant)
+
+
+def _continuity_claim(run, s, c_stat, consts):
+    """Claim 3: continuity at the stage boundary (``alpha = 1``, ``c_stat`` the continuity
+    constant); with ``alpha = 1/2`` the bound jumps."""
+    L, d = s["L"], s["d"]
     Ns = np.array([1e2, 1e4, 1e6])
     jump = np.asarray(sc.threshold_jump(Ns, 1.0, L, d, c_stat=c_stat, **consts), float)
     jump_half = np.asarray(sc.threshold_jump(Ns, 1.0, L, d, c_stat=c_stat, alpha=0.5,
@@ -125,7 +150,12 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
         "stage I / stage II at C*(N): " + ", ".join(f"{j:.6g} (N={m:.0e})" for m, j in zip(Ns, jump))
         + "; with alpha = 1/2 instead: " + ", ".join(f"{j:.3g}" for j in jump_half),
         "only for alpha = 1 and c_stat = prefactor loss0 / (L d); otherwise the bound jumps"))
-    # single-variable laws (Theorem 7.2)
+
+
+def _law_curves(run, s, c_stat):
+    """The single-variable laws of Theorem 7.2 as curves and the time-law claim; returns the
+    data grid the drags reuse."""
+    n = s["n_grid"]
     T = np.logspace(0, 8, n)
     Nt = [1e2, 1e3]
     run.curves["time_law"] = _traj(T, [sc.time_law(T, m, 1.0, c_stat=c_stat, alpha=s["alpha"],
@@ -145,9 +175,14 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
         bool(np.all(np.diff(tl) <= 0) and abs(tl[-1] / floor - 1) < 1e-6 and tl[0] > 2 * floor),
         f"N={Nt[0]:g}: bound {tl[0]:.3g} at T=1, {tl[-1]:.6g} at T=1e8; floor {floor:.6g}",
         "xi = 1; derived exponent exp(-alpha xi^2 T/N^2) (the printed one has xi^4/N^4)"))
-    # drags (section 7.2)
+    return Nd
+
+
+def _drag_claim(run, s, c_stat, Nd):
+    """The noise drags of section 7.2 as a curve and their claim."""
+    L, d = s["L"], s["d"]
     drag_d = sc.noise_drag_data(Nd, 1.0, 0.5, c_stat=c_stat)
-    Cd = np.logspace(5, 60, n)
+    Cd = np.logspace(5, 60, s["n_grid"])
     drag_c = sc.noise_drag_compute(Cd, 1.0, L, d, 0.1, c_stat=c_stat)
     drag_c2 = sc.noise_drag_compute(Cd, 1.0, L, d, 0.05, c_stat=c_stat)
     run.curves["drags"] = _traj(Cd, [drag_c, drag_c2], ["xi=C^0.1 (exact)", "xi=C^0.05 (exact)"],
@@ -162,9 +197,6 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
         f"over C in [1e5, 1e60]; xi = C^0.05 still decays, slope {sl2:.4f} "
         f"(5p/3 - 1/6 = {5 * 0.05 / 3 - 1 / 6:.4f} up to the log)",
         "exact drags (the paper's W(C/xi^10) form differs by the factor of claim 1)"))
-    run.plotter = _plot_scaling
-    run.wall_s = time.perf_counter() - t0
-    return run
 
 
 def _plot_scaling(run, fig=None):
