@@ -233,6 +233,52 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     Returns a :class:`Trajectory` of kind ``"transformer_flow"`` or
     ``"transformer_sgd"``; the trained model is ``result.diagnostics["matrices"]["model"]``.
     """
+    observe, blowup, max_grad, record_set = _check_train_args(model, method, observe, blowup,
+                                                              max_grad, record)
+    X, Y, Xt, Ft, dparams = _data(model, data)
+    ts = _times(T, t_eval, n_eval)
+    rtol, atol, lr = _check_work(model, X, Y, ts, T, method, solver, rtol, atol, lr, max_grad)
+    mdl = model if inplace else model.copy()
+    prem = None
+    if "premises" in record_set:
+        from .recorder import PremiseRecorder
+        prem = PremiseRecorder(mdl, X)
+    names = _row_names(mdl, Xt, observe, prem)
+    thetas = []
+    record = _recorder(mdl, X, Y, Xt, Ft, observe, names, prem, thetas)
+    status, message = 0, ""
+    th = mdl.theta()
+    diag = {"n_grad": 0}
+    theta0 = th.copy()
+    params = {"method": method, "T": float(T), "model": mdl.config(), "data": dparams,
+              "blowup": blowup}
+    if prem is not None:
+        params["premise_lambda"] = dict(prem.lam)
+    if method == "flow":
+        params.update(solver=solver, rtol=float(rtol), atol=float(atol), max_grad=max_grad)
+        status, message, th, times, rows = _flow(mdl, X, Y, th, ts, solver, rtol, atol,
+                                                 blowup, max_grad, diag, record)
+    else:
+        status, message, th, times, rows = _sgd_steps(mdl, X, Y, th, ts, T, lr, batch_fraction,
+                                                      seed, blowup, diag, record, params)
+    mdl.set_theta(th)
+    if status == 0:
+        message = "ok"
+    elif raise_on_failure:
+        raise IntegrationError(message)
+    y = np.asarray(rows, dtype=np.float64).T if rows else np.zeros((len(names), 0))
+    diag["matrices"] = {"model": mdl, "theta0": theta0}
+    if "theta" in observe:
+        diag["matrices"]["theta"] = np.asarray(thetas)
+    return Trajectory(t=np.asarray(times, dtype=np.float64), y=y.reshape(len(names), -1),
+                      names=names, kind=f"transformer_{method}", params=params,
+                      seed=params.get("sgd_seed", mdl.seed), status=status, message=message,
+                      diagnostics=diag)
+
+
+def _check_train_args(model, method, observe, blowup, max_grad, record):
+    """The model, method, observables, blow-up level, gradient budget and records of
+    :func:`train`, validated: ``(observe, blowup, max_grad, record_set)``."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     if method not in ("flow", "sgd"):
@@ -247,9 +293,12 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     for r_ in record_set:
         if r_ != "premises":
             raise ValueError(f"record must be 'premises' or (), got {record!r}")
-    X, Y, Xt, Ft, dparams = _data(model, data)
-    n = X.shape[0]
-    ts = _times(T, t_eval, n_eval)
+    return observe, blowup, max_grad, record_set
+
+
+def _check_work(model, X, Y, ts, T, method, solver, rtol, atol, lr, max_grad):
+    """The solver tolerances or the SGD step, and the gradient evaluations the run needs
+    refused above ``max_grad`` before it starts: ``(rtol, atol, lr)``."""
     if method == "flow":
         _solver_class(solver)
         rtol, atol = _pos_float(rtol, "rtol"), _pos_float(atol, "atol")
@@ -259,30 +308,36 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
                 f"T = {float(T):.6g} needs at least about {est:.3g} gradient evaluations with "
                 f"{solver} (curvature along the gradient {q:.3g}, stability interval "
                 f"{_STAB[solver]}), above max_grad = {max_grad}; lower T or raise max_grad")
-    else:
-        if lr is None:
-            raise ValueError("lr (the SGD step, time per step) is required for method='sgd'")
-        lr = _pos_float(lr, "lr", " (SGD step)")
-        n_steps = float(ts[-1]) / lr
-        if n_steps > max_grad:
-            raise ValueError(f"T / lr = {n_steps:.3g} SGD steps, above max_grad = {max_grad}; "
-                             f"raise lr, lower T or raise max_grad")
-    mdl = model if inplace else model.copy()
-    from .kernel import _parts_from_cache, min_eigenvalue
+        return rtol, atol, lr
+    if lr is None:
+        raise ValueError("lr (the SGD step, time per step) is required for method='sgd'")
+    lr = _pos_float(lr, "lr", " (SGD step)")
+    n_steps = float(ts[-1]) / lr
+    if n_steps > max_grad:
+        raise ValueError(f"T / lr = {n_steps:.3g} SGD steps, above max_grad = {max_grad}; "
+                         f"raise lr, lower T or raise max_grad")
+    return rtol, atol, lr
 
+
+def _row_names(mdl, Xt, observe, prem):
+    """The rows of a training result: loss, squared gradient norm, then the observables."""
     names = ["loss", "grad_norm2"] + (["excess_risk"] if Xt is not None else [])
     if "lemma41" in observe:
         names.append("lemma41")
     if "kernel" in observe:
         names += [f"lambda_min_H_{k + 1}" for k in range(mdl.N)]
         names += [f"lambda_min_Hprime_{k + 1}" for k in range(mdl.N)]
-    prem = None
-    if "premises" in record_set:
-        from .recorder import PremiseRecorder
-        prem = PremiseRecorder(mdl, X)
+    if prem is not None:
         names += prem.names
+    return names
+
+
+def _recorder(mdl, X, Y, Xt, Ft, observe, names, prem, thetas):
+    """``record(theta)``: the row ``names`` at the parameters ``theta`` (the model is set
+    to them); ``"theta"`` in ``observe`` appends a copy to ``thetas``."""
+    from .kernel import _parts_from_cache, min_eigenvalue
+    n = X.shape[0]
     keep = "lemma41" in observe or prem is not None
-    thetas = []
 
     def record(th):
         mdl.set_theta(th)
@@ -310,61 +365,43 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
         if "theta" in observe:
             thetas.append(th.copy())
         return [row[k] for k in names]
+    return record
 
+
+def _sgd_steps(mdl, X, Y, th, ts, T, lr, batch_fraction, seed, blowup, diag, record, params):
+    """Mini-batch SGD of eq. (2) with step ``lr`` up to each output time, a row recorded at
+    each; a batch loss above ``blowup`` (or non-finite) ends it with status -1. Returns
+    ``(status, message, theta, times, rows)``; adds the SGD settings to ``params``."""
+    n = X.shape[0]
     rows, times = [], []
     status, message = 0, ""
-    th = mdl.theta()
-    diag = {"n_grad": 0}
-    theta0 = th.copy()
-    params = {"method": method, "T": float(T), "model": mdl.config(), "data": dparams,
-              "blowup": blowup}
-    if prem is not None:
-        params["premise_lambda"] = dict(prem.lam)
-    if method == "flow":
-        params.update(solver=solver, rtol=float(rtol), atol=float(atol), max_grad=max_grad)
-        status, message, th, times, rows = _flow(mdl, X, Y, th, ts, solver, rtol, atol,
-                                                 blowup, max_grad, diag, record)
-    else:
-        if lr > float(T):
-            raise ValueError(f"lr must be <= T (one SGD step advances time by lr), got "
-                             f"lr = {lr}, T = {float(T)}")
-        bf = _pos_float(batch_fraction, "batch_fraction")
-        if bf > 1:
-            raise ValueError(f"batch_fraction must be in (0, 1], got {bf}")
-        B = max(1, int(round(bf * n)))
-        ss = resolve_seed(seed)
-        rng = np.random.default_rng(ss)
-        steps = np.rint(ts / lr).astype(np.int64)
-        params.update(lr=lr, batch_fraction=bf, batch_size=B,
-                      sgd_seed=_seed_label(seed) if seed is not None else int(ss.entropy))
-        k = 0
-        for target in steps:
-            while k < target:
-                idx = np.arange(n) if B == n else rng.choice(n, size=B, replace=False)
-                loss, g = mdl.loss_and_grad(X[idx], Y[idx])
-                diag["n_grad"] += 1
-                if not math.isfinite(loss) or loss > blowup or not np.all(np.isfinite(g)):
-                    status, message = -1, (f"blow-up: batch loss {loss:.3g} (limit {blowup:.3g}) "
-                                           f"at step {k}, t = {k * lr:.6g}")
-                    break
-                th = th - lr * g
-                mdl.set_theta(th)
-                k += 1
-            if status:
+    if lr > float(T):
+        raise ValueError(f"lr must be <= T (one SGD step advances time by lr), got "
+                         f"lr = {lr}, T = {float(T)}")
+    bf = _pos_float(batch_fraction, "batch_fraction")
+    if bf > 1:
+        raise ValueError(f"batch_fraction must be in (0, 1], got {bf}")
+    B = max(1, int(round(bf * n)))
+    ss = resolve_seed(seed)
+    rng = np.random.default_rng(ss)
+    steps = np.rint(ts / lr).astype(np.int64)
+    params.update(lr=lr, batch_fraction=bf, batch_size=B,
+                  sgd_seed=_seed_label(seed) if seed is not None else int(ss.entropy))
+    k = 0
+    for target in steps:
+        while k < target:
+            idx = np.arange(n) if B == n else rng.choice(n, size=B, replace=False)
+            loss, g = mdl.loss_and_grad(X[idx], Y[idx])
+            diag["n_grad"] += 1
+            if not math.isfinite(loss) or loss > blowup or not np.all(np.isfinite(g)):
+                status, message = -1, (f"blow-up: batch loss {loss:.3g} (limit {blowup:.3g}) "
+                                       f"at step {k}, t = {k * lr:.6g}")
                 break
-            rows.append(record(th))
-            times.append(k * lr)
-        ts = np.asarray(times)
-    mdl.set_theta(th)
-    if status == 0:
-        message = "ok"
-    elif raise_on_failure:
-        raise IntegrationError(message)
-    y = np.asarray(rows, dtype=np.float64).T if rows else np.zeros((len(names), 0))
-    diag["matrices"] = {"model": mdl, "theta0": theta0}
-    if "theta" in observe:
-        diag["matrices"]["theta"] = np.asarray(thetas)
-    return Trajectory(t=np.asarray(times, dtype=np.float64), y=y.reshape(len(names), -1),
-                      names=names, kind=f"transformer_{method}", params=params,
-                      seed=params.get("sgd_seed", mdl.seed), status=status, message=message,
-                      diagnostics=diag)
+            th = th - lr * g
+            mdl.set_theta(th)
+            k += 1
+        if status:
+            break
+        rows.append(record(th))
+        times.append(k * lr)
+    return status, message, th, times, rows
