@@ -131,17 +131,34 @@ def premises(setup, seed=0, *, T, method="flow", kernel="definition", delta=0.05
         train_kw["seed"] = sgd_seed
     res = train(student, data, T=T, method=method, n_eval=n_eval, record="premises", **train_kw)
     lam = res.params["premise_lambda"][kernel]
-    N, L, d, m, n = s["N"], s["L"], s["d"], s["m"], s["n"]
-    om, eps = s["omega"], s["eps"]
+    L, d, m = s["L"], s["d"], s["m"]
     B = max(b_const * math.sqrt(math.log(L * m * d / delta)), 1.0)
     ob = {k: np.asarray(res.observable(k)) for k in res.names}
-    loss = ob["loss"]
     rows = []
 
     def add(premise, paper, measured, verdict):
         rows.append({"premise": premise, "paper": paper, "measured": measured,
                      "verdict": verdict})
 
+    _radius_rows(add, ob, s, lam, B, delta)
+    sweep = _lemma_c1_rows(add, ob, s, B, widths)
+    if lam > 0:
+        _rate_rows(add, ob, s, lam)
+    res.params["premise_verdicts"] = rows
+    params = {"setup": {k: v for k, v in s.items()}, "seed": seed, "T": float(T),
+              "method": method, "kernel": kernel, "lambda": lam, "B": B, "delta": delta,
+              "lambda_both": res.params["premise_lambda"]}
+    if sweep is not None:
+        params["part16_sweep"] = {"m": sweep.x.tolist(),
+                                  "gamma2_mean": sweep["gamma2_mean"].tolist(),
+                                  "fit": sweep.fits["gamma2_mean"]}
+    return PremiseReport(rows, res, json.loads(json.dumps(params, default=float)))
+
+
+def _radius_rows(add, ob, s, lam, B, delta):
+    """The drift radii of eqs. (8) and (6) against the measured drift (not applicable when
+    Assumption 5.1's lambda is not positive)."""
+    N, L, d, m, n, om = s["N"], s["L"], s["d"], s["m"], s["n"], s["omega"]
     wd, ud = float(ob["w_drift"].max()), float(ob["U_drift"].max())
     if lam > 0:
         R8 = 1.0 / (math.sqrt(m) * om * lam * N)
@@ -158,6 +175,12 @@ def premises(setup, seed=0, *, T, method="flow", kernel="definition", delta=0.05
     else:
         add("radius, eqs. (6), (8)", "R = 1/(sqrt(m) w l N)", f"lambda = {_g(lam)}",
             "not applicable (Assumption 5.1 fails: lambda <= 0)")
+
+
+def _lemma_c1_rows(add, ob, s, B, widths):
+    """Lemma C.1 parts 1-5, 8, 14, 15 along the run and part 16 over the width sweep
+    (returned, or ``None`` without widths)."""
+    N, L, d, m, n = s["N"], s["L"], s["d"], s["m"], s["n"]
     c3 = float(ob["w_norm_max"].max()) / (math.sqrt(d) * B)
     c4 = float(ob["U_norm_max"].max()) / (d * B)
     add("Lemma C.1 parts 1-4", "||w_r|| <= O(sqrt(d) B), ||U||_F <= O(d B)",
@@ -196,29 +219,25 @@ def premises(setup, seed=0, *, T, method="flow", kernel="definition", delta=0.05
         verdict = ("false: does not fall like 1/m" if f["exponent"] > -0.5
                    else "consistent with o(1/m)" if f["exponent"] < -1 else "falls slower than 1/m")
     add("Lemma C.1 part 16", "||gamma_p||^2 <= o(1/m)", meas, verdict)
-    rate = ob["rate"]
-    rmin = float(rate.min())
-    if lam > 0:
-        c7 = rmin / (om * lam * N * eps ** 2)
-        add("eq. (7) / Lemma D.1", "-E[dL/dt] >= C w l N eps^2 L",
-            f"min_t rate = {_g(rmin)}; implied C = {_g(c7)}",
-            "holds with C = 1" if c7 >= 1 else f"holds only with C <= {_g(c7)}")
-        c1 = om * lam / 2
-        ratio9 = rmin / (eps ** 2 * c1)
-        add("eq. (9)", "-E[dL/dt] >= eps^2 (w l/2)(1 - C2 n/sqrt m) L",
-            f"min_t rate / (eps^2 w l/2) = {_g(ratio9)}",
-            "holds for every C2 >= 0" if ratio9 >= 1 else
-            f"holds only for C2 >= {_g((1 - ratio9) * math.sqrt(m) / n)}")
-        a55, ae2 = rmin / (eps ** 2 * lam / om), rmin / (eps ** 2 * lam)
-        add("rate constant, 3 forms", "Thm 5.5 alpha = O(l/w); Thm E.2 Theta(l); eq. (7) C w l N",
-            f"implied constants {_g(a55)}, {_g(ae2)}, {_g(c7)}",
-            "the forms differ by factors 1/omega and omega N")
-    res.params["premise_verdicts"] = rows
-    params = {"setup": {k: v for k, v in s.items()}, "seed": seed, "T": float(T),
-              "method": method, "kernel": kernel, "lambda": lam, "B": B, "delta": delta,
-              "lambda_both": res.params["premise_lambda"]}
-    if sweep is not None:
-        params["part16_sweep"] = {"m": sweep.x.tolist(),
-                                  "gamma2_mean": sweep["gamma2_mean"].tolist(),
-                                  "fit": sweep.fits["gamma2_mean"]}
-    return PremiseReport(rows, res, json.loads(json.dumps(params, default=float)))
+    return sweep
+
+
+def _rate_rows(add, ob, s, lam):
+    """The rate of eq. (7) / Lemma D.1 and eq. (9), and the constants of its three forms
+    (``lam > 0``)."""
+    N, m, n, om, eps = s["N"], s["m"], s["n"], s["omega"], s["eps"]
+    rmin = float(ob["rate"].min())
+    c7 = rmin / (om * lam * N * eps ** 2)
+    add("eq. (7) / Lemma D.1", "-E[dL/dt] >= C w l N eps^2 L",
+        f"min_t rate = {_g(rmin)}; implied C = {_g(c7)}",
+        "holds with C = 1" if c7 >= 1 else f"holds only with C <= {_g(c7)}")
+    c1 = om * lam / 2
+    ratio9 = rmin / (eps ** 2 * c1)
+    add("eq. (9)", "-E[dL/dt] >= eps^2 (w l/2)(1 - C2 n/sqrt m) L",
+        f"min_t rate / (eps^2 w l/2) = {_g(ratio9)}",
+        "holds for every C2 >= 0" if ratio9 >= 1 else
+        f"holds only for C2 >= {_g((1 - ratio9) * math.sqrt(m) / n)}")
+    a55, ae2 = rmin / (eps ** 2 * lam / om), rmin / (eps ** 2 * lam)
+    add("rate constant, 3 forms", "Thm 5.5 alpha = O(l/w); Thm E.2 Theta(l); eq. (7) C w l N",
+        f"implied constants {_g(a55)}, {_g(ae2)}, {_g(c7)}",
+        "the forms differ by factors 1/omega and omega N")
