@@ -63,7 +63,6 @@ def scaling_sweep(setup, variable, values=None, *, T, seeds=2, n_eval=20, zeta=N
     seeds = _seed_list(seeds)
     if variable == "M" and zeta is None:
         raise ValueError("zeta (model-law exponent in (0, 1/3)) is required for variable='M'")
-    xi, Nl, L, d = s["xi"], s["N"], s["L"], s["d"]
     fits = {}
     status, msgs = 0, []
 
@@ -78,94 +77,116 @@ def scaling_sweep(setup, variable, values=None, *, T, seeds=2, n_eval=20, zeta=N
         return r, lam, data
 
     if variable in ("N", "M"):
-        vals = [int(v) for v in values]
-        er, ers, ls, lams = [], [], [], []
-        for v in vals:
-            st = dict(s, n=v) if variable == "N" else dict(s, m=v)
-            e, l_, la = [], [], []
-            for sd in seeds:
-                r, lam, _ = run(st, sd)
-                e.append(r.observable("excess_risk")[-1])
-                l_.append(r.observable("loss")[-1])
-                la.append(lam)
-            er.append(np.mean(e))
-            ers.append(np.std(e))
-            ls.append(np.mean(l_))
-            lams.append(np.mean(la))
-        er = np.asarray(er)
-        if variable == "N":
-            x = np.asarray(vals, dtype=np.float64)
-            c = _fit_const(er, xi * xi / x)
-            fits["c_stat_fitted"] = c
-            bounds = {"bound_data_law": sc.data_law(x, xi, c_stat=c),
-                      "bound_thm62_printed": sc.generalisation_bound(
-                          Nl * (s["m"] * d + d * d), x, xi, L, d)}
-        else:
-            x = np.asarray([Nl * (m * d + d * d) for m in vals], dtype=np.float64)
-            scale = _fit_const(er, xi * xi * x ** (-float(zeta)))
-            fits.update(zeta_stated=float(zeta), model_law_scale_fitted=scale)
-            bounds = {"bound_model_law": sc.model_law(x, xi, float(zeta), scale=scale)}
-        fits["excess_risk"] = fit_power_law(x, er)
-        fits["lambda_mean"] = float(np.mean(lams))
-        names = ["excess_risk", "excess_risk_std", "loss"] + list(bounds)
-        y = np.vstack([er, ers, ls] + [np.asarray(b, dtype=np.float64) for b in bounds.values()])
+        x, names, y = _size_sweep(run, s, variable, values, seeds, zeta, fits, sc)
         x_name = variable
     elif variable == "T":
-        E, Ls, lams = [], [], []
-        for sd in seeds:
-            r, lam, _ = run(s, sd)
-            E.append(r.observable("excess_risk"))
-            Ls.append(r.observable("loss"))
-            lams.append(lam)
-            x = r.t
-        k = min(len(e) for e in E)
-        E = np.asarray([e[:k] for e in E])
-        Ls = np.asarray([e[:k] for e in Ls])
-        x = x[:k]
-        er = E.mean(0)
-        alpha = float(np.mean(lams)) / s["omega"]
-        floor = float(er[-1])
-        b = sc.training_loss_bound(x, s["eps"], alpha=max(alpha, 1e-300), loss0=er[0]) + floor
-        fits.update(alpha_measured=alpha, floor_measured=floor,
-                    excess_risk=fit_power_law(x[1:], er[1:] - floor))
-        names = ["excess_risk", "excess_risk_std", "loss", "bound_thm55_plus_floor"]
-        y = np.vstack([er, E.std(0), Ls.mean(0), np.asarray(b)])
+        x, names, y = _time_sweep(run, s, seeds, fits, sc)
         x_name = "T"
     else:  # compute
-        vals = [int(v) for v in values]
-        pts, lams, er0 = [], [], []
-        for m in vals:
-            M = Nl * (m * d + d * d)
-            for sd in seeds:
-                r, lam, data = run(dict(s, m=m), sd)
-                B = data.n  # full-batch flow: |B| = n
-                for t, e in zip(r.t[1:], r.observable("excess_risk")[1:]):
-                    pts.append((M * t * B, e))
-                lams.append(lam)
-                er0.append(r.observable("excess_risk")[0])
-        pts = np.asarray(pts)
-        grid = np.geomspace(pts[:, 0].min(), pts[:, 0].max(), 12)
-        env = np.array([pts[pts[:, 0] <= g, 1].min() for g in grid])
-        alpha = float(np.mean(lams)) / s["omega"]
-        floor = float(env[-1])
-        n = s["n"]
-        c = floor * n / (xi * xi) if xi > 0 else float("nan")
-        fits.update(alpha_measured=alpha, c_stat_fitted=c, prefactor_stated=1.0,
-                    loss0_measured=float(np.mean(er0)), excess_risk=fit_power_law(grid, env))
-        names = ["excess_risk", "excess_risk_std", "loss"]
-        y = [env, np.zeros_like(env), np.full_like(env, np.nan)]
-        if xi > 0:
-            names.append("bound_two_stage")
-            y.append(np.asarray(sc.two_stage_bound(grid, n, xi, L, d, alpha=max(alpha, 1e-300),
-                                                   prefactor=1.0, loss0=float(np.mean(er0)),
-                                                   c_stat=c), dtype=np.float64))
-            fits["threshold_compute"] = float(sc.threshold_compute(n, xi, L, d))
-        y = np.vstack(y)
-        x = grid
+        x, names, y = _compute_sweep(run, s, values, seeds, fits, sc)
         x_name = "C"
     return Sweep(x_name, np.asarray(x, dtype=np.float64), names, y, kind=f"scaling_{variable}",
                  params=dict(s, T=float(T), method=method), seeds=seeds, fits=fits,
                  status=status, message="; ".join(msgs) or "ok")
+
+
+def _size_sweep(run, s, variable, values, seeds, zeta, fits, sc):
+    """Data sizes (``"N"``) or widths (``"M"``): the final excess risk per value against the
+    data law (``c_stat`` fitted) and Theorem 6.2's printed bound, or the model law (scale
+    fitted at ``zeta``). Returns ``(x, names, rows)``; fills ``fits``."""
+    xi, Nl, L, d = s["xi"], s["N"], s["L"], s["d"]
+    vals = [int(v) for v in values]
+    er, ers, ls, lams = [], [], [], []
+    for v in vals:
+        st = dict(s, n=v) if variable == "N" else dict(s, m=v)
+        e, l_, la = [], [], []
+        for sd in seeds:
+            r, lam, _ = run(st, sd)
+            e.append(r.observable("excess_risk")[-1])
+            l_.append(r.observable("loss")[-1])
+            la.append(lam)
+        er.append(np.mean(e))
+        ers.append(np.std(e))
+        ls.append(np.mean(l_))
+        lams.append(np.mean(la))
+    er = np.asarray(er)
+    if variable == "N":
+        x = np.asarray(vals, dtype=np.float64)
+        c = _fit_const(er, xi * xi / x)
+        fits["c_stat_fitted"] = c
+        bounds = {"bound_data_law": sc.data_law(x, xi, c_stat=c),
+                  "bound_thm62_printed": sc.generalisation_bound(
+                      Nl * (s["m"] * d + d * d), x, xi, L, d)}
+    else:
+        x = np.asarray([Nl * (m * d + d * d) for m in vals], dtype=np.float64)
+        scale = _fit_const(er, xi * xi * x ** (-float(zeta)))
+        fits.update(zeta_stated=float(zeta), model_law_scale_fitted=scale)
+        bounds = {"bound_model_law": sc.model_law(x, xi, float(zeta), scale=scale)}
+    fits["excess_risk"] = fit_power_law(x, er)
+    fits["lambda_mean"] = float(np.mean(lams))
+    names = ["excess_risk", "excess_risk_std", "loss"] + list(bounds)
+    y = np.vstack([er, ers, ls] + [np.asarray(b, dtype=np.float64) for b in bounds.values()])
+    return x, names, y
+
+
+def _time_sweep(run, s, seeds, fits, sc):
+    """The excess risk along the run's output times against Theorem 5.5's bound plus the
+    measured floor. Returns ``(x, names, rows)``; fills ``fits``."""
+    E, Ls, lams = [], [], []
+    for sd in seeds:
+        r, lam, _ = run(s, sd)
+        E.append(r.observable("excess_risk"))
+        Ls.append(r.observable("loss"))
+        lams.append(lam)
+        x = r.t
+    k = min(len(e) for e in E)
+    E = np.asarray([e[:k] for e in E])
+    Ls = np.asarray([e[:k] for e in Ls])
+    x = x[:k]
+    er = E.mean(0)
+    alpha = float(np.mean(lams)) / s["omega"]
+    floor = float(er[-1])
+    b = sc.training_loss_bound(x, s["eps"], alpha=max(alpha, 1e-300), loss0=er[0]) + floor
+    fits.update(alpha_measured=alpha, floor_measured=floor,
+                excess_risk=fit_power_law(x[1:], er[1:] - floor))
+    names = ["excess_risk", "excess_risk_std", "loss", "bound_thm55_plus_floor"]
+    y = np.vstack([er, E.std(0), Ls.mean(0), np.asarray(b)])
+    return x, names, y
+
+
+def _compute_sweep(run, s, values, seeds, fits, sc):
+    """Compute ``C = M t |B|``: the lower envelope of the excess risk over widths and times
+    against the two-stage bound. Returns ``(x, names, rows)``; fills ``fits``."""
+    xi, Nl, L, d = s["xi"], s["N"], s["L"], s["d"]
+    vals = [int(v) for v in values]
+    pts, lams, er0 = [], [], []
+    for m in vals:
+        M = Nl * (m * d + d * d)
+        for sd in seeds:
+            r, lam, data = run(dict(s, m=m), sd)
+            B = data.n  # full-batch flow: |B| = n
+            for t, e in zip(r.t[1:], r.observable("excess_risk")[1:]):
+                pts.append((M * t * B, e))
+            lams.append(lam)
+            er0.append(r.observable("excess_risk")[0])
+    pts = np.asarray(pts)
+    grid = np.geomspace(pts[:, 0].min(), pts[:, 0].max(), 12)
+    env = np.array([pts[pts[:, 0] <= g, 1].min() for g in grid])
+    alpha = float(np.mean(lams)) / s["omega"]
+    floor = float(env[-1])
+    n = s["n"]
+    c = floor * n / (xi * xi) if xi > 0 else float("nan")
+    fits.update(alpha_measured=alpha, c_stat_fitted=c, prefactor_stated=1.0,
+                loss0_measured=float(np.mean(er0)), excess_risk=fit_power_law(grid, env))
+    names = ["excess_risk", "excess_risk_std", "loss"]
+    y = [env, np.zeros_like(env), np.full_like(env, np.nan)]
+    if xi > 0:
+        names.append("bound_two_stage")
+        y.append(np.asarray(sc.two_stage_bound(grid, n, xi, L, d, alpha=max(alpha, 1e-300),
+                                               prefactor=1.0, loss0=float(np.mean(er0)),
+                                               c_stat=c), dtype=np.float64))
+        fits["threshold_compute"] = float(sc.threshold_compute(n, xi, L, d))
+    return grid, names, np.vstack(y)
 
 
 def plot_scaling(sweep, ax=None):
