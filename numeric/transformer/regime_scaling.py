@@ -175,8 +175,6 @@ def _envelope(runs, grid):
 def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
     """Train in the theorems' regime and judge the scaling-law claims
     (see the module docstring); a :class:`FigureRun` for ``attndyn reproduce``."""
-    from attndyn.numeric import scaling as sc
-
     if mode not in REGIME_SETTINGS:
         raise ValueError(f"mode must be one of {sorted(REGIME_SETTINGS)}, got {mode!r}")
     s = dict(REGIME_SETTINGS[mode])
@@ -189,8 +187,33 @@ def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
     t0 = time.process_time()
     per_seed = [regime_scaling(s, sd) for sd in range(seeds)]
     ns = list(s["ns"])
-    xi, L, d = s["xi"], s["L"], s["d"]
-    # seed means on each run's own grid (identical across seeds up to lr: interpolate in C)
+    runs = _seed_means(per_seed, ns)
+    Cmin = min(r["C"][1] for r in runs.values())
+    Cmax = max(r["C"][-1] for r in runs.values())
+    grid = np.geomspace(Cmin, Cmax, 60)
+    env, arg = _envelope(runs, grid)
+    finite = np.isfinite(env)
+    c_stat, bound_env = _bound_envelope(runs, grid, s)
+    claims = _stage_claims(runs, ns)
+    f, fb = _envelope_claim(claims, grid, env, arg, finite, bound_env, c_stat)
+    fd = _data_claims(claims, runs, ns, s)
+    curves = _regime_curves(runs, grid, env, bound_env, arg, c_stat)
+    run = FigureRun(name="scaling-empirical",
+                    title="paper 000 scaling law in the theorems' regime (eps = xi/N, M ~ N^3)",
+                    settings=dict(s, mode=mode, seeds=seeds), curves=curves, claims=claims,
+                    extra={"c_stat": c_stat, "envelope_fit": f, "bound_envelope_fit": fb,
+                           "data_fit": fd,
+                           "lambda_fit": fit_power_law(np.array(ns, float),
+                                                       [runs[n]["lambda_exact"] for n in ns]),
+                           "cpu_s": time.process_time() - t0},
+                    plotter=_plot)
+    run.wall_s = time.process_time() - t0
+    return run
+
+
+def _seed_means(per_seed, ns) -> dict:
+    """Seed means per ``n`` on seed 0's grid (the grids agree across seeds up to lr:
+    interpolated in C), with the measured lambdas and ``alpha = 4 lambda n^2 / M``."""
     runs = {}
     for n in ns:
         base = per_seed[0][n]
@@ -201,12 +224,14 @@ def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
         lamd = float(np.mean([r[n]["lambda_definition"] for r in per_seed]))
         runs[n] = dict(base, excess_risk=er, loss=ls, lambda_exact=lam, lambda_definition=lamd,
                        alpha=4 * lam * n * n / base["M"])
-    Cmin = min(r["C"][1] for r in runs.values())
-    Cmax = max(r["C"][-1] for r in runs.values())
-    grid = np.geomspace(Cmin, Cmax, 60)
-    env, arg = _envelope(runs, grid)
-    finite = np.isfinite(env)
-    # the bound with measured lambda, per n; stage II constant covering the final risks
+    return runs
+
+
+def _bound_envelope(runs, grid, s):
+    """The two-stage bound with measured lambda per ``n`` (stage II constant ``c_stat``
+    covering the final risks) and its envelope over ``n``: ``(c_stat, envelope)``."""
+    from attndyn.numeric import scaling as sc
+    xi, L, d = s["xi"], s["L"], s["d"]
     c_stat = max(float(r["excess_risk"][-1]) * n / xi ** 2 for n, r in runs.items())
     bounds = {}
     for n, r in runs.items():
@@ -214,7 +239,12 @@ def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
         bounds[n] = np.asarray(sc.two_stage_bound(grid, float(n), xi, L, d, alpha=a,
                                                   prefactor=1.0, loss0=float(r["loss"][0]),
                                                   c_stat=c_stat), dtype=float)
-    bound_env = np.min(np.vstack(list(bounds.values())), axis=0)
+    return c_stat, np.min(np.vstack(list(bounds.values())), axis=0)
+
+
+def _stage_claims(runs, ns) -> list:
+    """Claims 1-2: the exponential stage I at fixed N, and the loss bound with the measured
+    lambda and part 15's 4/n."""
     claims = []
     # 1. stage I: an exponential phase of the excess risk at fixed n
     # only a net decrease of the excess risk counts as its decay phase
@@ -245,7 +275,12 @@ def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
         + "; lambda_n (exact K_N): " + ", ".join(f"{runs[n]['lambda_exact']:.3g}" for n in ns)
         + "; Definition B.5 H_N: " + ", ".join(f"{runs[n]['lambda_definition']:.3g}" for n in ns),
         "holds while lambda_min(K_N(t)) >= lambda_min(K_N(0))"))
-    # 3. the C^-1/6 envelope
+    return claims
+
+
+def _envelope_claim(claims, grid, env, arg, finite, bound_env, c_stat):
+    """Claim 3: the envelope over N falls like ``C^-1/6``; returns the fits of the envelope
+    and of the bound's envelope."""
     upper = finite & (grid >= grid[finite][0] * (grid[finite][-1] / grid[finite][0]) ** 0.5)
     f = fit_power_law(grid[upper], env[upper])
     sl, se = f["exponent"], f["exponent_stderr"]
@@ -260,7 +295,13 @@ def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
         + ", ".join(str(int(a)) for a in sorted(set(arg[finite].tolist())))
         + ("" if seen else " -> not observed"),
         f"C = n M t; c_stat = {c_stat:.3g} (smallest covering the final risks)"))
-    # 4. the data law
+    return f, fb
+
+
+def _data_claims(claims, runs, ns, s):
+    """Claims 4-5: the data law of the final excess risk, and no rise of the excess risk
+    along training; returns the data-law fit."""
+    xi = s["xi"]
     ers = np.array([runs[n]["excess_risk"][-1] for n in ns])
     fd = fit_power_law(np.array(ns, float), ers)
     held = math.isfinite(fd["exponent"]) and fd["exponent"] < 0
@@ -278,6 +319,11 @@ def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
         "in C)", held,
         "max_t ER / ER(0): " + ", ".join(f"n={n}: {rises[n]:.3g}" for n in ns),
         f"label noise xi = {xi}; signal eps^2 = (xi/n)^2 per unit of G: SNR ~ 1/n^2"))
+    return fd
+
+
+def _regime_curves(runs, grid, env, bound_env, arg, c_stat) -> dict:
+    """One seed-mean curve per ``n`` and the envelope curve (x axis ``C`` stored as t)."""
     curves = {}
     for n, r in runs.items():
         curves[f"n{n}"] = Trajectory(
@@ -289,17 +335,7 @@ def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
                                     names=["excess_risk_envelope", "bound_envelope", "argmin_n"],
                                     kind="scaling_empirical_envelope", params={"c_stat": c_stat},
                                     message="x axis C = n M t stored as t")
-    run = FigureRun(name="scaling-empirical",
-                    title="paper 000 scaling law in the theorems' regime (eps = xi/N, M ~ N^3)",
-                    settings=dict(s, mode=mode, seeds=seeds), curves=curves, claims=claims,
-                    extra={"c_stat": c_stat, "envelope_fit": f, "bound_envelope_fit": fb,
-                           "data_fit": fd,
-                           "lambda_fit": fit_power_law(np.array(ns, float),
-                                                       [runs[n]["lambda_exact"] for n in ns]),
-                           "cpu_s": time.process_time() - t0},
-                    plotter=_plot)
-    run.wall_s = time.process_time() - t0
-    return run
+    return curves
 
 
 def _plot(run, fig=None):
