@@ -41,6 +41,12 @@ the slaved flow at two or more sizes, averaged over ``rotations`` rotations and
 extrapolated in ``1/d`` by Richardson with the stated error of
 :func:`..limitcore.extrapolate` (Student quantile times the propagated standard
 error plus the change without the smallest size).
+
+Spectral law of ``S_k(tau)`` (:func:`spectral_density`): for a continuous commuting law
+(:class:`BranchLaw`, :func:`branch_law`) zero-weight tracer nodes ride the per-node flow and
+the law of the parameter is pushed forward cell by cell (exact up to the tracer spacing);
+for an :class:`UntiedLaw` the quantiles of the equivalents' spectra at the largest size.
+:func:`limit_theory` is ``compare(..., theory="limit")``.
 """
 
 from __future__ import annotations
@@ -760,7 +766,7 @@ def _cells_cdf(lo, hi, mass, y, chunk: int = 256):
 
 def _commuting_spectrum(model, law, t_eval, letter, spectrum, tracers, rtol, atol, blowup):
     """Tracer nodes of zero weight through the per-node flow; the push-forward of the law of
-    ``x`` by ``x -> s_k(tau, x)`` cell by cell (module docstring of the spectral section)."""
+    ``x`` by ``x -> s_k(tau, x)`` cell by cell (see :func:`spectral_density`)."""
     a, b = law.interval
     xs = np.linspace(a, b, tracers)
     mass = law.cell_masses(xs)
