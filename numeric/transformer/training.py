@@ -239,13 +239,7 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     ts = _times(T, t_eval, n_eval)
     rtol, atol, lr = _check_work(model, X, Y, ts, T, method, solver, rtol, atol, lr, max_grad)
     mdl = model if inplace else model.copy()
-    prem = None
-    if "premises" in record_set:
-        from .recorder import PremiseRecorder
-        prem = PremiseRecorder(mdl, X)
-    names = _row_names(mdl, Xt, observe, prem)
-    thetas = []
-    record = _recorder(mdl, X, Y, Xt, Ft, observe, names, prem, thetas)
+    prem, names, thetas, record = _observers(mdl, X, Y, Xt, Ft, observe, record_set)
     status, message = 0, ""
     th = mdl.theta()
     diag = {"n_grad": 0}
@@ -317,6 +311,18 @@ def _check_work(model, X, Y, ts, T, method, solver, rtol, atol, lr, max_grad):
         raise ValueError(f"T / lr = {n_steps:.3g} SGD steps, above max_grad = {max_grad}; "
                          f"raise lr, lower T or raise max_grad")
     return rtol, atol, lr
+
+
+def _observers(mdl, X, Y, Xt, Ft, observe, record_set):
+    """The premise recorder (or ``None``), the row names, the kept parameter vectors and
+    the ``record(theta)`` function of a run."""
+    prem = None
+    if "premises" in record_set:
+        from .recorder import PremiseRecorder
+        prem = PremiseRecorder(mdl, X)
+    names = _row_names(mdl, Xt, observe, prem)
+    thetas = []
+    return prem, names, thetas, _recorder(mdl, X, Y, Xt, Ft, observe, names, prem, thetas)
 
 
 def _row_names(mdl, Xt, observe, prem):
