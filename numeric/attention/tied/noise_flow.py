@@ -13,7 +13,7 @@ import numpy as np
 
 from attndyn.numeric.attention.base import check_model, Hierarchy, HierarchyCorrection
 from attndyn.numeric.attention.corrections import quadratic_loss
-from attndyn.numeric.attention.tied.finite_width import finite_width_coefficients, finite_width_flow
+from attndyn.numeric.attention.tied.finite_width import finite_width_flow, finite_width_taylor
 from attndyn.numeric.attention.tied.hierarchy import NOT_CONVERGED
 from attndyn.numeric.attention.tied.noise import (_check_eta_batch, _obs_keys, noise_potential,
                                                   noise_terms, noise_text)
@@ -63,14 +63,14 @@ def _noise_flow_setup(model, matrices, t_eval, eta, batch, correction, refine):
         H, b = quadratic_loss(model)
     except ValueError as exc:
         if finite_d:
-            # degree 3-4: the finite-width potential's correction is added (first order in
+            # degree 3-6: the finite-width potential's correction is added (first order in
             # both, the cross term eps/d left out); beyond: no finite-width term is exact
             try:
-                finite_width_coefficients(model)
+                finite_width_taylor(model)
             except ValueError:
                 raise ValueError("correction='noise+finite-d' needs a loss that is a polynomial "
-                                 "of degree <= 4 in G (degree <= 2: the finite-d one-step terms; "
-                                 f"3-4: plus the finite-width potential): {exc}") from None
+                                 "of degree <= 6 in G (degree <= 2: the finite-d one-step terms; "
+                                 f"3-6: plus the finite-width potential): {exc}") from None
         const = False
         H = b = None
         lamf = noise_potential(model)  # Lambda_kk(q): closed form or Gaussian quadrature
