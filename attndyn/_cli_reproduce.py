@@ -46,7 +46,8 @@ def add_arguments(command_name, parser) -> None:
     parser.set_defaults(mode="quick")
     parser.add_argument("--seeds", type=int, default=None, metavar="N",
                         help="independent SGD runs per curve (1..64; default the figure's: 4 in "
-                             "--quick and --full, 2 in --mini; the claims are in seed units)")
+                             "--quick (8 for fig3) and --full, 2 in --mini; the claims are in "
+                             "seed units)")
     parser.add_argument("--d", type=int, default=None, metavar="D",
                         help="Figs. 1-4: another dimension, keeping the mode's eta d/B (the "
                              "batch and the Monte Carlo dimensions scale with D)")
