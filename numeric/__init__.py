@@ -47,7 +47,7 @@ EXPORTS = {
     "gaussian_pair": "attndyn.numeric.attention.untied.limit",
     "DiagonalLaw": "attndyn.numeric.attention.untied.limit",
     "spectral_density": "attndyn.numeric.attention.tied.spectral",
-    "SpectralDensity": "attndyn.numeric.attention.tied.spectral",
+    "SpectralDensity": "attndyn.numeric.attention.limitcore",
     "compare": "attndyn.numeric.attention.compare",
     "Comparison": "attndyn.numeric.attention.compare",
     "load_comparison": "attndyn.numeric.attention.compare",

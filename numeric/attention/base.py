@@ -509,6 +509,11 @@ class Theory(abc.ABC):
         """The ``d -> infinity`` trajectory from the initial law ``law`` (a capability)."""
         raise CapabilityError(f"{type(self.model).__name__} has no d -> infinity limit solver")
 
+    def spectral_density(self, law: Any, t_eval: ArrayLike, **options: Any) -> Any:
+        """The ``d -> infinity`` spectral law of ``S_k(t)`` from the initial law ``law``
+        (a :class:`~attndyn.numeric.attention.limitcore.SpectralDensity`; a capability)."""
+        raise CapabilityError(f"{type(self.model).__name__} has no d -> infinity spectral law")
+
     def assumptions(self, init: Any, quick: bool = False) -> list:
         """The assumptions of the theorem behind the theory at the initial weights
         ``init``: a list of :class:`~attndyn.numeric.attention.assumptions.Verdict` (empty

@@ -48,6 +48,21 @@ class SpectralDensity(Trajectory):
     (``(n_grid, n_t)``, atoms included), ``tracer_y``/``tracer_cdf`` (the CDF of the
     continuous part at sorted points, linear in between), ``atom`` (``(2, n_t)``: location
     and mass, mass 0 without one) and ``support`` (``(2, n_t)``).
+
+    For a law ``F_t``, ``rho_t = dF_t/dy`` on its continuous part; :func:`ks_distance` and
+    :func:`wasserstein_distance` compare it with the eigenvalues of a finite-``d`` matrix.
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> rho = attndyn.spectral_density(model, FreeInit([wishart(0.5), scalar(1)]), [0.0],
+    ...                                n_grid=10, tracers=101)
+    >>> isinstance(rho, attndyn.SpectralDensity), rho.grid.shape
+    (True, (10,))
+    >>> round(float(rho.cdf(1e9)[()]), 6)     # all the mass (atom included) below +infinity
+    1.0
     """
 
     @property

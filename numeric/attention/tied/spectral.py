@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from attndyn.numeric.core.results import Trajectory
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -43,16 +42,18 @@ if TYPE_CHECKING:
     from attndyn.numeric.core.types import ArrayLike, PathLike
     from attndyn.symbolic.initial import FreeInit
 from attndyn.numeric.core.validate import check_t_eval
+from attndyn.numeric.attention.limitcore import SpectralDensity as _SharedSpectralDensity
 from attndyn.numeric.attention.limitcore import (_check_int, _mp_cdf_theta, _mp_theta_weight,
-                                                 mp_edges)
+                                                 ks_distance, mp_edges)
 from attndyn.numeric.attention.tied.limit import (_check_law, _law_record, _node_values,
                                                   _random_letters, is_commuting,
                                                   per_node_values)
 
-__all__ = ["spectral_density", "SpectralDensity", "ks_distance", "per_node_values"]
+__all__ = ["spectral_density", "tied_spectral_density", "SpectralDensity", "ks_distance",
+           "per_node_values"]
 
 
-class SpectralDensity(Trajectory):
+class SpectralDensity(_SharedSpectralDensity):
     """The eigenvalue law of ``S_k(t)`` at the output times (``kind="spectral_density"``).
 
     ``y`` has shape ``(n_grid, n_t)``: the density of the continuous part at the points
@@ -79,50 +80,10 @@ class SpectralDensity(Trajectory):
     True
     """
 
-    @property
-    def grid(self) -> np.ndarray:
-        return np.asarray(self.diagnostics["grid"], dtype=float)
-
-    @property
-    def density(self) -> np.ndarray:
-        return np.asarray(self.y, dtype=float)
-
-    @property
-    def cdf_values(self) -> np.ndarray:
-        return np.asarray(self.diagnostics["cdf"], dtype=float)
-
-    def cdf(self, y: ArrayLike, t_index: int = -1) -> np.ndarray:
-        """``F_t(y)`` at any points ``y`` for the output time ``t[t_index]`` (exact at the
-        tracers, interpolated linearly between them; atoms included)."""
-        tr_y = np.asarray(self.diagnostics["tracer_y"], dtype=float)[:, t_index]
-        tr_F = np.asarray(self.diagnostics["tracer_cdf"], dtype=float)[:, t_index]
-        atom_x, atom_m = np.asarray(self.diagnostics["atom"], dtype=float)[:, t_index]
-        total_c = float(self.params.get("continuous_mass", 1.0 - atom_m))
-        y = np.asarray(y, dtype=float)
-        F = np.interp(y, tr_y, tr_F, left=0.0, right=total_c)
-        return F + np.where(y >= atom_x, atom_m, 0.0)
-
-    @classmethod
-    def load(cls, path: PathLike) -> "SpectralDensity":
-        from attndyn.numeric.core.results import load_result
-        r = load_result(path)
-        if r.kind != "spectral_density":
-            raise ValueError(f"{path} holds a {r.kind!r} result, not a spectral density")
-        return cls(**{f: getattr(r, f) for f in ("t", "y", "names", "words", "kind", "params",
-                                                 "seed", "status", "message", "diagnostics",
-                                                 "inv")})
-
     def plot(self, t_index: int = -1, ax: Axes | None = None, **kw: Any) -> Axes:
         """The density at ``t[t_index]`` (and the atom as a marker); returns the axes."""
-        import matplotlib.pyplot as plt
-        if ax is None:
-            _, ax = plt.subplots()
-        ax.plot(self.grid, self.density[:, t_index], label=f"t = {self.t[t_index]:.3g}", **kw)
-        x, m = np.asarray(self.diagnostics["atom"], dtype=float)[:, t_index]
-        if m > 0:
-            ax.annotate(f"atom {m:.2g}", (x, 0.0))
+        ax = super().plot(t_index, ax=ax, **kw)
         ax.set_xlabel("eigenvalue of $S_k(t)$")
-        ax.set_ylabel("density")
         return ax
 
 
@@ -136,18 +97,6 @@ def _invert(spline, th_sorted, y_sorted, targets, iters: int = 8):
         step = np.where(d1 != 0, (spline(th) - targets) / np.where(d1 != 0, d1, 1.0), 0.0)
         th = np.clip(th - step, lo, hi)
     return th
-
-
-def ks_distance(res: SpectralDensity, eigenvalues: ArrayLike, t_index: int = -1) -> float:
-    """Kolmogorov-Smirnov distance ``sup_y |F_emp(y) - F_t(y)|`` between the eigenvalues of
-    a finite-``d`` matrix and the limit law ``res`` at ``t[t_index]``."""
-    ev = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
-    if ev.size == 0 or not np.all(np.isfinite(ev)):
-        raise ValueError("eigenvalues must be a non-empty array of finite numbers")
-    F = res.cdf(ev, t_index)
-    n = ev.size
-    i = np.arange(1, n + 1)
-    return float(max(np.max(np.abs(i / n - F)), np.max(np.abs((i - 1) / n - F))))
 
 
 def _tracer_values(model, law, wl, letter, t_eval, tracers, lm, lp, rtol, atol, panels,
@@ -254,11 +203,38 @@ def _report_grid(grid, y_lo, y_hi, n_grid):
     return grid
 
 
-def spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLike, *,
-                     letter: int | None = None, grid: Sequence[float] | np.ndarray | None = None,
-                     n_grid: int = 400, tracers: int = 2001, rtol: float = 1e-12,
-                     atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
-                     blowup: float = 1e100) -> SpectralDensity:
+def spectral_density(model: AttentionModel, law: Any, t_eval: ArrayLike,
+                     **options: Any) -> SpectralDensity:
+    """The ``d -> infinity`` spectral law of ``S_k(t)`` from the initial law ``law``, through
+    the model's theory (``model.theory.spectral_density``): tied models run
+    :func:`tied_spectral_density` (below: the eigenvalue law, exact for a commuting law),
+    untied ones :func:`attndyn.numeric.attention.untied.limit.spectral_density` (the
+    eigenvalues of the symmetric part of ``S_k = U_k V_k^T``, or its singular values; exact
+    for commuting laws, deterministic equivalents otherwise). ``options`` are those of the
+    function that runs. Direct S has no limit solver (:class:`CapabilityError`).
+
+    Examples
+    --------
+    >>> import attndyn
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    >>> from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    >>> rho = attndyn.spectral_density(model, FreeInit([wishart(0.5), scalar(1)]), [0.0, 0.2],
+    ...                                n_grid=20, tracers=101)
+    >>> rho.status, rho.density.shape
+    (0, (20, 2))
+    """
+    from attndyn.numeric.attention.base import AttentionModel as _Model
+    if not isinstance(model, _Model):
+        raise TypeError(f"model must be an attndyn model, got {type(model).__name__}")
+    return model.theory.spectral_density(law, t_eval, **options)
+
+
+def tied_spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLike, *,
+                          letter: int | None = None,
+                          grid: Sequence[float] | np.ndarray | None = None,
+                          n_grid: int = 400, tracers: int = 2001, rtol: float = 1e-12,
+                          atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
+                          blowup: float = 1e100) -> SpectralDensity:
     """The ``d -> infinity`` eigenvalue law of ``S_letter(t)`` for a commuting initial law.
 
     Parameters

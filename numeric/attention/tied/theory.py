@@ -136,6 +136,12 @@ class TiedTheory(Theory):
         """The hierarchy (eq. 11) truncated at ``order`` (eq. 13), cached per order."""
         return self.model.hierarchy(order, max_terms=max_terms)
 
+    def spectral_density(self, law, t_eval, **options):
+        """The eigenvalue law of ``S_k(t)`` (exact for a commuting law):
+        :func:`~attndyn.numeric.attention.tied.spectral.tied_spectral_density`."""
+        from attndyn.numeric.attention.tied.spectral import tied_spectral_density
+        return tied_spectral_density(self.model, law, t_eval, **options)
+
     def limit_flow(self, law, t_eval, *args, **options):
         """The ``d -> infinity`` limit of the tied hierarchy from a law (issue 9), the
         potential on its trajectory route (:meth:`tracked`, box around the law's ``q``)."""

@@ -147,6 +147,12 @@ class UntiedTheory(Theory):
         from attndyn.numeric.attention.untied.limit import limit_flow  # scipy: lazily
         return limit_flow(self.model, law, t_eval, *args, **options)
 
+    def spectral_density(self, law, t_eval, **options):
+        """The spectral law of ``S_k(tau) = U_k V_k^T`` (symmetric part or singular values):
+        :func:`~attndyn.numeric.attention.untied.limit.spectral_density`."""
+        from attndyn.numeric.attention.untied.limit import spectral_density
+        return spectral_density(self.model, law, t_eval, **options)
+
     def assumptions(self, init, quick: bool = False) -> list:
         """Theorem 3's Assumptions 4.1, 4.2, 4.4, 5 and 6 at ``init`` (untied pairs)."""
         return untied_diagnostics(self.model, init, quick)

@@ -188,3 +188,25 @@ def test_free_law_d_scan():
             vals.append(wasserstein_distance(r, np.linalg.eigvalsh((H + H.T) / 2), -1))
         w[d] = np.mean(vals)
     assert w[400] < w[100] / 1.5
+
+
+def test_the_public_spectral_density_dispatches_on_the_model():
+    """``attndyn.spectral_density`` runs the model's own law: the untied one here (same
+    numbers as the untied function), the tied one for a tied model, and refuses direct S."""
+    import attndyn
+    from attndyn.numeric.attention.base import CapabilityError
+    model = UntiedModel(2, [0], mse_teacher_student("h1"))
+    pub = attndyn.spectral_density(model, _sign_law(), [0.0, 0.2], tracers=101, n_grid=50)
+    own = spectral_density(model, _sign_law(), [0.0, 0.2], tracers=101, n_grid=50)
+    np.testing.assert_array_equal(pub.density, own.density)
+    assert isinstance(pub, attndyn.SpectralDensity)
+    tied = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+    from attndyn.symbolic.initial import FreeInit, scalar, wishart
+    r = attndyn.spectral_density(tied, FreeInit([wishart(0.5), scalar(1)]), [0.0, 0.1],
+                                 n_grid=10, tracers=101)
+    assert r.params["method"] == "commuting" and r.status == 0
+    with pytest.raises(CapabilityError, match="spectral law"):
+        attndyn.spectral_density(attndyn.SModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2),
+                                 None, [0.0])
+    with pytest.raises(TypeError, match="model must be"):
+        attndyn.spectral_density("tied", None, [0.0])
