@@ -265,3 +265,42 @@ def distribution_stats(A, B):
     z = (mb - ma)[noisy] / se[noisy]
     both = (sa > 0) & (sb > 0) & noisy
     return float(np.abs(z).max()), float(np.median(sb[both] / sa[both]))
+
+
+# ---------------------------------------------------------------------------
+# the two backend checks the untied and direct-S scenarios share
+
+_SGD_CACHE: dict = {}
+
+
+def cached_sgd_seeds(sc, backend, seed):
+    """:func:`sgd_seeds` of scenario ``sc`` once per ``(kind, name, backend, seed)`` in a
+    test session (the theory tests and the backend tests read the same runs)."""
+    key = (sc.kind, sc.name, backend, seed)
+    if key not in _SGD_CACHE:
+        _SGD_CACHE[key] = sgd_seeds(sc, backend, seed)
+    return _SGD_CACHE[key]
+
+
+def check_backends_equal_in_distribution(sc):
+    """numba (seed 1) and the array API on NumPy (seed 2): the same rows, times and step
+    counts; max |z| of the seed means <= 3.5 and the median spread ratio within 0.6-1.6."""
+    a, A = cached_sgd_seeds(sc, "numba", 1)
+    b, B = cached_sgd_seeds(sc, "array-api", 2)
+    assert a[0].names == b[0].names and np.array_equal(a[0].t, b[0].t)
+    assert np.array_equal(a[0].diagnostics["steps"], b[0].diagnostics["steps"])
+    zmax, ratio = distribution_stats(A, B)
+    assert zmax <= 3.5, (sc.name, zmax)
+    assert 0.6 <= ratio <= 1.6, (sc.name, ratio)
+
+
+def check_seed_reruns_identically(sc, backend):
+    """A seed's rerun from its stored seed record is identical on ``backend``, and two
+    seeds differ."""
+    from attndyn.numeric import sgd
+    runs, _ = cached_sgd_seeds(sc, backend, 1 if backend == "numba" else 2)
+    again = sgd(sc.model(), sc.init(), eta=sc.eta, batch=sc.batch, t_eval=sc.times(),
+                rng=runs[3].seed, progress=False, backend=backend)
+    assert np.array_equal(again.y, runs[3].y)
+    assert not np.array_equal(runs[2].y, runs[3].y)
+

@@ -24,18 +24,18 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from golden import UNTIED_SCENARIOS, distribution_stats, sgd_seeds, theory_z
+from golden import (UNTIED_SCENARIOS, cached_sgd_seeds, check_backends_equal_in_distribution,
+                    check_seed_reruns_identically, theory_z)
 
-from attndyn.numeric import sgd, untied_flow
+from attndyn.numeric import untied_flow
 
 NAMES = [s.name for s in UNTIED_SCENARIOS]
 BY_NAME = {s.name: s for s in UNTIED_SCENARIOS}
 OBS = ("tA_1", "tB_1", "q1_11", "q2_11", "q1_12", "q2_12")
 
 
-@lru_cache(maxsize=None)
 def _sgd(name, backend, seed):
-    return sgd_seeds(BY_NAME[name], backend, seed)
+    return cached_sgd_seeds(BY_NAME[name], backend, seed)
 
 
 @lru_cache(maxsize=None)
@@ -113,20 +113,9 @@ def test_the_seed_check_has_power():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_backends_equal_in_distribution(name):
-    a, A = _sgd(name, "numba", 1)
-    b, B = _sgd(name, "array-api", 2)
-    assert a[0].names == b[0].names and np.array_equal(a[0].t, b[0].t)
-    assert np.array_equal(a[0].diagnostics["steps"], b[0].diagnostics["steps"])
-    zmax, ratio = distribution_stats(A, B)
-    assert zmax <= 3.5, (name, zmax)
-    assert 0.6 <= ratio <= 1.6, (name, ratio)
+    check_backends_equal_in_distribution(BY_NAME[name])
 
 
 @pytest.mark.parametrize("backend", ["numba", "array-api"])
 def test_a_seed_reruns_identically(backend):
-    sc = BY_NAME[NAMES[-1]]
-    runs, _ = _sgd(sc.name, backend, 1 if backend == "numba" else 2)
-    again = sgd(sc.model(), sc.init(), eta=sc.eta, batch=sc.batch, t_eval=sc.times(),
-                rng=runs[3].seed, progress=False, backend=backend)
-    assert np.array_equal(again.y, runs[3].y)
-    assert not np.array_equal(runs[2].y, runs[3].y)
+    check_seed_reruns_identically(BY_NAME[NAMES[-1]], backend)
