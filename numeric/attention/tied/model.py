@@ -86,7 +86,8 @@ class TiedModel(AttentionModel):
         self.params = dict(params or {})
         if potential is not None:  # a NumericRoute built; quadrature -> certified surrogate route
             from attndyn.numeric.attention.potentials import as_potential
-            potential = as_potential(potential, self.K, self.L)
+            potential = as_potential(potential, self.K, self.L, self._C,
+                                     params=list(self.params))
         self._numeric_potential = potential
         self._potential = None
         self._entry = None  # the potential's cache entry (potcache), for exact routes

@@ -62,3 +62,17 @@ def test_wrong_potentials_are_refused_naming_the_builder():
         UntiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2, params={"b": 1.0},
                     potential=sym.untied_potential(lambda G: a * (G[0, 0, 0] - G[0, 0, 1]) ** 2,
                                                    2, params=[a]))
+
+
+def test_a_tied_model_checks_the_token_covariance_of_its_potential():
+    """``TiedModel(potential=...)`` runs the same K, L and C checks as the untied model."""
+    import attndyn
+    route = sym.tied_potential(lambda G: (G[0, 1, 0] - G[0, 1, 1]) ** 2, 2, 2,
+                               C=[[1, 0.5], [0.5, 1]], route="numeric")
+    with pytest.raises(ValueError, match="token covariance"):
+        attndyn.TiedModel(2, [0], lambda G: (G[0, 1, 0] - G[0, 1, 1]) ** 2, L=2,
+                          C=[[1, 0.25], [0.25, 1]], potential=route)
+    with pytest.raises(ValueError, match="K = 3, the model has K = 2"):
+        attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2,
+                          potential=sym.tied_potential(lambda G: (G[0, 0, 0] - G[0, 0, 2]) ** 2,
+                                                       3, route="numeric"))
