@@ -101,7 +101,7 @@ def test_noise_rows_in_derive_integrate_and_compare(tmp_path, capsys):
     (["integrate", "--correction", "noise", "--eta", "0.01"], "--batch"),
     (["integrate", "--eta", "0.01"], "--correction noise"),
     (["derive", "--noise", "--latex"], "--latex"),
-    (["derive", "--finite-d", "--loss", "tanh(G1)"], "degree <= 4"),
+    (["derive", "--finite-d", "--loss", "tanh(G1)"], "degree <= 6"),
 ])
 def test_bad_options_one_line_error(argv, msg):
     out = subprocess.run([sys.executable, "-m", "attndyn", *argv], capture_output=True, text=True,
