@@ -893,83 +893,99 @@ def spectral_density(model, law, t_eval, *, letter: int | None = None,
                                       else "singular value of S")})
     diag: dict[str, Any] = {}
     if isinstance(law, BranchLaw):
-        tracers = _check_int(tracers, "tracers", 11, 20001)
-        rtol = 1e-12 if rtol is None else _check_pos_float(rtol, "rtol")
-        atol = 1e-14 if atol is None else _check_pos_float(atol, "atol")
-        ts, out, status, msg = _commuting_spectrum(model, law, t_eval, letter, spectrum,
-                                                   tracers, rtol, atol, blowup)
-        params.update({"method": "commuting", "tracers": tracers, "rtol": rtol, "atol": atol})
-        if out is None:
-            return _spectral_result(ts, None, None, grid, n_grid, status,
-                                    f"spectral density failed: {msg}", params, diag)
-        vals, mass, ntr = out
-        nb = len(law.branches)
-        lo, hi = [], []
-        for j in range(ts.size):
-            sv = vals[j].reshape(nb, ntr)
-            lo.append(np.minimum(sv[:, :-1], sv[:, 1:]).ravel())
-            hi.append(np.maximum(sv[:, :-1], sv[:, 1:]).ravel())
-        cells = (np.array(lo), np.array(hi), np.concatenate(
-            [mass[i * (ntr - 1):(i + 1) * (ntr - 1)] for i in range(nb)]))
-        message = (f"success: exact commuting-case spectral law of S_{letter + 1}(tau) "
-                   f"({spectrum}; {tracers} tracers per branch, {nb} branch(es))") \
-            if status == 0 else f"spectral density stopped: {msg}"
-        return _spectral_result(ts, cells, None, grid, n_grid, status, message, params, diag)
+        return _branch_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, tracers,
+                                rtol, atol, blowup, params, diag)
     if isinstance(law, UntiedLaw):
-        rotations = _check_int(rotations, "rotations", 1)
-        levels = _check_int(levels, "levels", 10, 100_000)
-        if extrapolation not in ("largest", "richardson"):
-            raise ValueError("extrapolation must be 'largest' or 'richardson', got "
-                             f"{extrapolation!r}")
-        rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
-        atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
-        try:
-            sizes = sorted(int(z) for z in ((200, 400) if sizes is None else sizes))
-        except (TypeError, ValueError):
-            raise TypeError("sizes must be a sequence of ints >= 2") from None
-        if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
-            raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
-        if levels > sizes[0]:
-            raise ValueError(f"levels must be at most the smallest size {sizes[0]}, got {levels}")
-        out, msg, notes = _equivalents_spectrum(model, law, t_eval, letter, spectrum, sizes,
-                                                rotations, seed, levels, rtol, atol, max_dim)
-        params.update({"method": "equivalents", "sizes": sizes, "rotations": rotations,
-                       "levels": levels, "extrapolation": extrapolation, "rtol": rtol,
-                       "atol": atol,
-                       "law": [vars(bk) for bk in law.blocks]})
-        diag["warnings"] = sorted(notes)
-        if out is None:
-            return _spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
-                                    f"spectral density failed: {msg}", params, diag)
-        p, means, ses = out
-        if extrapolation == "richardson":
-            Q, err, _, _, _ = extrapolate(means, ses, sizes, rotations)
-        else:  # the largest size; its O(1/d) error is the change from the next size
-            Q = means[-1]
-            dof = len(sizes) * (rotations - 1)
-            from scipy.stats import t as student_t  # scipy: lazily
-            fac = float(student_t.ppf(0.975, dof)) if dof >= 1 else 0.0
-            err = np.abs(means[-1] - means[-2]) * sizes[-2] / (sizes[-1] - sizes[-2]) \
-                + fac * ses[-1]
-        Qm = np.maximum.accumulate(Q, axis=0)          # quantiles are non-decreasing
-        diag.update({"levels": p, "quantiles": Qm, "quantile_error": err,
-                     "quantiles_per_size": means})
-        how = (f"Richardson over sizes {sizes}" if extrapolation == "richardson" else
-               f"the size {sizes[-1]} (error from the change since {sizes[-2]})")
-        message = (f"success: d -> infinity spectral law of S_{letter + 1}(tau) ({spectrum}) "
-                   f"from {how} ({rotations} rotation(s) each), "
-                   f"largest quantile error {float(err[1:-1].max()):.2g}"
-                   + ("; the slaved flows warned: " + "; ".join(sorted(notes)) if notes else ""))
-        res = _spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
-                               _seed_rec(seed))
-        # the stated quantile error in CDF units: err(Q) times the density at Q, worst level
-        res.diagnostics["cdf_error"] = np.array([
-            float(np.max(err[1:-1, j] * np.interp(Qm[1:-1, j], res.grid, res.density[:, j])))
-            for j in range(t_eval.size)])
-        return res
+        return _free_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, sizes,
+                              rotations, levels, seed, extrapolation, rtol, atol, max_dim,
+                              params, diag)
     raise TypeError("spectral_density takes a BranchLaw (branch_law: a continuous commuting "
                     "law) or an UntiedLaw; a DiagonalLaw of finitely many nodes has a discrete "
                     "spectrum")
+
+
+def _branch_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, tracers, rtol, atol,
+                     blowup, params, diag) -> SpectralDensity:
+    """spectral_density for a BranchLaw: the exact commuting-case law from tracers."""
+    tracers = _check_int(tracers, "tracers", 11, 20001)
+    rtol = 1e-12 if rtol is None else _check_pos_float(rtol, "rtol")
+    atol = 1e-14 if atol is None else _check_pos_float(atol, "atol")
+    ts, out, status, msg = _commuting_spectrum(model, law, t_eval, letter, spectrum,
+                                               tracers, rtol, atol, blowup)
+    params.update({"method": "commuting", "tracers": tracers, "rtol": rtol, "atol": atol})
+    if out is None:
+        return _spectral_result(ts, None, None, grid, n_grid, status,
+                                f"spectral density failed: {msg}", params, diag)
+    vals, mass, ntr = out
+    nb = len(law.branches)
+    lo, hi = [], []
+    for j in range(ts.size):
+        sv = vals[j].reshape(nb, ntr)
+        lo.append(np.minimum(sv[:, :-1], sv[:, 1:]).ravel())
+        hi.append(np.maximum(sv[:, :-1], sv[:, 1:]).ravel())
+    cells = (np.array(lo), np.array(hi), np.concatenate(
+        [mass[i * (ntr - 1):(i + 1) * (ntr - 1)] for i in range(nb)]))
+    message = (f"success: exact commuting-case spectral law of S_{letter + 1}(tau) "
+               f"({spectrum}; {tracers} tracers per branch, {nb} branch(es))") \
+        if status == 0 else f"spectral density stopped: {msg}"
+    return _spectral_result(ts, cells, None, grid, n_grid, status, message, params, diag)
+
+
+def _free_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, sizes, rotations,
+                   levels, seed, extrapolation, rtol, atol, max_dim, params,
+                   diag) -> SpectralDensity:
+    """spectral_density for an UntiedLaw: quantiles of the equivalents over sizes."""
+    rotations = _check_int(rotations, "rotations", 1)
+    levels = _check_int(levels, "levels", 10, 100_000)
+    if extrapolation not in ("largest", "richardson"):
+        raise ValueError("extrapolation must be 'largest' or 'richardson', got "
+                         f"{extrapolation!r}")
+    rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
+    atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
+    try:
+        sizes = sorted(int(z) for z in ((200, 400) if sizes is None else sizes))
+    except (TypeError, ValueError):
+        raise TypeError("sizes must be a sequence of ints >= 2") from None
+    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
+        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
+    if levels > sizes[0]:
+        raise ValueError(f"levels must be at most the smallest size {sizes[0]}, got {levels}")
+    out, msg, notes = _equivalents_spectrum(model, law, t_eval, letter, spectrum, sizes,
+                                            rotations, seed, levels, rtol, atol, max_dim)
+    params.update({"method": "equivalents", "sizes": sizes, "rotations": rotations,
+                   "levels": levels, "extrapolation": extrapolation, "rtol": rtol,
+                   "atol": atol,
+                   "law": [vars(bk) for bk in law.blocks]})
+    diag["warnings"] = sorted(notes)
+    if out is None:
+        return _spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
+                                f"spectral density failed: {msg}", params, diag)
+    p, means, ses = out
+    if extrapolation == "richardson":
+        Q, err, _, _, _ = extrapolate(means, ses, sizes, rotations)
+    else:  # the largest size; its O(1/d) error is the change from the next size
+        Q = means[-1]
+        dof = len(sizes) * (rotations - 1)
+        from scipy.stats import t as student_t  # scipy: lazily
+        fac = float(student_t.ppf(0.975, dof)) if dof >= 1 else 0.0
+        err = np.abs(means[-1] - means[-2]) * sizes[-2] / (sizes[-1] - sizes[-2]) \
+            + fac * ses[-1]
+    Qm = np.maximum.accumulate(Q, axis=0)          # quantiles are non-decreasing
+    diag.update({"levels": p, "quantiles": Qm, "quantile_error": err,
+                 "quantiles_per_size": means})
+    how = (f"Richardson over sizes {sizes}" if extrapolation == "richardson" else
+           f"the size {sizes[-1]} (error from the change since {sizes[-2]})")
+    message = (f"success: d -> infinity spectral law of S_{letter + 1}(tau) ({spectrum}) "
+               f"from {how} ({rotations} rotation(s) each), "
+               f"largest quantile error {float(err[1:-1].max()):.2g}"
+               + ("; the slaved flows warned: " + "; ".join(sorted(notes)) if notes else ""))
+    res = _spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
+                           _seed_rec(seed))
+    # the stated quantile error in CDF units: err(Q) times the density at Q, worst level
+    res.diagnostics["cdf_error"] = np.array([
+        float(np.max(err[1:-1, j] * np.interp(Qm[1:-1, j], res.grid, res.density[:, j])))
+        for j in range(t_eval.size)])
+    return res
 
 
 def _spectral_result(ts, cells, quant, grid, n_grid, status, message, params, diag,
