@@ -173,9 +173,6 @@ def untied_finite_width_flow(model, pairs, t_eval, mode: str = "slaved", *, fini
     (default) on the slow time ``tau = eta n / d``. ``finite=False`` keeps the Gaussian
     patterns only (the paper's flow, for checks). Rows: the words of length <= 2, ``m_k``,
     ``tA_k``, ``tB_k``, ``q1_kl``, ``q2_kl`` (the SGD names) and ``loss = Phi_d``."""
-    from scipy.integrate import solve_ivp
-
-    from attndyn.numeric.attention.odesolve import budgeted
     if mode not in ("full", "slaved"):
         raise ValueError(f"mode must be 'full' or 'slaved', got {mode!r}")
     model = _check_untied(model)
@@ -190,28 +187,50 @@ def untied_finite_width_flow(model, pairs, t_eval, mode: str = "slaved", *, fini
         raise ValueError(f"untied_finite_width_flow at d = {d} needs more than 8 GiB")
     shape = pairs[0][0].shape
     size = int(np.prod(shape))
-
-    def unpack(y):
-        cur = list(pairs)
-        for j, k in enumerate(tr):
-            off = 2 * j * size
-            cur[k] = (y[off:off + size].reshape(shape), y[off + size:off + 2 * size].reshape(shape))
-        return cur
-
     warm = {"m": None, "fail": False}
     if mode == "slaved":
-        cm = critical_mean(model, pairs, warn=False)
-        if not cm.success:
-            raise ValueError(f"untied_finite_width_flow: no critical mean ({cm.message})")
-        A0, _, _ = _state(pairs)
-        m_star, ok = _root(c0, cm.m, _kappas(A0, nmax, finite), tr)
-        if not ok:
-            raise ValueError("untied_finite_width_flow: Newton on E_d[l] = 0 failed from the "
-                             "Gaussian critical mean")
-        warm["m"] = m_star
+        warm["m"] = _slaved_start(model, pairs, c0, nmax, finite, tr)
+    rhs = _flow_rhs(pairs, tr, shape, size, c0, nmax, finite, mode, gam, d, warm)
+    y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
+    if t_eval[-1] > 0:
+        ts, Ys, status, message = _solve_flow(rhs, y0, t_eval, mode, rtol, atol, method,
+                                              blowup, warm)
+    else:
+        ts, Ys, status, message = t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
+    res = _result(model, c0, nmax, finite, ts,
+                  [_unpack(pairs, tr, shape, size, Ys[:, j]) for j in range(ts.size)],
+                  mode, warm["m"], status, message)
+    if raise_on_failure and status != 0:
+        raise IntegrationError(message)
+    return res
 
+
+def _unpack(pairs, tr, shape, size, y):
+    """The factor pairs with the trainable ones read from the flat state ``y``."""
+    cur = list(pairs)
+    for j, k in enumerate(tr):
+        off = 2 * j * size
+        cur[k] = (y[off:off + size].reshape(shape), y[off + size:off + 2 * size].reshape(shape))
+    return cur
+
+
+def _slaved_start(model, pairs, c0, nmax, finite, tr):
+    """The finite-d root ``m*_d`` at the start, by Newton from the Gaussian critical mean."""
+    cm = critical_mean(model, pairs, warn=False)
+    if not cm.success:
+        raise ValueError(f"untied_finite_width_flow: no critical mean ({cm.message})")
+    A0, _, _ = _state(pairs)
+    m_star, ok = _root(c0, cm.m, _kappas(A0, nmax, finite), tr)
+    if not ok:
+        raise ValueError("untied_finite_width_flow: Newton on E_d[l] = 0 failed from the "
+                         "Gaussian critical mean")
+    return m_star
+
+
+def _flow_rhs(pairs, tr, shape, size, c0, nmax, finite, mode, gam, d, warm):
+    """The vector field of the flat state; in the slaved mode it tracks ``m*_d`` in ``warm``."""
     def rhs(t, y):
-        cur = unpack(y)
+        cur = _unpack(pairs, tr, shape, size, y)
         A, m, _ = _state(cur)
         kap = _kappas(A, nmax, finite)
         if mode == "slaved":
@@ -237,32 +256,32 @@ def untied_finite_width_flow(model, pairs, t_eval, mode: str = "slaved", *, fini
                 dU, dV = -beta * V - PV - gam * U, -beta * U - PU - gam * V
             out.append(np.concatenate([dU.ravel(), dV.ravel()]))
         return np.concatenate(out)
+    return rhs
+
+
+def _solve_flow(rhs, y0, t_eval, mode, rtol, atol, method, blowup, warm):
+    """Integrate to ``t_eval[-1] > 0``; the finite outputs, the status and the message."""
+    from scipy.integrate import solve_ivp
+
+    from attndyn.numeric.attention.odesolve import budgeted
 
     def blow(t, y):
         return blowup - np.abs(y).max()
     blow.terminal = True
-    y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
-    if t_eval[-1] > 0:
-        with np.errstate(all="ignore"):
-            sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method=method,
-                            t_eval=t_eval, rtol=rtol, atol=atol, events=blow)
-        ts, Ys = sol.t, sol.y
-        status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
-        ok_cols = np.all(np.isfinite(Ys), axis=0)
-        if not ok_cols.all():
-            ts, Ys = ts[:int(np.argmin(ok_cols))], Ys[:, :int(np.argmin(ok_cols))]
-            status = status or -3
-        message = ("success: untied finite-width flow reached the last output time"
-                   if status == 0 else f"untied finite-width flow ({mode}) stopped at "
-                   f"{ts[-1] if ts.size else 0.0:.4g}: "
-                   + ("the root m*_d was lost (Newton failed)" if warm["fail"] else sol.message))
-    else:
-        ts, Ys, status, message = t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
-    res = _result(model, c0, nmax, finite, ts, [unpack(Ys[:, j]) for j in range(ts.size)],
-                  mode, warm["m"], status, message)
-    if raise_on_failure and status != 0:
-        raise IntegrationError(message)
-    return res
+    with np.errstate(all="ignore"):
+        sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method=method,
+                        t_eval=t_eval, rtol=rtol, atol=atol, events=blow)
+    ts, Ys = sol.t, sol.y
+    status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
+    ok_cols = np.all(np.isfinite(Ys), axis=0)
+    if not ok_cols.all():
+        ts, Ys = ts[:int(np.argmin(ok_cols))], Ys[:, :int(np.argmin(ok_cols))]
+        status = status or -3
+    message = ("success: untied finite-width flow reached the last output time"
+               if status == 0 else f"untied finite-width flow ({mode}) stopped at "
+               f"{ts[-1] if ts.size else 0.0:.4g}: "
+               + ("the root m*_d was lost (Newton failed)" if warm["fail"] else sol.message))
+    return ts, Ys, status, message
 
 
 def _result(model, c0, nmax, finite, ts, states, mode, m_warm, status, message):
