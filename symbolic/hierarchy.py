@@ -406,37 +406,17 @@ _CHUNK_TERMS = 1 << 20  # generated terms per merge block: bounds the build temp
 
 
 def _build(K: int, tr: tuple, M: int) -> TiedStructure:
+    """The structure arrays of the tied hierarchy (eq. 13), built in bounded chunks of rows."""
     alphabet = Alphabet(K)
     is_tr = np.zeros(K, dtype=bool)
     is_tr[list(tr)] = True
     n_ent = K * K + 1
-    codes: list = [np.zeros(0, dtype=np.int64)] * (M + 2)
-    offsets = np.zeros(M + 2, dtype=np.int64)
-    for n, c in canonical_code_blocks(M, alphabet, max_words=max(
-            estimate_tied_size(K, len(tr), M)[0], 1)):
-        codes[n] = c
-    for n in range(1, M + 1):
-        offsets[n + 1] = offsets[n] + codes[n].size
+    codes, offsets = _word_codes(K, tr, M, alphabet)
     n_mom = int(offsets[M + 1])
     counts = np.zeros(n_mom, dtype=np.int64)
     src_parts: list = []
     slot_parts: list = []
-    # slot table: (|coef|, ent) -> slot id, assigned in order of first appearance
-    lut = np.full(4 * n_ent, -1, dtype=np.int64)
-    slot_pairs: list = []
-
-    def slots_of(absc, ent):
-        nonlocal lut
-        pair = absc * n_ent + ent
-        top = int(pair.max()) if pair.size else 0
-        if top >= lut.size:  # grow (at least double) the lookup table
-            lut = np.concatenate([lut, np.full(max(top + 1, lut.size), -1, np.int64)])
-        new = np.unique(pair[lut[pair] < 0])
-        for p in new.tolist():
-            lut[p] = len(slot_pairs)
-            slot_pairs.append(p)
-        return lut[pair]
-
+    slots = _SlotTable(n_ent)
     Kp = [np.int64(K) ** j for j in range(M + 2)]
     for n in range(1, M + 1):
         C = codes[n]
@@ -455,61 +435,122 @@ def _build(K: int, tr: tuple, M: int) -> TiedStructure:
             ntr = np.zeros(r, dtype=np.int64)
             for d in digits:
                 ntr += is_tr[d]
-            keys = []
-            if n < M:
-                for p in range(n):
-                    rows = np.flatnonzero(is_tr[digits[p]])
-                    if rows.size == 0:
-                        continue
-                    cp = c[rows]
-                    k = digits[p][rows]
-                    wa, wb = Kp[n - 1 - p], Kp[n - p]
-                    hi_a, lo_a = cp // wa, cp % wa   # (k l): l goes after position p
-                    hi_b, lo_b = cp // wb, cp % wb   # (l k): l goes before position p
-                    base = rows * n_ent + k * K
-                    for l in range(K):
-                        for new in ((hi_a * K + l) * wa + lo_a, (hi_b * K + l) * wb + lo_b):
-                            pos = np.searchsorted(codes[n + 1], canonical_codes(new, n + 1, alphabet))
-                            keys.append((base + l) * N1 + pos)
-            if keys:
-                uk, cnt = np.unique(np.concatenate(keys), return_counts=True)
-                del keys
-                g_src = uk % N1
-                rest = uk // N1
-                del uk
-                g_ent = rest % n_ent
-                g_tgt = rest // n_ent
-                del rest
-                g_slot = slots_of(cnt, g_ent)
-                g_src += offsets[n + 1]
-            else:
-                g_src = g_ent = g_tgt = g_slot = np.zeros(0, dtype=np.int64)
-            has = ntr > 0
-            row_len = np.bincount(g_tgt, minlength=r) + has
-            start = np.zeros(r + 1, dtype=np.int64)
-            np.cumsum(row_len, out=start[1:])
-            total = int(start[-1])
-            src_c = np.empty(total, dtype=np.uint32)
-            slot_c = np.empty(total, dtype=np.uint16)
-            # gamma terms keep their sorted order; each row's decay term goes last
-            shift = np.concatenate([[0], np.cumsum(has)])[:-1] if r else np.zeros(0, np.int64)
-            gpos = np.arange(g_src.size, dtype=np.int64) + shift[g_tgt]
-            src_c[gpos] = g_src
-            slot_c[gpos] = g_slot
-            drow = np.flatnonzero(has)
-            dpos = start[drow + 1] - 1
-            src_c[dpos] = offsets[n] + a + drow
-            slot_c[dpos] = slots_of(ntr[drow], np.full(drow.size, K * K, dtype=np.int64))
+            keys = (_gamma_keys(c, digits, n, K, is_tr, Kp, codes[n + 1], alphabet, n_ent, N1)
+                    if n < M else [])
+            g_src, g_tgt, g_slot = _gamma_terms(keys, N1, n_ent, slots, offsets[n + 1])
+            del keys
+            src_c, slot_c, row_len = _chunk_rows(r, ntr, g_src, g_tgt, g_slot,
+                                                 offsets[n] + a, slots, K)
             counts[offsets[n] + a:offsets[n] + a + r] = row_len
             src_parts.append(src_c)
             slot_parts.append(slot_c)
+    return _assemble(K, tr, M, codes, offsets, counts, src_parts, slot_parts, slots.pairs)
+
+
+def _word_codes(K: int, tr: tuple, M: int, alphabet) -> tuple:
+    """The canonical word codes per length ``1..M`` and the moment offsets of each length."""
+    codes: list = [np.zeros(0, dtype=np.int64)] * (M + 2)
+    offsets = np.zeros(M + 2, dtype=np.int64)
+    for n, c in canonical_code_blocks(M, alphabet, max_words=max(
+            estimate_tied_size(K, len(tr), M)[0], 1)):
+        codes[n] = c
+    for n in range(1, M + 1):
+        offsets[n + 1] = offsets[n] + codes[n].size
+    return codes, offsets
+
+
+class _SlotTable:
+    """The slot table: ``(|coef|, ent) -> slot id``, assigned in order of first appearance."""
+
+    def __init__(self, n_ent: int):
+        self.n_ent = n_ent
+        self.lut = np.full(4 * n_ent, -1, dtype=np.int64)
+        self.pairs: list = []
+
+    def __call__(self, absc, ent):
+        """The slot ids of the pairs ``(absc, ent)``, new pairs getting the next ids."""
+        pair = absc * self.n_ent + ent
+        top = int(pair.max()) if pair.size else 0
+        if top >= self.lut.size:  # grow (at least double) the lookup table
+            self.lut = np.concatenate([self.lut, np.full(max(top + 1, self.lut.size), -1,
+                                                         np.int64)])
+        lut = self.lut
+        new = np.unique(pair[lut[pair] < 0])
+        for p in new.tolist():
+            lut[p] = len(self.pairs)
+            self.pairs.append(p)
+        return lut[pair]
+
+
+def _gamma_keys(c, digits, n, K, is_tr, Kp, next_codes, alphabet, n_ent, N1) -> list:
+    """The Gamma terms of a chunk of words as packed keys ``(row, entry, source)``."""
+    keys = []
+    for p in range(n):
+        rows = np.flatnonzero(is_tr[digits[p]])
+        if rows.size == 0:
+            continue
+        cp = c[rows]
+        k = digits[p][rows]
+        wa, wb = Kp[n - 1 - p], Kp[n - p]
+        hi_a, lo_a = cp // wa, cp % wa   # (k l): l goes after position p
+        hi_b, lo_b = cp // wb, cp % wb   # (l k): l goes before position p
+        base = rows * n_ent + k * K
+        for l in range(K):
+            for new in ((hi_a * K + l) * wa + lo_a, (hi_b * K + l) * wb + lo_b):
+                pos = np.searchsorted(next_codes, canonical_codes(new, n + 1, alphabet))
+                keys.append((base + l) * N1 + pos)
+    return keys
+
+
+def _gamma_terms(keys, N1, n_ent, slots, src_offset) -> tuple:
+    """The distinct Gamma terms of the keys (sorted): source moments, target rows, slots."""
+    if not keys:
+        g = np.zeros(0, dtype=np.int64)
+        return g, g, g
+    uk, cnt = np.unique(np.concatenate(keys), return_counts=True)
+    keys.clear()  # the caller's list: free the raw keys before the split below
+    g_src = uk % N1
+    rest = uk // N1
+    del uk
+    g_ent = rest % n_ent
+    g_tgt = rest // n_ent
+    del rest
+    g_slot = slots(cnt, g_ent)
+    g_src += src_offset
+    return g_src, g_tgt, g_slot
+
+
+def _chunk_rows(r, ntr, g_src, g_tgt, g_slot, row0, slots, K) -> tuple:
+    """One chunk's rows: the Gamma terms in sorted order, each row's decay term last."""
+    has = ntr > 0
+    row_len = np.bincount(g_tgt, minlength=r) + has
+    start = np.zeros(r + 1, dtype=np.int64)
+    np.cumsum(row_len, out=start[1:])
+    total = int(start[-1])
+    src_c = np.empty(total, dtype=np.uint32)
+    slot_c = np.empty(total, dtype=np.uint16)
+    shift = np.concatenate([[0], np.cumsum(has)])[:-1] if r else np.zeros(0, np.int64)
+    gpos = np.arange(g_src.size, dtype=np.int64) + shift[g_tgt]
+    src_c[gpos] = g_src
+    slot_c[gpos] = g_slot
+    drow = np.flatnonzero(has)
+    dpos = start[drow + 1] - 1
+    src_c[dpos] = row0 + drow
+    slot_c[dpos] = slots(ntr[drow], np.full(drow.size, K * K, dtype=np.int64))
+    return src_c, slot_c, row_len
+
+
+def _assemble(K, tr, M, codes, offsets, counts, src_parts, slot_parts, slot_pairs):
+    """The TiedStructure from the chunks' rows (the lists are emptied as they are joined)."""
+    n_ent = K * K + 1
+    n_mom = int(offsets[M + 1])
     n_slots = len(slot_pairs)
     sdt = np.uint8 if n_slots <= 256 else np.uint16
     slot = (np.concatenate([s.astype(sdt, copy=False) for s in slot_parts]) if slot_parts
             else np.zeros(0, dtype=sdt))
-    del slot_parts
+    slot_parts.clear()
     src = np.concatenate(src_parts) if src_parts else np.zeros(0, dtype=np.uint32)
-    del src_parts
+    src_parts.clear()
     indptr = np.zeros(n_mom + 1, dtype=np.uint64)
     np.cumsum(counts, out=indptr[1:])
     pairs = np.asarray(slot_pairs, dtype=np.int64)
