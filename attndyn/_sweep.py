@@ -837,38 +837,13 @@ def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict =
     >>> res.results, res.success
     ([1, 4, 9], True)
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) or max_points < 1:
-        raise ValueError(f"max_points must be an int >= 1, got {max_points!r}")
-    if not (executor is None or executor == "serial" or callable(getattr(executor, "submit", None))):
-        raise TypeError("executor must be None, 'serial' or an object with submit() "
-                        f"(concurrent.futures executor, dask Client); got {type(executor).__name__}")
+    _check_call(fn, max_points, executor)
     axes, points = _check_grid(grid, bool(zipped), int(max_points))
-    root = _root_seed(rng, seed)
-    root_rec = _seed_record(root)
+    root_rec, children, seed_recs, takes_seed = _point_seeds(fn, axes, rng, seed, len(points))
     n = len(points)
-    children = [_child(root, i) for i in range(n)]
-    seed_recs = [_seed_record(c) for c in children]
-    takes_seed = _takes_seed(fn)
-    if takes_seed and takes_seed in axes:
-        raise ValueError(f"grid has an axis named {takes_seed!r} and fn takes a {takes_seed} "
-                         "keyword: rename the axis (each point gets its own child seed)")
     fid = _fn_id(fn)
     cores = os.cpu_count() or 1
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
-
-    forks = _forks(executor)
-    if forks and _omp_started():
-        raise ValueError(
-            "executor starts its workers with fork, but this process already runs numba's "
-            "GNU OpenMP threads, and a forked worker that runs a parallel kernel aborts; pass "
-            "a ProcessPoolExecutor(mp_context=multiprocessing.get_context('spawn')) (or "
-            "'forkserver'), or executor=None for the default spawn pool (with the tbb package "
-            "installed, numba picks its fork-safe TBB layer instead)")
+    forks = _check_pool(workers, threads, executor)
 
     status: list[Any] = [None] * n
     messages = [""] * n
@@ -876,27 +851,9 @@ def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict =
     tbs = [""] * n
     isolate = set()     # points that killed a process before: run only in a worker process
     if cache_dir is not None:
-        from attndyn.numeric.core.safeio import clean_stale_temporaries
         cache_dir = os.fspath(cache_dir)
-        os.makedirs(cache_dir, exist_ok=True)
-        _write_manifest(cache_dir, fid, axes, bool(zipped), root_rec)
-        clean_stale_temporaries(cache_dir, older_than=_STALE_TMP_S)
-        for i in range(n):
-            try:
-                meta = _load_point(cache_dir, i, points[i], seed_recs[i])
-            except _StalePoint as exc:
-                warnings.warn(f"sweep: cache_dir {cache_dir}: point {i}: {exc}; recomputing it",
-                              RuntimeWarning, stacklevel=2)
-                meta = None
-            if meta is not None and meta["status"] == POINT_CRASHED:
-                isolate.add(i)      # run again, in a worker
-            elif meta is not None:
-                results[i], status[i], messages[i] = meta["result"], meta["status"], meta["message"]
-            if os.path.lexists(_marker(cache_dir, i)):
-                if status[i] is None:
-                    isolate.add(i)  # this process died running it in the caller
-                with _suppress_oserror():
-                    os.unlink(_marker(cache_dir, i))
+        isolate = _resume(cache_dir, fid, axes, bool(zipped), root_rec, points, seed_recs,
+                          results, status, messages)
     pending = [i for i in range(n) if status[i] is None]
 
     from tqdm.auto import tqdm
@@ -913,19 +870,8 @@ def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict =
         bar.update(1)
 
     def in_process(i):
-        # a marker on disk while the point runs here: if it kills this process, a resume
-        # knows and runs it in a worker instead
         marker = _marker(cache_dir, i) if cache_dir is not None else None
-        if marker is not None:
-            open(marker, "w").close()
-        try:
-            with _quiet_points(progress is False):
-                out = _run_point(fn, points[i], children[i], takes_seed)
-        finally:
-            if marker is not None:
-                with _suppress_oserror():
-                    os.unlink(marker)
-        finish(i, out)
+        finish(i, _run_here(fn, points[i], children[i], takes_seed, marker, progress is False))
 
     def isolated(i):
         finish(i, _run_isolated(fn, points[i], children[i], takes_seed, nt))
@@ -946,43 +892,8 @@ def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict =
             # with numba's OpenMP threads started here they would abort, so no warm-up)
             in_process(pending.pop(0))
         if pending:
-            own = executor is None
-            if own:
-                executor = pools.new(min(nw, len(pending)))
-            while pending:
-                futs = {executor.submit(_run_point, fn, points[i], children[i], takes_seed): i
-                        for i in pending}
-                broken = []
-                for fut in _as_completed(list(futs)):
-                    i = futs[fut]
-                    try:
-                        out = fut.result()
-                    except _broken_pool_errors():
-                        broken.append(i)
-                        continue
-                    except Exception as exc:  # noqa: BLE001 - dask's KilledWorker, lost futures
-                        out = (POINT_CRASHED, f"crashed: the worker running this point was lost "
-                                              f"({type(exc).__name__}: {exc})", None, "")
-                    finish(i, out)
-                if not broken:
-                    break
-                # a worker process died: the points it may have been running are the first
-                # workers + 1 unfinished ones in submission order (the pool's call queue);
-                # each runs alone in its own process, the rest on a fresh pool
-                order = {i: k for k, i in enumerate(pending)}
-                broken.sort(key=order.__getitem__)
-                width = getattr(executor, "_max_workers", nw)
-                pools.close(executor, kill=True)
-                for i in broken[:width + 1]:
-                    isolated(i)
-                pending = [i for i in broken if status[i] is None]
-                if pending:
-                    if not own:
-                        warnings.warn("sweep: the executor's process pool broke (a worker "
-                                      "died); the remaining points run on a local spawn pool",
-                                      RuntimeWarning, stacklevel=2)
-                        own = True
-                    executor = pools.new(min(width, len(pending)))
+            _fan_out(executor, pending, fn, points, children, takes_seed, nw, pools, finish,
+                     isolated, status)
     except BaseException as exc:
         failing = exc
         raise
@@ -990,14 +901,146 @@ def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict =
         bar.close()
         pools.close_all(kill=failing is not None)   # Ctrl-C, SIGTERM: stop, do not wait
         _restore_sigterm(old_term, isinstance(failing, _Terminated))
+    return _sweep_result(axes, bool(zipped), points, results, status, messages, seed_recs,
+                         fid, root_rec, tbs)
+
+
+def _point_seeds(fn, axes, rng, seed, n) -> tuple:
+    """The root seed's record, the points' child seeds and records, and fn's seed keyword."""
+    root = _root_seed(rng, seed)
+    root_rec = _seed_record(root)
+    children = [_child(root, i) for i in range(n)]
+    seed_recs = [_seed_record(c) for c in children]
+    takes_seed = _takes_seed(fn)
+    if takes_seed and takes_seed in axes:
+        raise ValueError(f"grid has an axis named {takes_seed!r} and fn takes a {takes_seed} "
+                         "keyword: rename the axis (each point gets its own child seed)")
+    return root_rec, children, seed_recs, takes_seed
+
+
+def _run_here(fn, point, child, takes_seed, marker, quiet) -> tuple:
+    """Run one point in this process, with ``marker`` on disk while it runs."""
+    # the marker: if the point kills this process, a resume knows and runs it in a worker
+    if marker is not None:
+        open(marker, "w").close()
+    try:
+        with _quiet_points(quiet):
+            return _run_point(fn, point, child, takes_seed)
+    finally:
+        if marker is not None:
+            with _suppress_oserror():
+                os.unlink(marker)
+
+
+def _check_call(fn, max_points, executor) -> None:
+    """The first checks of :func:`sweep`: ``fn``, ``max_points`` and ``executor``."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) or max_points < 1:
+        raise ValueError(f"max_points must be an int >= 1, got {max_points!r}")
+    if not (executor is None or executor == "serial" or callable(getattr(executor, "submit", None))):
+        raise TypeError("executor must be None, 'serial' or an object with submit() "
+                        f"(concurrent.futures executor, dask Client); got {type(executor).__name__}")
+
+
+def _check_pool(workers, threads, executor) -> bool:
+    """The checks of ``workers`` and ``threads`` and of a fork executor; whether it forks."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+
+    forks = _forks(executor)
+    if forks and _omp_started():
+        raise ValueError(
+            "executor starts its workers with fork, but this process already runs numba's "
+            "GNU OpenMP threads, and a forked worker that runs a parallel kernel aborts; pass "
+            "a ProcessPoolExecutor(mp_context=multiprocessing.get_context('spawn')) (or "
+            "'forkserver'), or executor=None for the default spawn pool (with the tbb package "
+            "installed, numba picks its fork-safe TBB layer instead)")
+    return forks
+
+
+def _resume(cache_dir, fid, axes, zipped, root_rec, points, seed_recs, results, status,
+            messages) -> set:
+    """Check ``cache_dir``'s manifest and fill in its stored points; the points to isolate."""
+    from attndyn.numeric.core.safeio import clean_stale_temporaries
+    os.makedirs(cache_dir, exist_ok=True)
+    _write_manifest(cache_dir, fid, axes, zipped, root_rec)
+    clean_stale_temporaries(cache_dir, older_than=_STALE_TMP_S)
+    isolate = set()
+    for i in range(len(points)):
+        try:
+            meta = _load_point(cache_dir, i, points[i], seed_recs[i])
+        except _StalePoint as exc:
+            warnings.warn(f"sweep: cache_dir {cache_dir}: point {i}: {exc}; recomputing it",
+                          RuntimeWarning, stacklevel=3)
+            meta = None
+        if meta is not None and meta["status"] == POINT_CRASHED:
+            isolate.add(i)      # run again, in a worker
+        elif meta is not None:
+            results[i], status[i], messages[i] = meta["result"], meta["status"], meta["message"]
+        if os.path.lexists(_marker(cache_dir, i)):
+            if status[i] is None:
+                isolate.add(i)  # this process died running it in the caller
+            with _suppress_oserror():
+                os.unlink(_marker(cache_dir, i))
+    return isolate
+
+
+def _fan_out(executor, pending, fn, points, children, takes_seed, nw, pools, finish, isolated,
+             status) -> None:
+    """Run the pending points on ``executor`` (a local pool when None), surviving dead workers."""
+    own = executor is None
+    if own:
+        executor = pools.new(min(nw, len(pending)))
+    while pending:
+        futs = {executor.submit(_run_point, fn, points[i], children[i], takes_seed): i
+                for i in pending}
+        broken = []
+        for fut in _as_completed(list(futs)):
+            i = futs[fut]
+            try:
+                out = fut.result()
+            except _broken_pool_errors():
+                broken.append(i)
+                continue
+            except Exception as exc:  # noqa: BLE001 - dask's KilledWorker, lost futures
+                out = (POINT_CRASHED, f"crashed: the worker running this point was lost "
+                                      f"({type(exc).__name__}: {exc})", None, "")
+            finish(i, out)
+        if not broken:
+            break
+        # a worker process died: the points it may have been running are the first
+        # workers + 1 unfinished ones in submission order (the pool's call queue);
+        # each runs alone in its own process, the rest on a fresh pool
+        order = {i: k for k, i in enumerate(pending)}
+        broken.sort(key=order.__getitem__)
+        width = getattr(executor, "_max_workers", nw)
+        pools.close(executor, kill=True)
+        for i in broken[:width + 1]:
+            isolated(i)
+        pending = [i for i in broken if status[i] is None]
+        if pending:
+            if not own:
+                warnings.warn("sweep: the executor's process pool broke (a worker "
+                              "died); the remaining points run on a local spawn pool",
+                              RuntimeWarning, stacklevel=3)
+                own = True
+            executor = pools.new(min(width, len(pending)))
+
+
+def _sweep_result(axes, zipped, points, results, status, messages, seed_recs, fid, root_rec,
+                  tbs) -> SweepResult:
+    """The :class:`SweepResult`, with one warning when points failed."""
+    n = len(points)
     failed = sum(1 for s in status if s in (POINT_FAILED, POINT_CRASHED))
     if failed:
         crashed = sum(1 for s in status if s == POINT_CRASHED)
         extra = f", {crashed} of them by killing their worker process" if crashed else ""
         warnings.warn(f"sweep: {failed} of {n} points failed{extra} (see .messages)",
-                      RuntimeWarning, stacklevel=2)
-    return SweepResult(grid=axes, zipped=bool(zipped), points=points, results=results,
+                      RuntimeWarning, stacklevel=3)
+    return SweepResult(grid=axes, zipped=zipped, points=points, results=results,
                        status=[int(s) for s in status], messages=messages, seeds=seed_recs,
                        params={"function": fid, "seed": root_rec, "n_points": n},
                        tracebacks=tbs)
-
