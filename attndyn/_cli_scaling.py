@@ -116,12 +116,9 @@ def _json_value(v: float):
 
 
 def run(command_name, args) -> int:
+    """The ``scaling`` command: LaTeX, the list of quantities, or a table of them."""
     if args.latex:
-        from attndyn.symbolic.scaling import bounds, latex_all
-
-        src = bounds()
-        for name, tex in latex_all().items():
-            print(f"% {name} ({src[name][1]})\n{tex}")
+        _print_latex()
         return 0
 
     import numpy as np
@@ -129,37 +126,11 @@ def run(command_name, args) -> int:
     from attndyn.numeric.scaling import QUANTITIES, evaluate_grid
 
     if args.list:
-        for name, (_, ins, consts, desc) in QUANTITIES.items():
-            need = ", ".join(ins) + (f"; constants {', '.join(consts)}" if consts else "")
-            print(f"{name:20s} {desc}\n{'':20s}   needs {need}")
+        _print_list(QUANTITIES)
         return 0
 
-    values = {}
-    for name in list(INPUTS) + list(CONSTANTS):
-        spec = getattr(args, name)
-        if spec is None:
-            continue
-        vals = parse_spec(name.replace("_", "-"), spec)
-        values[name] = vals[0] if len(vals) == 1 else np.array(vals)
-
-    names = [q.replace("-", "_") for q in args.quantities]
-    for q in names:
-        if q not in QUANTITIES:
-            raise ValueError(f"unknown quantity '{q}'; choose from {', '.join(QUANTITIES)}")
-    if not names:
-        names = [q for q, (_, ins, consts, _) in QUANTITIES.items()
-                 if all(k in values for k in ins + consts)]
-        if not names:
-            raise ValueError("nothing to evaluate: give inputs, e.g. --C 1e6:1e30:5 --xi 1 "
-                             "--L 128 --d 64 (see --list)")
-    else:
-        for q in names:
-            _, ins, consts, _ = QUANTITIES[q]
-            missing = [k for k in ins + consts if k not in values]
-            if missing:
-                opts = ", ".join("--" + k.replace("_", "-") for k in missing)
-                raise ValueError(f"quantity '{q}' needs {opts}")
-
+    values = _input_values(args)
+    names = _quantity_names(args, QUANTITIES, values)
     used = set()
     for q in names:
         _, ins, consts, _ = QUANTITIES[q]
@@ -192,6 +163,64 @@ def run(command_name, args) -> int:
                    message=f"{len(rows)} rows of {', '.join(names)}")
         return 0
 
+    _print_table(fixed, unused, cols, rows)
+    return 0
+
+
+def _print_latex() -> None:
+    """Print the LaTeX of every scaling quantity, with its source."""
+    from attndyn.symbolic.scaling import bounds, latex_all
+
+    src = bounds()
+    for name, tex in latex_all().items():
+        print(f"% {name} ({src[name][1]})\n{tex}")
+
+
+def _print_list(QUANTITIES) -> None:
+    """Print the quantities with what each needs."""
+    for name, (_, ins, consts, desc) in QUANTITIES.items():
+        need = ", ".join(ins) + (f"; constants {', '.join(consts)}" if consts else "")
+        print(f"{name:20s} {desc}\n{'':20s}   needs {need}")
+
+
+def _input_values(args) -> dict:
+    """The inputs and constants given on the command line: a number or an array each."""
+    import numpy as np
+
+    values = {}
+    for name in list(INPUTS) + list(CONSTANTS):
+        spec = getattr(args, name)
+        if spec is None:
+            continue
+        vals = parse_spec(name.replace("_", "-"), spec)
+        values[name] = vals[0] if len(vals) == 1 else np.array(vals)
+    return values
+
+
+def _quantity_names(args, QUANTITIES, values) -> list:
+    """The quantities asked for (checked), or all those the given inputs determine."""
+    names = [q.replace("-", "_") for q in args.quantities]
+    for q in names:
+        if q not in QUANTITIES:
+            raise ValueError(f"unknown quantity '{q}'; choose from {', '.join(QUANTITIES)}")
+    if not names:
+        names = [q for q, (_, ins, consts, _) in QUANTITIES.items()
+                 if all(k in values for k in ins + consts)]
+        if not names:
+            raise ValueError("nothing to evaluate: give inputs, e.g. --C 1e6:1e30:5 --xi 1 "
+                             "--L 128 --d 64 (see --list)")
+    else:
+        for q in names:
+            _, ins, consts, _ = QUANTITIES[q]
+            missing = [k for k in ins + consts if k not in values]
+            if missing:
+                opts = ", ".join("--" + k.replace("_", "-") for k in missing)
+                raise ValueError(f"quantity '{q}' needs {opts}")
+    return names
+
+
+def _print_table(fixed, unused, cols, rows) -> None:
+    """Print the table: the fixed inputs, the unused ones, then right-aligned columns."""
     if fixed:
         print("# " + ", ".join(f"{k} = {_fmt(v)}" for k, v in fixed.items()))
     if unused:
@@ -201,4 +230,3 @@ def run(command_name, args) -> int:
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     for r in cells:
         print("  ".join(v.rjust(w) for v, w in zip(r, widths)))
-    return 0
