@@ -166,6 +166,7 @@ def _print(args, result, text, *, status=0, message="ok", saved=()):
 
 
 def run(command_name, args) -> int:
+    """The ``transformer`` command: premises, train, kernel, or a lemma's check."""
     from attndyn.numeric import transformer as tr
 
     s = tr.check_setup(_setup(args))
@@ -173,60 +174,79 @@ def run(command_name, args) -> int:
     if seeds < 1:
         raise ValueError(f"--seeds must be an int >= 1, got {seeds}")
     if args.action == "premises":
-        from attndyn.numeric.transformer.premises import premises
-        widths = () if args.widths.strip() == "none" else _ints(args.widths, "widths")
-        rep = premises(s, args.seed, T=args.T, method=args.method, kernel=args.kernel,
-                       delta=args.delta, n_eval=args.n_eval, widths=widths, lr=args.lr,
-                       batch_fraction=args.batch_fraction,
-                       **({"sgd_seed": args.sgd_seed} if args.method == "sgd" else
-                          {"rtol": args.rtol, "atol": args.atol}))
-        path = rep.save(args.output) if args.output else None
-        _print(args, rep.as_dict(),
-               rep.table() + f"\nrun: status {rep.result.status} ({rep.result.message}), "
-               f"lambda ({args.kernel}) = {rep.params['lambda']:.4g}"
-               + (f"\nwrote {path}" if path else ""),
-               status=rep.result.status, message=rep.result.message, saved=[path])
-        return 0 if rep.result.status == 0 else 1
+        return _run_premises(args, s)
     if args.action == "train":
-        observe = [o for o in args.observe.split(",") if o]
-        student, data = tr.build(s, args.seed)
-        res = tr.train(student, data, T=args.T, method=args.method, lr=args.lr,
-                       batch_fraction=args.batch_fraction, seed=args.sgd_seed,
-                       n_eval=args.n_eval, rtol=args.rtol, atol=args.atol, observe=observe)
-        res.params["setup"] = {k: v for k, v in s.items()}
-        res.params["seed_setup"] = args.seed
-        path = res.save(args.output) if args.output else None
-        fin = res.final()
-        _print(args, {"t_end": float(res.t[-1]), "final": fin},
-               f"status {res.status} ({res.message}); t = {res.t[-1]:g}: "
-               + ", ".join(f"{k} = {v:.6g}" for k, v in fin.items())
-               + (f"\nwrote {path}" if path else ""),
-               status=res.status, message=res.message, saved=[path])
-        return 0 if res.status == 0 else 1
+        return _run_train(args, s, tr)
     if args.action == "kernel":
-        import numpy as np
-        student, data = tr.build(s, args.seed)
-        if args.kernel == "exact":
-            Hb, Hg = tr.exact_kernel_parts(student, data.X, args.layer)
-        else:
-            Hb, Hg = tr.kernel_parts(student, data.X, args.layer)
-        lam_H = tr.min_eigenvalue(Hb + Hg)
-        lam = tr.min_eigenvalue(Hb) / student.omega
-        summary = {"layer": args.layer, "nL": int(s["n"] * s["L"]), "rows": int(Hb.shape[0]),
-                   "kernel": args.kernel, "lambda_min_H": lam_H, "lambda": lam, "setup": s,
-                   "seed": args.seed}
-        path = None
-        if args.output:
-            path = args.output if args.output.endswith(".npz") else args.output + ".npz"
-            np.savez_compressed(path, H=Hb + Hg, Hprime=Hb, Hgamma=Hg,
-                                header=np.array(json.dumps(dict(summary,
-                                                format="attndyn-transformer-kernel-1"))))
-        _print(args, summary,
-               f"layer {args.layer} (0-based), {args.kernel} kernel, {Hb.shape[0]} rows: "
-               f"lambda_min = {lam_H:.6g}, lambda = lambda_min(W part / omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""),
-               message=f"layer {args.layer}, {args.kernel} kernel", saved=[path])
-        return 0
-    # lemmas
+        return _run_kernel(args, s, tr)
+    return _run_lemma(args, s, tr)
+
+
+def _run_premises(args, s) -> int:
+    """``transformer premises``: the premises report, printed and optionally saved."""
+    from attndyn.numeric.transformer.premises import premises
+    widths = () if args.widths.strip() == "none" else _ints(args.widths, "widths")
+    rep = premises(s, args.seed, T=args.T, method=args.method, kernel=args.kernel,
+                   delta=args.delta, n_eval=args.n_eval, widths=widths, lr=args.lr,
+                   batch_fraction=args.batch_fraction,
+                   **({"sgd_seed": args.sgd_seed} if args.method == "sgd" else
+                      {"rtol": args.rtol, "atol": args.atol}))
+    path = rep.save(args.output) if args.output else None
+    _print(args, rep.as_dict(),
+           rep.table() + f"\nrun: status {rep.result.status} ({rep.result.message}), "
+           f"lambda ({args.kernel}) = {rep.params['lambda']:.4g}"
+           + (f"\nwrote {path}" if path else ""),
+           status=rep.result.status, message=rep.result.message, saved=[path])
+    return 0 if rep.result.status == 0 else 1
+
+
+def _run_train(args, s, tr) -> int:
+    """``transformer train``: one training run, its final observables printed."""
+    observe = [o for o in args.observe.split(",") if o]
+    student, data = tr.build(s, args.seed)
+    res = tr.train(student, data, T=args.T, method=args.method, lr=args.lr,
+                   batch_fraction=args.batch_fraction, seed=args.sgd_seed,
+                   n_eval=args.n_eval, rtol=args.rtol, atol=args.atol, observe=observe)
+    res.params["setup"] = {k: v for k, v in s.items()}
+    res.params["seed_setup"] = args.seed
+    path = res.save(args.output) if args.output else None
+    fin = res.final()
+    _print(args, {"t_end": float(res.t[-1]), "final": fin},
+           f"status {res.status} ({res.message}); t = {res.t[-1]:g}: "
+           + ", ".join(f"{k} = {v:.6g}" for k, v in fin.items())
+           + (f"\nwrote {path}" if path else ""),
+           status=res.status, message=res.message, saved=[path])
+    return 0 if res.status == 0 else 1
+
+
+def _run_kernel(args, s, tr) -> int:
+    """``transformer kernel``: one layer's kernel and its smallest eigenvalues."""
+    import numpy as np
+    student, data = tr.build(s, args.seed)
+    if args.kernel == "exact":
+        Hb, Hg = tr.exact_kernel_parts(student, data.X, args.layer)
+    else:
+        Hb, Hg = tr.kernel_parts(student, data.X, args.layer)
+    lam_H = tr.min_eigenvalue(Hb + Hg)
+    lam = tr.min_eigenvalue(Hb) / student.omega
+    summary = {"layer": args.layer, "nL": int(s["n"] * s["L"]), "rows": int(Hb.shape[0]),
+               "kernel": args.kernel, "lambda_min_H": lam_H, "lambda": lam, "setup": s,
+               "seed": args.seed}
+    path = None
+    if args.output:
+        path = args.output if args.output.endswith(".npz") else args.output + ".npz"
+        np.savez_compressed(path, H=Hb + Hg, Hprime=Hb, Hgamma=Hg,
+                            header=np.array(json.dumps(dict(summary,
+                                            format="attndyn-transformer-kernel-1"))))
+    _print(args, summary,
+           f"layer {args.layer} (0-based), {args.kernel} kernel, {Hb.shape[0]} rows: "
+           f"lambda_min = {lam_H:.6g}, lambda = lambda_min(W part / omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""),
+           message=f"layer {args.layer}, {args.kernel} kernel", saved=[path])
+    return 0
+
+
+def _run_lemma(args, s, tr) -> int:
+    """``transformer lemmas``: the sweep or check of ``--which``."""
     w = args.which
     if w == "lemma41":
         out = tr.lemma41_sweep(s, _ints(args.widths, "widths"), seeds=args.seeds,
