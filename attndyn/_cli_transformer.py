@@ -240,7 +240,8 @@ def _run_kernel(args, s, tr) -> int:
                                             format="attndyn-transformer-kernel-1"))))
     _print(args, summary,
            f"layer {args.layer} (0-based), {args.kernel} kernel, {Hb.shape[0]} rows: "
-           f"lambda_min = {lam_H:.6g}, lambda = lambda_min(W part / omega) = {lam:.6g}" + (f"\nwrote {path}" if path else ""),
+           f"lambda_min = {lam_H:.6g}, lambda = lambda_min(W part / omega) = {lam:.6g}"
+           + (f"\nwrote {path}" if path else ""),
            message=f"layer {args.layer}, {args.kernel} kernel", saved=[path])
     return 0
 

@@ -936,18 +936,23 @@ def _check_call(fn, max_points, executor) -> None:
     """The first checks of :func:`sweep`: ``fn``, ``max_points`` and ``executor``."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) or max_points < 1:
+    if (isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer))
+            or max_points < 1):
         raise ValueError(f"max_points must be an int >= 1, got {max_points!r}")
-    if not (executor is None or executor == "serial" or callable(getattr(executor, "submit", None))):
+    if not (executor is None or executor == "serial"
+            or callable(getattr(executor, "submit", None))):
         raise TypeError("executor must be None, 'serial' or an object with submit() "
-                        f"(concurrent.futures executor, dask Client); got {type(executor).__name__}")
+                        "(concurrent.futures executor, dask Client); got "
+                        f"{type(executor).__name__}")
 
 
 def _check_pool(workers, threads, executor) -> bool:
     """The checks of ``workers`` and ``threads`` and of a fork executor; whether it forks."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
         raise ValueError(f"threads must be an int >= 1, got {threads!r}")
 
     forks = _forks(executor)
