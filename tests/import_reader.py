@@ -60,3 +60,62 @@ def source_files(folder: str = "", root: pathlib.Path = ROOT) -> list:
     tops = [folder] if folder else list(LAYOUT)
     return [p for top in tops for p in sorted((root / top).rglob("*.py"))
             if "__pycache__" not in p.parts]
+
+
+def import_graph() -> dict:
+    """Module -> the modules of the tree it imports (names resolved to the longest prefix
+    that is a module of the tree; ``from pkg import x`` with ``x`` a name of ``pkg``'s
+    ``__init__`` is an edge to ``pkg``)."""
+    files = {module_name(p): p for p in source_files()}
+    graph = {}
+    for mod, path in files.items():
+        edges = set()
+        for name in imports_of(path, frozenset(files)):
+            if not name.startswith("attndyn"):
+                continue
+            while name and name not in files:
+                name = name.rpartition(".")[0]
+            if name and name != mod:
+                edges.add(name)
+        graph[mod] = edges
+    return graph
+
+
+def strongly_connected(graph: dict) -> list:
+    """Tarjan's components (iterative), each a set of modules."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = set()
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.add(w)
+                        if w == v:
+                            break
+                    out.append(comp)
+    return out
