@@ -280,6 +280,18 @@ def extrapolate(means, ses, sizes, rotations):
     return Y, factor * stat + sys, factor * stat, sys, wts
 
 
+def check_sizes(sizes) -> list:
+    """The finite sizes of the deterministic equivalents, sorted: at least two distinct
+    ints >= 2 (default ``(200, 400)``); the Richardson extrapolation in ``d`` needs two."""
+    try:
+        sizes = sorted(int(s) for s in ((200, 400) if sizes is None else sizes))
+    except (TypeError, ValueError):
+        raise TypeError("sizes must be a sequence of ints >= 2") from None
+    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
+        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
+    return sizes
+
+
 def _check_int(v, name, lo, hi=None):
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
             hi is not None and v > hi):

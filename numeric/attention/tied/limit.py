@@ -72,6 +72,7 @@ import numpy as np
 from attndyn.numeric.attention.base import check_model
 # the shared limit machinery, re-exported here (its public names stay in __all__)
 from attndyn.numeric.attention.limitcore import (LimitTrajectory, _check_int, _seed_rec,
+                                                 check_sizes,
                                                  extrapolate, haar_orthogonal, mp_bin_means,
                                                  mp_edges, mp_quadrature, richardson)
 from attndyn.numeric.core.results import IntegrationError
@@ -700,14 +701,7 @@ def _equivalents_limit(model, law, t_eval, order, words, sizes, rotations, seed,
                        blowup, max_dim, raise_on_failure) -> LimitTrajectory:
     """``method="equivalents"``: deterministic equivalents at ``sizes``, Richardson in ``d``."""
     words = _words(model, order, words)
-    if sizes is None:
-        sizes = (200, 400)
-    try:
-        sizes = sorted(int(s) for s in sizes)
-    except (TypeError, ValueError):
-        raise TypeError("sizes must be a sequence of ints >= 2") from None
-    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
-        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
+    sizes = check_sizes(sizes)
     out, msg, nfev = _equivalents_run(model, law, t_eval, words, sizes, int(rotations), seed,
                                       rtol, atol, blowup, max_dim)
     names = [word_label(w, model.K) for w in words]

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from attndyn.numeric.attention.limitcore import (LimitTrajectory, SpectralDensity, _check_int,
+                                                 check_sizes,
                                                  _seed_rec, extrapolate, haar_orthogonal,
                                                  ks_distance, mp_bin_means,
                                                  wasserstein_distance)
@@ -625,14 +626,7 @@ def _limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotation
     rotations = _check_int(rotations, "rotations", 1)
     max_dim = _check_int(max_dim, "max_dim", 2)
     words = _words(model, order, words)
-    if sizes is None:
-        sizes = (200, 400)
-    try:
-        sizes = sorted(int(s) for s in sizes)
-    except (TypeError, ValueError):
-        raise TypeError("sizes must be a sequence of ints >= 2") from None
-    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
-        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
+    sizes = check_sizes(sizes)
     out, msg, notes = _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol,
                                        atol, max_dim)
     params = model.params_dict()
@@ -942,12 +936,7 @@ def _free_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, sizes, ro
                          f"{extrapolation!r}")
     rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
     atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
-    try:
-        sizes = sorted(int(z) for z in ((200, 400) if sizes is None else sizes))
-    except (TypeError, ValueError):
-        raise TypeError("sizes must be a sequence of ints >= 2") from None
-    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
-        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
+    sizes = check_sizes(sizes)
     if levels > sizes[0]:
         raise ValueError(f"levels must be at most the smallest size {sizes[0]}, got {levels}")
     out, msg, notes = _equivalents_spectrum(model, law, t_eval, letter, spectrum, sizes,
