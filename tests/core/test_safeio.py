@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -112,7 +113,7 @@ def test_fifo_and_symlink_to_fifo_are_refused_without_blocking(tmp_path):
         assert str(p) in str(ei.value)
         with pytest.raises(ValueError, match="FIFO"):
             safeio.load_json(p)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # a blocked open would never return
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
@@ -165,10 +166,14 @@ def test_zip_bomb_is_refused_before_inflating(tmp_path):
     p = tmp_path / "bomb.npz"
     _bomb(p, size=300 * 2 ** 20)  # small enough to build in a second; ratio ~1000
     assert os.path.getsize(p) < 2 * 2 ** 20
-    t0 = time.process_time()
-    with pytest.raises(ValueError, match="ratio above 200: a zip bomb"):
-        load_result(p)
-    assert time.process_time() - t0 < 0.5          # nothing inflated
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="ratio above 200: a zip bomb"):
+            load_result(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2 ** 20, peak          # nothing inflated (the member is 300 MiB)
     q = _traj(n_t=10 ** 5).save(tmp_path / "plain.npz")   # 1.6 MB of zeros, ratio < 200
     with pytest.raises(ValueError, match="uncompressed, above the limit"):
         safeio.open_npz(q, "result", max_bytes=10 ** 6)

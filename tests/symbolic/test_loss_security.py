@@ -13,10 +13,10 @@ import pathlib
 import string
 import subprocess
 import sys
-import time
 
 import pytest
 import sympy as sp
+from hang_guard import finishes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,13 +104,13 @@ def test_cli_injections_refused(cmd, no_system, capsys):
     # the CLI declares no parameters: an unknown name is refused too
     for text, frag in INJECTIONS + [("G[0,0,0]*foo", "'foo' is not allowed"),
                                     ("G1*os", "'os' is not allowed")]:
-        t0 = time.process_time()
-        rc = main([cmd, f"--loss={text}"] + _args(cmd))
-        err = capsys.readouterr().err
+        def refused():
+            rc = main([cmd, f"--loss={text}"] + _args(cmd))
+            return rc, capsys.readouterr().err
+        rc, err = finishes(refused, what=text)
         assert rc == 2, (text, err)
         assert err.count("\n") == 1 and err.startswith(f"attndyn {cmd}: error: "), (text, err)
         assert frag in err, (text, frag, err)
-        assert time.process_time() - t0 < 1.0, text
 
 
 def test_cli_subprocess_injection_and_hang(tmp_path):
@@ -125,12 +125,12 @@ def test_cli_subprocess_injection_and_hang(tmp_path):
 
 def test_api_injections_refused(no_system):
     for text, frag in INJECTIONS:
-        t0 = time.process_time()
-        with pytest.raises(ValueError) as exc:
-            loss_from_spec(text, 2, 1)
-        msg = str(exc.value)
+        def refused():
+            with pytest.raises(ValueError) as exc:
+                loss_from_spec(text, 2, 1)
+            return str(exc.value)
+        msg = finishes(refused, what=text)
         assert "\n" not in msg and frag in msg, (text, frag, msg)
-        assert time.process_time() - t0 < 1.0, text
     # the raw parser, the CLI convention (no parameters) and the shorthand
     for text in (f"G1+{SYS}", "G1*9**9**9", "G1**100000", "G1+().__class__"):
         with pytest.raises(ValueError):
@@ -194,7 +194,10 @@ TOKENS = ["G", "[", "]", ",", "0", "1", "2", "3", "(", ")", "+", "-", "*", "/", 
 
 
 def _check_parse(text):
-    t0 = time.process_time()
+    finishes(lambda: _parse_every_way(text), what=repr(text))
+
+
+def _parse_every_way(text):
     try:
         e = parse_loss(text, 2, 1, params=None)[0]
         assert isinstance(e, sp.Expr)
@@ -208,7 +211,6 @@ def _check_parse(text):
         parse_expression(text, symbols={"x": sp.Symbol("x")})
     except ValueError:
         pass
-    assert time.process_time() - t0 < 1.0, repr(text)
 
 
 @settings(deadline=None, max_examples=300)

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from hang_guard import finishes
 
 import attndyn
 from attndyn.cli import main
@@ -26,11 +27,12 @@ def memory_16g(monkeypatch):
 
 
 def _fast(fn, *args, **kw):
-    t0 = time.perf_counter()
-    with pytest.raises(ValueError) as info:
-        fn(*args, **kw)
-    assert time.perf_counter() - t0 < 1.0
-    return str(info.value)
+    """The refusal's message; the refusal comes before any work (a hang guard, not a timing)."""
+    def refused():
+        with pytest.raises(ValueError) as info:
+            fn(*args, **kw)
+        return str(info.value)
+    return finishes(refused, what=getattr(fn, "__name__", repr(fn)))
 
 
 @pytest.mark.parametrize("inv", [None, (1, 0), (1, 0, 2), (0, 2, 1, 3), (1, 0, 3, 2)])
@@ -52,9 +54,7 @@ def test_orbit_count_is_bracelet_count_for_tied_alphabets():
 def test_word_count_matches_enumeration_and_stops_early():
     A = Alphabet(4, (1, 0, 2, 3))  # the untied alphabet of one index
     assert word_count(6, A) == len(canonical_words(6, A))
-    t0 = time.perf_counter()
-    assert word_count(10 ** 9, 2, cap=10 ** 6) > 10 ** 6
-    assert time.perf_counter() - t0 < 0.1
+    assert finishes(lambda: word_count(10 ** 9, 2, cap=10 ** 6), what="word_count") > 10 ** 6
 
 
 @pytest.mark.parametrize("K,tr,M", [(1, (0,), 9), (2, (0,), 12), (2, (0, 1), 9), (2, (), 6),
@@ -122,10 +122,9 @@ def test_sgd_order_40_refused(memory_16g):
     (["derive", "--order", "12", "--max-terms", "100"], "max_terms = 100"),
 ])
 def test_cli_refuses_sizes(argv, msg, capsys, memory_16g):
-    t0 = time.perf_counter()
-    assert main(argv) == 2
-    assert time.perf_counter() - t0 < 1.0
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln]
+    rc, err = finishes(lambda: (main(argv), capsys.readouterr().err), what=" ".join(argv))
+    assert rc == 2
+    err = [ln for ln in err.splitlines() if ln]
     assert len(err) == 1 and msg in err[0], err
 
 
@@ -149,7 +148,8 @@ def test_wall_clock_limit_and_step_cap_across_chunks(integrator):
     h.integrate(init, [0, 0.01], **kw)  # compiled or loaded
     t0 = time.perf_counter()
     r = h.integrate(init, [0.0, 1e7], time_limit=0.2, **kw)
-    assert time.perf_counter() - t0 < 5.0
+    # the limit is what ended it (status -4); a stop long after 0.2 s would be a missed check
+    assert time.perf_counter() - t0 < 30.0
     assert r.status == -4 and "wall-clock limit" in r.message and 0 < r.diagnostics["t_reached"]
     with pytest.raises(IntegrationError, match="wall-clock"):
         h.integrate(init, [0.0, 1e7], time_limit=0.2, raise_on_failure=True, **kw)
