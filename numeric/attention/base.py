@@ -57,7 +57,7 @@ import abc
 import inspect
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 
@@ -71,13 +71,15 @@ if TYPE_CHECKING:
     from attndyn.numeric.attention.limitcore import LimitTrajectory
     from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import ArrayLike, RngLike
+    from attndyn.symbolic.hierarchy import TiedStructure
+    from attndyn.symbolic.untied import UntiedStructure
 
 __all__ = ["AttentionModel", "SGDRunner", "TimeScale", "CapabilityError", "check_model",
            "check_order_arg", "resolve_seed", "obs_key", "Theory", "NoTheory", "Correction",
            "NoCorrection", "HierarchyCorrection", "NONE", "Hierarchy", "FeasibleSpec"]
 
 
-def obs_key(name: str, *indices) -> str:
+def obs_key(name: str, *indices: int) -> str:
     """Observable name as :meth:`Trajectory.observable` builds it (0-based indices)."""
     if not indices:
         return name
@@ -115,10 +117,11 @@ class TimeScale:
 
     def step(self, eta: float, d: int) -> float:
         # 1.0 * eta and eta / d**0 are exact, so every scale shares one expression
-        return self.factor * eta / d ** self.power
+        dt: float = self.factor * eta / d ** self.power
+        return dt
 
 
-def check_model(model, name: str = "model") -> "AttentionModel":
+def check_model(model: object, name: str = "model") -> "AttentionModel":
     """``model`` if it implements the protocol, else a TypeError naming ``name``."""
     if not isinstance(model, AttentionModel):
         raise TypeError(f"{name} must be an attention model (TiedModel, UntiedModel, SModel or "
@@ -126,7 +129,8 @@ def check_model(model, name: str = "model") -> "AttentionModel":
     return model
 
 
-def finite_word_traces(mats, words, source: str = "S") -> np.ndarray:
+def finite_word_traces(mats: Sequence[np.ndarray], words: Sequence[Sequence[int]],
+                       source: str = "S") -> np.ndarray:
     """The normalised word traces ``Tr(S_{a_1}...S_{a_n})/d`` of finite matrices, refused
     with one line when they overflow float64 (entries near 1e150 or more) instead of being
     returned as inf."""
@@ -137,7 +141,7 @@ def finite_word_traces(mats, words, source: str = "S") -> np.ndarray:
     return check_finite_result(mu, "moments", source)
 
 
-def check_order_arg(order, default):
+def check_order_arg(order: object, default: int) -> int:
     """``order`` as an int ``>= 1`` (``None`` gives ``default``)."""
     if order is None:
         return default
@@ -172,7 +176,10 @@ class SGDRunner(abc.ABC):
         """``(B, L, d, n_cols, n_grad_cols)`` of :func:`attndyn.kernels.sgd.workspace`."""
 
     @abc.abstractmethod
-    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
+    def step(self, n: int, eta: float, gamma: float, B: int, lossfn: Callable[..., Any],
+             lp: np.ndarray, C: np.ndarray, F: np.ndarray, ident: bool, state: np.ndarray,
+             blowup: float, losses: np.ndarray, info: np.ndarray,
+             ws: tuple[np.ndarray, ...]) -> None:
         """Run ``n`` steps of the model's kernel in place (status in ``info``)."""
 
     @abc.abstractmethod
@@ -204,7 +211,7 @@ class AttentionModel(abc.ABC):
     """
 
     kind: ClassVar[str] = "abstract"
-    time_scales: ClassVar[tuple] = ()
+    time_scales: ClassVar[tuple[TimeScale, ...]] = ()
     #: the form of the SGD weights, which picks the array-API step (xp_sgd.py):
     #: "factors" (W_k), "pairs" (U_k, V_k), "matrices" (S_k); None: none there
     sgd_form: ClassVar[str | None] = None
@@ -218,7 +225,7 @@ class AttentionModel(abc.ABC):
     loss: Any
     params: dict[str, Any]
 
-    def __init_subclass__(cls, **kw):
+    def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         for base in cls.__mro__[1:]:
             if base is AttentionModel or not issubclass(base, AttentionModel):
@@ -264,7 +271,8 @@ class AttentionModel(abc.ABC):
         """Validate SGD weights (factors, pairs or matrices)."""
 
     @abc.abstractmethod
-    def _draw_init(self, rng, d: int, widths: list, scales: list, symmetric: bool) -> list:
+    def _draw_init(self, rng: np.random.Generator, d: int, widths: list[int],
+                   scales: list[float], symmetric: bool) -> list[Any]:
         """Draw independent Gaussian weights (called by :meth:`gaussian_init`)."""
 
     def gaussian_init(self, d: int, *, width: int | Sequence[int] | None = None,
@@ -277,7 +285,7 @@ class AttentionModel(abc.ABC):
         d = int(d)
         K = self.K
 
-        def per(x, name, cast):
+        def per(x: Any, name: str, cast: type[float]) -> list[float]:
             vals = list(x) if isinstance(x, (list, tuple, np.ndarray)) else [x] * K
             if len(vals) != K:
                 raise ValueError(f"{name} must be a number or K = {K} numbers")
@@ -323,9 +331,9 @@ class AttentionModel(abc.ABC):
 # ---------------------------------------------------------------------------
 # the theory of a parameterisation and its corrections
 
-def _choices(names) -> str:
-    names = [repr(n) for n in names]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+def _choices(names: Iterable[object]) -> str:
+    shown = [repr(n) for n in names]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
 
 
 @dataclass(frozen=True)
@@ -388,7 +396,7 @@ class Correction(abc.ABC):
         raise CapabilityError(f"correction={self.name!r} has no matrix-level flow for "
                               f"{type(theory.model).__name__}")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<correction {self.name!r}>"
 
 
@@ -398,12 +406,14 @@ class NoCorrection(Correction):
     name = "none"
     needs = ()
 
-    def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
-              **options):
+    def apply(self, theory: "Theory", init: Any, t: ArrayLike, *, name: str, order: int | None,
+              check: Any, words: Sequence[Sequence[int]] | None, eta: float | None = None,
+              batch: int | None = None, **options: Any) -> Trajectory:
         return theory.uncorrected(init, t, name=name, order=order, check=check, words=words,
                                   **options)
 
-    def flow(self, theory, matrices, t_eval, *, eta=None, batch=None, **options):
+    def flow(self, theory: "Theory", matrices: Sequence[ArrayLike], t_eval: ArrayLike, *,
+             eta: float | None = None, batch: int | None = None, **options: Any) -> Trajectory:
         return theory.matrix_flow(matrices, t_eval, **options)
 
 
@@ -416,7 +426,8 @@ class HierarchyCorrection(Correction):
     ``hierarchy.integrate(..., correction=)`` and ``hierarchy.text(correction=)`` run."""
 
     @abc.abstractmethod
-    def hierarchy(self, hierarchy: "Hierarchy", mu0, t_eval, *, eta, batch, **options):
+    def hierarchy(self, hierarchy: "Hierarchy", mu0: ArrayLike, t_eval: ArrayLike, *,
+                  eta: float, batch: int, **options: Any) -> Trajectory:
         """The corrected truncation of ``hierarchy`` from ``mu0``."""
 
     @abc.abstractmethod
@@ -445,14 +456,14 @@ class Theory(abc.ABC):
     #: the theory names ``compare(..., theory=)`` takes (the first is the default)
     names: ClassVar[tuple] = ()
     #: name -> :class:`Correction`; ``"none"`` always
-    corrections: ClassVar[dict] = {"none": NONE}
+    corrections: ClassVar[dict[str, Correction]] = {"none": NONE}
     #: the feasible set Q of Corollary 1 (``None``: not known for the parameterisation)
     feasible: ClassVar[FeasibleSpec | None] = None
 
     def __init__(self, model: "AttentionModel") -> None:
         self.model = model
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{type(self).__name__} of {self.model!r}>"
 
     @abc.abstractmethod
@@ -531,7 +542,7 @@ class NoTheory(Theory):
 
     names = ()
 
-    def check(self, name, order):
+    def check(self, name: str | None, order: int | None) -> tuple[str, int | None]:
         raise CapabilityError(f"compare: {type(self.model).__name__} has no theory to compare "
                               "with; run attndyn.sgd alone")
 
@@ -556,9 +567,9 @@ class Hierarchy(abc.ABC):
     model: "AttentionModel"
     order: int
     #: the integer structure arrays of the truncation (words, counts, canonical index)
-    structure: Any
+    structure: TiedStructure | UntiedStructure
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"{type(self).__name__}(order={self.order}, n_moments={self.n_moments}, "
                 f"n_terms={self.n_terms})")
 
