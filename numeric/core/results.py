@@ -9,6 +9,7 @@ JSON header) and load back with :func:`load_result`.
 from __future__ import annotations
 
 import os
+from collections import abc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -60,6 +61,82 @@ class TruncationNotConverged(IntegrationError):
     >>> issubclass(attndyn.TruncationNotConverged, attndyn.IntegrationError)
     True
     """
+
+
+class LazySequence(abc.Sequence):
+    """A read-only sequence made on first use.
+
+    The names and words of a large hierarchy (743,199 of each at order 24) cost about four
+    times the integration they label to make as Python objects, and most runs never read
+    them; a :class:`Trajectory` holds them as this until they are read. Its length is known
+    without making it; it compares equal to a list or tuple with the same items, pickles and
+    copies as a plain list, and ``+`` gives a list.
+
+    Examples
+    --------
+    >>> from attndyn.numeric.core.results import LazySequence
+    >>> names = LazySequence(lambda: ["mu_1", "mu_2"], 2)
+    >>> len(names), names.made
+    (2, False)
+    >>> names[1], names.index("mu_1"), names == ["mu_1", "mu_2"], names.made
+    ('mu_2', 0, True, True)
+    """
+
+    __slots__ = ("_make", "_n", "_items")
+
+    def __init__(self, make: Any, n: int) -> None:
+        self._make, self._n = make, int(n)
+        self._items: Sequence[Any] | None = None
+
+    def _get(self) -> Sequence[Any]:
+        if self._items is None:
+            items = self._make()
+            if len(items) != self._n:
+                raise RuntimeError(f"a lazy sequence promised {self._n} items and made "
+                                   f"{len(items)}")
+            self._items, self._make = items, None
+        return self._items
+
+    @property
+    def made(self) -> bool:
+        """Whether the items exist yet."""
+        return self._items is not None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._get()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self._get())
+
+    def __contains__(self, x: object) -> bool:
+        return x in self._get()
+
+    def index(self, x: Any, *args: Any) -> int:
+        return self._get().index(x, *args)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, LazySequence)):
+            return len(other) == self._n and list(self._get()) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Any) -> list:
+        return list(self._get()) + list(other)
+
+    def __radd__(self, other: Any) -> list:
+        return list(other) + list(self._get())
+
+    def __reduce__(self) -> tuple:
+        return (list, (list(self._get()),))
+
+    def __repr__(self) -> str:
+        if self._items is None:
+            return f"LazySequence(<{self._n} items, not made yet>)"
+        return repr(list(self._items))
 
 
 @dataclass
@@ -118,7 +195,7 @@ class Trajectory:
     def success(self) -> bool:
         return self.status == 0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Trajectory(kind={self.kind!r}, n_obs={len(self.names)}, n_t={self.t.size}, "
                 f"status={self.status}, message={self.message!r})")
 
@@ -150,7 +227,7 @@ class Trajectory:
         from .labelled import trajectory_to_pandas
         return trajectory_to_pandas(self)
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         import html
         fin = self.final()
         rows = "".join(f"<tr><td>{html.escape(n)}</td><td>{v:.6g}</td></tr>"
@@ -163,7 +240,7 @@ class Trajectory:
                 f"<th>final value</th></tr>{rows}</table>{more}")
 
     # -- access -----------------------------------------------------------
-    def _word_index(self, word) -> int:
+    def _word_index(self, word: Sequence[int]) -> int:
         if self.words is None:
             raise KeyError("this result has no word observables")
         w = tuple(int(a) for a in word)
@@ -182,7 +259,8 @@ class Trajectory:
 
     def moment(self, word: Sequence[int]) -> np.ndarray:
         """Trajectory of ``mu_word`` (any word; canonicalised)."""
-        return self.y[self._word_index(word)]
+        row: np.ndarray = self.y[self._word_index(word)]
+        return row
 
     def observable(self, name: str, *indices: int) -> np.ndarray:
         """Trajectory of an observable by name, e.g. ``observable("q_12")`` or
@@ -193,7 +271,8 @@ class Trajectory:
         else:
             key = name
         try:
-            return self.y[self.names.index(key)]
+            row: np.ndarray = self.y[self.names.index(key)]
+            return row
         except ValueError:
             raise KeyError(f"no observable {key!r}; have {self.names[:12]}"
                            f"{'...' if len(self.names) > 12 else ''}") from None
@@ -224,7 +303,7 @@ class Trajectory:
         return safeio.atomic_savez(path, t=self.t, y=self.y, header=safeio.json_array(header))
 
 
-def _jsonable(obj):
+def _jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -242,21 +321,22 @@ class _BadFile(ValueError):
     pass
 
 
-def _need(cond, reason):
+def _need(cond: object, reason: str) -> None:
     if not cond:
         raise _BadFile(reason)
 
 
-def _is_int(x) -> bool:
+def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _int_list(x, what) -> list:
+def _int_list(x: Any, what: str) -> list[int]:
     _need(isinstance(x, list) and all(_is_int(a) for a in x), f"{what} must be a list of ints")
-    return x
+    out: list[int] = x
+    return out
 
 
-def _read(f) -> Trajectory:
+def _read(f: Any) -> Trajectory:
     _need("header" in f, "no 'header' entry")
     header = safeio.npz_json(f, "header")
     _need(isinstance(header, dict), "header is not a JSON object")
