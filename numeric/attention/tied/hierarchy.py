@@ -13,7 +13,8 @@ from attndyn.kernels.integrate import status_message
 from attndyn.numeric.attention.potentials import cache as potcache
 from attndyn.numeric.attention.base import (AttentionModel, finite_word_traces, Hierarchy,
                                           HierarchyCorrection, NoCorrection)
-from attndyn.numeric.core.results import IntegrationError, Trajectory, TruncationNotConverged
+from attndyn.numeric.core.results import (IntegrationError, LazySequence, Trajectory,
+                                          TruncationNotConverged)
 from attndyn.numeric.core.validate import (_check_pos_float, check_max_steps, check_t_eval,
                                            kernel_array)
 from attndyn.symbolic.hierarchy import check_order, tied_structure
@@ -590,8 +591,11 @@ class TiedHierarchy(Hierarchy):
                                  time_limit or 0.0)
         params = self._params_copy()
         params.update({"order": self.order, "rtol": rtol, "atol": atol, "integrator": name})
+        # the labels are made when first read (four times the run itself at order 24)
+        n = self.n_moments
         return Trajectory(t=t_eval[:n_out].copy(), y=_transposed(ys[:n_out]),
-                          names=list(self.names), words=list(self.words), kind="hierarchy",
+                          names=LazySequence(lambda: self.names, n),
+                          words=LazySequence(lambda: self.words, n), kind="hierarchy",
                           params=params, seed=None, status=status, message=message,
                           diagnostics=diag)
 
