@@ -52,7 +52,7 @@ import math
 import os
 import time as _time
 import weakref
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -67,7 +67,10 @@ from attndyn.numeric.core.validate import check_batch, check_eta, check_t_eval, 
 from attndyn.symbolic.lossgrad import loss_gradient
 
 if TYPE_CHECKING:
-    from attndyn.numeric.attention.base import AttentionModel
+    from numpy.typing import NDArray
+
+    from attndyn.numeric.attention.base import AttentionModel, SGDRunner
+    from attndyn.symbolic.lossgrad import LossGradient
     from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["sgd", "sgd_runs", "gaussian_init", "resolve_seed", "seed_record", "time_step",
@@ -95,7 +98,8 @@ def seed_record(ss: np.random.SeedSequence) -> dict:
 # ---------------------------------------------------------------------------
 # compiled loss
 
-def compiled_loss(model):
+def compiled_loss(model: AttentionModel
+                  ) -> tuple[LossGradient, Callable[..., Any], NDArray[np.float64]]:
     """``(LossGradient, compiled lossgrad, parameter vector)`` of a model's loss."""
     ent = _LOSS_CACHE.get(model)
     if ent is None:
@@ -113,7 +117,8 @@ def compiled_loss(model):
     return ent
 
 
-def _cov_factor(model):
+def _cov_factor(model: AttentionModel
+                ) -> tuple[NDArray[np.float64], NDArray[np.float64], bool]:
     C = np.array(model.C.evalf(), dtype=np.float64)
     L = C.shape[0]
     ident = bool(np.array_equal(C, np.eye(L)))
@@ -122,7 +127,7 @@ def _cov_factor(model):
     return np.ascontiguousarray(C), F, ident
 
 
-def time_step(model, eta: float, d: int, time: str = "slow") -> float:
+def time_step(model: AttentionModel, eta: float, d: int, time: str = "slow") -> float:
     """ODE time per SGD step (the model's :attr:`time_scales`): tied ``4 eta/d``; S
     ``eta/d``; untied ``eta/d`` (slow) or ``eta`` (fast)."""
     return check_model(model).time_step(eta, d, time)
@@ -184,7 +189,8 @@ def available_memory() -> int | None:
         return None
 
 
-def sgd_memory_bytes(workspace_shape, n_steps: int, n_obs: int, n_out: int) -> int:
+def sgd_memory_bytes(workspace_shape: Sequence[int], n_steps: int, n_obs: int,
+                     n_out: int) -> int:
     """Bytes :func:`sgd` allocates for one run: the kernel's four work arrays
     (:func:`attndyn.kernels.sgd.workspace`), the per-step loss record and the
     checkpoint table (float64)."""
@@ -193,7 +199,8 @@ def sgd_memory_bytes(workspace_shape, n_steps: int, n_obs: int, n_out: int) -> i
     return 8 * (BL * d + BL * n_cols + BL * n_grad + d * n_grad + (n_steps + 1) + n_obs * n_out)
 
 
-def _check_memory(need, limit, B, d, L, n_steps):
+def _check_memory(need: int, limit: float | None, B: int, d: int, L: int,
+                  n_steps: int) -> None:
     if limit is None:
         limit = available_memory()
         src = "the available memory"
@@ -210,7 +217,8 @@ def _check_memory(need, limit, B, d, L, n_steps):
                          "GiB); use a smaller batch or fewer steps, or raise max_memory=")
 
 
-def _checkpoint_steps(t_eval, dt, eta, d, label):
+def _checkpoint_steps(t_eval: NDArray[np.float64], dt: float, eta: float, d: int,
+                      label: str) -> NDArray[np.int64]:
     """Whole SGD steps of the checkpoints; a grid the step cannot resolve is an error."""
     ratio = t_eval[-1] / dt
     if not ratio < _MAX_STEPS:
@@ -230,7 +238,7 @@ def _checkpoint_steps(t_eval, dt, eta, d, label):
 # ---------------------------------------------------------------------------
 # driver
 
-def _check_threads(threads):
+def _check_threads(threads: int | None) -> int:
     import numba
 
     from attndyn.numeric.core.validate import check_threads
@@ -373,7 +381,10 @@ def sgd(model: AttentionModel, init: Sequence[Any], *, eta: float, batch: int,
     return res
 
 
-def _run_steps(model, runner, ss, steps, eta, B, blowup, progress, n_threads, blas_threads):
+def _run_steps(model: AttentionModel, runner: SGDRunner, ss: np.random.SeedSequence,
+               steps: NDArray[np.int64], eta: float, B: int, blowup: float,
+               progress: bool | None,
+               n_threads: int, blas_threads: int | None) -> dict[str, Any]:
     """Run the SGD steps up to each checkpoint of ``steps`` in kernel chunks; the observables
     at the checkpoints reached, the batch losses, the status and the failed step."""
     d = runner.d
@@ -422,7 +433,9 @@ def _run_steps(model, runner, ss, steps, eta, B, blowup, progress, n_threads, bl
             "wall": wall, "n_blas": n_blas}
 
 
-def _kept_checkpoints(ys, steps, recorded, status, fail_step):
+def _kept_checkpoints(ys: NDArray[np.float64], steps: NDArray[np.int64], recorded: int,
+                      status: int, fail_step: int
+                      ) -> tuple[NDArray[np.float64], NDArray[np.int64], int, int]:
     """The finite checkpoints before a failure (a failure at step n invalidates the loss at
     n); a non-finite value in a run that did not fail is status -3 at its step."""
     keep = np.zeros(steps.size, dtype=bool)
@@ -438,7 +451,9 @@ def _kept_checkpoints(ys, steps, recorded, status, fail_step):
     return ys[:, keep], steps[keep], status, fail_step
 
 
-def _sgd_message(status, fail_step, steps, steps_kept, dt, d, B, eta, blowup):
+def _sgd_message(status: int, fail_step: int, steps: NDArray[np.int64],
+                 steps_kept: NDArray[np.int64], dt: float, d: int, B: int, eta: float,
+                 blowup: float) -> str:
     """The one-line message of an SGD run: its size on success, else the failure, its time
     and the last checkpoint kept."""
     n_total = int(steps[-1])

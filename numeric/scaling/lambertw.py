@@ -36,12 +36,13 @@ if TYPE_CHECKING:
 __all__ = ["lambertw", "lambertw_checked", "INV_E"]
 
 
-def _checked_args(z, branch):
+def _checked_args(z: ArrayLike, branch: object) -> tuple[np.ndarray, int]:
     """``(z as float64, branch)`` through the one validator of the kernels
     (:func:`attndyn.kernels.lambertw.check_lambertw_args`): ``None``, text, objects and
     complex ``z`` are refused, never parsed; ``branch`` is the integer 0 or -1 (``-1.0``
     and ``True`` are refused)."""
-    return check_lambertw_args(z, branch)
+    checked: tuple[np.ndarray, int] = check_lambertw_args(z, branch)
+    return checked
 
 
 def lambertw(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
@@ -87,7 +88,8 @@ def lambertw(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
     """
     arr, k = _checked_args(z, branch)
     f = lambertw0_ufunc if k == 0 else lambertwm1_ufunc
-    return f(arr)
+    w: np.ndarray | np.float64 = f(arr)
+    return w
 
 
 def lambertw_checked(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
