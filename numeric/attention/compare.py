@@ -44,7 +44,7 @@ from attndyn.numeric.core.validate import resolve_rng
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.attention.base import AttentionModel, Correction, Theory
     from attndyn.numeric.core.types import ArrayLike, PathLike, RngLike
 
 __all__ = ["compare", "Comparison", "error_metrics", "load_comparison"]
@@ -116,7 +116,7 @@ class Comparison:
     def success(self) -> bool:
         return self.status == 0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         w, v = self.worst()
         return (f"Comparison(n_obs={len(self.names)}, n_t={self.t.size}, worst={w}: {v:.3g}, "
                 f"status={self.status})")
@@ -125,7 +125,8 @@ class Comparison:
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         try:
-            return self.errors[name][metric]
+            value: float = self.errors[name][metric]
+            return value
         except KeyError:
             raise KeyError(f"no observable {name!r} in this comparison; have "
                            f"{', '.join(self.names)}") from None
@@ -201,7 +202,7 @@ class Comparison:
         import pandas as pd
         return pd.DataFrame({n: self.errors[n] for n in self.names}).T.rename_axis("observable")
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         import html
         rows = "".join(
             f"<tr><td>{html.escape(n)}</td>"
@@ -217,7 +218,7 @@ class Comparison:
         :func:`load_comparison` reads it back."""
         from attndyn.numeric.core.labelled import jsonable
 
-        def header(t):
+        def header(t: Trajectory) -> dict[str, Any]:
             return {"names": list(t.names), "kind": t.kind, "params": jsonable(t.params),
                     "seed": jsonable(t.seed), "status": int(t.status), "message": t.message,
                     "words": None if t.words is None else [list(w) for w in t.words],
@@ -274,10 +275,10 @@ def load_comparison(path: PathLike) -> Comparison:
             if not isinstance(head, dict) or head.get("format") != COMPARISON_FORMAT:
                 raise ValueError(f"wrong format tag (expected {COMPARISON_FORMAT})")
 
-            def arr(key, ndim):
+            def arr(key: str, ndim: int) -> np.ndarray:
                 return safeio.npz_array(f, key, ndim)
 
-            def traj(h, t, y):
+            def traj(h: dict[str, Any], t: str, y: str) -> Trajectory:
                 return Trajectory(t=arr(t, 1), y=arr(y, 2), names=list(h["names"]),
                                   kind=h["kind"], params=h["params"], seed=h["seed"],
                                   status=int(h["status"]), message=h["message"],
@@ -300,7 +301,8 @@ def load_comparison(path: PathLike) -> Comparison:
             raise ValueError(f"{what} {path}: {reason}") from None
 
 
-def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
+def _subset(traj: Trajectory, names: Sequence[str], t: np.ndarray | None = None,
+            kind: str | None = None) -> Trajectory:
     idx = [traj.names.index(n) for n in names]
     y = traj.y[idx]
     tt = traj.t
@@ -321,7 +323,8 @@ def _subset(traj: Trajectory, names, t=None, kind=None) -> Trajectory:
 LAW_THEORIES = ("limit",)
 
 
-def _per_seed(init_per_seed, theory, init, theory_kwargs) -> bool:
+def _per_seed(init_per_seed: object, theory: str, init: object,
+              theory_kwargs: dict[str, Any] | None) -> bool:
     """Whether each seed draws its own start: ``init_per_seed``, or by default (``None``)
     for a theory of the law given independently of the draws (``theory_kwargs["law"]``)."""
     if init_per_seed is None:
@@ -336,7 +339,9 @@ def _per_seed(init_per_seed, theory, init, theory_kwargs) -> bool:
     return init_per_seed
 
 
-def _sgd_runs(model, init, n_seeds, seed, kw, per_seed: bool = False):
+def _sgd_runs(model: AttentionModel, init: Sequence[Any] | dict[str, Any], n_seeds: int,
+              seed: np.random.SeedSequence, kw: dict[str, Any], per_seed: bool = False
+              ) -> tuple[Sequence[Any], list[Trajectory], bool]:
     """``(init, runs, per_seed)``: the initial weights (drawn when ``init`` is a dict of
     :func:`gaussian_init` keywords) and one SGD run per seed; with ``per_seed``, a dict
     ``init`` and more than one seed, run ``i`` starts from its own draw (the ``i``-th child
@@ -357,13 +362,14 @@ def _sgd_runs(model, init, n_seeds, seed, kw, per_seed: bool = False):
     return init, sgd_runs(model, init, n_seeds=n_seeds, seed=seed, **kw), False
 
 
-def _check_n_seeds(n_seeds) -> int:
+def _check_n_seeds(n_seeds: object) -> int:
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
         raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
     return int(n_seeds)
 
 
-def _sgd_mean(runs, common, t):
+def _sgd_mean(runs: list[Trajectory], common: list[str], t: np.ndarray
+              ) -> tuple[np.ndarray, dict[str, np.ndarray] | None, Trajectory]:
     """The mean over the runs of the rows ``common`` at the times ``t``, their standard
     deviation per row (``None`` for one run) and the mean as a Trajectory."""
     n_t = t.size
@@ -381,7 +387,9 @@ def _sgd_mean(runs, common, t):
     return mean, spread, sgd_mean
 
 
-def _resolve_theory(model, theory, order, correction):
+def _resolve_theory(model: AttentionModel, theory: str | None, order: int | None,
+                    correction: str | Correction | None
+                    ) -> tuple[Theory, str, int | None, Correction]:
     """``(theory object, theory name, order, correction)``, all checked before any SGD runs
     (a model without a theory refuses here: ``CapabilityError``, a ``ValueError``)."""
     th_obj = model.theory
@@ -391,8 +399,9 @@ def _resolve_theory(model, theory, order, correction):
     return th_obj, theory, order, corr
 
 
-def _theory_at(th_obj, corr, init, t, runs, *, theory, order, check, eta, batch,
-               theory_kwargs):
+def _theory_at(th_obj: Theory, corr: Correction, init: Any, t: np.ndarray,
+               runs: list[Trajectory], *, theory: str, order: int | None, check: Any,
+               eta: float, batch: int, theory_kwargs: dict[str, Any] | None) -> Trajectory:
     """The (corrected) theory from ``init`` at the SGD times ``t``; an empty trajectory
     with SGD's row names when SGD recorded no checkpoint."""
     if not t.size:  # SGD failed before its first checkpoint: nothing to compare at
@@ -404,7 +413,8 @@ def _theory_at(th_obj, corr, init, t, runs, *, theory, order, check, eta, batch,
                       **dict(theory_kwargs or {}))
 
 
-def _common_names(runs, th, names):
+def _common_names(runs: list[Trajectory], th: Trajectory, names: Sequence[str] | None
+                  ) -> list[str]:
     """The observables of both SGD and theory in SGD's order, or the requested ``names``
     (``ValueError`` naming the missing ones)."""
     common = [n for n in runs[0].names if n in th.names]
@@ -417,7 +427,7 @@ def _common_names(runs, th, names):
     return list(names)
 
 
-def _premises(th_obj, init, params) -> str:
+def _premises(th_obj: Theory, init: Any, params: dict[str, Any]) -> str:
     """Record the premises of the theorem behind the theory at this start (issue 18) in
     ``params["assumptions"]``; the message suffix naming those that fail."""
     verdicts = th_obj.assumptions(init, quick=True)
