@@ -81,7 +81,11 @@ def _w_arg():
 
 
 def threshold_compute():
-    """``C*(N) = N^6 log(N L d / xi^2) / xi^2`` (eq. 3 / 12)."""
+    """``C*(N) = N^6 log(N L d / xi^2) / xi^2`` (eq. 3 / 12).
+
+        >>> threshold_compute()
+        N**6*log(L*N*d/xi**2)/xi**2
+    """
     return N ** 6 * sp.log(N * L * d / xi ** 2) / xi ** 2
 
 
@@ -95,6 +99,10 @@ def solve_threshold():
 
     Returns the unique positive solution, which SymPy writes as
     ``xi^2 exp(W(6 C L^6 d^6 / xi^10) / 6) / (L d)``.
+
+        >>> N = solve_threshold()
+        >>> sorted(str(s) for s in N.free_symbols)
+        ['C', 'L', 'd', 'xi']
     """
     sols = sp.solve(threshold_equation(), N)
     if len(sols) != 1 or not sols[0].has(sp.LambertW):
@@ -103,12 +111,20 @@ def solve_threshold():
 
 
 def critical_data_size():
-    r"""``N*(C) = (6 C xi^2 / W0(6 (L d)^6 C / xi^10))^(1/6)``."""
+    r"""``N*(C) = (6 C xi^2 / W0(6 (L d)^6 C / xi^10))^(1/6)``.
+
+        >>> critical_data_size()
+        6**(1/6)*C**(1/6)*xi**(1/3)*(1/LambertW(6*C*L**6*d**6/xi**10))**(1/6)
+    """
     return (6 * C * xi ** 2 / sp.LambertW(_w_arg())) ** sp.Rational(1, 6)
 
 
 def paper_critical_data_size():
-    """The paper's ``(C xi^2 / W(C / xi^10))^(1/6)`` (proof of Theorem F.7)."""
+    """The paper's ``(C xi^2 / W(C / xi^10))^(1/6)`` (proof of Theorem F.7).
+
+        >>> paper_critical_data_size()
+        C**(1/6)*xi**(1/3)*(1/LambertW(C/xi**10))**(1/6)
+    """
     return (C * xi ** 2 / sp.LambertW(C / xi ** 10)) ** sp.Rational(1, 6)
 
 
@@ -120,6 +136,11 @@ def verify_inverse(candidate=None) -> bool:
     Sixth powers are compared after rewriting ``exp(W(a)) = a / W(a)`` and
     ``log W(a) = log a - W(a)``, with ``a = 6 (L d)^6 C / xi^10``. The
     paper's form (:func:`paper_critical_data_size`) fails this check.
+
+        >>> verify_inverse()
+        True
+        >>> verify_inverse(paper_critical_data_size())
+        False
     """
     cand = critical_data_size() if candidate is None else _as_sympy(candidate, "candidate")
     a = _w_arg()
@@ -150,38 +171,66 @@ def threshold_time():
 
 
 def training_loss_bound():
-    """Theorem 5.5 / E.2: ``exp(-alpha eps^2 T) L_0``."""
+    """Theorem 5.5 / E.2: ``exp(-alpha eps^2 T) L_0``.
+
+        >>> training_loss_bound()
+        L_0*exp(-T*alpha*varepsilon**2)
+    """
     return sp.exp(-alpha * eps ** 2 * T) * L_0
 
 
 def approximation_bound():
-    """Corollary 6.1 / E.3: ``M^-2``."""
+    """Corollary 6.1 / E.3: ``M^-2``.
+
+        >>> approximation_bound()
+        M**(-2)
+    """
     return M ** -2
 
 
 def generalisation_bound():
-    """Theorem 6.2 / F.6: ``(4/M + xi)/M + L d xi / N``."""
+    """Theorem 6.2 / F.6: ``(4/M + xi)/M + L d xi / N``.
+
+        >>> generalisation_bound()
+        L*d*xi/N + (xi + 4/M)/M
+    """
     return (4 / M + xi) / M + L * d * xi / N
 
 
 def stage_one_bound():
-    """Theorem 7.1 / F.7, stage I: ``C_poly exp(-alpha xi^2 C / N^6) L_0``."""
+    """Theorem 7.1 / F.7, stage I: ``C_poly exp(-alpha xi^2 C / N^6) L_0``.
+
+        >>> stage_one_bound()
+        C_poly*L_0*exp(-C*alpha*xi**2/N**6)
+    """
     return C_poly * sp.exp(-alpha * xi ** 2 * C / N ** 6) * L_0
 
 
 def stage_two_bound():
-    """Theorem 7.1 / F.7, stage II, exact: ``c_stat xi^2 / N*(C)``."""
+    """Theorem 7.1 / F.7, stage II, exact: ``c_stat xi^2 / N*(C)``.
+
+        >>> stage_two_bound()
+        6**(5/6)*c_stat*xi**(5/3)/(6*C**(1/6)*(1/LambertW(6*C*L**6*d**6/xi**10))**(1/6))
+    """
     return c_stat * xi ** 2 / critical_data_size()
 
 
 def stage_two_bound_paper():
-    """Stage II as printed: ``c_stat xi^(5/3) (C / W(C/xi^10))^(-1/6)``."""
+    """Stage II as printed: ``c_stat xi^(5/3) (C / W(C/xi^10))^(-1/6)``.
+
+        >>> stage_two_bound_paper()
+        c_stat*xi**(5/3)/(C**(1/6)*(1/LambertW(C/xi**10))**(1/6))
+    """
     return c_stat * xi ** sp.Rational(5, 3) * (C / sp.LambertW(C / xi ** 10)) ** sp.Rational(-1, 6)
 
 
 def threshold_jump():
     """Stage I just below ``C*(N)`` over stage II just above it:
-    ``C_poly L_0 (N L d / xi^2)^(1 - alpha) / (c_stat L d)``."""
+    ``C_poly L_0 (N L d / xi^2)^(1 - alpha) / (c_stat L d)``.
+
+        >>> threshold_jump()
+        C_poly*L_0*N/(c_stat*xi**2*(L*N*d/xi**2)**alpha)
+    """
     at = stage_one_bound().subs(C, threshold_compute())
     return sp.simplify(sp.expand_log(at, force=True) / (c_stat * xi ** 2 / N))
 
@@ -189,19 +238,33 @@ def threshold_jump():
 def time_law(literal=False):
     """Theorem 7.2 / F.8, time law, ``eps = xi / N``:
     ``C_poly L_0 exp(-alpha xi^2 T / N^2) + c_stat xi^2 / N``.
-    ``literal=True``: the exponent as printed, ``eps^2 xi^2 T / N^2``."""
+    ``literal=True``: the exponent as printed, ``eps^2 xi^2 T / N^2``.
+
+        >>> time_law()
+        C_poly*L_0*exp(-T*alpha*xi**2/N**2) + c_stat*xi**2/N
+        >>> time_law(literal=True)
+        C_poly*L_0*exp(-T*alpha*xi**4/N**4) + c_stat*xi**2/N
+    """
     e2 = (xi / N) ** 2
     expo = alpha * e2 * T * (xi ** 2 / N ** 2 if literal else 1)
     return C_poly * L_0 * sp.exp(-expo) + c_stat * xi ** 2 / N
 
 
 def data_law():
-    """Theorem 7.2 / F.8, data law: ``c_stat xi^2 / N``."""
+    """Theorem 7.2 / F.8, data law: ``c_stat xi^2 / N``.
+
+        >>> data_law()
+        c_stat*xi**2/N
+    """
     return c_stat * xi ** 2 / N
 
 
 def model_law():
-    """Theorem 7.2 / F.8, model law: ``xi^2 M^-zeta``, zeta in (0, 1/3)."""
+    """Theorem 7.2 / F.8, model law: ``xi^2 M^-zeta``, zeta in (0, 1/3).
+
+        >>> model_law()
+        xi**2/M**zeta
+    """
     return xi ** 2 * M ** (-zeta)
 
 
@@ -211,18 +274,30 @@ def model_law_boundary():
 
 
 def model_law_crossover():
-    """``M`` where ``xi^2 M^-zeta = xi^2 / N`` (the proof's ``xi^2/N <= xi eps``)."""
+    """``M`` where ``xi^2 M^-zeta = xi^2 / N`` (the proof's ``xi^2/N <= xi eps``).
+
+        >>> model_law_crossover()
+        N**(1/zeta)
+    """
     sol = sp.solve(sp.Eq(model_law(), xi ** 2 / N), M)
     return sol[0]
 
 
 def noise_drag_data(power=sp.Rational(1, 2)):
-    """Data law with ``xi = xi0 N^power``; ``power = 1/2`` gives ``c_stat xi0^2``."""
+    """Data law with ``xi = xi0 N^power``; ``power = 1/2`` gives ``c_stat xi0^2``.
+
+        >>> noise_drag_data()
+        c_stat*xi_0**2
+    """
     return sp.powsimp(data_law().subs(xi, xi0 * N ** power), force=True)
 
 
 def noise_drag_compute(power=sp.Rational(1, 10), form="exact"):
-    """Stage II with ``xi = xi0 C^power``; ``power = 1/10`` is free of ``C``."""
+    """Stage II with ``xi = xi0 C^power``; ``power = 1/10`` is free of ``C``.
+
+        >>> noise_drag_compute()
+        6**(5/6)*c_stat*xi_0**(5/3)*LambertW(6*L**6*d**6/xi_0**10)**(1/6)/6
+    """
     expr = stage_two_bound() if form == "exact" else stage_two_bound_paper()
     out = expr.subs(xi, xi0 * C ** power)
     return sp.powsimp(sp.powdenest(sp.expand_power_base(out, force=True), force=True), force=True)
@@ -242,6 +317,11 @@ def lambertw_asymptotic(z, order=3):
               \frac{L_2^m}{L_1^{l+m}}, \quad L_1 = \log z, \; L_2 = \log L_1,
 
     with ``[n k]`` the unsigned Stirling numbers of the first kind.
+
+        >>> import sympy
+        >>> w = lambertw_asymptotic(sympy.Integer(10) ** 6)
+        >>> round(float(w), 3), round(float(sympy.LambertW(10 ** 6)), 3)
+        (11.383, 11.383)
     """
     l1 = sp.log(z)
     l2 = sp.log(l1)
@@ -258,7 +338,16 @@ def lambertw_asymptotic(z, order=3):
 def stage_two_asymptotic(order=2):
     """Stage-II bound for ``C -> inf`` with W replaced by
     :func:`lambertw_asymptotic` of the given order:
-    ``c_stat 6^(-1/6) xi^(5/3) C^(-1/6) W~^(1/6)``."""
+    ``c_stat 6^(-1/6) xi^(5/3) C^(-1/6) W~^(1/6)``.
+
+        >>> import sympy
+        >>> e = stage_two_asymptotic(order=2)
+        >>> e.has(sympy.LambertW)
+        False
+        >>> at = {C: sympy.Integer(10) ** 40, L: 1, d: 1, xi: 1}
+        >>> round(float((e / stage_two_bound()).subs(at)), 4)
+        1.0
+    """
     w = lambertw_asymptotic(_w_arg(), order)
     return c_stat * 6 ** sp.Rational(-1, 6) * xi ** sp.Rational(5, 3) * C ** sp.Rational(-1, 6) \
         * w ** sp.Rational(1, 6)
@@ -271,6 +360,9 @@ def stage_two_leading():
 
     i.e. ``C^(-1/6)`` with a ``(log C)^(1/6)`` correction (``W(a) ~ log a ~
     log C``); the next relative corrections are ``O(log log C / log C)``.
+
+        >>> stage_two_leading()
+        6**(5/6)*c_stat*xi**(5/3)*log(C)**(1/6)/(6*C**(1/6))
     """
     return c_stat * 6 ** sp.Rational(-1, 6) * xi ** sp.Rational(5, 3) * C ** sp.Rational(-1, 6) \
         * sp.log(C) ** sp.Rational(1, 6)
@@ -282,7 +374,14 @@ def stage_two_leading():
 
 
 def bounds():
-    """``{name: (expression, source in the paper)}`` for every statement."""
+    """``{name: (expression, source in the paper)}`` for every statement.
+
+        >>> b = bounds()
+        >>> b["data_law"]
+        (c_stat*xi**2/N, 'Theorem 7.2 / F.8, data law')
+        >>> len(b) >= 10
+        True
+    """
     return {
         "threshold_compute": (threshold_compute(), "eq. (3) / (12)"),
         "critical_data_size": (critical_data_size(), "exact inverse of eq. (3)"),
@@ -304,7 +403,11 @@ def bounds():
 
 
 def latex(name):
-    """LaTeX of one statement of :func:`bounds` (``name`` as its key)."""
+    """LaTeX of one statement of :func:`bounds` (``name`` as its key).
+
+        >>> latex("data_law")
+        '\\\\frac{c_{stat} \\\\xi^{2}}{N}'
+    """
     table = bounds()
     if name not in table:
         raise ValueError(f"unknown bound {name!r}; choose from {sorted(table)}")
@@ -312,5 +415,9 @@ def latex(name):
 
 
 def latex_all():
-    """``{name: LaTeX}`` for every statement of :func:`bounds`."""
+    """``{name: LaTeX}`` for every statement of :func:`bounds`.
+
+        >>> latex_all()["data_law"]
+        '\\\\frac{c_{stat} \\\\xi^{2}}{N}'
+    """
     return {k: sp.latex(v[0]) for k, v in bounds().items()}
