@@ -109,14 +109,14 @@ class SModel(AttentionModel):
         self.chi = np.zeros(self.K)
         self.chi[list(self.trainable)] = 1.0
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         from attndyn.numeric.core.display import html_summary
         C = [[float(self.C[i, j]) for j in range(self.L)] for i in range(self.L)]
         return html_summary(type(self).__name__, {
             "K": self.K, "trainable": list(self.trainable), "L": self.L, "C": C,
             "weight_decay": self.weight_decay, "corrections": list(self.theory.corrections)})
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"SModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
                 f"weight_decay={self.weight_decay})")
 
@@ -134,7 +134,8 @@ class SModel(AttentionModel):
         """SGD weights: the matrices ``S_k`` themselves (:meth:`check_matrices`)."""
         return self.check_matrices(init, name)
 
-    def _draw_init(self, rng, d, widths, scales, symmetric):
+    def _draw_init(self, rng: np.random.Generator, d: int, widths: list[int],
+                   scales: list[float], symmetric: bool) -> list[Any]:
         # entries N(0, scale_k^2 / d): Omega_kk ~ scale_k^2, t_k and Psi_kk O(1/d)
         out = []
         for k in range(self.K):
@@ -195,12 +196,14 @@ class SModel(AttentionModel):
         numeric route's function returns nothing (see :meth:`gradients`)."""
         pot = self.potential
         if self._numeric:
-            return pot.gradient_function()
+            numeric_fn: Callable[..., Any] = pot.gradient_function()
+            return numeric_fn
         outs = [guard_for_numba(e) for e in pot.output_expressions(hessian=False)]
         src = njit_source("sgrad", pot.inputs, pot.params, outs, value=guard_for_numba(pot.phi),
                           doc="A = grad_Omega Phi, B = grad_Psi Phi of direct-S attention "
                               f"(paper 003, eqs. 399-404), route {pot.route}; returns Phi.")
-        return load_generated(src, "sgrad")
+        fn: Callable[..., Any] = load_generated(src, "sgrad")
+        return fn
 
     @cached_property
     def gradient_parameters(self) -> np.ndarray:
@@ -261,7 +264,8 @@ class SModel(AttentionModel):
     def order_parameters(self, matrices: Sequence[ArrayLike]) -> tuple:
         """``(t, Psi, Omega)`` of matrices ``S_k`` (eq. 397)."""
         mats = self.check_matrices(matrices)
-        return _order_parameters(mats)
+        ops: tuple[np.ndarray, np.ndarray, np.ndarray] = _order_parameters(mats)
+        return ops
 
     def initial_state(self, init: Any) -> tuple:
         """``(t, Psi, Omega)`` from matrices, a dict with keys ``t``, ``Psi``,
@@ -295,7 +299,8 @@ class SModel(AttentionModel):
         return self._rhs(np.asarray(t, float), np.asarray(Psi, float), np.asarray(Omega, float),
                          A, B)
 
-    def _rhs(self, t, Psi, Om, A, B):
+    def _rhs(self, t: np.ndarray, Psi: np.ndarray, Om: np.ndarray, A: np.ndarray,
+             B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         chi = self.chi
         g = self.weight_decay
         X1 = chi[:, None] * (A @ Psi + B @ Om)
@@ -306,14 +311,14 @@ class SModel(AttentionModel):
         dOm = -2.0 * (X2 + X2.T) - dec * Om
         return dt, dPsi, dOm
 
-    def _pack(self, t, Psi, Om):
+    def _pack(self, t: np.ndarray, Psi: np.ndarray, Om: np.ndarray) -> np.ndarray:
         return np.concatenate([t, Psi.ravel(), Om.ravel()])
 
-    def _unpack(self, y):
+    def _unpack(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         K = self.K
         return y[:K], y[K:K + K * K].reshape(K, K), y[K + K * K:].reshape(K, K)
 
-    def _ode(self, tau, y):
+    def _ode(self, tau: float, y: np.ndarray) -> np.ndarray:
         t, Psi, Om = self._unpack(y)
         A, B, _ = self.gradients(Psi, Om)
         dt, dP, dO = self._rhs(t, Psi, Om, A, B)
@@ -402,13 +407,13 @@ class SModel(AttentionModel):
         tr = list(self.trainable)
         g = self.weight_decay
 
-        def unpack(y):
+        def unpack(y: np.ndarray) -> list[np.ndarray]:
             S = list(mats)
             for j, k in enumerate(tr):
                 S[k] = y[j * d * d:(j + 1) * d * d].reshape(d, d)
             return S
 
-        def rhs(tau, y):
+        def rhs(tau: float, y: np.ndarray) -> np.ndarray:
             S = unpack(y)
             _, Psi, Om = _order_parameters(S)
             A, B, _ = self.gradients(Psi, Om)
@@ -511,7 +516,8 @@ class SModel(AttentionModel):
                 "cond417": cond417, "cross_gradient_on_U": worst, "verdict": verdict,
                 "student": s, "teacher": r}
 
-    def _cross_gradient_on_U(self, PsiU, OmU, s, r, tol):
+    def _cross_gradient_on_U(self, PsiU: np.ndarray, OmU: np.ndarray, s: int, r: int,
+                             tol: float) -> tuple[float, float]:
         """``(max |A_sr|, |B_sr| on U, tolerance)`` for condition (417)."""
         pot = self.potential
         if not self._numeric:
@@ -575,9 +581,10 @@ class SModel(AttentionModel):
         iP = K + s * K + r
         iO = K + K * K + s * K + r
 
-        def over(tau, y):
+        def over(tau: float, y: np.ndarray) -> float:
             tt = y[s] * y[r]
-            return max(abs(y[iP] - tt), abs(y[iO] - tt)) - c
+            gap: float = max(abs(y[iP] - tt), abs(y[iO] - tt)) - c
+            return gap
         over.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attributes
         over.direction = 1  # type: ignore[attr-defined]
         y0 = self._pack(t0, Psi0, Om0)
