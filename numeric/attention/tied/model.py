@@ -27,6 +27,7 @@ from attndyn.symbolic.hierarchy import check_order
 
 if TYPE_CHECKING:
     from attndyn.numeric.core.types import ArrayLike
+    from attndyn.symbolic.potential import TiedPotential
 
 __all__ = ["TiedModel"]
 
@@ -90,7 +91,8 @@ class TiedModel(AttentionModel):
                                      params=list(self.params))
         self._numeric_potential = potential
         self._potential = None
-        self._entry = None  # the potential's cache entry (potcache), for exact routes
+        # the potential's cache entry (potcache), for exact routes
+        self._entry: potcache.PotentialEntry | None = None
         if potential is None:
             if loss is None:
                 raise TypeError("give a loss callable (or a numeric potential=)")
@@ -101,7 +103,7 @@ class TiedModel(AttentionModel):
                     raise TypeError(f"potential must define {attr}()")
         self._hier: dict = {}
 
-    def _init_symbolic(self):
+    def _init_symbolic(self) -> None:
         """The symbolic potential, from the disk cache when this loss was derived before.
 
         A traceable loss (:func:`potcache.trace_loss`) with the identity ``C`` is looked up
@@ -127,11 +129,12 @@ class TiedModel(AttentionModel):
             return
         pot = self._derive()
         if pot is not None:
-            self._entry = potcache.PotentialEntry(key, self.K, pot.route, str(pot.phi),
-                                                  pot.numba_source("grad"))
-            potcache.store_entry(self._entry)
+            new = potcache.PotentialEntry(key, self.K, pot.route, str(pot.phi),
+                                          pot.numba_source("grad"))
+            self._entry = new
+            potcache.store_entry(new)
 
-    def _derive(self):
+    def _derive(self) -> TiedPotential | None:
         """Derive the potential with SymPy; ``None`` on the numeric route (built here)."""
         import sympy as sp
 
@@ -183,7 +186,7 @@ class TiedModel(AttentionModel):
             return self._entry.route
         return None
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         """Notebook display: the model's arguments and its potential's route once derived
         (without deriving it)."""
         from attndyn.numeric.core.display import html_summary
@@ -194,7 +197,7 @@ class TiedModel(AttentionModel):
             "weight_decay": self.weight_decay, "corrections": list(TiedTheory.corrections),
             "potential route": self.potential_route or "not derived yet"})
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"TiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
                 f"weight_decay={self.weight_decay})")
 
@@ -202,11 +205,14 @@ class TiedModel(AttentionModel):
     @cached_property
     def gradient_function(self) -> Callable[..., Any]:
         """Compiled ``Gamma(q)``: ``f(q.ravel(), p, out)``."""
+        fn: Callable[..., Any]
         if self._numeric_potential is not None:
-            return self._numeric_potential.gradient_function()
-        if self._entry is not None:  # the same text numba_source printed (cached)
-            return load_generated(self._entry.grad_source, "grad")
-        return load_generated(self.potential.numba_source("grad"), "grad")
+            fn = self._numeric_potential.gradient_function()
+        elif self._entry is not None:  # the same text numba_source printed (cached)
+            fn = load_generated(self._entry.grad_source, "grad")
+        else:
+            fn = load_generated(self.potential.numba_source("grad"), "grad")
+        return fn
 
     @cached_property
     def gradient_parameters(self) -> np.ndarray:
@@ -292,7 +298,8 @@ class TiedModel(AttentionModel):
         """Validate the SGD factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
         return _check_factor_list(self, init, name)
 
-    def _draw_init(self, rng, d, widths, scales, symmetric):
+    def _draw_init(self, rng: np.random.Generator, d: int, widths: list[int],
+                   scales: list[float], symmetric: bool) -> list[Any]:
         # W_k entries N(0, scale_k^2 / d_k), so t_k ~ scale_k^2
         return [rng.standard_normal((d, widths[k])) * (scales[k] / math.sqrt(widths[k]))
                 for k in range(self.K)]
