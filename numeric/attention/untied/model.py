@@ -101,14 +101,14 @@ class UntiedModel(AttentionModel):
             self.letter_names += [f"M{k + 1}", f"Mt{k + 1}", f"A{k + 1}", f"B{k + 1}"]
         self._words: dict = {}
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         from attndyn.numeric.core.display import html_summary
         C = [[float(self.C[i, j]) for j in range(self.L)] for i in range(self.L)]
         return html_summary("UntiedModel", {
             "K": self.K, "trainable": list(self.trainable), "L": self.L, "C": C,
             "weight_decay": self.weight_decay, "corrections": list(self.theory.corrections)})
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"UntiedModel(K={self.K}, trainable={self.trainable}, L={self.L}, "
                 f"weight_decay={self.weight_decay})")
 
@@ -191,7 +191,8 @@ class UntiedModel(AttentionModel):
     def check_init(self, init: Sequence[Any], name: str = "init") -> list[Any]:
         return self.check_factors(init, name)
 
-    def _draw_init(self, rng, d, widths, scales, symmetric):
+    def _draw_init(self, rng: np.random.Generator, d: int, widths: list[int],
+                   scales: list[float], symmetric: bool) -> list[Any]:
         # U_k, V_k entries N(0, scale_k^2 / d_k): tA_k ~ tB_k ~ scale_k^2, m_k = O(d^-1/2)
         out = []
         for k in range(self.K):
@@ -211,7 +212,8 @@ class UntiedModel(AttentionModel):
     def matrix_flow(self, matrices: Sequence[Any], t_eval: ArrayLike, **options: Any
                     ) -> Trajectory:
         """The finite-d untied flow from pairs ``(U_k, V_k)`` (``self.theory.matrix_flow``)."""
-        return self.theory.matrix_flow(matrices, t_eval, **options)
+        traj: Trajectory = self.theory.matrix_flow(matrices, t_eval, **options)
+        return traj
 
     # -- the fast-slow theory (attndyn.numeric.attention.untied.fastslow) ----------
     def fast_flow(self, pairs: Sequence[Any], t_eval: ArrayLike, **kw: Any) -> Trajectory:
@@ -227,7 +229,8 @@ class UntiedModel(AttentionModel):
     def hierarchy(self, order: int, letters: Sequence[int] | None = None) -> UntiedHierarchy:
         """The slow hierarchy (31)-(32) truncated at ``order`` (eq. 892):
         :class:`attndyn.numeric.attention.untied.fastslow.UntiedHierarchy`."""
-        return self.theory.hierarchy(order, letters)
+        hier: UntiedHierarchy = self.theory.hierarchy(order, letters)
+        return hier
 
     def order_parameters(self, init: Sequence[Any]) -> dict:
         """``m, tA, tB, q1, q2`` of the pairs ``(U_k, V_k)`` (numpy arrays)."""
@@ -243,7 +246,7 @@ class UntiedModel(AttentionModel):
         return {"m": m, "tA": tA, "tB": tB, "q1": q1, "q2": q2}
 
 
-def _untied_names(model, words) -> list:
+def _untied_names(model: AttentionModel, words: Sequence[Sequence[int]]) -> list[str]:
     K = model.K
     return ([model.word_name(w) for w in words]
             + [obs_key("m", k) for k in range(K)] + [obs_key("tA", k) for k in range(K)]
@@ -255,7 +258,8 @@ def _untied_names(model, words) -> list:
 class _UntiedRunner(SGDRunner):
     """``W = [U_tr | V_tr | U_fixed | V_fixed]`` for :func:`attndyn.kernels.sgd.untied_steps`."""
 
-    def __init__(self, model, pairs, order):
+    def __init__(self, model: UntiedModel, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                 order: int) -> None:
         self.model = model
         self.order = order
         self.d = pairs[0][0].shape[0]
@@ -282,25 +286,28 @@ class _UntiedRunner(SGDRunner):
         self.kidx = np.array(self.slots, dtype=np.int64)
         self.n_tr = len(tr)
         self.W = np.ascontiguousarray(np.hstack(cols))
-        self.words = model.words(order)
+        self.words: list[tuple[int, ...]] = model.words(order)
         self.names = _untied_names(model, self.words)
         self.inv = model.alphabet.inv
         self.macs = self.W.shape[1] + 2 * sum(self.widths[k] for k in tr)
 
-    def pair(self, k):
+    def pair(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         a = self.slots.index(k)
         w = self.width[a]
         return (self.W[:, self.uoff[a]:self.uoff[a] + w], self.W[:, self.voff[a]:self.voff[a] + w])
 
-    def workspace_shape(self, B, L):
+    def workspace_shape(self, B: int, L: int) -> tuple[int, int, int, int, int]:
         return (B, L, self.d, self.W.shape[1], 2 * int(sum(self.width[:self.n_tr])))
 
-    def step(self, n, eta, gamma, B, lossfn, lp, C, F, ident, state, blowup, losses, info, ws):
+    def step(self, n: int, eta: float, gamma: float, B: int, lossfn: Callable[..., Any],
+             lp: np.ndarray, C: np.ndarray, F: np.ndarray, ident: bool, state: np.ndarray,
+             blowup: float, losses: np.ndarray, info: np.ndarray,
+             ws: tuple[np.ndarray, ...]) -> None:
         from attndyn.kernels import sgd as _k
         _k.untied_steps(self.W, self.uoff, self.voff, self.width, self.kidx, self.n_tr, C, F,
                         ident, eta, gamma, B, n, lossfn, lp, state, blowup, losses, info, *ws)
 
-    def observables(self):
+    def observables(self) -> np.ndarray:
         K = self.model.K
         d = self.d
         mats = []
@@ -320,5 +327,5 @@ class _UntiedRunner(SGDRunner):
         w = finite_word_traces(mats, self.words, "U_k V_k^T")
         return np.concatenate([w, m, tA, tB, q1.ravel(), q2.ravel()])
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         return {"order": self.order, "widths": list(self.widths)}
