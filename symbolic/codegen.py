@@ -77,6 +77,13 @@ def njit_source(
     Common subexpressions are shared (``sympy.cse``). With ``value`` the
     function also returns that expression (signature returning float64).
     Raises ``TypeError`` if an expression uses a function numba cannot run.
+
+        >>> x, a = sp.symbols("x a")
+        >>> src = njit_source("f", [x], [a], [a * x ** 2])
+        >>> src.splitlines()[-1].strip()
+        'out[0] = p_0*((x_0)*(x_0))'
+        >>> "@numba.njit(GRAD_SIG, cache=True)" in src
+        True
     """
     inputs = list(inputs)
     params = list(params)

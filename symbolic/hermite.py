@@ -94,7 +94,14 @@ def _relu_piece(pw):
 
 def normalise_nonsmooth(expr) -> sp.Expr:
     """Rewrite ``Max(0, e)``, ``Min(0, e)``, ``Abs``, ``sign`` and ReLU-shaped
-    ``Piecewise`` in terms of ``Heaviside`` (equal almost everywhere)."""
+    ``Piecewise`` in terms of ``Heaviside`` (equal almost everywhere).
+
+        >>> x = sp.Symbol("x", real=True)
+        >>> normalise_nonsmooth(sp.Max(0, x))
+        x*Heaviside(x)
+        >>> normalise_nonsmooth(sp.Abs(x))
+        x*(2*Heaviside(x) - 1)
+    """
     expr = _as_sympy(expr, "expression")
 
     def mx(e):

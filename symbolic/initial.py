@@ -35,7 +35,14 @@ class _Spec:
 
 
 def wishart(sigma=1, aspect=1) -> _Spec:
-    """``S = W W^T``, ``W`` of shape ``d x (aspect d)`` with ``N(0, sigma^2/d)`` entries."""
+    """``S = W W^T``, ``W`` of shape ``d x (aspect d)`` with ``N(0, sigma^2/d)`` entries.
+
+        >>> w = wishart(sigma=1, aspect=2)
+        >>> w
+        _Spec(kind='wishart', a=1, b=2)
+        >>> FreeInit([w])([(0,), (0, 0)])
+        [2.0, 6.0]
+    """
     if not (aspect > 0):
         raise ValueError(f"aspect must be > 0 (d_k / d), got {aspect}")
     if sigma < 0:
@@ -44,7 +51,11 @@ def wishart(sigma=1, aspect=1) -> _Spec:
 
 
 def scalar(c) -> _Spec:
-    """``S = c I``."""
+    """``S = c I``.
+
+        >>> FreeInit([scalar(2)])([(0,), (0, 0), (0, 0, 0)])
+        [2.0, 4.0, 8.0]
+    """
     return _Spec("scalar", c)
 
 
@@ -65,6 +76,10 @@ class FreeInit:
 
     Use as the ``mu0`` of ``TiedHierarchy.integrate`` (it is callable on a
     list of words), which also lets the convergence ladder get longer moments.
+
+        >>> mu0 = FreeInit([wishart(), scalar(1)])
+        >>> mu0([(0,), (0, 0), (0, 1), (0, 0, 0)])
+        [1.0, 2.0, 1.0, 5.0]
     """
 
     def __init__(self, specs: Sequence[_Spec]):

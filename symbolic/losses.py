@@ -88,6 +88,13 @@ def mse_teacher_student(student="h2", teacher=None, *, student_index: int = 0,
     paper's 1/2 by default. ``student``/``teacher`` are activation names or
     :class:`~attndyn.symbolic.activations.Activation` objects (teacher defaults
     to the student's activation).
+
+        >>> from attndyn.symbolic.symbols import g_array
+        >>> loss = mse_teacher_student("h2")
+        >>> loss
+        Loss('mse:h2,h2')
+        >>> loss.fn(g_array(1, 2))
+        (sqrt(2)*G_000**2/2 - sqrt(2)*G_001**2/2)**2/2
     """
     s = activation(student, "student")
     t = s if teacher is None else activation(teacher, "teacher")
@@ -125,6 +132,14 @@ def softmax_teacher_student(L: int = 2, *, student_index: int = 0, teacher_index
 
     the softmax taken over each row ``j`` of the ``L x L`` score matrix. No
     closed form: its potential goes by the numeric route.
+
+        >>> from attndyn.symbolic.symbols import g_array
+        >>> loss = softmax_teacher_student(L=2)
+        >>> loss, loss.min_K
+        (Loss('softmax:L=2'), 2)
+        >>> G = g_array(2, 2)
+        >>> loss.fn(G).subs({G[i, j, 1]: G[i, j, 0] for i in range(2) for j in range(2)})
+        0
     """
     if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
         raise ValueError(f"L must be an int >= 1, got {L!r}")
@@ -155,6 +170,13 @@ def matrix_denoising(ell="-a") -> Loss:
     ``q1 = q2 = ||S||_F^2 / d^3`` (:func:`denoising_order_parameters`).
     ``ell`` is an expression in ``a``; the default ``-a`` is the data term of
     the least-squares objective ``||Y - S||_F^2 / (2d)``.
+
+        >>> from attndyn.symbolic.symbols import g_array
+        >>> loss = matrix_denoising()
+        >>> loss, loss.L
+        (Loss('denoising:ell=-a'), 1)
+        >>> loss.fn(g_array(1, 1))
+        -G_000
     """
     if isinstance(ell, str):
         # the safe parser of attndyn.symbolic.parse: never evaluated as Python
@@ -218,6 +240,10 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
     centred or symmetric: use the untied (or general) law.
     :meth:`effective_matrices` and :meth:`forward` compute the matrices and the
     network itself from weights, to check the expansion at finite ``d``.
+
+        >>> loss = two_layer_attention(heads=1)
+        >>> loss, loss.L, loss.min_K
+        (Loss('attention2:heads=1,output=linear'), None, 10)
     """
     if (isinstance(heads, bool) or not isinstance(heads, (int, np.integer))
             or not 1 <= heads <= MAX_HEADS):
@@ -336,7 +362,13 @@ def bilinear_order_parameters(mats) -> dict:
     ``G_ijk = x_i^T M_k x_j / sqrt(d)``, ``x_i ~ N(0, I_d)`` independent:
     ``m_k = Tr M_k / sqrt(d)``, ``q1_kl = Tr(M_k M_l^T)/d``, ``q2_kl = Tr(M_k M_l)/d``,
     so ``E G_ijk = delta_ij m_k`` and
-    ``Cov(G_ijk, G_i'j'l) = d_ii' d_jj' q1_kl + d_ij' d_ji' q2_kl`` exactly at any ``d``."""
+    ``Cov(G_ijk, G_i'j'l) = d_ii' d_jj' q1_kl + d_ij' d_ji' q2_kl`` exactly at any ``d``.
+
+        >>> M = np.array([[1.0, 2.0], [0.0, 1.0]])
+        >>> op = bilinear_order_parameters([M])
+        >>> {k: np.round(v, 3).tolist() for k, v in op.items()}
+        {'m': [1.414], 'q1': [[3.0]], 'q2': [[1.0]]}
+    """
     M = [np.asarray(a, dtype=float) for a in mats]
     if not M or any(a.ndim != 2 or a.shape != M[0].shape or a.shape[0] != a.shape[1]
                     for a in M):
@@ -378,6 +410,10 @@ def autoregressive(L: int = 2, heads: int = 1) -> Loss:
     nor symmetric: the untied law. ``extra``: ``effective_matrices(W, M, V, Vs)``,
     ``forward(X, W, M, V, Vs, rng)`` (the network itself on tokens ``X`` of shape
     ``(L, d)``, gates drawn from ``rng``), ``student_forms``, ``teacher_forms``.
+
+        >>> loss = autoregressive(L=2)
+        >>> loss, loss.L, loss.min_K
+        (Loss('autoregressive:L=2,heads=1'), 2, 5)
     """
     L = _check_small_int(L, "L (context tokens)", 1, MAX_B_TOKENS)
     H = _check_small_int(heads, "heads", 1, MAX_B_HEADS)
@@ -480,6 +516,10 @@ def multiple_location(L: int = 2, act="tanh", *, polarity=None, alpha=None) -> L
     diagonal and -1 off it; ``alpha`` to ``1/L^2``; ``act`` (``sigma``) is an activation name or a polynomial
     string in ``x`` (safe parser) or an :class:`~attndyn.symbolic.activations.Activation`. ``extra["forward"](X, W, Ws, rng)``
     computes ``(1/2)(f - y)^2`` with the ``eps`` drawn from ``rng``.
+
+        >>> loss = multiple_location(L=2)
+        >>> loss, loss.L, loss.min_K
+        (Loss('multilocation:L=2,act=tanh'), 2, 2)
     """
     L = _check_small_int(L, "L (tokens)", 1, MAX_B3_TOKENS)
     act = activation(act, "act")
@@ -556,6 +596,10 @@ def multi_step_reasoning(L: int = 3) -> Loss:
     Forms: 0, 1 = student ``W_1, W_2``; 2 = ``Wt``; 3, 4 = teacher ``W*_1, W*_2``;
     5 = ``U*``. ``extra["forward"](X, W1, W2, Wt, Ws1, Ws2, Us, rng)`` is the network
     with the pointers drawn from ``rng``.
+
+        >>> loss = multi_step_reasoning(L=3)
+        >>> loss, loss.L, loss.min_K
+        (Loss('reasoning:L=3'), 3, 6)
     """
     L = _check_small_int(L, "L (tokens, context + query)", 2, MAX_B_TOKENS)
 
@@ -681,6 +725,13 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
     polynomial activations in ``x``) go through the whitelist parser of
     :mod:`attndyn.symbolic.parse` with its size limits; options are plain
     numbers. Anything else raises a one-line ``ValueError``.
+
+        >>> loss, params = loss_from_spec("mse:h2", K=2, L=1)
+        >>> loss, params
+        (Loss('mse:h2,h2'), ())
+        >>> loss, params = loss_from_spec("(G[0,0,0] - b*G[0,0,1])**2", K=2, L=1)
+        >>> params
+        (b,)
     """
     _check_spec_sizes(spec, K, L)
     spec = spec.strip()

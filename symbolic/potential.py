@@ -95,6 +95,11 @@ class NumericRoute:
     a compiled quadrature potential of the ``law`` for the reduced loss ``expr``
     with the parameter symbols ``params`` and the quadrature ``options``
     (``param_values, tol, method, seed, reference, mode, max_points``).
+
+        >>> from attndyn.symbolic.losses import softmax_teacher_student
+        >>> ans = tied_potential(softmax_teacher_student(L=2), K=2, L=2)
+        >>> isinstance(ans, NumericRoute), ans.route, ans.law.kind
+        (True, 'numeric', 'tied')
     """
 
     kind: str
@@ -141,6 +146,10 @@ def gaussian_expectation(f: sp.Expr, syms: Sequence[sp.Symbol], Sigma, mean=None
     Exact for any (even singular) ``Sigma``: ``E f = sum_n (Delta^n f)(mean)/n!``
     with ``Delta = (1/2) sum_ab Sigma_ab d_a d_b``; the series stops at half the
     degree. Raises ``ValueError`` if ``f`` is not polynomial in ``syms``.
+
+        >>> x, y, s = sp.symbols("x y s")
+        >>> gaussian_expectation(x ** 2 * y ** 2, [x, y], sp.Matrix([[1, s], [s, 1]]))
+        2*s**2 + 1
     """
     syms = list(syms)
     f = sp.expand(_as_sympy(f, "f"))
@@ -303,6 +312,13 @@ class SymbolicPotential:
     The compiled function takes the flat inputs ``law.input_symbols()`` (each
     parameter row-major, both ``X_kl`` and ``X_lk``) and writes the gradients
     in the same order, then the Hessian entries.
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> pot = untied_potential(mse_teacher_student("h1"), K=2)
+        >>> isinstance(pot, SymbolicPotential), pot.kind, pot.route
+        (True, 'untied', 'wick')
+        >>> sorted(pot.gradients)
+        ['m', 'q1', 'q2']
     """
 
     kind: str
@@ -941,6 +957,17 @@ def tied_potential(loss: Callable, K: int, L: int = 1, C=None, params: Sequence[
     -------
     TiedPotential (exact routes) or :class:`NumericRoute` (numeric route, built by
     :func:`attndyn.numeric.attention.potentials.build_potential`), with ``.route``.
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> pot = tied_potential(mse_teacher_student("h2"), K=2)
+        >>> pot.route
+        'wick'
+        >>> pot.phi
+        3*q_11**2 - 2*q_11*q_22 - 4*q_12**2 + 3*q_22**2
+        >>> pot.gamma
+        Matrix([
+        [6*q_11 - 2*q_22,          -4*q_12],
+        [        -4*q_12, -2*q_11 + 6*q_22]])
     """
     return _build("tied", loss, K, L, C, params, route, order, False,
                   _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))
@@ -952,7 +979,15 @@ def untied_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
                      reference=None, mode: str = "auto", max_points: int = 400_000):
     """Untied potential ``Phi(m, q1, q2)`` (section 4.1) with ``grad_m``,
     ``grad_q1``, ``grad_q2`` (symmetric convention, eqs. 27, 32, 42; for ``L = 1``
-    ``a^(1) = a^(2) = E[d^2 loss/dG dG]/2``) and the ``m``-Hessian."""
+    ``a^(1) = a^(2) = E[d^2 loss/dG dG]/2``) and the ``m``-Hessian.
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> pot = untied_potential(mse_teacher_student("h1"), K=2)
+        >>> pot.route
+        'wick'
+        >>> pot.phi
+        m_1**2/2 - m_1*m_2 + m_2**2/2 + q1_11/2 - q1_12 + q1_22/2 + q2_11/2 - q2_12 + q2_22/2
+    """
     return _build("untied", loss, K, L, C, params, route, order, hessian,
                   _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))
 
@@ -962,7 +997,15 @@ def direct_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
                      tol: float = 1e-8, method: str = "auto", seed: int = 0, reference=None,
                      mode: str = "auto", max_points: int = 400_000):
     """Direct-S potential ``Phi(Omega, Psi)`` (appendix E) with ``grad_Omega`` and
-    ``grad_Psi`` (symmetric convention: both ``H/2`` for ``L = 1``)."""
+    ``grad_Psi`` (symmetric convention: both ``H/2`` for ``L = 1``).
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> pot = direct_potential(mse_teacher_student("h1"), K=2)
+        >>> pot.phi
+        Omega_11/2 - Omega_12 + Omega_22/2 + Psi_11/2 - Psi_12 + Psi_22/2
+        >>> sorted(pot.gradients)
+        ['Omega', 'Psi']
+    """
     return _build("direct", loss, K, L, C, params, route, order, False,
                   _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))
 
@@ -978,7 +1021,12 @@ def general_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
 
 
 def potential(kind: str, loss: Callable, K: int, L: int = 1, C=None, params=(), **kw):
-    """Dispatch on ``kind`` in ``("tied", "untied", "direct", "general")``."""
+    """Dispatch on ``kind`` in ``("tied", "untied", "direct", "general")``.
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> potential("tied", mse_teacher_student("h1"), K=2).phi
+        q_11 - 2*q_12 + q_22
+    """
     fns = {"tied": tied_potential, "untied": untied_potential, "direct": direct_potential,
            "general": general_potential}
     if kind not in fns:

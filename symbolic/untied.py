@@ -95,7 +95,11 @@ def letter_latex(K: int) -> list:
 
 
 def word_name(word: Sequence[int], K: int) -> str:
-    """``mu_M1_Mt2`` (the names the SGD observables use)."""
+    """``mu_M1_Mt2`` (the names the SGD observables use).
+
+        >>> word_name((0, 1), K=2)
+        'mu_M1_Mt1'
+    """
     names = letter_names(K)
     return "mu_" + "_".join(names[a] for a in word)
 
