@@ -427,7 +427,7 @@ class HierarchyCorrection(Correction):
 
     @abc.abstractmethod
     def hierarchy(self, hierarchy: "Hierarchy", mu0: ArrayLike, t_eval: ArrayLike, *,
-                  eta: float, batch: int, **options: Any) -> Trajectory:
+                  eta: float | None, batch: int | None, **options: Any) -> Trajectory:
         """The corrected truncation of ``hierarchy`` from ``mu0``."""
 
     @abc.abstractmethod

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
@@ -74,7 +74,7 @@ class _TrajectoryLike(Protocol):
     @property
     def y(self) -> np.ndarray: ...
     @property
-    def names(self) -> list: ...
+    def names(self) -> Sequence[str]: ...
 
 
 class _ComparisonLike(Protocol):

@@ -181,8 +181,8 @@ class Trajectory:
 
     t: np.ndarray
     y: np.ndarray
-    names: list
-    words: list | None = None
+    names: Sequence[str]
+    words: Sequence[Sequence[int]] | None = None
     kind: str = ""
     params: dict = field(default_factory=dict)
     seed: Any = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import time as _time
 from functools import cached_property
@@ -24,7 +24,15 @@ from attndyn.symbolic.printing import (closed_form_gamma, hierarchy_latex, hiera
 from attndyn.symbolic.words import canonical
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from attndyn.numeric.attention.limitcore import LimitTrajectory
+    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.numeric.core.types import ArrayLike
+    from attndyn.symbolic.hierarchy import TiedStructure
+    from attndyn.symbolic.potential import TiedPotential
 
 __all__ = ["TiedHierarchy", "NOT_CONVERGED", "INTEGRATORS", "TIME_LIMIT", "METHODS", "check_method",
            "hierarchy_method", "auto_extend", "note_truncation"]
@@ -40,8 +48,12 @@ INTEGRATORS = ("auto", "taylor", "dopri5", "dop853")
 #: status of a run stopped by ``time_limit``
 TIME_LIMIT = -4
 
+#: one chunk of a kernel run: ``(ys, info, tinfo, y_end)``; the function that runs one
+_Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_ChunkRun = Callable[[np.ndarray, np.ndarray, float, float, int], _Chunk]
 
-def _structure_cache_dir():
+
+def _structure_cache_dir() -> Path | None:
     """The private per-user folder for structure arrays (``None``: do not cache)."""
     try:
         from attndyn.kernels._cachedir import private_dir
@@ -55,14 +67,15 @@ def _transposed(a: np.ndarray) -> np.ndarray:
     a copy column by column is 3x faster than numpy's transposed copy (measured: 5 vs
     18 us for 2 x 5099), a fixed cost of every integrate call; the same values."""
     if a.ndim != 2 or a.shape[0] > 16:
-        return a.T.copy()
+        copied: np.ndarray = a.T.copy()
+        return copied
     out = np.empty((a.shape[1], a.shape[0]), dtype=a.dtype)
     for j in range(a.shape[0]):
         out[:, j] = a[j]
     return out
 
 
-def _json_copy(x):
+def _json_copy(x: Any) -> Any:
     """A deep copy of a JSON-like record (dicts, lists, tuples of scalars); about 5x
     cheaper than ``copy.deepcopy``, which is a fixed cost of every integrate call."""
     if type(x) is dict:
@@ -92,9 +105,10 @@ class TiedHierarchy(Hierarchy):
     """
 
     # a TiedModel (its potential and gradient parameters are not part of the protocol)
-    model: Any
+    model: TiedModel
+    structure: TiedStructure
 
-    def __init__(self, model: AttentionModel, order: int, *, max_terms: int | None = None
+    def __init__(self, model: TiedModel, order: int, *, max_terms: int | None = None
                  ) -> None:
         self.model = model
         self.order = order
@@ -104,11 +118,11 @@ class TiedHierarchy(Hierarchy):
 
     # -- structure (words, n_moments, n_terms, index: the Hierarchy base) ------
     @cached_property
-    def names(self) -> list:
+    def names(self) -> list[str]:
         return self.structure.labels()  # vectorised from the codes (word_label's format)
 
     # -- printing -------------------------------------------------------------
-    def equations(self, closed_form: bool = False) -> list:
+    def equations(self, closed_form: bool = False) -> list[Any]:
         """SymPy equations ``d mu_alpha/dt = ...`` (eq. 11 truncated by eq. 13).
 
         With ``closed_form=True`` the ``Gamma_kl`` are written out as
@@ -118,10 +132,12 @@ class TiedHierarchy(Hierarchy):
         if closed_form:
             if pot is None:
                 raise ValueError("closed_form=True needs a symbolic loss, not a numeric potential")
-            return tied_equations(self.structure, pot.gamma, pot.q)
-        return tied_equations(self.structure)
+            eqs: list[Any] = tied_equations(self.structure, pot.gamma, pot.q)
+            return eqs
+        plain: list[Any] = tied_equations(self.structure)
+        return plain
 
-    def _closed_gamma(self, closed_form: bool, latex: bool):
+    def _closed_gamma(self, closed_form: bool, latex: bool) -> dict[Any, Any] | None:
         if not closed_form:
             return None
         pot = self.model.potential
@@ -146,7 +162,7 @@ class TiedHierarchy(Hierarchy):
         """The same equations as :meth:`text` in LaTeX (``aligned``), in the paper's notation."""
         return "\n".join(hierarchy_latex(self.structure, self._closed_gamma(closed_form, True)))
 
-    def _repr_latex_(self):
+    def _repr_latex_(self) -> str | None:
         if self.n_moments > 200:  # a notebook cell, not a book
             return None
         return "$$" + self.latex() + "$$"
@@ -210,10 +226,11 @@ class TiedHierarchy(Hierarchy):
                              f"{self.order}), got {y.shape}")
         if not np.all(np.isfinite(y)):
             raise ValueError("y must be finite (found NaN or inf)")
-        return rhs_into(self._system, y)
+        dy: np.ndarray = rhs_into(self._system, y)
+        return dy
 
     @cached_property
-    def _system(self):
+    def _system(self) -> SimpleNamespace:
         """Everything the compiled kernels need: the fused structure (slot table, unsigned
         indices) of :mod:`attndyn.kernels.rhs`, validated once."""
         from types import SimpleNamespace
@@ -225,7 +242,7 @@ class TiedHierarchy(Hierarchy):
         return sysn
 
     @cached_property
-    def _system_arrays(self) -> dict:
+    def _system_arrays(self) -> dict[str, Any]:
         s = self.structure
         return dict(gparams=np.ascontiguousarray(self.model.gradient_parameters, dtype=np.float64),
                     gather=s.gather, consts=np.ascontiguousarray(self.consts, dtype=np.float64),
@@ -234,7 +251,7 @@ class TiedHierarchy(Hierarchy):
                     blocks=np.array([0, s.n_moments], dtype=np.int64))
 
     @cached_property
-    def _taylor_system(self):
+    def _taylor_system(self) -> SimpleNamespace:
         """The same arrays for the Taylor kernel, which never calls the compiled gradient
         (it runs the Gamma program): no ``gfun``, so that a cached model integrates
         without loading the gradient's machine code (one numba cache load less)."""
@@ -246,7 +263,7 @@ class TiedHierarchy(Hierarchy):
         return sysn
 
     @cached_property
-    def _taylor_prepared(self):
+    def _taylor_prepared(self) -> Any:
         """The Taylor kernel's fixed arguments, checked once
         (:func:`attndyn.kernels.taylor.prepare_taylor`): a repeated integrate pays only for
         its state and output times."""
@@ -254,7 +271,7 @@ class TiedHierarchy(Hierarchy):
         return prepare_taylor(self._taylor_system, self._gamma_program)
 
     @cached_property
-    def _gamma_program(self):
+    def _gamma_program(self) -> tuple[np.ndarray, ...] | None:
         """The Gamma polynomial as a Taylor program, or ``None`` (no polynomial potential).
         Checked against the compiled gradient at random overlaps before it is trusted."""
         from attndyn.kernels.taylor import check_program
@@ -263,21 +280,26 @@ class TiedHierarchy(Hierarchy):
         if entry is not None and not isinstance(entry.program, str):
             # made, checked as below and stored by an earlier process; potcache validated
             # the entry (key, digest, check_program) when it read it
-            return entry.program
+            stored: tuple[np.ndarray, ...] = entry.program
+            return stored
         pot = self.model.potential
         if pot is None or not hasattr(pot, "gamma"):
             return None
-        prog = self._make_gamma_program(pot, check_program, gamma_program)
+        prog: tuple[np.ndarray, ...] | None = self._make_gamma_program(pot, check_program,
+                                                                       gamma_program)
         if entry is not None:
             entry.program = prog
             potcache.store_entry(entry)
         return prog
 
-    def _make_gamma_program(self, pot, check_program, gamma_program):
+    def _make_gamma_program(self, pot: TiedPotential, check_program: Callable[..., Any],
+                            gamma_program: Callable[..., Any]
+                            ) -> tuple[np.ndarray, ...] | None:
         import sympy as sp
         subs = {sp.Symbol(str(k), real=True): sp.Float(float(v))
                 for k, v in self.model.params.items()}
-        prog = gamma_program(pot.gamma, pot.q, subs, self.model.K)
+        prog: tuple[np.ndarray, ...] | None = gamma_program(pot.gamma, pot.q, subs,
+                                                            self.model.K)
         if prog is None:
             return None
         K = self.model.K
@@ -296,7 +318,8 @@ class TiedHierarchy(Hierarchy):
                 return None  # the program does not reproduce Gamma: never use it
         return prog
 
-    def _chunk_runner(self, integrator, rtol, atol, blowup, h_max):
+    def _chunk_runner(self, integrator: str, rtol: float, atol: float, blowup: float,
+                      h_max: float) -> tuple[str, _ChunkRun]:
         """``(name, chunk_run)``: the integrator that runs (``"taylor"``, ``"dopri5"``,
         ``"dop853"``) and a function running one chunk of its steps."""
         if integrator not in INTEGRATORS:
@@ -317,7 +340,8 @@ class TiedHierarchy(Hierarchy):
             self._last_taylor_order = p = taylor_order(rtol)
             prep = self._taylor_prepared
 
-            def chunk_run(y, t_rem, t, h, n_steps):
+            def chunk_run(y: np.ndarray, t_rem: np.ndarray, t: float, h: float,
+                          n_steps: int) -> _Chunk:
                 ys_, info_, tinfo_, yend_, _ = run_prepared(prep, y, t_rem, rtol, n_steps,
                                                             blowup, h_max, order=p, t0=t)
                 return ys_, info_, tinfo_, yend_
@@ -325,13 +349,17 @@ class TiedHierarchy(Hierarchy):
         from attndyn.kernels.integrate import run_rk
         system = self._system
 
-        def chunk_run(y, t_rem, t, h, n_steps):
-            return run_rk(name, system, y, t_rem, rtol, atol, n_steps, blowup, h_max,
+        def rk_chunk_run(y: np.ndarray, t_rem: np.ndarray, t: float, h: float,
+                         n_steps: int) -> _Chunk:
+            chunk: _Chunk = run_rk(name, system, y, t_rem, rtol, atol, n_steps, blowup, h_max,
                           h_init=h, t0=t)
-        return name, chunk_run
+            return chunk
+        return name, rk_chunk_run
 
-    def _run(self, y0, t_eval, rtol, atol, max_steps, blowup, h_max, integrator="auto",
-             time_limit=None, progress=None):
+    def _run(self, y0: np.ndarray, t_eval: np.ndarray, rtol: float, atol: float,
+             max_steps: int, blowup: float, h_max: float, integrator: str = "auto",
+             time_limit: float | None = None, progress: bool | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run one integrator on this truncation; returns ``(ys, info, tinfo)`` and sets
         ``self._last_integrator`` to the one used (``"taylor"``, ``"dopri5"``, ``"dop853"``).
 
@@ -357,8 +385,10 @@ class TiedHierarchy(Hierarchy):
         return self._run_chunks(name, chunk_run, y0, t_eval, max_steps, time_limit, progress,
                                 start, (sub, inf, tin, y))
 
-    def _run_chunks(self, name, chunk_run, y0, t_eval, max_steps, time_limit, progress,
-                    start, first):
+    def _run_chunks(self, name: str, chunk_run: _ChunkRun, y0: np.ndarray,
+                    t_eval: np.ndarray, max_steps: int, time_limit: float | None,
+                    progress: bool | None, start: float, first: _Chunk | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The chunk loop of :meth:`_run` after a first chunk ``first`` that did not finish:
         the wall clock against ``time_limit``, about half a second of steps per chunk and
         a progress bar for long runs."""
@@ -366,6 +396,11 @@ class TiedHierarchy(Hierarchy):
         info = np.zeros(5, dtype=np.int64)
         n_out = 0
         bar = None
+        # set by the first chunk, before the loop calls chunk_run
+        y: np.ndarray
+        t: float
+        h: float
+        chunk: int
         try:
             while True:
                 sub, inf, tin, y = first if first is not None else chunk_run(
@@ -408,19 +443,19 @@ class TiedHierarchy(Hierarchy):
         return ys, info, np.array([t, h])
 
     @cached_property
-    def _growth_bound(self) -> tuple:
+    def _growth_bound(self) -> tuple[np.ndarray, np.ndarray]:
         """``(n, GROWTH_PER_LETTER ** n)`` per moment (``n``: its word length, float64):
         the growth bound of an unchecked run at the initial scale ``r0 = 1``."""
         lens = self.structure.lengths().astype(np.float64)
         return lens, GROWTH_PER_LETTER ** lens
 
     @cached_property
-    def _params_base(self) -> dict:
+    def _params_base(self) -> dict[str, Any]:
         # printing the SymPy loss costs about a millisecond: once per hierarchy, not per call
         return self.model.params_dict()
 
     @cached_property
-    def _params_marshal(self):
+    def _params_marshal(self) -> bytes | None:
         """:attr:`_params_base` as marshal bytes (``None`` when it holds other types than
         marshal's dicts, lists, tuples, str and numbers)."""
         import marshal
@@ -429,14 +464,17 @@ class TiedHierarchy(Hierarchy):
         except ValueError:
             return None
 
-    def _params_copy(self) -> dict:
+    def _params_copy(self) -> dict[str, Any]:
         """A fresh deep copy of :attr:`_params_base` for one result: from marshal bytes of
         our own record (about 1 us; :func:`_json_copy` 2-3 us at order 12)."""
         raw = self._params_marshal
+        copied: dict[str, Any]
         if raw is None:
-            return _json_copy(self._params_base)
-        import marshal
-        return marshal.loads(raw)
+            copied = _json_copy(self._params_base)
+        else:
+            import marshal
+            copied = marshal.loads(raw)
+        return copied
 
     def integrate(self, mu0: Any, t_eval: ArrayLike, *, rtol: float = 1e-10,
                   atol: float = 1e-12, max_steps: int = 1_000_000, blowup: float = 1e100,
@@ -509,7 +547,8 @@ class TiedHierarchy(Hierarchy):
             ``message``, ``success``, ``moment(word)``; ``diagnostics`` holds
             step counts and, with a check, ``truncation_error`` per observable.
         """
-        kw = dict(rtol=rtol, atol=atol, max_steps=max_steps, blowup=blowup, h_max=h_max,
+        kw: dict[str, Any] = dict(rtol=rtol, atol=atol, max_steps=max_steps, blowup=blowup,
+                                  h_max=h_max,
                   check=check, conv_tol=conv_tol, raise_on_failure=raise_on_failure,
                   method=method, integrator=integrator, time_limit=time_limit,
                   progress=progress, correction=correction, eta=eta, batch=batch, d=d)
@@ -517,10 +556,11 @@ class TiedHierarchy(Hierarchy):
         if tracked is None:
             return self._integrate(mu0, t_eval, **kw)
         # the potential on its trajectory route (issue 25): box around the start's q
-        return tracked(lambda: self._start_overlaps(mu0),
-                       lambda: self._integrate(mu0, t_eval, **kw))
+        res: Trajectory = tracked(lambda: self._start_overlaps(mu0),
+                                  lambda: self._integrate(mu0, t_eval, **kw))
+        return res
 
-    def _start_overlaps(self, mu0) -> np.ndarray:
+    def _start_overlaps(self, mu0: Any) -> np.ndarray:
         """The ``K x K`` overlaps ``q_kl = mu_(kl)`` of the initial state ``mu0``."""
         y0 = self.initial_state(mu0)
         K = self.model.K
@@ -530,9 +570,12 @@ class TiedHierarchy(Hierarchy):
                 q[k, l] = q[l, k] = y0[self.index(canonical((k, l), self.model.alphabet))]
         return q
 
-    def _integrate(self, mu0, t_eval, *, rtol, atol, max_steps, blowup, h_max, check, conv_tol,
-                   raise_on_failure, method, integrator, time_limit, progress, correction,
-                   eta, batch, d) -> Trajectory:
+    def _integrate(self, mu0: Any, t_eval: ArrayLike, *, rtol: float, atol: float,
+                   max_steps: int, blowup: float, h_max: float,
+                   check: str | int | Sequence[int] | None, conv_tol: float,
+                   raise_on_failure: bool, method: str, integrator: str,
+                   time_limit: float | None, progress: bool | None, correction: str,
+                   eta: float | None, batch: int | None, d: int | None) -> Trajectory:
         """:meth:`integrate` inside the potential's route: the checks, then the method."""
         rtol = _check_pos_float(rtol, "rtol")
         atol = _check_pos_float(atol, "atol")
@@ -551,6 +594,7 @@ class TiedHierarchy(Hierarchy):
         # one wall-clock deadline for the truncation and whichever solver runs after it
         # (method="flow"/"limit", or the fallback of method="auto")
         end = None if time_limit is None else _monotonic() + time_limit
+        res: Trajectory
         if method in ("flow", "limit"):
             with _budget(end):
                 res = hierarchy_method(self, method, mu0, t_eval, rtol=rtol, atol=atol,
@@ -578,7 +622,9 @@ class TiedHierarchy(Hierarchy):
             raise exc(res.message)
         return res
 
-    def _trajectory(self, ys, info, tinfo, t_eval, rtol, atol, blowup, time_limit):
+    def _trajectory(self, ys: np.ndarray, info: np.ndarray, tinfo: np.ndarray,
+                    t_eval: np.ndarray, rtol: float, atol: float, blowup: float,
+                    time_limit: float | None) -> Trajectory:
         """The :class:`Trajectory` of one run of :meth:`_run` (before any check)."""
         status, n_out = int(info[0]), int(info[1])
         name = self._last_integrator
@@ -599,8 +645,9 @@ class TiedHierarchy(Hierarchy):
                           params=params, seed=None, status=status, message=message,
                           diagnostics=diag)
 
-    def _check_run(self, res, mu0, y0, t_eval, check, rtol, atol, max_steps, blowup, h_max,
-                   conv_tol) -> None:
+    def _check_run(self, res: Trajectory, mu0: Any, y0: np.ndarray, t_eval: np.ndarray,
+                   check: str | int | Sequence[int] | None, rtol: float, atol: float,
+                   max_steps: int, blowup: float, h_max: float, conv_tol: float) -> None:
         """After a successful run: the convergence check of ``check``, or the growth bound
         of an unchecked run, and the message saying which."""
         ladder = self._ladder(check, mu0)
@@ -618,7 +665,7 @@ class TiedHierarchy(Hierarchy):
                             + (" (check=None)" if check is None else "")
                             + " (pass check=order+2 with matrices or a moment function)")
 
-    def _ladder(self, check, mu0) -> list:
+    def _ladder(self, check: str | int | Sequence[int] | None, mu0: Any) -> list[int]:
         """Orders to compare with. ``"auto"``: ``order - 2`` from order 4 on. Its
         moments are a subset of ours, so any ``mu0`` serves, and it has about 4x
         fewer moments (K = 2), so the check costs about a quarter of the run (the
@@ -647,14 +694,15 @@ class TiedHierarchy(Hierarchy):
                              "words -> moments, to provide the longer moments")
         return orders
 
-    def _check_convergence(self, res, mu0, t_eval, ladder, rtol, atol, max_steps, blowup,
-                           h_max, conv_tol):
+    def _check_convergence(self, res: Trajectory, mu0: Any, t_eval: np.ndarray,
+                           ladder: list[int], rtol: float, atol: float, max_steps: int,
+                           blowup: float, h_max: float, conv_tol: float) -> None:
         """Compare with the orders of ``ladder`` on the common moments; status 2 when the
         moments of length <= 2 differ by more than ``conv_tol * max(1, |mu|)``. With a
         lower order the difference is an error estimate of the lower order and, as the
         truncation converges geometrically where it converges at all, a bound for ours."""
         errs = {}
-        low_t = {}
+        low_t: dict[str, Any] = {}
         worst = 0.0
         worst_name = ""
         t_conv = float(t_eval[-1])
@@ -727,7 +775,7 @@ class TiedHierarchy(Hierarchy):
 GROWTH_PER_LETTER = 1e4
 
 
-def _flag_growth(h, res, y0) -> None:
+def _flag_growth(h: TiedHierarchy, res: Trajectory, y0: np.ndarray) -> None:
     """Set status -3 on an unchecked truncation whose moments outgrew the bound
     ``(GROWTH_PER_LETTER r0)^n`` on words of length ``n`` (``r0``: the initial scale),
     keeping the output times before the first one past it."""
@@ -767,7 +815,7 @@ def _perf_counter() -> float:
     return _time.perf_counter()
 
 
-def _progress_default(progress):
+def _progress_default(progress: bool | None) -> bool | None:
     """``progress=None``: a bar only on a terminal (importing tqdm elsewhere costs ~0.3 s)."""
     if progress is not None:
         return progress
@@ -778,8 +826,10 @@ def _progress_default(progress):
         return False
 
 
-def _checked_run_args(h_max, conv_tol, max_steps, t_eval, integrator, time_limit, progress,
-                      method) -> tuple:
+def _checked_run_args(h_max: float, conv_tol: float, max_steps: int, t_eval: ArrayLike,
+                      integrator: str, time_limit: float | None, progress: bool | None,
+                      method: str
+                      ) -> tuple[float, float, int, np.ndarray, float | None]:
     """``(h_max, conv_tol, max_steps, t_eval, time_limit)`` checked for
     :meth:`TiedHierarchy.integrate` (errors name the argument)."""
     # only +inf means "no cap"; nan and -inf are errors, not silent defaults
@@ -803,7 +853,7 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-def _budget(end):
+def _budget(end: float | None) -> AbstractContextManager[Any]:
     """The wall-clock deadline ``end`` for the flow and limit solvers (nothing when
     ``None``: odesolve imports scipy, not on the start-up path of a plain truncation)."""
     if end is None:
@@ -813,7 +863,7 @@ def _budget(end):
     return time_budget(until=end)
 
 
-def _is_pos_inf(x) -> bool:
+def _is_pos_inf(x: object) -> bool:
     try:
         return bool(x == np.inf)
     except (TypeError, ValueError):
@@ -823,18 +873,19 @@ def _is_pos_inf(x) -> bool:
 METHODS = ("truncation", "flow", "limit", "auto")
 
 
-def check_method(method) -> str:
-    if method not in METHODS:
+def check_method(method: object) -> str:
+    if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     return method
 
 
-def _is_matrices(h, mu0) -> bool:
+def _is_matrices(h: TiedHierarchy, mu0: object) -> bool:
     return (isinstance(mu0, (list, tuple)) and len(mu0) == h.model.K
             and all(np.ndim(m) == 2 for m in mu0))
 
 
-def _flow_result(h, mats, t_eval, rtol, atol, blowup):
+def _flow_result(h: TiedHierarchy, mats: Sequence[ArrayLike], t_eval: np.ndarray, rtol: float,
+                 atol: float, blowup: float) -> LimitTrajectory:
     from attndyn.numeric.attention.tied.limit import LimitTrajectory
     from attndyn.numeric.attention.tied.flow import tied_fast_flow
     mats = h.model.check_matrices(mats)
@@ -855,7 +906,8 @@ def _flow_result(h, mats, t_eval, rtol, atol, blowup):
                                         "nfev": fo.nfev, "d": d})
 
 
-def _limit_result(h, law, t_eval, rtol, atol, blowup, **kw):
+def _limit_result(h: TiedHierarchy, law: FreeInit, t_eval: np.ndarray, rtol: float,
+                  atol: float, blowup: float, **kw: Any) -> LimitTrajectory:
     from attndyn.numeric.attention.tied.limit import limit_flow
     # the exact solvers tighten rtol themselves; the equivalents' error is O(1/d) anyway
     r = limit_flow(h.model, law, t_eval, rtol=max(rtol, 1e-8), atol=atol, words=h.words,
@@ -865,6 +917,7 @@ def _limit_result(h, law, t_eval, rtol, atol, blowup, **kw):
     r.params["order"] = h.order
     sub = r.diagnostics["method"]
     err = np.asarray(r.diagnostics["error"], float)
+    assert r.words is not None  # limit_flow was given the words
     low = [i for i, w in enumerate(r.words) if len(w) <= 2]
     r.diagnostics["segments"] = [{"method": "limit", "t_start": 0.0,
                                   "t_end": float(r.t[-1]) if r.t.size else 0.0,
@@ -877,7 +930,9 @@ def _limit_result(h, law, t_eval, rtol, atol, blowup, **kw):
     return r
 
 
-def hierarchy_method(h, method, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
+def hierarchy_method(h: TiedHierarchy, method: str, mu0: Any, t_eval: np.ndarray, *,
+                     rtol: float, atol: float, blowup: float,
+                     limit_kwargs: dict[str, Any] | None = None) -> LimitTrajectory:
     """``method="flow"`` or ``"limit"`` for a :class:`TiedHierarchy` (no truncation)."""
     if method == "flow":
         if not _is_matrices(h, mu0):
@@ -888,12 +943,14 @@ def hierarchy_method(h, method, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs
     return _limit_result(h, mu0, t_eval, rtol, atol, blowup, **(limit_kwargs or {}))
 
 
-def auto_extend(h, res, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
+def auto_extend(h: TiedHierarchy, res: Trajectory, mu0: Any, t_eval: np.ndarray, *,
+                rtol: float, atol: float, blowup: float,
+                limit_kwargs: dict[str, Any] | None = None) -> Trajectory:
     """``method="auto"``: keep the truncation where its convergence check holds,
     and take the matrix flow (matrices) or the limit solver (a law) beyond.
     The result says which method produced which time range, with what error."""
     from attndyn.numeric.attention.tied.limit import LimitTrajectory
-    trunc_err = res.diagnostics.get("truncation_error_low")
+    trunc_err: Any = res.diagnostics.get("truncation_error_low")
     checked = trunc_err is not None or "ladder" in res.diagnostics
     T = float(t_eval[-1])
     if res.status not in (0, 2, -3):
@@ -967,7 +1024,7 @@ def auto_extend(h, res, mu0, t_eval, *, rtol, atol, blowup, limit_kwargs=None):
                            message=message, diagnostics=diag)
 
 
-def note_truncation(model, mu0, res) -> None:
+def note_truncation(model: TiedModel, mu0: Sequence[Any], res: Trajectory) -> None:
     """For a truncated tied hierarchy integrated from matrices ``mu0``: record Assumption 2.4
     in ``res.diagnostics["assumptions"]`` and, when it is not met, say so in the message
     (the truncation bound of Corollary 2 does not apply; the run's own convergence check
