@@ -24,7 +24,7 @@ from attndyn.numeric.core.validate import (_check_pos_float, check_finite_result
 from attndyn.symbolic import untied as su
 
 if TYPE_CHECKING:
-    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.attention.untied.model import UntiedModel
     from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["UntiedHierarchy", "hierarchy"]
@@ -45,9 +45,10 @@ class UntiedHierarchy(Hierarchy):
     """
 
     # an UntiedModel (check_factors is not part of the protocol)
-    model: Any
+    model: UntiedModel
+    structure: su.UntiedStructure
 
-    def __init__(self, model: AttentionModel, order: int, letters: Sequence[int] | None = None
+    def __init__(self, model: UntiedModel, order: int, letters: Sequence[int] | None = None
                  ) -> None:
         self.model = model
         self.theory = coefficients(model)
@@ -110,11 +111,16 @@ class UntiedHierarchy(Hierarchy):
     # -- kernel --------------------------------------------------------------------------
     @cached_property
     def _prepared(self) -> SimpleNamespace:
-        return _kernel_prepare(self.structure, np.array([self.model.weight_decay]))
+        prep: SimpleNamespace = _kernel_prepare(self.structure,
+                                                np.array([self.model.weight_decay]))
+        return prep
 
-    def _system(self, m_star, tol=1e-12, maxit=50) -> SimpleNamespace:
-        return _kernel_system(self._prepared, self.theory.coefficient_function,
-                              self.theory.params_vector(m_star, tol=tol, maxit=maxit))
+    def _system(self, m_star: np.ndarray, tol: float = 1e-12, maxit: int = 50
+                ) -> SimpleNamespace:
+        sysm: SimpleNamespace = _kernel_system(
+            self._prepared, self.theory.coefficient_function,
+            self.theory.params_vector(m_star, tol=tol, maxit=maxit))
+        return sysm
 
     def root(self, state: Any, **kw: Any) -> CriticalMean:
         st = self.initial_state(state)
@@ -128,7 +134,7 @@ class UntiedHierarchy(Hierarchy):
         if not cm.success:
             raise RootError(cm.message)
         sysm = self._system(cm.m)
-        dy = _kernel_rhs(sysm, st.mu)
+        dy: np.ndarray = _kernel_rhs(sysm, st.mu)
         if sysm.gparams[_H_FAIL] > 0 or not np.all(np.isfinite(dy)):
             raise RootError("the compiled Newton solve for m*(q) failed at this state")
         return dy
@@ -208,13 +214,15 @@ class UntiedHierarchy(Hierarchy):
             raise exc(res.message)
         return res
 
-    def _run(self, mu0, m_star, t_eval, rtol, atol, max_steps, blowup, h_max, newton_tol):
+    def _run(self, mu0: np.ndarray, m_star: np.ndarray, t_eval: np.ndarray, rtol: float,
+             atol: float, max_steps: int, blowup: float, h_max: float, newton_tol: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SimpleNamespace]:
         sysm = self._system(m_star, tol=newton_tol)
         ys, info, tinfo = _kernel_integrate(sysm, np.ascontiguousarray(mu0), t_eval, rtol, atol,
                                             max_steps, blowup, h_max)
         return ys, info, tinfo, sysm
 
-    def _means(self, Y, m_star, newton_tol):
+    def _means(self, Y: np.ndarray, m_star: np.ndarray, newton_tol: float) -> np.ndarray:
         K = self.model.K
         tr = list(self.model.trainable)
         out = np.empty((K, Y.shape[1]))
@@ -225,7 +233,9 @@ class UntiedHierarchy(Hierarchy):
             out[:, j] = m if ok else np.nan
         return out
 
-    def _result(self, t, Y, means, params, status, message, diag):
+    def _result(self, t: np.ndarray, Y: np.ndarray, means: np.ndarray | None,
+                params: dict[str, Any], status: int, message: str, diag: dict[str, Any]
+                ) -> UntiedTrajectory:
         K = self.model.K
         tr = list(self.model.trainable)
         names = list(self.names)
@@ -247,7 +257,7 @@ class UntiedHierarchy(Hierarchy):
                                 status=status, message=message, diagnostics=diag,
                                 inv=su.untied_alphabet(K).inv)
 
-    def _ladder(self, check, st) -> list:
+    def _ladder(self, check: str | int | Sequence[int] | None, st: SlowState) -> list[int]:
         can = st.pairs is not None
         if check is None:
             return []
@@ -270,8 +280,10 @@ class UntiedHierarchy(Hierarchy):
                              "from them) to provide the longer moments")
         return orders
 
-    def _check_convergence(self, res, st, t_eval, ladder, rtol, atol, max_steps, blowup, h_max,
-                           conv_tol, m_star, newton_tol):
+    def _check_convergence(self, res: UntiedTrajectory, st: SlowState, t_eval: np.ndarray,
+                           ladder: list[int], rtol: float, atol: float, max_steps: int,
+                           blowup: float, h_max: float, conv_tol: float, m_star: np.ndarray,
+                           newton_tol: float) -> None:
         low = [i for i, w in enumerate(self.words) if len(w) <= 2]
         worst, worst_name, errs = 0.0, "", {}
         t_conv = float(t_eval[-1])
@@ -317,7 +329,7 @@ class UntiedHierarchy(Hierarchy):
                            f"and {lad} agree to {worst:.2g} on the moments of length <= 2)")
 
 
-def hierarchy(model: AttentionModel, order: int, letters: Sequence[int] | None = None
+def hierarchy(model: UntiedModel, order: int, letters: Sequence[int] | None = None
               ) -> UntiedHierarchy:
     """The (cached) order-``M`` slow hierarchy of ``model``."""
     th = coefficients(model)
