@@ -287,6 +287,12 @@ def threshold_compute(N, xi, L, d):
         Noise level (standard deviation of the label noise).
     L, d : array_like, >= 1
         Sequence length and width.
+
+        >>> C = threshold_compute(10.0, xi=1.0, L=1, d=1)
+        >>> round(float(C), 1), round(1e6 * math.log(10.0), 1)
+        (2302585.1, 2302585.1)
+        >>> bool(threshold_compute(0.5, xi=1.0, L=1, d=1) <= 0)
+        True
     """
     N, xi, L, d = _N(N), _xi(xi), _L(L), _d(d)
     return _call("threshold_compute_ufunc", N, xi, L, d)
@@ -311,6 +317,12 @@ def critical_data_size(C, xi, L, d):
         Total compute.
     xi : array_like, > 0
     L, d : array_like, >= 1
+
+        >>> N = critical_data_size(1e8, xi=1.0, L=2, d=3)
+        >>> round(float(threshold_compute(N, 1.0, 2, 3)) / 1e8, 10)
+        1.0
+        >>> round(float(critical_data_size(0.0, xi=1.0, L=2, d=3)), 6), round(1 / 6, 6)
+        (0.166667, 0.166667)
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
     return _call("critical_data_size_ufunc", C, xi, L, d)
@@ -325,6 +337,9 @@ def optimal_data_size(C, xi, L, d):
     ``N`` is ``N*(C)`` whatever the constants: where the two stages do not
     meet (see :func:`threshold_jump`) the infimum is approached from one side
     of ``N*(C)``. Same as :func:`critical_data_size`.
+
+        >>> bool(optimal_data_size(1e8, 1.0, 2, 3) == critical_data_size(1e8, 1.0, 2, 3))
+        True
     """
     return critical_data_size(C, xi, L, d)
 
@@ -337,6 +352,9 @@ def paper_critical_data_size(C, xi):
     for ``C -> inf`` it is ``6^(-1/6) = 0.742`` times ``N*(C)``
     (:func:`paper_form_ratio`), and ``C*(N_paper) -> C / 6``. The paper
     absorbs the difference into ``O(.)``. ``N_paper(0) = xi^2``.
+
+        >>> round(float(paper_critical_data_size(1e300, 1.0) / critical_data_size(1e300, 1.0, 1, 1)), 3)
+        0.742
     """
     C, xi = _C(C), _xi(xi)
     return _call("paper_critical_data_size_ufunc", C, xi)
@@ -347,6 +365,11 @@ def paper_form_ratio(C, xi, L, d):
 
     Tends to ``6^(-1/6) = 0.7418`` as ``C -> inf`` (both ``W``'s grow like
     ``log C``; ``C = inf`` returns this limit), and to ``L d`` as ``C -> 0``.
+
+        >>> [round(float(paper_form_ratio(C, 1.0, 1, 1)), 3) for C in (1e12, 1e100, np.inf)]
+        [0.75, 0.743, 0.742]
+        >>> round(6 ** (-1 / 6), 4)
+        0.7418
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
     return _call("paper_form_ratio_ufunc", C, xi, L, d)
@@ -360,13 +383,24 @@ def threshold_time(N, xi, L, d):
               \quad (\varepsilon = \xi / N).
 
     ``C*(N) = M N T*(N)`` with ``M = N^3``.
+
+        >>> T = threshold_time(10.0, xi=1.0, L=1, d=1)
+        >>> round(float(T), 3), round(100 * math.log(10.0), 3)
+        (230.259, 230.259)
+        >>> round(float(10.0 ** 3 * 10.0 * T / threshold_compute(10.0, 1.0, 1, 1)), 12)
+        1.0
     """
     N, xi, L, d = _N(N), _xi(xi), _L(L), _d(d)
     return _call("threshold_time_ufunc", N, xi, L, d)
 
 
 def stage(C, N, xi, L, d):
-    """Stage of Theorem 7.1 at ``(C, N)``: 1 if ``C <= C*(N)``, else 2."""
+    """Stage of Theorem 7.1 at ``(C, N)``: 1 if ``C <= C*(N)``, else 2.
+
+        >>> Cs = threshold_compute(10.0, 1.0, 1, 1)
+        >>> int(stage(Cs, 10.0, 1.0, 1, 1)), int(stage(2 * Cs, 10.0, 1.0, 1, 1))
+        (1, 2)
+    """
     C, N, xi, L, d = _C(C), _N(N), _xi(xi), _L(L), _d(d)
     return _out(np.asarray(_call("stage_ufunc", C, N, xi, L, d)).astype(np.int8))
 
@@ -393,6 +427,9 @@ def training_loss_bound(T, eps, *, alpha, loss0):
         in the informal 5.5. Required.
     loss0 : array_like, >= 0
         Initial loss ``L(0, D)``. Required.
+
+        >>> round(float(training_loss_bound(2.0, 0.5, alpha=1.0, loss0=1.0)), 6), round(math.exp(-0.5), 6)
+        (0.606531, 0.606531)
     """
     T = _T(T)
     eps = _pos("eps", eps, "output scaling coefficient")
@@ -407,6 +444,9 @@ def approximation_bound(M):
     .. math:: \lim_{T\to\infty} \inf_F \mathbb{E}\|F(X) - F^*(X)\|_F^2 \le M^{-2}.
 
     The paper writes this bound without a constant.
+
+        >>> approximation_bound(np.array([1.0, 10.0]))
+        array([1.  , 0.01])
     """
     M = _M(M)
     with np.errstate(over="ignore", under="ignore", divide="ignore"):  # inf / 0 beyond the range
@@ -423,6 +463,11 @@ def generalisation_bound(M, N, xi, L, d):
     gives ``L d O((xi^2 + eps^2)/N + xi eps)``, i.e. ``xi^2 / N`` where the
     statement has ``xi / N`` (see docs/scaling.md). Decreasing in ``M`` and
     ``N``, increasing in ``xi``.
+
+        >>> round(float(generalisation_bound(M=10.0, N=100.0, xi=0.1, L=1, d=2)), 6)
+        0.052
+        >>> round((4 / 10 + 0.1) / 10 + 1 * 2 * 0.1 / 100, 6)
+        0.052
     """
     M, N, xi, L, d = _M(M), _N(N), _xi(xi), _L(L), _d(d)
     return _call("generalisation_ufunc", M, N, xi, L, d)
@@ -446,6 +491,11 @@ def stage_one_bound(C, N, xi, *, alpha, prefactor, loss0):
         ``C = poly(L, d, 1/lambda, 1/omega)``.
     loss0 : >= 0
         ``L(0, D)``.
+
+        >>> round(float(stage_one_bound(1e6, 10.0, 1.0, alpha=1.0, prefactor=2.0, loss0=1.0)), 6)
+        0.735759
+        >>> round(2 * math.exp(-1.0), 6)
+        0.735759
     """
     C, N, xi = _C(C), _N(N), _xi(xi)
     alpha = _pos("alpha", alpha, "convergence-rate constant Theta(lambda)")
@@ -467,6 +517,10 @@ def stage_two_bound(C, xi, L, d, *, c_stat):
     Decreasing in ``C``, increasing in ``xi`` (``d log B / d log xi =
     (5/3) W/(1+W) > 0``). ``c_stat`` (> 0, required) is the constant of
     ``O(xi^2/N)``.
+
+        >>> b = stage_two_bound(1e8, 1.0, 2, 3, c_stat=1.0)
+        >>> round(float(b * critical_data_size(1e8, 1.0, 2, 3)), 12)
+        1.0
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
@@ -479,6 +533,11 @@ def stage_two_bound_paper(C, xi, *, c_stat):
 
     Equals ``c_stat xi^2 / N_paper(C)`` (:func:`paper_critical_data_size`);
     asymptotically ``6^(1/6) = 1.348`` times :func:`stage_two_bound`.
+
+        >>> round(float(stage_two_bound_paper(1e300, 1.0, c_stat=1.0) / stage_two_bound(1e300, 1.0, 1, 1, c_stat=1.0)), 3)  # at C = 1e300
+        1.347
+        >>> round(6 ** (1 / 6), 3)
+        1.348
     """
     C, xi = _C(C), _xi(xi)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(.)"), "constant of O(.)")
@@ -498,6 +557,11 @@ def two_stage_bound(C, N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
     least the stage-II floor; it is continuous at ``C*(N)`` exactly when
     ``alpha = 1`` and ``c_stat = prefactor loss0 / (L d)``
     (:func:`threshold_jump`, :func:`continuity_constant`).
+
+        >>> kw = dict(alpha=1.0, prefactor=1.0, loss0=1.0, c_stat=1.0)
+        >>> Cs = float(threshold_compute(10.0, 1.0, 1, 1))
+        >>> [round(float(two_stage_bound(C, 10.0, 1.0, 1, 1, **kw)), 4) for C in (0.0, Cs, 2 * Cs)]
+        [1.0, 0.1, 0.1]
     """
     C, N, xi, L, d = _C(C), _N(N), _xi(xi), _L(L), _d(d)
     alpha = _pos("alpha", alpha, "convergence-rate constant Theta(lambda)")
@@ -522,6 +586,14 @@ def threshold_jump(N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
     It is 1 for every ``N`` iff ``alpha = 1`` and ``c_stat = prefactor
     loss0 / (L d)``; otherwise the two stages do not meet (a jump whose size
     varies with ``N`` as ``N^(1-alpha)``).
+
+        >>> c = continuity_constant(1, 1, prefactor=1.0, loss0=1.0)
+        >>> round(float(threshold_jump(10.0, 1.0, 1, 1, alpha=1.0, prefactor=1.0, loss0=1.0, c_stat=c)), 12)
+        1.0
+        >>> round(float(threshold_jump(10.0, 1.0, 1, 1, alpha=0.5, prefactor=1.0, loss0=1.0, c_stat=c)), 4)
+        3.1623
+        >>> round(10 ** 0.5, 4)
+        3.1623
     """
     N, xi, L, d = _N(N), _xi(xi), _L(L), _d(d)
     alpha = _pos("alpha", alpha, "convergence-rate constant Theta(lambda)")
@@ -533,7 +605,11 @@ def threshold_jump(N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
 
 def continuity_constant(L, d, *, prefactor, loss0):
     """The ``c_stat`` that makes the stages meet at ``C*(N)`` when ``alpha = 1``:
-    ``prefactor loss0 / (L d)`` (see :func:`threshold_jump`)."""
+    ``prefactor loss0 / (L d)`` (see :func:`threshold_jump`).
+
+        >>> float(continuity_constant(2, 3, prefactor=1.0, loss0=3.0))
+        0.5
+    """
     L, d = _L(L), _d(d)
     prefactor = _pos("prefactor", prefactor, "stage-I constant")
     loss0 = _pos("loss0", loss0, "initial loss L(0, D)")
@@ -561,6 +637,9 @@ def time_law(T, N, xi, *, c_stat, alpha=1.0, prefactor=1.0, loss0=1.0, literal=F
     because the theorem prints the exponential without them; ``c_stat`` (the
     ``O(xi^2/N)`` constant) is required. Check ``M = Omega(N^3)`` with
     :func:`time_law_valid`.
+
+        >>> round(float(time_law(0.0, 10.0, 1.0, c_stat=1.0)), 4), round(float(time_law(1e6, 10.0, 1.0, c_stat=1.0)), 4)
+        (1.1, 0.1)
     """
     T, N, xi = _T(T), _N(N), _xi(xi)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
@@ -576,6 +655,9 @@ def data_law(N, xi, *, c_stat):
 
     Valid for ``eps = xi/N``, ``M = Omega(N^3)`` and ``T = Omega~(N^2/xi)``
     (:func:`data_law_valid`). ``c_stat`` (> 0) is the ``O(.)`` constant.
+
+        >>> data_law(np.array([10.0, 100.0]), 2.0, c_stat=1.0)
+        array([0.4 , 0.04])
     """
     N, xi = _N(N), _xi(xi)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
@@ -589,6 +671,9 @@ def model_law(M, xi, zeta, *, scale=1.0):
     and ``T = Omega~(M^zeta / xi)``, while ``M < N^(3/(2 zeta))``
     (:func:`model_law_valid`). ``scale`` multiplies the bound; the theorem
     prints it without a constant, hence the default 1.
+
+        >>> model_law(np.array([1.0, 1e6]), 1.0, 1 / 6)
+        array([1. , 0.1])
     """
     M, xi, zeta = _M(M), _xi(xi), _zeta(zeta)
     scale = _pos("scale", scale, "multiplier of the model law")
@@ -598,7 +683,11 @@ def model_law(M, xi, zeta, *, scale=1.0):
 def time_law_valid(M, N, *, m_const):
     """``M >= m_const N^3``: the ``M = Omega(N^3)`` condition of the time and
     data laws (and of Definition 5.2 via Theorem F.7), with the hidden
-    constant ``m_const`` (> 0) explicit."""
+    constant ``m_const`` (> 0) explicit.
+
+        >>> time_law_valid(np.array([500.0, 2000.0]), 10.0, m_const=1.0)
+        array([False,  True])
+    """
     M, N = _M(M), _N(N)
     m_const = _pos("m_const", m_const, "constant of M = Omega(N^3)")
     return _out(np.asarray(_call("time_law_valid_ufunc", M, N, m_const)) != 0.0)
@@ -606,7 +695,13 @@ def time_law_valid(M, N, *, m_const):
 
 def data_law_valid(M, N, T, xi, *, m_const, t_const):
     """``M >= m_const N^3`` and ``T >= t_const N^2 / xi`` (data law; the
-    ``Omega~`` also hides logarithms, which ``t_const`` must absorb)."""
+    ``Omega~`` also hides logarithms, which ``t_const`` must absorb).
+
+        >>> bool(data_law_valid(1e3, 10.0, 100.0, 1.0, m_const=1.0, t_const=1.0))
+        True
+        >>> bool(data_law_valid(1e3, 10.0, 99.0, 1.0, m_const=1.0, t_const=1.0))
+        False
+    """
     M, N, T, xi = _M(M), _N(N), _T(T), _xi(xi)
     m_const = _pos("m_const", m_const, "constant of M = Omega(N^3)")
     t_const = _pos("t_const", t_const, "constant of T = Omega~(N^2/xi)")
@@ -614,7 +709,11 @@ def data_law_valid(M, N, T, xi, *, m_const, t_const):
 
 
 def model_law_boundary(N, zeta):
-    """The paper's limit of the model law: ``N^(3/(2 zeta))``."""
+    """The paper's limit of the model law: ``N^(3/(2 zeta))``.
+
+        >>> float(model_law_boundary(10.0, 0.25))
+        1000000.0
+    """
     N, zeta = _N(N), _zeta(zeta)
     with np.errstate(over="ignore", under="ignore", divide="ignore"):  # inf / 0 beyond the range
         return _out(N ** (1.5 / zeta))
@@ -624,14 +723,22 @@ def model_law_crossover(N, zeta):
     """Where ``xi^2 M^-zeta`` meets the data floor ``xi^2 / N``:
     ``M = N^(1/zeta)``. This is the boundary the proof computes
     (``xi^2/N <= xi eps`` with ``eps = xi/M^zeta``); the theorem states
-    ``N^(3/(2 zeta))`` instead (see docs/scaling.md)."""
+    ``N^(3/(2 zeta))`` instead (see docs/scaling.md).
+
+        >>> float(model_law_crossover(10.0, 0.25))
+        10000.0
+    """
     N, zeta = _N(N), _zeta(zeta)
     with np.errstate(over="ignore", under="ignore", divide="ignore"):  # inf / 0 beyond the range
         return _out(N ** (1.0 / zeta))
 
 
 def model_law_valid(M, N, zeta):
-    """``M < N^(3/(2 zeta))`` with ``zeta`` in ``(0, 1/3)`` (Theorem 7.2)."""
+    """``M < N^(3/(2 zeta))`` with ``zeta`` in ``(0, 1/3)`` (Theorem 7.2).
+
+        >>> model_law_valid(np.array([10.0, 1e6]), 10.0, 0.25)
+        array([ True, False])
+    """
     M, N, zeta = _M(M), _N(N), _zeta(zeta)
     return _out(np.asarray(M < N ** (1.5 / zeta)))
 
@@ -649,6 +756,9 @@ def noise_drag_data(N, xi0, power=0.5, *, c_stat):
     Section 7.2: at ``power = 1/2`` the bound is the constant
     ``c_stat xi0^2`` (``O(1)``): no scaling. ``power`` is the paper's 1/2 by
     default and must be >= 0.
+
+        >>> noise_drag_data(np.array([1.0, 1e4]), 2.0, c_stat=1.0)
+        array([4., 4.])
     """
     N = _N(N)
     xi0 = _xi(xi0, "xi0")
@@ -667,6 +777,10 @@ def noise_drag_compute(C, xi0, L, d, power=0.1, *, c_stat, form="exact"):
     or ``"paper"`` (:func:`stage_two_bound_paper`). ``C`` must be > 0;
     ``C = inf`` gives the limit along the path (``inf`` for ``power > 1/10``,
     0 below, the constant at ``1/10``).
+
+        >>> b = noise_drag_compute(np.array([1e10, 1e40]), 1.0, 1, 1, c_stat=1.0)
+        >>> bool(np.allclose(b, b[0]))
+        True
     """
     C = _check("C", C, lo=0.0, meaning="total compute, > 0 on a drag path")
     xi0 = _xi(xi0, "xi0")
@@ -686,6 +800,11 @@ def noise_drag_exponent(power, law="data"):
     ``p >= 1/2``). ``law="compute"``: ``xi = xi0 C^p`` gives
     ``C^(5p/3 - 1/6)`` up to the logarithmic factor ``W^(1/6)`` (no decay for
     ``p >= 1/10``).
+
+        >>> float(noise_drag_exponent(0.5)), float(noise_drag_exponent(0.25))
+        (0.0, -0.5)
+        >>> round(float(noise_drag_exponent(0.1, law="compute")), 12)
+        0.0
     """
     p = _nonneg("power", power, "growth exponent of xi")
     if law == "data":
@@ -715,6 +834,10 @@ def compute_for_target(target, xi, L, d, *, c_stat, N=None, alpha=None, prefacto
     ``N^6 log(prefactor loss0 / target) / (alpha xi^2)`` if it is below
     ``C*(N)``; else ``C*(N)`` if the stage-II floor ``c_stat xi^2 / N`` meets
     the target (an infimum: any larger compute reaches it); else ``inf``.
+
+        >>> C = compute_for_target(0.1, 1.0, 1, 1, c_stat=1.0)
+        >>> round(float(stage_two_bound(C, 1.0, 1, 1, c_stat=1.0)), 10)
+        0.1
     """
     target = _pos("target", target, "target excess risk")
     xi, L, d = _xi(xi), _L(L), _d(d)
@@ -779,6 +902,12 @@ def evaluate(names, **values):
     ``prefactor``, ``loss0``, ``c_stat``); arrays broadcast together like
     numpy. Returns ``{name: ndarray}``. A missing input or constant raises
     :class:`ValueError` naming it.
+
+        >>> out = evaluate(["data_law", "threshold_compute"], N=np.array([10.0, 100.0]), xi=1.0, L=1, d=1, c_stat=1.0)
+        >>> out["data_law"]
+        array([0.1 , 0.01])
+        >>> sorted(out)
+        ['data_law', 'threshold_compute']
     """
     out = {}
     for name in names:
@@ -802,6 +931,10 @@ def evaluate_grid(names, **values):
     given); scalars stay scalars. Returns ``(axes, results)`` where ``axes``
     is ``{input: 1-D array}`` and each result has shape
     ``tuple(len(a) for a in axes.values())``.
+
+        >>> axes, res = evaluate_grid(["data_law"], N=np.array([10.0, 100.0]), xi=np.array([1.0, 2.0, 3.0]), c_stat=1.0)
+        >>> list(axes), res["data_law"].shape
+        (['N', 'xi'], (2, 3))
     """
     axes = {k: np.asarray(v, dtype=np.float64).ravel() for k, v in values.items()
             if v is not None and np.ndim(v) > 0}

@@ -50,7 +50,12 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
     (bound at fixed N, stage-II frontier, exact and paper ``N*(C)``),
     ``frontier_ratio`` (``N_paper/N*`` at ``L = ratio_L``, ``d = ratio_d``,
     ``xi = 1``), ``time_law``, ``data_law``, ``model_law``, ``drags``.
-    ``seeds`` is accepted for a uniform interface and ignored (no randomness)."""
+    ``seeds`` is accepted for a uniform interface and ignored (no randomness).
+
+        >>> run = scaling_figure("quick")
+        >>> run.all_held
+        True
+    """
     if mode not in SCALING_SETTINGS:
         raise ValueError(f"mode must be one of {sorted(SCALING_SETTINGS)}, got {mode!r}")
     s = dict(SCALING_SETTINGS[mode])

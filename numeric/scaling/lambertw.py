@@ -98,6 +98,13 @@ def lambertw_checked(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
     The message names the argument ``z``, gives the first offending value
     and its index, and the allowed interval of the branch. NaN inputs are
     outside the domain.
+
+        >>> round(float(lambertw_checked(1.0)), 6)
+        0.567143
+        >>> lambertw_checked(-1.0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: z is outside the domain of the Lambert W branch 0: z = -1.0; allowed z in [-1/e, inf]...
     """
     arr, k = _checked_args(z, branch)
     w = lambertw(arr, k)

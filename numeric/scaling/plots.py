@@ -41,6 +41,10 @@ def plot_two_stage(C, xis, N, L, d, *, alpha, prefactor, loss0, c_stat, frontier
     ``frontier=True`` the compute-optimal stage-II bound
     ``c_stat xi^2 / N*(C)`` (dashed), which decays like ``C^(-1/6)`` up to
     the Lambert-W logarithm.
+
+        >>> ax = plot_two_stage(np.logspace(2, 12, 20), [0.5, 1.0], 10.0, 1, 1, alpha=1.0, prefactor=1.0, loss0=1.0, c_stat=1.0)
+        >>> ax.get_xscale(), bool(ax.get_ylabel())
+        ('log', True)
     """
     ax = _axes(ax)
     C = np.asarray(C, dtype=float)
@@ -69,7 +73,12 @@ def plot_phase_diagram(C, xis, L, d, ax=None):
     """The (C, N) plane split by eq. (3): stage I (compute-starved) where
     ``C <= C*(N)``, i.e. above the curve ``N*(C)``; stage II (data-limited)
     below it. One boundary per noise level; the region of the first is
-    shaded."""
+    shaded.
+
+        >>> ax = plot_phase_diagram(np.logspace(2, 12, 20), [0.5, 1.0], 1, 1)
+        >>> ax.get_xscale(), bool(ax.get_xlabel()), bool(ax.get_ylabel())
+        ('log', True, True)
+    """
     ax = _axes(ax)
     C = np.asarray(C, dtype=float)
     xis = np.atleast_1d(xis)
@@ -97,7 +106,12 @@ def plot_phase_diagram(C, xis, L, d, ax=None):
 
 def plot_time_law(T, N, xi, *, c_stat, alpha=1.0, prefactor=1.0, loss0=1.0, ax=None):
     """Time law of Theorem 7.2 for one or several ``N``: exponential decay in
-    ``T`` down to the floor ``c_stat xi^2 / N`` (dotted)."""
+    ``T`` down to the floor ``c_stat xi^2 / N`` (dotted).
+
+        >>> ax = plot_time_law(np.linspace(0, 500, 20), [10.0, 20.0], 1.0, c_stat=1.0)
+        >>> bool(ax.get_xlabel()), bool(ax.get_ylabel())
+        (True, True)
+    """
     ax = _axes(ax)
     T = np.asarray(T, dtype=float)
     for i, n in enumerate(np.atleast_1d(N)):
@@ -113,7 +127,12 @@ def plot_time_law(T, N, xi, *, c_stat, alpha=1.0, prefactor=1.0, loss0=1.0, ax=N
 
 def plot_data_law(N, xis, *, c_stat, drag_xi0=None, ax=None):
     """Data law ``c_stat xi^2 / N`` for several ``xi``; with ``drag_xi0`` also
-    the drag of section 7.2, ``xi(N) = drag_xi0 N^(1/2)``, which is flat."""
+    the drag of section 7.2, ``xi(N) = drag_xi0 N^(1/2)``, which is flat.
+
+        >>> ax = plot_data_law(np.logspace(1, 4, 10), [0.5, 1.0], c_stat=1.0, drag_xi0=1.0)
+        >>> bool(ax.get_xlabel()), bool(ax.get_ylabel())
+        (True, True)
+    """
     ax = _axes(ax)
     N = np.asarray(N, dtype=float)
     for i, xi in enumerate(np.atleast_1d(xis)):
@@ -131,7 +150,12 @@ def plot_data_law(N, xis, *, c_stat, drag_xi0=None, ax=None):
 def plot_model_law(M, N, xi, zetas, ax=None):
     """Model law ``xi^2 M^-zeta`` for several ``zeta``, drawn where it is valid
     (``M < N^(3/(2 zeta))``) and dotted beyond; the data floor ``xi^2/N`` is
-    the grey line."""
+    the grey line.
+
+        >>> ax = plot_model_law(np.logspace(1, 6, 10), 100.0, 1.0, [0.1, 0.2])
+        >>> bool(ax.get_xlabel()), bool(ax.get_ylabel())
+        (True, True)
+    """
     ax = _axes(ax)
     M = np.asarray(M, dtype=float)
     for i, z in enumerate(np.atleast_1d(zetas)):
@@ -154,7 +178,12 @@ def plot_single_variable_laws(T, N, M, xi, *, c_stat, zetas=(0.1, 0.2, 0.3), N_t
     ``T``, ``N``, ``M`` are the axis grids; the time law is drawn for the data
     sizes ``N_time`` (default: the ends of ``N``), the model law at data size
     ``N_model`` (default: the smallest ``N``), the data law for ``xi/2``,
-    ``xi``, ``2 xi`` (plus the drag with ``drag_xi0``)."""
+    ``xi``, ``2 xi`` (plus the drag with ``drag_xi0``).
+
+        >>> axes = plot_single_variable_laws(np.linspace(0, 500, 10), np.logspace(1, 3, 5), np.logspace(1, 6, 5), 1.0, c_stat=1.0)
+        >>> len(axes)
+        3
+    """
     if axes is None:
         import matplotlib.pyplot as plt
 
