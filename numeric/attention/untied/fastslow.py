@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -58,7 +58,20 @@ from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+    from scipy.integrate import OdeSolution
+
+    from attndyn.numeric.attention.untied.coefficients import UntiedCoefficients
+    from attndyn.numeric.attention.untied.model import UntiedModel
+    from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import ArrayLike
+
+# one pair (U_k, V_k); the products M^(r)_l V_k, M^(r)_l U_k of trainable k (_products);
+# the gradients of the potential by name (UntiedCoefficients.gradients)
+_Pair = tuple[np.ndarray, np.ndarray]
+_Prods = dict[int, list[tuple[_Pair, _Pair]]]
+_Grads = dict[str, Any]
+_Rhs = Callable[[float, np.ndarray], np.ndarray]
 
 __all__ = ["CriticalMean", "fast_flow", "critical_mean", "psi_beta", "untied_flow",
            "eq42_velocity", "exact_overlap_velocity", "corollary4", "weak_recovery_time",
@@ -85,19 +98,22 @@ __all__ = ["CriticalMean", "fast_flow", "critical_mean", "psi_beta", "untied_flo
 # fast flow (28) and the critical mean (29)
 
 
-def _fast_rhs(th, tA, tB, q1, q2, m_full, tr):
+def _fast_rhs(th: UntiedCoefficients, tA: np.ndarray, tB: np.ndarray, q1: np.ndarray,
+              q2: np.ndarray, m_full: np.ndarray, tr: list[int]) -> _Rhs:
     D = tA + tB
     K = th.K
 
-    def f(t, y):
+    def f(t: float, y: np.ndarray) -> np.ndarray:
         m = m_full.copy()
         m[tr] = y
         g = th.gradients(m, q1, q2)["grad_m"]
-        return -(D[tr] * g[tr])
+        dm: np.ndarray = -(D[tr] * g[tr])
+        return dm
     return f
 
 
-def fast_flow(model, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
+def fast_flow(model: UntiedModel, init: Any, t_eval: ArrayLike, *, rtol: float = 1e-10,
+              atol: float = 1e-12,
               m_max: float = 1e6, raise_on_failure: bool = False) -> UntiedTrajectory:
     """Integrate the fast flow (28) from ``init`` (pairs ``(U_k, V_k)``, a
     :class:`SlowState` or a dict ``{m, tA, tB, q1, q2}``).
@@ -114,8 +130,8 @@ def fast_flow(model, init, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
     tr = list(model.trainable)
     f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
 
-    def run_away(t, y):
-        return m_max - np.abs(y).max()
+    def run_away(t: float, y: np.ndarray) -> float:
+        return m_max - float(np.abs(y).max())
     run_away.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
     if t_eval[-1] > 0:
         sol = solve_ivp(f, (0.0, float(t_eval[-1])), m0[tr], method="DOP853", t_eval=t_eval,
@@ -172,7 +188,9 @@ class CriticalMean:
         return self.status == 0
 
 
-def _newton(th, m, q1, q2, tr, tol=1e-12, maxit=50):
+def _newton(th: UntiedCoefficients, m: ArrayLike, q1: np.ndarray, q2: np.ndarray,
+            tr: list[int], tol: float = 1e-12, maxit: int = 50
+            ) -> tuple[np.ndarray, bool, int, float]:
     m = np.array(m, float)
     for it in range(maxit + 1):
         g = th.gradients(m, q1, q2)
@@ -193,7 +211,7 @@ def _newton(th, m, q1, q2, tr, tol=1e-12, maxit=50):
     return m, False, maxit, res
 
 
-def _label(m, tr, stable, zero_tol=1e-9):
+def _label(m: np.ndarray, tr: list[int], stable: bool, zero_tol: float = 1e-9) -> str:
     parts = []
     for k in tr:
         v = m[k]
@@ -202,7 +220,7 @@ def _label(m, tr, stable, zero_tol=1e-9):
     return ("stable" if stable else "NOT stable") + " root " + ", ".join(parts)
 
 
-def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
+def critical_mean(model: UntiedModel, init: Any, *, t_max: float = 1e4, eq_tol: float = 1e-9,
                   newton_tol: float = 1e-12, bl_tol: float = 1e-3, m_max: float = 1e3,
                   probe: float = 1e-3, warn: bool = True, raise_on_failure: bool = False
                   ) -> CriticalMean:
@@ -234,7 +252,7 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
         raise ValueError("tA_k + tB_k must be > 0 for every trainable k (Assumption 4.4)")
     diag = {"m0": m0.tolist(), "d": d}
 
-    def fail(status, msg):
+    def fail(status: int, msg: str) -> CriticalMean:
         res = CriticalMean(m=m0.copy(), m0=m0, label="no root", status=status, message=msg,
                            stable=False, unstable_start=False, diagnostics=diag)
         if raise_on_failure:
@@ -254,6 +272,7 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
     else:
         m_end, why = _settle_fast_flow(th, m0, tA, tB, q1, q2, tr, t_max, eq_tol, m_max, diag)
         if m_end is None:
+            assert why is not None  # a failed settle says why
             return fail(*why)
     m_star, ok, iters, res = _newton(th, m_end, q1, q2, tr, tol=newton_tol)
     diag.update({"newton_iterations": iters, "residual": res})
@@ -282,19 +301,22 @@ def critical_mean(model, init, *, t_max: float = 1e4, eq_tol: float = 1e-9,
                         unstable_start=unstable_start, diagnostics=diag)
 
 
-def _settle_fast_flow(th, m0, tA, tB, q1, q2, tr, t_max, eq_tol, m_max, diag):
+def _settle_fast_flow(th: UntiedCoefficients, m0: np.ndarray, tA: np.ndarray, tB: np.ndarray,
+                      q1: np.ndarray, q2: np.ndarray, tr: list[int], t_max: float,
+                      eq_tol: float, m_max: float, diag: dict[str, Any]
+                      ) -> tuple[np.ndarray | None, tuple[int, str] | None]:
     """Run the fast flow (28) from ``m0`` until it settles: ``(m_end, None)``, or ``(None,
     (status, message))`` when it fails, runs off or does not settle by ``t_max``."""
     from scipy.integrate import solve_ivp
     f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
 
-    def settled(t, y):
+    def settled(t: float, y: np.ndarray) -> float:
         return float(np.abs(f(t, y)).max()) - eq_tol
-    settled.terminal = True
+    settled.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
 
-    def run_away(t, y):
+    def run_away(t: float, y: np.ndarray) -> float:
         return m_max - float(np.abs(y).max())
-    run_away.terminal = True
+    run_away.terminal = True  # type: ignore[attr-defined]
     sol = solve_ivp(f, (0.0, t_max), m0[tr], method="DOP853", rtol=1e-10, atol=1e-13,
                     events=[settled, run_away], dense_output=True)
     if sol.status == -1:
@@ -312,10 +334,11 @@ def _settle_fast_flow(th, m0, tA, tB, q1, q2, tr, t_max, eq_tol, m_max, diag):
     return m_end, None
 
 
-def _boundary_layer_time(diag, m_star, tr, bl_tol):
+def _boundary_layer_time(diag: dict[str, Any], m_star: np.ndarray, tr: list[int],
+                         bl_tol: float) -> float:
     """First fast time with ``|m(t) - m*|_inf <= bl_tol max(1, |m*|)`` on the fast flow's
     dense output (popped from ``diag``); 0 when the flow did not move."""
-    dense = diag.pop("_dense", None)
+    dense: OdeSolution | None = diag.pop("_dense", None)
     if dense is None:
         return 0.0
     ts = np.linspace(0.0, diag["t_settled"], 4001)
@@ -325,7 +348,8 @@ def _boundary_layer_time(diag, m_star, tr, bl_tol):
     return float(ts[inside[0]]) if inside.size else float(diag["t_settled"])
 
 
-def _root_curvature(th, m_star, q1, q2, tr, diag):
+def _root_curvature(th: UntiedCoefficients, m_star: np.ndarray, q1: np.ndarray, q2: np.ndarray,
+                    tr: list[int], diag: dict[str, Any]) -> tuple[np.ndarray, bool]:
     """The ``m``-Hessian's eigenvalues at the root (trainable block) and Assumption 5."""
     g = th.gradients(m_star, q1, q2)
     Hs = g["hess_m"][np.ix_(tr, tr)]
@@ -336,7 +360,8 @@ def _root_curvature(th, m_star, q1, q2, tr, diag):
     return ev, stable
 
 
-def _unstable_message(m0, ev0, probe, alts):
+def _unstable_message(m0: np.ndarray, ev0: float, probe: float,
+                      alts: list[dict[str, Any]]) -> str:
     """The message of a start on an unstable critical point, with the roots reached nearby."""
     return (f"m(0) = {np.round(m0, 6)} sits on an unstable critical point of Phi in m "
             f"(Hessian eigenvalue {ev0:.4g} < 0): the deterministic fast flow stays on "
@@ -344,7 +369,9 @@ def _unstable_message(m0, ev0, probe, alts):
             f"m(0) +- {probe:g} v: " + "; ".join(a["label"] for a in alts))
 
 
-def _alternative_roots(model, m0, v, tr, probe, moments, kw):
+def _alternative_roots(model: UntiedModel, m0: np.ndarray, v: np.ndarray, tr: list[int],
+                       probe: float, moments: dict[str, Any], kw: dict[str, Any]
+                       ) -> list[dict[str, Any]]:
     """The roots reached from ``m0 +- probe v`` (``v`` the most negative curvature direction)."""
     alts = []
     for sgn in (1.0, -1.0):
@@ -356,7 +383,8 @@ def _alternative_roots(model, m0, v, tr, probe, moments, kw):
     return alts
 
 
-def psi_beta(model, init, m_star=None):
+def psi_beta(model: UntiedModel, init: Any, m_star: ArrayLike | None = None
+             ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``psi`` (eq. 27) and ``beta = -psi/(tA + tB)`` (eq. 30) at a slow state.
 
     ``init``: pairs ``(U_k, V_k)`` (exact finite-d moments) or a
@@ -402,7 +430,9 @@ def psi_beta(model, init, m_star=None):
 # ---------------------------------------------------------------------------
 # finite-d matrix flow
 
-def _flow_terms(th, pairs, tr, fixed_M=None):
+def _flow_terms(th: UntiedCoefficients, pairs: Sequence[_Pair], tr: list[int],
+                fixed_M: dict[int, np.ndarray] | None = None
+                ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """``M_k`` (the fixed ones from ``fixed_M``), the means and the overlaps."""
     K = len(pairs)
     d = pairs[0][0].shape[0]
@@ -414,16 +444,17 @@ def _flow_terms(th, pairs, tr, fixed_M=None):
     return Ms, m, q1, q2
 
 
-def _products(pairs, Ms, tr):
+def _products(pairs: Sequence[_Pair], Ms: list[np.ndarray], tr: list[int]) -> _Prods:
     """``M^(r)_l V_k`` and ``M^(r)_l U_k`` for trainable ``k`` (r = 1: M_l, r = 2: M_l^T)."""
-    out = {}
+    out: _Prods = {}
     for k in tr:
         U, V = pairs[k]
         out[k] = [((Ml @ V, Ml.T @ V), (Ml @ U, Ml.T @ U)) for Ml in Ms]
     return out
 
 
-def _velocity(pairs, prods, g, tr, coef_m, scale_p, gamma_s):
+def _velocity(pairs: Sequence[_Pair], prods: _Prods, g: _Grads, tr: list[int],
+              coef_m: np.ndarray, scale_p: float, gamma_s: float) -> list[_Pair]:
     """``dU_k = -c_k V_k - s (P_k V_k) - gamma_s U_k``, ``dV_k = -c_k U_k - s (P_k^T U_k) - gamma_s V_k``."""
     out = []
     for k in tr:
@@ -444,7 +475,7 @@ def _velocity(pairs, prods, g, tr, coef_m, scale_p, gamma_s):
     return out
 
 
-def _psi_finite(g, pairs, prods, k, d):
+def _psi_finite(g: _Grads, pairs: Sequence[_Pair], prods: _Prods, k: int, d: int) -> float:
     """``psi_k`` (eq. 27) from finite-d matrices: ``Tr(M B_k)/d + Tr(A_k M)/d =
     (<M V_k, V_k> + <U_k, M U_k>)/d`` for ``M = M^(r)_l``."""
     U, V = pairs[k]
@@ -452,10 +483,12 @@ def _psi_finite(g, pairs, prods, k, d):
     for l, ((MV, MtV), (MU, MtU)) in enumerate(prods[k]):
         s += g["a1"][k, l] * (np.sum(MV * V) + np.sum(U * MU))
         s += g["a2"][k, l] * (np.sum(MtV * V) + np.sum(U * MtU))
-    return 2.0 * s / d
+    psi: float = 2.0 * s / d
+    return psi
 
 
-def _beta_finite(g, pairs, prods, tr, K, d):
+def _beta_finite(g: _Grads, pairs: Sequence[_Pair], prods: _Prods, tr: list[int], K: int,
+                 d: int) -> np.ndarray:
     beta = np.zeros(K)
     for k in tr:
         U, V = pairs[k]
@@ -463,7 +496,8 @@ def _beta_finite(g, pairs, prods, tr, K, d):
     return beta
 
 
-def slaved_velocity(model, pairs, m_star):
+def slaved_velocity(model: UntiedModel, pairs: Sequence[_Pair], m_star: ArrayLike
+                    ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
     """``(dU_k/dtau, dV_k/dtau)`` of the slaved flow at the pairs, with ``m = m_star``."""
     th = coefficients(model)
     tr = list(model.trainable)
@@ -475,7 +509,7 @@ def slaved_velocity(model, pairs, m_star):
     return _velocity(pairs, prods, g, tr, beta, 2.0, model.weight_decay)
 
 
-def untied_flow(model: Any, pairs: Sequence[Any], t_eval: ArrayLike,
+def untied_flow(model: UntiedModel, pairs: Sequence[Any], t_eval: ArrayLike,
                 mode: str = "full", *, order: int = 2,
                 words: Sequence[Sequence[int]] | None = None,
                 rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853",
@@ -553,12 +587,12 @@ def untied_flow(model: Any, pairs: Sequence[Any], t_eval: ArrayLike,
 class _Packer:
     """The trainable pairs as one flat state vector and back (the fixed ones from ``pairs``)."""
 
-    def __init__(self, pairs, tr):
+    def __init__(self, pairs: Sequence[_Pair], tr: list[int]) -> None:
         self.pairs, self.tr = list(pairs), tr
         self.shapes = [pairs[k][0].shape for k in tr]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
 
-    def unpack(self, y):
+    def unpack(self, y: np.ndarray) -> list[_Pair]:
         cur = list(self.pairs)
         off = 0
         for j, k in enumerate(self.tr):
@@ -568,11 +602,12 @@ class _Packer:
         return cur
 
     @staticmethod
-    def pack(vel):
+    def pack(vel: Sequence[_Pair]) -> np.ndarray:
         return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
 
 
-def _flow_rhs(th, model, pairs, packer, mode, warm, newton_tol):
+def _flow_rhs(th: UntiedCoefficients, model: UntiedModel, pairs: Sequence[_Pair],
+              packer: _Packer, mode: str, warm: dict[str, Any], newton_tol: float) -> _Rhs:
     """The right-hand side of the full flow (fast time) or the slaved flow (slow time);
     the slaved one follows ``m*(q)`` by Newton from ``warm["m"]`` (a failure sets
     ``warm["fail"]`` and returns NaN, which stops the integrator)."""
@@ -580,14 +615,14 @@ def _flow_rhs(th, model, pairs, packer, mode, warm, newton_tol):
     d = pairs[0][0].shape[0]
     fixed_M = {k: pairs[k][0] @ pairs[k][1].T for k in range(K) if k not in tr}
 
-    def rhs_full(t, y):
+    def rhs_full(t: float, y: np.ndarray) -> np.ndarray:
         cur = packer.unpack(y)
         Ms, m, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
         g = th.gradients(m, q1, q2)
         return packer.pack(_velocity(cur, _products(cur, Ms, tr), g, tr,
                                      g["grad_m"] / math.sqrt(d), 2.0 / d, gamma / d))
 
-    def rhs_slaved(t, y):
+    def rhs_slaved(t: float, y: np.ndarray) -> np.ndarray:
         cur = packer.unpack(y)
         Ms, _, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
         m, ok, _, _ = _newton(th, warm["m"], q1, q2, tr, tol=newton_tol)
@@ -602,15 +637,17 @@ def _flow_rhs(th, model, pairs, packer, mode, warm, newton_tol):
     return rhs_full if mode == "full" else rhs_slaved
 
 
-def _integrate_flow(rhs, y0, t_eval, mode, method, rtol, atol, blowup, warm):
+def _integrate_flow(rhs: _Rhs, y0: np.ndarray, t_eval: np.ndarray, mode: str, method: str,
+                    rtol: float, atol: float, blowup: float, warm: dict[str, Any]
+                    ) -> tuple[np.ndarray, np.ndarray, int, str]:
     """``(ts, Ys, status, message)`` of ``solve_ivp`` on the flow, cut at the first
     non-finite column; status -3 for a blow-up, -1 for a solver failure, ROOT_FAILED when
     the slaved root was lost."""
     from scipy.integrate import solve_ivp
 
-    def blow(t, y):
-        return blowup - np.abs(y).max()
-    blow.terminal = True
+    def blow(t: float, y: np.ndarray) -> float:
+        return blowup - float(np.abs(y).max())
+    blow.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
     if not t_eval[-1] > 0:
         return t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
     with np.errstate(all="ignore"):
@@ -635,7 +672,9 @@ def _integrate_flow(rhs, y0, t_eval, mode, method, rtol, atol, blowup, warm):
     return ts, Ys, status, message
 
 
-def _means_and_handover(th, states, ts, cm0, tr, mode, d, newton_tol, diag):
+def _means_and_handover(th: UntiedCoefficients, states: list[list[_Pair]], ts: np.ndarray,
+                        cm0: CriticalMean, tr: list[int], mode: str, d: int,
+                        newton_tol: float, diag: dict[str, Any]) -> list[np.ndarray]:
     """The rows of ``m``: ``m*(q)`` followed by Newton (slaved) or the finite-d ``m``
     (full); in the full mode ``diag["handover"]`` gets the fast-to-slow hand-over."""
     m_slaved = []
@@ -656,7 +695,10 @@ def _means_and_handover(th, states, ts, cm0, tr, mode, d, newton_tol, diag):
                             "gap": gaps, "root": cm0.label}
     return m_slaved
 
-def _flow_result(model, words, ts, states, means, d, mode, status, message, diag):
+def _flow_result(model: UntiedModel, words: Sequence[Sequence[int]], ts: np.ndarray,
+                 states: Sequence[Sequence[_Pair]], means: Sequence[np.ndarray], d: int,
+                 mode: str, status: int, message: str, diag: dict[str, Any]
+                 ) -> UntiedTrajectory:
     K = model.K
     rows = []
     for cur, m in zip(states, means):
@@ -682,7 +724,7 @@ def _flow_result(model, words, ts, states, means, d, mode, status, message, diag
 # ---------------------------------------------------------------------------
 # weak recovery (section 4.2, appendix F.3)
 
-def _check_st(model, student, teacher):
+def _check_st(model: UntiedModel, student: int, teacher: int) -> tuple[int, int]:
     K = model.K
     s, t = int(student), int(teacher)
     for nm, v in (("student", s), ("teacher", t)):
@@ -697,7 +739,8 @@ def _check_st(model, student, teacher):
     return s, t
 
 
-def eq42_velocity(model, init, *, student: int = 0, teacher: int = 1, m_star=None) -> np.ndarray:
+def eq42_velocity(model: UntiedModel, init: Any, *, student: int = 0, teacher: int = 1,
+                  m_star: ArrayLike | None = None) -> NDArray[np.float64]:
     """Eq. (42): ``d(q1_st, q2_st)/d tau (0) = -2 D_s(0) Q2 g*_st`` with
     ``D_s = tA_s + tB_s``, ``Q2 = [[q1_tt, q2_tt], [q2_tt, q1_tt]]`` and
     ``g* = (a1_st, a2_st)`` at ``(m*, q(0))`` (convention of eq. 32, not the
@@ -709,10 +752,12 @@ def eq42_velocity(model, init, *, student: int = 0, teacher: int = 1, m_star=Non
     g = coefficients(model).gradients(m_star, q1, q2)
     Q2 = np.array([[q1[t, t], q2[t, t]], [q2[t, t], q1[t, t]]])
     gs = np.array([g["a1"][s, t], g["a2"][s, t]])
-    return -2.0 * (tA[s] + tB[s]) * Q2 @ gs
+    vel: NDArray[np.float64] = -2.0 * (tA[s] + tB[s]) * Q2 @ gs
+    return vel
 
 
-def exact_overlap_velocity(model, pairs, *, student: int = 0, teacher: int = 1) -> np.ndarray:
+def exact_overlap_velocity(model: UntiedModel, pairs: Sequence[Any], *, student: int = 0,
+                           teacher: int = 1) -> NDArray[np.float64]:
     """``d(q1_st, q2_st)/d tau`` of the slaved flow at finite-d pairs, exactly
     (from the matrix velocities, no freeness assumption)."""
     s, t = _check_st(model, student, teacher)
@@ -725,11 +770,12 @@ def exact_overlap_velocity(model, pairs, *, student: int = 0, teacher: int = 1) 
     U, V = pairs[s]
     dM = dU @ V.T + U @ dV.T
     Mt = pairs[t][0] @ pairs[t][1].T
-    return np.array([np.sum(dM * Mt), np.sum(dM * Mt.T)]) / d
+    dq: NDArray[np.float64] = np.array([np.sum(dM * Mt), np.sum(dM * Mt.T)]) / d
+    return dq
 
 
-def corollary4(model, init, *, student: int = 0, teacher: int = 1, tol: float | None = None,
-               c_d: float = 4.0) -> dict:
+def corollary4(model: UntiedModel, init: Any, *, student: int = 0, teacher: int = 1,
+               tol: float | None = None, c_d: float = 4.0) -> dict[str, Any]:
     """Diagnose Corollary 4's dichotomy at ``init`` (pairs, state or dict).
 
     Computes the fast phase's root ``m*`` at the initial state, ``g*_st =
@@ -798,7 +844,8 @@ def corollary4(model, init, *, student: int = 0, teacher: int = 1, tol: float | 
             "student": s, "teacher": t}
 
 
-def weak_recovery_time(result, c: float, *, student: int = 0, teacher: int = 1, eta=None):
+def weak_recovery_time(result: Trajectory, c: float, *, student: int = 0, teacher: int = 1,
+                       eta: float | None = None) -> dict[str, Any]:
     """``N_wr(c)`` of eq. (41) read off a trajectory (hierarchy, flow or SGD).
 
     Returns ``{"time": first output time with max(|q1_st|, |q2_st|) >= c (None
@@ -815,7 +862,7 @@ def weak_recovery_time(result, c: float, *, student: int = 0, teacher: int = 1, 
     if tm is not None and eta is not None:
         eta = _check_pos_float(eta, "eta")
         slow = "tau" in str(result.params.get("time", "tau"))
-        d = result.params.get("d")
+        d: Any = result.params.get("d")
         if slow and d is None:
             raise ValueError("slow-time results need params['d'] to convert to steps")
         n = int(math.ceil(tm * (d if slow else 1) / eta - 1e-9))
