@@ -63,7 +63,9 @@ from attndyn.numeric.core.validate import check_eta, check_t_eval, resolve_rng
 from attndyn.numeric.attention.base import check_model
 
 if TYPE_CHECKING:
-    from attndyn.numeric.attention.base import AttentionModel
+    from numpy.typing import NDArray
+
+    from attndyn.numeric.attention.base import AttentionModel, SGDRunner, TimeScale
     from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["xp_sgd", "xp_sgd_runs", "xp_memory_bytes", "check_backend", "BACKENDS",
@@ -73,12 +75,16 @@ TEACHER_MODES = ("auto", "S", "factors")
 BACKENDS = ("numba", "array-api")
 _MAX_STEPS = 2 ** 62
 _SYNC_STEPS = 256  # steps between two reads of the loss and blow-up flags on the host
+# an array of the namespace xp (NumPy, CuPy, ...) and the namespace itself: the array API
+# has no common static type for them
+_Arr = Any
+_Namespace = Any
 
 
 # ---------------------------------------------------------------------------
 # arguments
 
-def _check_int(x, name, low=1) -> int:
+def _check_int(x: object, name: str, low: int = 1) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= {low}, got {x!r}")
     if x < low:
@@ -92,7 +98,8 @@ def _seed_record(ss: np.random.SeedSequence) -> dict:
     return {"entropy": ent, "spawn_key": [int(k) for k in ss.spawn_key]}
 
 
-def _checkpoint_steps(t_eval, dt, eta, d, label):
+def _checkpoint_steps(t_eval: np.ndarray, dt: float, eta: float, d: int,
+                      label: str) -> NDArray[np.int64]:
     ratio = t_eval[-1] / dt
     if not ratio < _MAX_STEPS:
         raise ValueError(f"t_eval up to {t_eval[-1]:g} needs {ratio:.3g} SGD steps of "
@@ -109,7 +116,7 @@ def _checkpoint_steps(t_eval, dt, eta, d, label):
     return steps
 
 
-def check_backend(backend, device, dtype) -> bool:
+def check_backend(backend: str, device: str | None, dtype: Any) -> bool:
     """Whether ``attndyn.sgd(..., backend=, device=, dtype=)`` runs the array-API steps
     (``backend="array-api"``); the numba kernels take only ``device`` None/"cpu" and float64."""
     if backend not in BACKENDS:
@@ -128,17 +135,20 @@ def check_backend(backend, device, dtype) -> bool:
 _LOSS_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _loss_evaluator(model, trainable_inputs):
+def _loss_evaluator(model: AttentionModel, trainable_inputs: Sequence[int]
+                    ) -> _xp.ExpressionEvaluator:
     """The loss value and ``dL/dG`` at ``trainable_inputs`` (flat indices of ``G``),
     derived once per model."""
     key = tuple(trainable_inputs)
     per_model = _LOSS_CACHE.setdefault(model, {})
     if key not in per_model:
         per_model[key] = _derive_loss(model, key)
-    return per_model[key]
+    ev: _xp.ExpressionEvaluator = per_model[key]
+    return ev
 
 
-def _derive_loss(model, trainable_inputs):
+def _derive_loss(model: AttentionModel, trainable_inputs: Sequence[int]
+                 ) -> _xp.ExpressionEvaluator:
     import sympy as sp
 
     from attndyn.symbolic.lossgrad import loss_gradient
@@ -153,7 +163,7 @@ def _derive_loss(model, trainable_inputs):
     return _xp.ExpressionEvaluator(exprs, lg.symbols, psyms, values)
 
 
-def _cov(model):
+def _cov(model: AttentionModel) -> tuple[np.ndarray, np.ndarray, bool]:
     C = np.array(model.C.evalf(), dtype=np.float64)
     L = C.shape[0]
     lam, V = np.linalg.eigh(C)
@@ -172,9 +182,11 @@ class _Step:
     not read here: the driver reads them every ``_SYNC_STEPS`` steps)."""
 
     form = ""
-    teacher_mode = None
+    teacher_mode: str | None = None
+    d: int
 
-    def __init__(self, model, weights, xp, dtype, R, C, teacher):
+    def __init__(self, model: AttentionModel, weights: list[Any], xp: _Namespace, dtype: Any,
+                 R: int, C: np.ndarray, teacher: str) -> None:
         self.xp, self.dtype, self.R = xp, dtype, R
         self.K, self.L = model.K, model.L
         self.tr = list(model.trainable)
@@ -188,35 +200,53 @@ class _Step:
                             for j in range(L)]
         self.lossgrad = _loss_evaluator(model, self.grad_inputs)
 
-    def _dev(self, a, seeds=False):
+    def setup(self) -> None:
+        """Lay the weights out on the device (each form its own)."""
+        raise NotImplementedError
+
+    def step(self, X: _Arr, eta: float, gamma: float, blowup: float, update: bool = True
+             ) -> tuple[_Arr, _Arr]:
+        """Per-seed batch loss sums and blow-up flags (each form its own)."""
+        raise NotImplementedError
+
+    def host(self, r: int) -> list[Any]:
+        """The weights of seed ``r`` on the host (each form its own)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def words_per_seed(model: AttentionModel, weights: Any, B: int, teacher: str) -> int:
+        """Device words one seed's step holds (each form its own)."""
+        raise NotImplementedError
+
+    def _dev(self, a: ArrayLike, seeds: bool = False) -> _Arr:
         a = np.ascontiguousarray(a, dtype=np.float64)
         if seeds:
             a = np.ascontiguousarray(np.broadcast_to(a, (self.R,) + a.shape))
         return self.xp.asarray(a, dtype=self.dtype)
 
-    def _idx(self, i, j, k):
+    def _idx(self, i: int, j: int, k: int) -> int:
         return (i * self.L + j) * self.K + k
 
-    def _full(self, v, like):
+    def _full(self, v: float | _Arr, like: _Arr) -> _Arr:
         """An array of the batch's shape from a loss output (a constant is a Python float)."""
         if isinstance(v, float):
             return self.xp.full(like.shape, v, dtype=self.dtype)
         return v
 
-    def _losses(self, cols, like):
+    def _losses(self, cols: list[Any], like: _Arr) -> tuple[_Arr, dict[int, _Arr]]:
         outs = self.lossgrad.evaluate(self.xp, cols)
         val = self._full(outs[0], like)
-        D = {}
+        D: dict[int, _Arr] = {}
         for idx, g in zip(self.grad_inputs, outs[1:]):
             D[idx] = self._full(g, like)
         return self.xp.sum(val, axis=-1), D
 
-    def _bad(self, W, blowup):
+    def _bad(self, W: _Arr, blowup: float) -> _Arr:
         xp = self.xp
         return xp.any(xp.logical_not(xp.abs(W) <= blowup), axis=(1, 2))
 
 
-def _dot(xp, a, b):
+def _dot(xp: _Namespace, a: _Arr, b: _Arr) -> _Arr:
     """Row dot products over the last axis."""
     return xp.sum(a * b, axis=-1)
 
@@ -226,11 +256,11 @@ class _Factors(_Step):
 
     form = "factors"
 
-    def setup(self):
+    def setup(self) -> None:
         W = self.weights
         self.d = W[0].shape[0]
         self.w = {k: W[k].shape[1] for k in range(self.K)}
-        self.off = {}
+        self.off: dict[int, int] = {}
         pos = 0
         for k in self.tr:
             self.off[k] = pos
@@ -240,16 +270,18 @@ class _Factors(_Step):
         for k in self.fixed:
             self.off[k] = pos
             pos += self.w[k]
-        self.Wtr = self._dev(np.hstack([W[k] for k in self.tr]), seeds=True) if self.tr else None
-        self.Wfix = self._dev(np.hstack([W[k] for k in self.fixed])) if self.fixed else None
+        self.Wtr: _Arr = (self._dev(np.hstack([W[k] for k in self.tr]), seeds=True)
+                          if self.tr else None)
+        self.Wfix: _Arr = self._dev(np.hstack([W[k] for k in self.fixed])) if self.fixed else None
         self.trfix = {k: float(np.sum(W[k] * W[k])) for k in self.fixed}
         self.products = (1 if self.tr else 0) + (1 if self.fixed else 0) + (1 if self.tr else 0)
 
-    def step(self, X, eta, gamma, blowup, update=True):
+    def step(self, X: _Arr, eta: float, gamma: float, blowup: float, update: bool = True
+             ) -> tuple[_Arr, _Arr]:
         xp, L, R, d = self.xp, self.L, self.R, self.d
         B = X.shape[1] // L
         sqd = math.sqrt(d)
-        cols = [None] * (L * L * self.K)
+        cols: list[Any] = [None] * (L * L * self.K)
         P = {}
         tr_S = {}
         if self.tr:
@@ -299,8 +331,8 @@ class _Factors(_Step):
         self.Wtr = shrink * self.Wtr - (eta / (B * sqd)) * Gr
         return lsum, self._bad(self.Wtr, blowup)
 
-    def host(self, r):
-        Wh = _xp.to_host(self.Wtr[r, ...]).astype(np.float64) if self.tr else None
+    def host(self, r: int) -> list[Any]:
+        Wh: Any = _xp.to_host(self.Wtr[r, ...]).astype(np.float64) if self.tr else None
         out = []
         for k in range(self.K):
             if k in self.tr:
@@ -311,11 +343,12 @@ class _Factors(_Step):
         return out
 
     @staticmethod
-    def words_per_seed(model, W, B, teacher):
+    def words_per_seed(model: AttentionModel, W: Sequence[np.ndarray], B: int,
+                       teacher: str) -> int:
         d, L = W[0].shape[0], model.L
         D = sum(w.shape[1] for w in W)
         Dtr = sum(W[k].shape[1] for k in model.trainable)
-        return B * L * (d + D + 2 * Dtr) + 3 * d * Dtr
+        return int(B * L * (d + D + 2 * Dtr) + 3 * d * Dtr)
 
 
 class _Pairs(_Step):
@@ -324,11 +357,12 @@ class _Pairs(_Step):
 
     form = "pairs"
 
-    def setup(self):
+    def setup(self) -> None:
         pairs = self.weights
         self.d = d = pairs[0][0].shape[0]
         self.w = {k: pairs[k][0].shape[1] for k in range(self.K)}
-        self.uoff, self.voff = {}, {}
+        self.uoff: dict[int, int] = {}
+        self.voff: dict[int, int] = {}
         pos = 0
         for k in self.tr:
             self.uoff[k] = pos
@@ -345,7 +379,8 @@ class _Pairs(_Step):
         if self.tr:
             self.UVtr = self._dev(np.hstack([pairs[k][0] for k in self.tr]
                                             + [pairs[k][1] for k in self.tr]), seeds=True)
-        self.fpos = {}
+        # column offsets of the fixed factors: k (U_k, or S_k) and (k, "v") (V_k)
+        self.fpos: dict[int | tuple[int, str], int] = {}
         if self.fixed and mode == "S":
             self.Sfix = self._dev(np.hstack([pairs[k][0] @ pairs[k][1].T for k in self.fixed]))
             for a, k in enumerate(self.fixed):
@@ -363,7 +398,8 @@ class _Pairs(_Step):
         # products per step: students' [U|V], the teachers' one, the gradient
         self.products = (2 if self.tr else 0) + (1 if self.fixed else 0)
 
-    def step(self, X, eta, gamma, blowup, update=True):
+    def step(self, X: _Arr, eta: float, gamma: float, blowup: float, update: bool = True
+             ) -> tuple[_Arr, _Arr]:
         xp, L, R, d = self.xp, self.L, self.R, self.d
         B = X.shape[1] // L
         sqd = math.sqrt(d)
@@ -415,8 +451,8 @@ class _Pairs(_Step):
         self.UVtr = (1.0 - eta * gamma / d) * self.UVtr - (eta / (B * sqd)) * Gr
         return lsum, self._bad(self.UVtr, blowup)
 
-    def host(self, r):
-        W = _xp.to_host(self.UVtr[r, ...]).astype(np.float64) if self.tr else None
+    def host(self, r: int) -> list[Any]:
+        W: Any = _xp.to_host(self.UVtr[r, ...]).astype(np.float64) if self.tr else None
         out = []
         for k in range(self.K):
             if k in self.tr:
@@ -428,12 +464,13 @@ class _Pairs(_Step):
         return out
 
     @staticmethod
-    def words_per_seed(model, pairs, B, teacher):
+    def words_per_seed(model: AttentionModel, pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+                       B: int, teacher: str) -> int:
         d, L = pairs[0][0].shape[0], model.L
         Dtr2 = sum(2 * pairs[k][0].shape[1] for k in model.trainable)
         fix = sum(max(d, 2 * pairs[k][0].shape[1]) for k in range(model.K)
                   if k not in model.trainable)
-        return B * L * (d + fix + 3 * Dtr2) + 3 * d * Dtr2
+        return int(B * L * (d + fix + 3 * Dtr2) + 3 * d * Dtr2)
 
 
 class _Matrices(_Step):
@@ -441,17 +478,19 @@ class _Matrices(_Step):
 
     form = "matrices"
 
-    def setup(self):
+    def setup(self) -> None:
         S = self.weights
         self.d = d = S[0].shape[0]
         ntr = len(self.tr)
-        self.Str = self._dev(np.hstack([S[k] for k in self.tr]), seeds=True) if self.tr else None
+        self.Str: _Arr = (self._dev(np.hstack([S[k] for k in self.tr]), seeds=True)
+                          if self.tr else None)
         self.Sfix = self._dev(np.hstack([S[k] for k in self.fixed])) if self.fixed else None
         self.trfix = {k: float(np.trace(S[k])) for k in self.fixed}
         self.eye = self._dev(np.hstack([np.eye(d)] * ntr)) if self.tr else None
         self.products = (2 if self.tr else 0) + (1 if self.fixed else 0)
 
-    def step(self, X, eta, gamma, blowup, update=True):
+    def step(self, X: _Arr, eta: float, gamma: float, blowup: float, update: bool = True
+             ) -> tuple[_Arr, _Arr]:
         xp, L, R, d = self.xp, self.L, self.R, self.d
         B = X.shape[1] // L
         sqd = math.sqrt(d)
@@ -499,8 +538,8 @@ class _Matrices(_Step):
         self.Str = (1.0 - eta * gamma / d) * self.Str - (eta / (B * sqd)) * Gr + diag * self.eye
         return lsum, self._bad(self.Str, blowup)
 
-    def host(self, r):
-        S = _xp.to_host(self.Str[r, ...]).astype(np.float64) if self.tr else None
+    def host(self, r: int) -> list[Any]:
+        S: Any = _xp.to_host(self.Str[r, ...]).astype(np.float64) if self.tr else None
         d = self.d
         out = []
         for k in range(self.K):
@@ -512,17 +551,18 @@ class _Matrices(_Step):
         return out
 
     @staticmethod
-    def words_per_seed(model, S, B, teacher):
+    def words_per_seed(model: AttentionModel, S: Sequence[np.ndarray], B: int,
+                       teacher: str) -> int:
         d, L, ntr = S[0].shape[0], model.L, len(model.trainable)
-        return B * L * (d + d * model.K + 2 * d * ntr) + 4 * d * d * ntr
+        return int(B * L * (d + d * model.K + 2 * d * ntr) + 4 * d * d * ntr)
 
 
-_STEPS = {cls.form: cls for cls in (_Factors, _Pairs, _Matrices)}
+_STEPS: dict[str, type[_Step]] = {cls.form: cls for cls in (_Factors, _Pairs, _Matrices)}
 
 
-def _step_class(model):
+def _step_class(model: AttentionModel) -> type[_Step]:
     form = model.sgd_form
-    cls = _STEPS.get(form)
+    cls = _STEPS.get(form or "")
     if cls is None:
         raise ValueError(f"the array-API SGD backend has no step for {type(model).__name__} "
                          f"(sgd_form = {form!r}; it has {', '.join(map(repr, sorted(_STEPS)))}); "
@@ -534,13 +574,14 @@ def _step_class(model):
 # samples x ~ N(0, C (x) I_d), one random stream per seed
 
 class _Sampler:
-    def __init__(self, xp, dtype, seeds, F, ident, B, L, d):
+    def __init__(self, xp: _Namespace, dtype: Any, seeds: Sequence[np.random.SeedSequence],
+                 F: np.ndarray, ident: bool, B: int, L: int, d: int) -> None:
         self.xp, self.dtype, self.B, self.L, self.d = xp, dtype, B, L, d
         self.draws = [_xp.normal_generator(xp, ss) for ss in seeds]
         self.F = [[float(f) for f in row] for row in F]
         self.ident = ident
 
-    def draw(self):
+    def draw(self) -> _Arr:
         xp, B, L, d, R = self.xp, self.B, self.L, self.d, len(self.draws)
         Z = xp.empty((R, B * L, d), dtype=self.dtype)
         for r, draw in enumerate(self.draws):
@@ -562,7 +603,8 @@ class _Sampler:
 # ---------------------------------------------------------------------------
 # driver
 
-def xp_memory_bytes(model, init, batch, n_seeds=1, dtype="float64", teacher="auto") -> int:
+def xp_memory_bytes(model: AttentionModel, init: Sequence[Any], batch: int, n_seeds: int = 1,
+                    dtype: str = "float64", teacher: str = "auto") -> int:
     """Bytes of device arrays one batched step of ``n_seeds`` seeds holds (an estimate:
     samples, products, gradient factors, weights and their update, twice for the
     temporaries of the loss)."""
@@ -575,7 +617,8 @@ def xp_memory_bytes(model, init, batch, n_seeds=1, dtype="float64", teacher="aut
                * cls.words_per_seed(model, weights, B, teacher))
 
 
-def _check_memory(need, max_memory, xp, what):
+def _check_memory(need: int, max_memory: float | None, xp: _Namespace, what: str) -> None:
+    limit: float | None
     if max_memory is None:
         limit = _xp.free_memory(xp)
         src = "the free memory of the device"
@@ -595,7 +638,7 @@ def _check_memory(need, max_memory, xp, what):
 class _Book:
     """Per-seed records of a batched run: losses per step, statuses, checkpoints."""
 
-    def __init__(self, R, n_total, n_obs, n_out):
+    def __init__(self, R: int, n_total: int, n_obs: int, n_out: int) -> None:
         self.losses = np.full((R, n_total + 1), np.nan)
         self.ys = np.full((R, n_obs, n_out), np.nan)
         self.alive = np.ones(R, dtype=bool)
@@ -604,7 +647,7 @@ class _Book:
         self.recorded = np.zeros(R, dtype=np.int64)
         self.done = 0
 
-    def absorb(self, lh, bh):
+    def absorb(self, lh: np.ndarray, bh: np.ndarray) -> None:
         """Mean losses ``lh`` and blow-up flags ``bh`` (``(R, n)``) of the next ``n`` steps:
         a seed stops at its first non-finite loss (-3) or bad weights (-4), as in the
         numba kernels (the loss of a -4 step is kept, that of a -3 step is not)."""
@@ -624,8 +667,11 @@ class _Book:
         self.done += n
 
 
-def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, progress,
-         blowup, raise_on_failure, max_memory, teacher, blas_threads=None):
+def _run(model: AttentionModel, init: Sequence[Any], seeds: Sequence[np.random.SeedSequence],
+         *, eta: float, batch: int, t_eval: ArrayLike, order: int | None, time: str,
+         device: str | None, dtype: Any, progress: bool | None, blowup: float,
+         raise_on_failure: bool, max_memory: float | None, teacher: str,
+         blas_threads: int | str | None = None) -> list[Trajectory]:
     """Run ``len(seeds)`` seeds as one batched product; one Trajectory per seed."""
     model = check_model(model)
     eta = check_eta(eta)
@@ -673,13 +719,13 @@ def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, 
                     bar.update(n)
                 if not book.alive.any():
                     break
-                for r in np.flatnonzero(book.alive):
+                for r in map(int, np.flatnonzero(book.alive)):
                     book.ys[r, :-1, i] = model.sgd_runner(step.host(r), order).observables()
                     book.recorded[r] = i + 1
             if book.alive.any():  # loss at the last checkpoint: one fresh batch, no update
                 lsum, _ = step.step(sampler.draw(), 0.0, 0.0, math.inf, update=False)
                 lh = _xp.to_host(lsum).astype(np.float64) / B
-                for r in np.flatnonzero(book.alive):
+                for r in map(int, np.flatnonzero(book.alive)):
                     book.losses[r, n_total] = lh[r] if np.isfinite(lh[r]) else np.nan
         _xp.synchronize(xp)
         wall = _time.perf_counter() - t0
@@ -696,8 +742,12 @@ def _run(model, init, seeds, *, eta, batch, t_eval, order, time, device, dtype, 
     return out
 
 
-def _trajectory(model, runner0, ss, ys, losses, steps, recorded, status, fail_step, dt, n_total,
-                d, B, eta, gamma, blowup, scale, wall, device, dtype, R, teacher_mode):
+def _trajectory(model: AttentionModel, runner0: SGDRunner, ss: np.random.SeedSequence,
+                ys: np.ndarray, losses: np.ndarray, steps: np.ndarray, recorded: int,
+                status: int, fail_step: int, dt: float, n_total: int, d: int, B: int,
+                eta: float, gamma: float, blowup: float, scale: TimeScale, wall: float,
+                device: str | None, dtype: str, R: int, teacher_mode: str | None
+                ) -> Trajectory:
     """One seed's result, laid out as :func:`attndyn.sgd`'s (same rules for failures)."""
     ys = ys.copy()
     ys[-1, :recorded] = losses[steps[:recorded]]
@@ -827,7 +877,7 @@ def xp_sgd_runs(model: AttentionModel, init: Sequence[Any], *, n_seeds: int,
     return out
 
 
-def _defaults(kwargs):
+def _defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
     allowed = {"eta", "batch", "t_eval", "order", "time", "device", "dtype", "progress", "blowup",
                "raise_on_failure", "max_memory", "teacher", "blas_threads"}
     extra = set(kwargs) - allowed
