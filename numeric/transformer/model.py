@@ -60,7 +60,7 @@ MAX_CACHE_BYTES = 4 * 2 ** 30
 # validation helpers
 # ---------------------------------------------------------------------------
 
-def _int_ge1(x, name):
+def _int_ge1(x: object, name: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= 1, got {x!r}")
     if x < 1:
@@ -68,16 +68,16 @@ def _int_ge1(x, name):
     return int(x)
 
 
-def _pos_float(x, name, meaning=""):
+def _pos_float(x: object, name: str, meaning: str = "") -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number > 0{meaning}, got {x!r}")
-    x = float(x)
-    if not math.isfinite(x) or x <= 0:
-        raise ValueError(f"{name} must be a finite real number > 0{meaning}, got {x}")
-    return x
+    v = float(x)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite real number > 0{meaning}, got {v}")
+    return v
 
 
-def _as_rng(seed, rng=None, name="seed"):
+def _as_rng(seed: RngLike, rng: RngLike = None, name: str = "seed") -> np.random.Generator:
     """An ``np.random.Generator`` by the package's rule (SPEC 7,
     :func:`~attndyn.numeric.core.validate.resolve_rng`): an int, a sequence or a
     SeedSequence seeds a new stream (``default_rng(0)``'s for 0); a Generator is a source of
@@ -86,7 +86,7 @@ def _as_rng(seed, rng=None, name="seed"):
     return np.random.default_rng(resolve_rng(rng, seed, name=name))
 
 
-def _seed_label(seed):
+def _seed_label(seed: object) -> int | dict[str, Any] | None:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         return int(seed)
     if isinstance(seed, np.random.SeedSequence):
@@ -95,14 +95,15 @@ def _seed_label(seed):
     return None
 
 
-def _check_dtype(dtype):
+def _check_dtype(dtype: Any) -> type[np.floating[Any]]:
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"dtype must be 'float64' or 'float32', got {dtype!r}") from None
     if dt not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    return dt.type
+    scalar: type[np.floating[Any]] = dt.type
+    return scalar
 
 
 def positional_embedding(L: int, d: int, kind: str = "sinusoidal") -> np.ndarray:
@@ -180,7 +181,7 @@ class ForwardCache:
 
     @property
     def n(self) -> int:
-        return self.F.shape[0]
+        return int(self.F.shape[0])
 
 
 class Transformer:
@@ -281,7 +282,7 @@ class Transformer:
         self._neg = np.where(tril, 0.0, -np.inf)
         self._cast()
 
-    def _cast(self):
+    def _cast(self) -> None:
         dt = self.dtype
         self.U = [np.asarray(u, dtype=dt) for u in self.U]
         self.W = [np.asarray(w, dtype=dt) for w in self.W]
@@ -300,7 +301,7 @@ class Transformer:
     @property
     def n_params(self) -> int:
         """Number of trainable parameters ``M = N (m d + d^2)`` (section 3.2)."""
-        return self.N * (self.m * self.d + self.d * self.d)
+        return int(self.N * (self.m * self.d + self.d * self.d))
 
     def config(self) -> dict:
         """JSON-serialisable constructor arguments (without the seeded weights)."""
@@ -308,14 +309,14 @@ class Transformer:
                 "omega": self.omega, "kappa": self.kappa, "seed": self.seed,
                 "E": self._E_kind, "mask": self.mask, "dtype": np.dtype(self.dtype).name}
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         from attndyn.numeric.core.display import html_summary
         return html_summary("Transformer", {
             "N": self.N, "L": self.L, "d": self.d, "m": self.m, "eps": self.eps,
             "omega": self.omega, "kappa": self.kappa, "seed": self.seed,
             "parameters": self.n_params})
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Transformer(N={self.N}, L={self.L}, d={self.d}, m={self.m}, eps={self.eps:g}, "
                 f"omega={self.omega:g}, kappa={self.kappa:g}, seed={self.seed!r})")
 
@@ -448,7 +449,7 @@ class Transformer:
             raise ValueError(f"Y must have the shape of X, {X.shape}, got {Y.shape}")
         return X, Y
 
-    def _check_size(self, n):
+    def _check_size(self, n: int) -> None:
         per = 8 * (self.N + 1) * n * self.L * (2 * self.d + self.L + self.m) + 8 * n * self.L * self.m
         if per > MAX_CACHE_BYTES:
             raise ValueError(f"a forward pass over n = {n} sequences would cache "
@@ -456,7 +457,7 @@ class Transformer:
                              f"pass fewer sequences at a time")
 
     # -- forward ------------------------------------------------------------
-    def _forward(self, X) -> ForwardCache:
+    def _forward(self, X: np.ndarray) -> ForwardCache:
         n, L, d = X.shape
         self._check_size(n)
         Lam = np.asarray(X, dtype=self.dtype) + self.E
@@ -497,7 +498,8 @@ class Transformer:
         tot = (X + self.E).reshape(-1, self.d).copy()
         for mu in c.mu:
             tot += mu
-        return self.eps * tot
+        out: np.ndarray = self.eps * tot
+        return out
 
     def loss(self, X: ArrayLike, Y: ArrayLike) -> float:
         """Training objective of Lemma B.3: ``(1/n) ||F - Y||_F^2``."""
@@ -506,7 +508,8 @@ class Transformer:
         return float(np.vdot(R, R) / X.shape[0])
 
     # -- gradients ----------------------------------------------------------
-    def _backward(self, c: ForwardCache, Y, *, keep_delta=False):
+    def _backward(self, c: ForwardCache, Y: ArrayLike, *, keep_delta: bool = False
+                  ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[np.ndarray]]:
         """Reverse-mode chain rule through eq. (1), op by op (the fast path).
 
         Returns ``(grads, deltas)`` with ``grads`` a list of (dU, dW) and
@@ -561,7 +564,8 @@ class Transformer:
             return [{"U": u, "W": w} for u, w in grads]
         if form == "lemma":
             from .gradients import lemma_gradients
-            return lemma_gradients(self, X, Y, form="lemma")
+            lemma: list[dict[str, np.ndarray]] = lemma_gradients(self, X, Y, form="lemma")
+            return lemma
         raise ValueError(f"form must be 'exact' or 'lemma', got {form!r}")
 
     def loss_and_grad(self, X: np.ndarray, Y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -589,4 +593,5 @@ class Transformer:
         ``<gamma, gamma>`` part. ``kernel="exact"``: the Jacobian Gram ``K_nu``
         of the block (nLd x nLd). See :mod:`attndyn.numeric.transformer.kernel`."""
         from .kernel import layer_kernel
-        return layer_kernel(self, X, layer, part=part, kernel=kernel)
+        kern: np.ndarray = layer_kernel(self, X, layer, part=part, kernel=kernel)
+        return kern
