@@ -32,7 +32,12 @@ class Claim:
 
     ``held`` is the verdict of the check (True / False); ``measured`` gives the
     numbers it used, ``condition`` the setting under which the claim is made
-    (for example "truncation only on a short horizon")."""
+    (for example "truncation only on a short horizon").
+
+        >>> c = Claim("q_12 grows", held=True, measured="q_12(1) = 0.4", condition="d = 16")
+        >>> c.held, c.text
+        (True, 'q_12 grows')
+    """
 
     text: str
     held: bool
@@ -45,7 +50,18 @@ class Claim:
 
 
 def claims_table(claims: Sequence[Claim], title: str = "") -> str:
-    """Plain-text table: verdict, claim, condition, measured numbers."""
+    """Plain-text table: verdict, claim, condition, measured numbers.
+
+        >>> claims = [Claim("q_12 grows", True, "q_12(1) = 0.4"),
+        ...           Claim("q_11 stays put", False, "q_11 moved by 0.3", "d = 16")]
+        >>> print(claims_table(claims, "demo"))
+        demo
+          [    held] q_12 grows
+                     measured:  q_12(1) = 0.4
+          [NOT HELD] q_11 stays put
+                     condition: d = 16
+                     measured:  q_11 moved by 0.3
+    """
     lines = [title] if title else []
     for c in claims:
         verdict = "held" if c.held else "NOT HELD"
@@ -62,7 +78,15 @@ class FigureRun:
 
     ``curves`` maps a curve label (``"sgd/seed0"``, ``"truncation/M4"``,
     ``"limit"``...) to a Trajectory; ``settings`` is JSON-serialisable and
-    includes the seeds; ``plot(ax=None)`` is set by the figure's builder."""
+    includes the seeds; ``plot(ax=None)`` is set by the figure's builder.
+
+        >>> t = np.linspace(0.0, 1.0, 3)
+        >>> theory = Trajectory(t=t, y=t[None, :], names=["q_12"], kind="demo")
+        >>> run = FigureRun("demo", "a demo", {"seed": 0}, curves={"theory": theory},
+        ...                 claims=[Claim("q_12 grows", True, "q_12(1) = 1")])
+        >>> run.all_held, list(run.curves)
+        (True, ['theory'])
+    """
 
     name: str
     title: str

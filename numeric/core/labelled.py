@@ -25,7 +25,11 @@ __all__ = ["require_xarray", "dataset_attrs", "decode_attrs", "trajectory_to_xar
 
 
 def require_xarray():
-    """Import xarray, or raise ImportError with the install command."""
+    """Import xarray, or raise ImportError with the install command.
+
+        >>> require_xarray().__name__
+        'xarray'
+    """
     try:
         import xarray as xr
     except ImportError:  # pragma: no cover - depends on the environment
@@ -39,6 +43,11 @@ def jsonable(obj, *, nonfinite: str = "repr"):
     ``nonfinite``: ``"repr"`` writes ``inf``/``nan`` as the strings ``'inf'``, ``'nan'``
     (strict JSON, netCDF attributes); ``"float"`` keeps them as floats, which Python's
     ``json`` writes as ``Infinity``/``NaN`` and reads back as floats (the sweep store).
+
+        >>> jsonable({"a": np.float64(1.5), "b": np.arange(3), "c": np.inf})
+        {'a': 1.5, 'b': [0, 1, 2], 'c': 'inf'}
+        >>> jsonable(np.nan, nonfinite="float")
+        nan
     """
     if nonfinite not in ("repr", "float"):
         raise ValueError(f"nonfinite must be 'repr' or 'float', got {nonfinite!r}")
@@ -64,7 +73,11 @@ def jsonable(obj, *, nonfinite: str = "repr"):
 
 
 def dataset_attrs(**labels) -> dict:
-    """netCDF-safe attributes: scalars as such, containers and ``None`` as JSON strings."""
+    """netCDF-safe attributes: scalars as such, containers and ``None`` as JSON strings.
+
+        >>> dataset_attrs(kind="tied", d=16, params={"eta": 0.01}, seed=None)
+        {'kind': 'tied', 'd': 16, 'params_json': '{"eta": 0.01}', 'seed_json': 'null'}
+    """
     out: dict[str, Any] = {}
     for key, value in labels.items():
         if isinstance(value, (bool, np.bool_)):
@@ -83,7 +96,11 @@ def dataset_attrs(**labels) -> dict:
 
 
 def decode_attrs(attrs: dict) -> dict:
-    """Invert :func:`dataset_attrs`: ``name_json`` entries parsed back under ``name``."""
+    """Invert :func:`dataset_attrs`: ``name_json`` entries parsed back under ``name``.
+
+        >>> decode_attrs(dataset_attrs(kind="tied", params={"eta": 0.01}))
+        {'kind': 'tied', 'params': {'eta': 0.01}}
+    """
     out = {}
     for key, value in attrs.items():
         if key.endswith("_json") and isinstance(value, str):
@@ -106,6 +123,14 @@ def trajectory_to_xarray(traj, *, name: str = "value"):
     One variable ``name`` with dims ``(observable, time)``; coordinates ``time`` (the model's
     ODE time) and ``observable`` (the names); attributes ``kind``, ``status``, ``message``,
     ``params``, ``seed``, ``diagnostics``, ``words``, ``attndyn_version``.
+
+        >>> import attndyn
+        >>> t = np.linspace(0.0, 1.0, 3)
+        >>> traj = attndyn.Trajectory(t=t, y=np.vstack([t, 1 - t]), names=["mu_1", "mu_2"],
+        ...                          kind="demo")
+        >>> ds = trajectory_to_xarray(traj)
+        >>> ds["value"].dims, ds["value"].sel(observable="mu_2").values
+        (('observable', 'time'), array([1. , 0.5, 0. ]))
     """
     xr = require_xarray()
     diag = {k: v for k, v in traj.diagnostics.items() if k != "matrices"}
@@ -121,7 +146,19 @@ def trajectory_to_xarray(traj, *, name: str = "value"):
 
 
 def trajectory_to_pandas(traj):
-    """A ``pandas.DataFrame``: index ``time``, one column per observable."""
+    """A ``pandas.DataFrame``: index ``time``, one column per observable.
+
+        >>> import attndyn
+        >>> t = np.linspace(0.0, 1.0, 3)
+        >>> traj = attndyn.Trajectory(t=t, y=np.vstack([t, 1 - t]), names=["mu_1", "mu_2"],
+        ...                          kind="demo")
+        >>> trajectory_to_pandas(traj)  # doctest: +NORMALIZE_WHITESPACE
+              mu_1  mu_2
+        time
+        0.0    0.0   1.0
+        0.5    0.5   0.5
+        1.0    1.0   0.0
+    """
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover
@@ -139,6 +176,14 @@ def comparison_to_xarray(cmp):
     ``runs`` (each seed's SGD run, dims ``(seed, observable, time)``), ``spread`` (standard
     deviation over seeds, when there are several) and one variable per error metric over
     ``observable``; attributes as for :func:`trajectory_to_xarray`, plus the theory's labels.
+
+        >>> import attndyn
+        >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+        >>> cmp = attndyn.compare(model, {"d": 16, "seed": 0}, eta=0.01, batch=4,
+        ...                       t_eval=[0.0, 0.05, 0.1], rng=1)
+        >>> ds = comparison_to_xarray(cmp)
+        >>> ds["sgd"].dims, ds["runs"].dims
+        (('observable', 'time'), ('seed', 'observable', 'time'))
     """
     xr = require_xarray()
     names = [str(n) for n in cmp.names]

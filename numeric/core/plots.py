@@ -181,7 +181,17 @@ def unlabelled_axes(fig: Figure) -> list[str]:
 
 
 def check_labels(fig: Figure) -> None:
-    """Raise ``ValueError`` naming every axes of ``fig`` with an unlabelled axis."""
+    """Raise ``ValueError`` naming every axes of ``fig`` with an unlabelled axis.
+
+        >>> fig, ax = new_axes()
+        >>> _ = ax.set_xlabel("t")
+        >>> check_labels(fig)
+        Traceback (most recent call last):
+            ...
+        ValueError: figure: every axis needs a label; unlabelled: axes 0: y
+        >>> _ = ax.set_ylabel("q_12")
+        >>> check_labels(fig)
+    """
     missing = unlabelled_axes(fig)
     if missing:
         raise ValueError("figure: every axis needs a label; unlabelled: " + "; ".join(missing))
@@ -280,6 +290,14 @@ def plot_comparison(cmp: _ComparisonLike, names: Sequence[str] | None = None,
     (default all); ``ylabel`` the y-axis label (default the observable's name for one,
     ``"order parameter"`` for several). The title gives the model, :math:`d`, the batch
     :math:`B`, the learning rate :math:`\\eta` and the theory.
+
+        >>> import attndyn
+        >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2)
+        >>> cmp = attndyn.compare(model, {"d": 16, "seed": 0}, eta=0.01, batch=4,
+        ...                       t_eval=[0.0, 0.05, 0.1], rng=1)
+        >>> ax = plot_comparison(cmp, names=["q_12"])
+        >>> ax.get_ylabel(), len(ax.lines) >= 1
+        ('q_12', True)
     """
     names = list(cmp.names) if names is None else list(names)
     unknown = [n for n in names if n not in cmp.names]
