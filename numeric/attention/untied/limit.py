@@ -55,7 +55,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -64,6 +64,10 @@ from attndyn.numeric.attention.limitcore import (LimitTrajectory, SpectralDensit
                                                  _seed_rec, extrapolate, haar_orthogonal,
                                                  ks_distance, mp_bin_means,
                                                  wasserstein_distance)
+# the spectral result and the free case's quantiles, shared with the tied spectral law
+from attndyn.numeric.attention.limitcore import (_cells_cdf, _spectral_result,
+                                                 equivalent_quantiles, quantile_cdf_error,
+                                                 quantile_levels, spectrum_quantiles)
 from attndyn.numeric.attention.untied.coefficients import (ROOT_FAILED, SlowState, _obs,
                                                            coefficients)
 from attndyn.numeric.attention.untied.fastslow import _newton, critical_mean, untied_flow
@@ -73,7 +77,10 @@ from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
 
 if TYPE_CHECKING:
-    from attndyn.numeric.attention.base import AttentionModel
+    from numpy.typing import NDArray
+
+    from attndyn.numeric.attention.untied.fastslow import CriticalMean
+    from attndyn.numeric.attention.untied.model import UntiedModel
     from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["GaussianPair", "gaussian_pair", "UntiedLaw", "DiagonalLaw", "law_of_pairs",
@@ -124,10 +131,10 @@ def gaussian_pair(scale: float = 1.0, aspect: float = 1.0, mean: float = 0.0, *,
     return GaussianPair(su_, sv, a, m)
 
 
-def _ginibre_letters(word):
+def _ginibre_letters(word: Sequence[int]) -> tuple[tuple[int, bool], ...]:
     """A word over ``{M, M^T, A, B}`` as Gaussian factors ``(matrix, transposed)``, matrix
     ``2k`` for ``U_k`` and ``2k + 1`` for ``V_k``."""
-    out = []
+    out: list[tuple[int, bool]] = []
     for a in word:
         k, kind = divmod(int(a), 4)
         u, v = 2 * k, 2 * k + 1
@@ -136,7 +143,7 @@ def _ginibre_letters(word):
     return tuple(out)
 
 
-def _nc_pairings(n):
+def _nc_pairings(n: int) -> Iterator[list[tuple[int, int]]]:
     """Non-crossing pairings of ``0..n-1`` (lists of pairs)."""
     if n == 0:
         yield []
@@ -184,7 +191,7 @@ class UntiedLaw:
         """The limit of ``Tr(Z_1 ... Z_w)/d`` for a word over ``{M_k, M_k^T, A_k, B_k}``."""
         return self._cached(tuple(int(a) for a in word))
 
-    def _moment(self, word) -> float:
+    def _moment(self, word: tuple[int, ...]) -> float:
         for a in word:
             if not 0 <= a < 4 * len(self.blocks):
                 raise ValueError(f"word letter {a} out of range 0..{4 * len(self.blocks) - 1}")
@@ -206,7 +213,7 @@ class UntiedLaw:
             # slots: letter i runs from slot i to slot i + 1 (cyclic); union the paired ones
             parent = list(range(n2))
 
-            def find(a):
+            def find(a: int) -> int:
                 while parent[a] != a:
                     parent[a] = parent[parent[a]]
                     a = parent[a]
@@ -225,8 +232,8 @@ class UntiedLaw:
                 inner[find((i + 1) % n2 if not tr else i)] = b.aspect
             if len({find(a) for a in range(n2)}) != n2 // 2 + 1:
                 continue  # not planar: O(1/d)
-            for a in inner.values():  # each inner cycle sums over d_k = aspect d values
-                weight *= a
+            for asp in inner.values():  # each inner cycle sums over d_k = aspect d values
+                weight *= asp
             total += weight
         return total
 
@@ -280,7 +287,7 @@ class DiagonalLaw:
 
     @property
     def K(self) -> int:
-        return self.u.shape[0]
+        return int(self.u.shape[0])
 
     def letter_values(self, u: np.ndarray | None = None, v: np.ndarray | None = None
                       ) -> np.ndarray:
@@ -303,12 +310,12 @@ class DiagonalLaw:
         words = [tuple(w) for w in words]
         return SlowState(words=words, mu=self(words), m0=self.means.copy(), d=None)
 
-    def pairs(self) -> list:
+    def pairs(self) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
         """The diagonal pairs ``(diag u_k, diag v_k)`` (equal weights: the finite-d state)."""
         return [(np.diag(self.u[k]), np.diag(self.v[k])) for k in range(self.K)]
 
 
-def law_of_pairs(model, pairs, means: str = "zero") -> UntiedLaw:
+def law_of_pairs(model: UntiedModel, pairs: Sequence[Any], means: str = "zero") -> UntiedLaw:
     """The Gaussian law the pairs were drawn from when their entries are i.i.d. centred
     Gaussian (``gaussian_init``): scales from the measured ``tA_k, tB_k``, aspects
     ``d_k/d``; ``means="zero"`` (the ``O(d^-1/2)`` means of such pairs vanish in the
@@ -325,19 +332,22 @@ def law_of_pairs(model, pairs, means: str = "zero") -> UntiedLaw:
                       for (U, V), m in zip(pairs, m0)])
 
 
-def limit_theory(model, pairs, t_eval, *, order=2, law=None, **kwargs) -> LimitTrajectory:
+def limit_theory(model: UntiedModel, pairs: Sequence[Any], t_eval: ArrayLike, *,
+                 order: int = 2, law: UntiedLaw | DiagonalLaw | None = None,
+                 **kwargs: Any) -> LimitTrajectory:
     """``compare(..., theory="limit")``: :func:`limit_flow` from ``law`` or, by default,
     from :func:`law_of_pairs` of the SGD's initial pairs (means 0, the law's)."""
     given = law is not None
-    law = law if given else law_of_pairs(model, pairs)
-    r = limit_flow(model, law, t_eval, order=order, **kwargs)
-    what = ("DiagonalLaw" if isinstance(law, DiagonalLaw) else
-            [vars(b) for b in law.blocks])
+    use = law if law is not None else law_of_pairs(model, pairs)
+    r = limit_flow(model, use, t_eval, order=order, **kwargs)
+    what = ("DiagonalLaw" if isinstance(use, DiagonalLaw) else
+            [vars(b) for b in use.blocks])
     r.message += f"; law {what}" + ("" if given else " (from the initial pairs)")
     return r
 
 
-def _node_traces(vals, w, words):
+def _node_traces(vals: np.ndarray, w: np.ndarray, words: Sequence[Sequence[int]]
+                 ) -> NDArray[np.float64]:
     out = np.empty(len(words))
     for i, wd in enumerate(words):
         prod = np.ones(w.size)
@@ -350,7 +360,7 @@ def _node_traces(vals, w, words):
 # ---------------------------------------------------------------------------
 # rows (the names of untied_flow)
 
-def _row_names(model, words):
+def _row_names(model: UntiedModel, words: Sequence[Sequence[int]]) -> list[str]:
     K = model.K
     return ([su.word_name(w, K) for w in words] + [_obs("m", k) for k in range(K)]
             + [_obs("tA", k) for k in range(K)] + [_obs("tB", k) for k in range(K)]
@@ -358,14 +368,17 @@ def _row_names(model, words):
             + [_obs("q2", k, l) for k in range(K) for l in range(K)])
 
 
-def _words(model, order, words):
+def _words(model: UntiedModel, order: int, words: Sequence[Sequence[int]] | None
+           ) -> list[tuple[int, ...]]:
     alph = su.untied_alphabet(model.K)
     if words is None:
         return [tuple(w) for w in model.words(su.check_order(order))]
     return [canonical(alph.check_word(w, "words"), alph) for w in words]
 
 
-def _result(model, words, t, y, err, status, message, params, diag, seed=None):
+def _result(model: UntiedModel, words: Sequence[Sequence[int]], t: ArrayLike, y: np.ndarray,
+            err: np.ndarray, status: int, message: str, params: dict[str, Any],
+            diag: dict[str, Any], seed: Any = None) -> LimitTrajectory:
     diag = dict(diag)
     diag["error"] = err
     return LimitTrajectory(t=np.asarray(t, float), y=y, names=_row_names(model, words),
@@ -377,7 +390,10 @@ def _result(model, words, t, y, err, status, message, params, diag, seed=None):
 # ---------------------------------------------------------------------------
 # commuting case
 
-def _node_run(model, law, t_eval, words, rtol, atol, newton_tol, blowup):
+def _node_run(model: UntiedModel, law: DiagonalLaw, t_eval: np.ndarray,
+              words: Sequence[Sequence[int]], rtol: float, atol: float, newton_tol: float,
+              blowup: float) -> tuple[np.ndarray, np.ndarray | None, int, str, CriticalMean,
+                                      np.ndarray | None]:
     """The per-node ODE of the module docstring; ``(t, rows, status, message, root,
     node states)``, the states ``(2 n_trainable n, n_t)`` (``u`` then ``v`` of the trainable
     indices)."""
@@ -387,9 +403,10 @@ def _node_run(model, law, t_eval, words, rtol, atol, newton_tol, blowup):
     tr = list(model.trainable)
     w = law.weights
     gamma = model.weight_decay
-    st = {"m": None, "fail": False}
+    st: dict[str, Any] = {"m": None, "fail": False}
 
-    def low(u, v):
+    def low(u: np.ndarray, v: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         s = u * v
         q = (s * w) @ s.T
         return s, q, (u * u) @ w, (v * v) @ w
@@ -400,13 +417,13 @@ def _node_run(model, law, t_eval, words, rtol, atol, newton_tol, blowup):
         return t_eval[:0], None, ROOT_FAILED, f"root search failed: {cm.message}", cm, None
     st["m"] = cm.m.copy()
 
-    def unpack(y):
+    def unpack(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         u, v = law.u.copy(), law.v.copy()
         Y = y.reshape(2, len(tr), n)
         u[tr], v[tr] = Y[0], Y[1]
         return u, v
 
-    def rhs(t, y):
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
         u, v = unpack(y)
         s, q, tA, tB = low(u, v)
         m, ok, _, _ = _newton(th, st["m"], q, q, tr, tol=newton_tol)
@@ -422,9 +439,9 @@ def _node_run(model, law, t_eval, words, rtol, atol, newton_tol, blowup):
         return np.concatenate([(-c * v[tr] - gamma * u[tr]).ravel(),
                                (-c * u[tr] - gamma * v[tr]).ravel()])
 
-    def blow(t, y):
-        return blowup - np.abs(y).max()
-    blow.terminal = True
+    def blow(t: float, y: np.ndarray) -> float:
+        return blowup - float(np.abs(y).max())
+    blow.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
 
     y0 = np.concatenate([law.u[tr].ravel(), law.v[tr].ravel()])
     if tr and t_eval[-1] > 0:
@@ -458,15 +475,16 @@ def _node_run(model, law, t_eval, words, rtol, atol, newton_tol, blowup):
     return ts, rows, status, message, cm, Y
 
 
-def commuting_limit(model, law, t_eval, *, order: int = 2, words=None, rtol: float = 1e-12,
+def commuting_limit(model: UntiedModel, law: DiagonalLaw, t_eval: ArrayLike, *,
+                    order: int = 2, words: Sequence[Sequence[int]] | None = None,
+                    rtol: float = 1e-12,
                     atol: float = 1e-14, newton_tol: float = 1e-13,
                     blowup: float = 1e100) -> LimitTrajectory:
     """Exact ``d -> infinity`` solution for a :class:`DiagonalLaw` (module docstring): the
     per-node ODE on the law's nodes, means slaved to ``m*(q)``. The error estimate is the
     change under ``rtol/100`` (at least ``3e-14``), ``atol/100``, plus ``10 rtol`` relative."""
     t_eval = check_t_eval(t_eval, "t_eval")
-    law = _check_law(model, law)
-    if not isinstance(law, DiagonalLaw):
+    if not isinstance(_check_law(model, law), DiagonalLaw):
         raise TypeError("commuting_limit needs a DiagonalLaw")
     words = _words(model, order, words)
     ts, rows, status, msg, cm, _ = _node_run(model, law, t_eval, words, rtol, atol,
@@ -494,7 +512,8 @@ def commuting_limit(model, law, t_eval, *, order: int = 2, words=None, rtol: flo
 # ---------------------------------------------------------------------------
 # Gaussian law: deterministic equivalents
 
-def _factor(scale, d, r, rng, rotate_left):
+def _factor(scale: float, d: int, r: int, rng: np.random.Generator,
+            rotate_left: bool) -> np.ndarray:
     """``d x r`` factor with the Marchenko-Pastur bin-mean singular values of i.i.d.
     ``N(0, scale^2/r)`` entries between Haar rotations (the left one optional)."""
     k = min(d, r)
@@ -502,7 +521,7 @@ def _factor(scale, d, r, rng, rotate_left):
         lam = mp_bin_means(scale * math.sqrt(d / r), r / d, d)
     else:       # eigenvalues of U^T U: wishart(scale, d/r) in r dimensions, all non-zero
         lam = mp_bin_means(scale, d / r, r)
-    F = np.zeros((d, r))
+    F: np.ndarray = np.zeros((d, r))
     F[np.arange(k), np.arange(k)] = np.sqrt(np.maximum(lam[:k], 0.0))
     F = F @ haar_orthogonal(r, rng).T
     if rotate_left:
@@ -510,30 +529,36 @@ def _factor(scale, d, r, rng, rotate_left):
     return F
 
 
-def equivalent_pairs(model, law, d: int, rng) -> list:
+def equivalent_pairs(model: UntiedModel, law: UntiedLaw, d: int, rng: RngLike
+                     ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
     """Pairs of size ``d`` for a :class:`UntiedLaw`: every factor with the bin-mean
     singular values between independent Haar rotations (``U_0``'s left rotation is the
     identity: the flow is invariant under a common rotation), and ``V_k`` shifted by
     ``c U_k`` (``c = O(1/d)``) so that ``Tr(U_k V_k^T)/sqrt(d)`` is the law's mean."""
-    rng = np.random.default_rng(rng)
+    gen = np.random.default_rng(rng)
     out = []
     for k, b in enumerate(law.blocks):
         r = max(1, int(round(b.aspect * d)))
-        U = _factor(b.scale_u, d, r, rng, rotate_left=(k > 0))
-        V = _factor(b.scale_v, d, r, rng, rotate_left=True)
+        U = _factor(b.scale_u, d, r, gen, rotate_left=(k > 0))
+        V = _factor(b.scale_v, d, r, gen, rotate_left=True)
         c = (b.mean * math.sqrt(d) - float(np.sum(U * V))) / float(np.sum(U * U))
         out.append((U, V + c * U))
     return out
 
 
-def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, atol, max_dim):
+def _equivalents_run(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray,
+                     words: Sequence[Sequence[int]], sizes: Sequence[int], rotations: int,
+                     seed: RngLike, rtol: float, atol: float, max_dim: int
+                     ) -> tuple[tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None, str,
+                                set[str]]:
     for d in sizes:
         if d > max_dim:
             raise ValueError(f"sizes: d = {d} exceeds max_dim = {max_dim}")
     kids = resolve_seed(seed).spawn(len(sizes))
-    means, ses, per_size, notes = [], [], [], set()
+    means, ses, per_size = [], [], []
+    notes: set[str] = set()
     for d, kid in zip(sizes, kids):
-        runs = []
+        runs: Any = []
         for r_ss in kid.spawn(rotations):
             pairs = equivalent_pairs(model, law, d, np.random.default_rng(r_ss))
             with warnings.catch_warnings(record=True) as caught:
@@ -555,7 +580,7 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
 # ---------------------------------------------------------------------------
 # entry point
 
-def _check_law(model, law):
+def _check_law(model: UntiedModel, law: object) -> UntiedLaw | DiagonalLaw:
     if isinstance(law, DiagonalLaw):
         if law.K != model.K:
             raise ValueError(f"law must have K = {model.K} indices, got {law.K}")
@@ -567,7 +592,7 @@ def _check_law(model, law):
     raise TypeError("law must be an UntiedLaw (gaussian_pair blocks) or a DiagonalLaw")
 
 
-def limit_flow(model: AttentionModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike,
+def limit_flow(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike,
                sizes: Sequence[int] | None = None, rtol: float = 1e-9, atol: float = 1e-12, *,
                order: int = 2, words: Sequence[Sequence[int]] | None = None,
                rotations: int = 2, seed: RngLike = 0, method: str = "auto",
@@ -586,9 +611,9 @@ def limit_flow(model: AttentionModel, law: UntiedLaw | DiagonalLaw, t_eval: Arra
     (``time.monotonic``) for the whole computation; reaching it gives status -4.
     """
     from attndyn.numeric.attention.odesolve import TimeLimitReached, time_budget
-    kw = dict(sizes=sizes, rtol=rtol, atol=atol, order=order, words=words,
-              rotations=rotations, seed=seed, method=method, max_dim=max_dim,
-              raise_on_failure=raise_on_failure)
+    kw: dict[str, Any] = dict(sizes=sizes, rtol=rtol, atol=atol, order=order, words=words,
+                              rotations=rotations, seed=seed, method=method,
+                              max_dim=max_dim, raise_on_failure=raise_on_failure)
     with time_budget(time_limit):
         try:
             return _limit_flow(model, law, t_eval, **kw)
@@ -604,8 +629,10 @@ def limit_flow(model: AttentionModel, law: UntiedLaw | DiagonalLaw, t_eval: Arra
             return res
 
 
-def _limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotations, seed,
-                method, max_dim, raise_on_failure) -> LimitTrajectory:
+def _limit_flow(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike, *,
+                sizes: Sequence[int] | None, rtol: float, atol: float, order: int,
+                words: Sequence[Sequence[int]] | None, rotations: int, seed: RngLike,
+                method: str, max_dim: int, raise_on_failure: bool) -> LimitTrajectory:
     t_eval = check_t_eval(t_eval, "t_eval")
     law = _check_law(model, law)
     if method not in ("auto", "commuting", "equivalents"):
@@ -618,11 +645,13 @@ def _limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotation
         raise ValueError(f"method={method!r} does not fit a {type(law).__name__}: 'commuting' "
                          "takes a DiagonalLaw, 'equivalents' an UntiedLaw")
     if method == "commuting":
+        assert isinstance(law, DiagonalLaw)  # checked above
         res = commuting_limit(model, law, t_eval, order=order, words=words,
                               rtol=min(rtol, 1e-12), atol=min(atol, 1e-14))
         if raise_on_failure and res.status != 0:
             raise IntegrationError(res.message)
         return res
+    assert isinstance(law, UntiedLaw)  # checked above
     rotations = _check_int(rotations, "rotations", 1)
     max_dim = _check_int(max_dim, "max_dim", 2)
     words = _words(model, order, words)
@@ -655,6 +684,10 @@ def _limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotation
 # ---------------------------------------------------------------------------
 # continuous commuting laws and the spectral density of S_k(tau)
 
+#: a branch map or a density: an array of ``x`` to numbers
+_Branch = Callable[[np.ndarray], Any]
+
+
 class BranchLaw(DiagonalLaw):
     """A continuous commuting law: a parameter ``x`` with density ``density`` on
     ``interval`` and branches ``(prob, u_of, v_of)``, each mapping an array of ``x`` to the
@@ -662,7 +695,9 @@ class BranchLaw(DiagonalLaw):
     Gauss-Legendre rule of ``nodes`` points per branch; :func:`spectral_density` also
     follows zero-weight tracers through the maps (built by :func:`branch_law`)."""
 
-    def __init__(self, branches, interval, density, nodes, means):
+    def __init__(self, branches: list[tuple[float, _Branch, _Branch]],
+                 interval: tuple[float, float], density: _Branch | None, nodes: int,
+                 means: ArrayLike | None) -> None:
         self.branches, self.interval, self.density = branches, interval, density
         a, b = interval
         g, gw = np.polynomial.legendre.leggauss(nodes)
@@ -678,7 +713,7 @@ class BranchLaw(DiagonalLaw):
         super().__init__(np.concatenate(u, axis=1), np.concatenate(v, axis=1),
                          np.concatenate(w), means)
 
-    def _dens(self, x):
+    def _dens(self, x: np.ndarray) -> np.ndarray:
         if self.density is None:
             return np.ones_like(x)
         p = np.asarray(self.density(x), dtype=float)
@@ -688,23 +723,26 @@ class BranchLaw(DiagonalLaw):
         return p
 
     @staticmethod
-    def _eval(f, x):
+    def _eval(f: _Branch, x: np.ndarray) -> np.ndarray:
         out = np.array(f(x), dtype=float, ndmin=2)
         if out.ndim != 2 or out.shape[1] != x.size or not np.all(np.isfinite(out)):
             raise ValueError(f"a branch map must return K x {x.size} finite numbers for "
                              f"{x.size} values of x, got shape {out.shape}")
         return out
 
-    def cell_masses(self, xs) -> np.ndarray:
+    def cell_masses(self, xs: np.ndarray) -> NDArray[np.float64]:
         """The law's mass of ``[xs[j], xs[j+1]]`` (5-point Gauss-Legendre per cell,
         normalised; exact for the uniform density)."""
         g, gw = np.polynomial.legendre.leggauss(5)
         mid, half = (xs[1:] + xs[:-1]) / 2, (xs[1:] - xs[:-1]) / 2
         m = (self._dens(mid[:, None] + half[:, None] * g[None, :]) * gw).sum(axis=1) * half
-        return m / m.sum()
+        masses: NDArray[np.float64] = m / m.sum()
+        return masses
 
 
-def branch_law(branches, interval, *, density=None, nodes: int = 40, means=None) -> BranchLaw:
+def branch_law(branches: Sequence[tuple[float, _Branch, _Branch]],
+               interval: tuple[float, float], *, density: _Branch | None = None,
+               nodes: int = 40, means: ArrayLike | None = None) -> BranchLaw:
     """A continuous commuting law (:class:`BranchLaw`): ``x`` on ``interval = (a, b)`` with
     ``density`` (a callable, default uniform) and ``branches = [(prob, u_of, v_of), ...]``
     (probabilities summing to 1; ``u_of(x)``, ``v_of(x)`` give the ``K x len(x)`` diagonal
@@ -735,30 +773,17 @@ def branch_law(branches, interval, *, density=None, nodes: int = 40, means=None)
 SPECTRA = ("symmetric", "singular")
 
 
-def _spectrum_values(S, spectrum):
+def _spectrum_values(S: np.ndarray, spectrum: str) -> np.ndarray:
     """Eigenvalues of ``(S + S^T)/2`` or singular values of ``S``, ascending."""
     if spectrum == "symmetric":
         return np.linalg.eigvalsh(0.5 * (S + S.T))
     return np.sort(np.linalg.svd(S, compute_uv=False))
 
 
-def _cells_cdf(lo, hi, mass, y, chunk: int = 256):
-    """``F(y) = sum_c mass_c clip((y - lo_c)/(hi_c - lo_c), 0, 1)``: the CDF of a map linear
-    on each cell ``c`` (a step where ``lo_c = hi_c``), and its density."""
-    width = hi - lo
-    flat = width <= 0
-    inv = np.where(flat, 0.0, 1.0 / np.where(flat, 1.0, width))
-    F = np.empty(y.size)
-    rho = np.empty(y.size)
-    for i in range(0, y.size, chunk):
-        yy = y[i:i + chunk, None]
-        frac = np.where(flat, (yy >= lo).astype(float), np.clip((yy - lo) * inv, 0.0, 1.0))
-        F[i:i + chunk] = frac @ mass
-        rho[i:i + chunk] = ((yy >= lo) & (yy < hi) & ~flat) @ (mass * inv)
-    return F, rho
-
-
-def _commuting_spectrum(model, law, t_eval, letter, spectrum, tracers, rtol, atol, blowup):
+def _commuting_spectrum(model: UntiedModel, law: BranchLaw, t_eval: np.ndarray, letter: int,
+                        spectrum: str, tracers: int, rtol: float, atol: float, blowup: float
+                        ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, int] | None,
+                                   int, str]:
     """Tracer nodes of zero weight through the per-node flow; the push-forward of the law of
     ``x`` by ``x -> s_k(tau, x)`` cell by cell (see :func:`spectral_density`)."""
     a, b = law.interval
@@ -772,7 +797,7 @@ def _commuting_spectrum(model, law, t_eval, letter, spectrum, tracers, rtol, ato
     aug = DiagonalLaw(np.concatenate(u, axis=1), np.concatenate(v, axis=1),
                       np.concatenate(w), law.means)
     ts, rows, status, msg, cm, Y = _node_run(model, aug, t_eval, [], rtol, atol, 1e-13, blowup)
-    if rows is None:
+    if rows is None or Y is None:  # both None together (a failed root search)
         return ts, None, status, msg
     tr = list(model.trainable)
     n0, n = law.u.shape[1], aug.u.shape[1]
@@ -787,17 +812,21 @@ def _commuting_spectrum(model, law, t_eval, letter, spectrum, tracers, rtol, ato
     return ts, (np.array(out), mass_all, xs.size), status, msg
 
 
-def _equivalents_spectrum(model, law, t_eval, letter, spectrum, sizes, rotations, seed, levels,
-                          rtol, atol, max_dim):
+def _equivalents_spectrum(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray, letter: int,
+                          spectrum: str, sizes: Sequence[int], rotations: int, seed: RngLike,
+                          levels: int, rtol: float, atol: float, max_dim: int
+                          ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray] | None, str,
+                                     set[str]]:
     """Quantiles of the spectrum of ``S_letter(tau)`` along the slaved flows of the
     deterministic equivalents, averaged over rotations, Richardson in ``1/d``."""
-    p = np.concatenate([[0.0], (np.arange(levels) + 0.5) / levels, [1.0]])
+    p = quantile_levels(levels)
     kids = resolve_seed(seed).spawn(len(sizes))
-    means, ses, notes = [], [], set()
+    means, ses = [], []
+    notes: set[str] = set()
     for d, kid in zip(sizes, kids):
         if d > max_dim:
             raise ValueError(f"sizes: d = {d} exceeds max_dim = {max_dim}")
-        runs = []
+        runs: Any = []
         for r_ss in kid.spawn(rotations):
             pairs = equivalent_pairs(model, law, d, np.random.default_rng(r_ss))
             with warnings.catch_warnings(record=True) as caught:
@@ -811,7 +840,7 @@ def _equivalents_spectrum(model, law, t_eval, letter, spectrum, sizes, rotations
             for st in fo.diagnostics["pairs"]:
                 U, V = st[letter]
                 ev = _spectrum_values(U @ V.T, spectrum)
-                q.append(np.interp(p * ev.size - 0.5, np.arange(ev.size), ev))
+                q.append(spectrum_quantiles(ev, p))
             runs.append(np.array(q).T)                  # (levels + 2, n_t)
         runs = np.array(runs)
         means.append(runs.mean(axis=0))
@@ -820,10 +849,13 @@ def _equivalents_spectrum(model, law, t_eval, letter, spectrum, sizes, rotations
     return (p, np.array(means), np.array(ses)), "", notes
 
 
-def spectral_density(model, law, t_eval, *, letter: int | None = None,
-                     spectrum: str = "symmetric", grid=None, n_grid: int = 400,
-                     tracers: int = 2001, sizes=None, rotations: int = 2, levels: int = 200,
-                     seed=0, extrapolation: str = "largest", rtol: float | None = None,
+def spectral_density(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike, *,
+                     letter: int | None = None,
+                     spectrum: str = "symmetric", grid: ArrayLike | None = None,
+                     n_grid: int = 400, tracers: int = 2001,
+                     sizes: Sequence[int] | None = None, rotations: int = 2,
+                     levels: int = 200, seed: RngLike = 0, extrapolation: str = "largest",
+                     rtol: float | None = None,
                      atol: float | None = None, max_dim: int = 2048,
                      blowup: float = 1e100) -> SpectralDensity:
     """The ``d -> infinity`` spectral law of ``S_k(tau) = U_k V_k^T`` along the untied slow
@@ -898,8 +930,10 @@ def spectral_density(model, law, t_eval, *, letter: int | None = None,
                     "spectrum")
 
 
-def _branch_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, tracers, rtol, atol,
-                     blowup, params, diag) -> SpectralDensity:
+def _branch_spectral(model: UntiedModel, law: BranchLaw, t_eval: np.ndarray, letter: int,
+                     spectrum: str, grid: ArrayLike | None, n_grid: int, tracers: int,
+                     rtol: float | None, atol: float | None, blowup: float,
+                     params: dict[str, Any], diag: dict[str, Any]) -> SpectralDensity:
     """spectral_density for a BranchLaw: the exact commuting-case law from tracers."""
     tracers = _check_int(tracers, "tracers", 11, 20001)
     rtol = 1e-12 if rtol is None else _check_pos_float(rtol, "rtol")
@@ -925,9 +959,11 @@ def _branch_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, tracers
     return _spectral_result(ts, cells, None, grid, n_grid, status, message, params, diag)
 
 
-def _free_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, sizes, rotations,
-                   levels, seed, extrapolation, rtol, atol, max_dim, params,
-                   diag) -> SpectralDensity:
+def _free_spectral(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray, letter: int,
+                   spectrum: str, grid: ArrayLike | None, n_grid: int,
+                   sizes: Sequence[int] | None, rotations: int, levels: int, seed: RngLike,
+                   extrapolation: str, rtol: float | None, atol: float | None, max_dim: int,
+                   params: dict[str, Any], diag: dict[str, Any]) -> SpectralDensity:
     """spectral_density for an UntiedLaw: quantiles of the equivalents over sizes."""
     rotations = _check_int(rotations, "rotations", 1)
     levels = _check_int(levels, "levels", 10, 100_000)
@@ -950,16 +986,7 @@ def _free_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, sizes, ro
         return _spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
                                 f"spectral density failed: {msg}", params, diag)
     p, means, ses = out
-    if extrapolation == "richardson":
-        Q, err, _, _, _ = extrapolate(means, ses, sizes, rotations)
-    else:  # the largest size; its O(1/d) error is the change from the next size
-        Q = means[-1]
-        dof = len(sizes) * (rotations - 1)
-        from scipy.stats import t as student_t  # scipy: lazily
-        fac = float(student_t.ppf(0.975, dof)) if dof >= 1 else 0.0
-        err = np.abs(means[-1] - means[-2]) * sizes[-2] / (sizes[-1] - sizes[-2]) \
-            + fac * ses[-1]
-    Qm = np.maximum.accumulate(Q, axis=0)          # quantiles are non-decreasing
+    Qm, err = equivalent_quantiles(means, ses, sizes, rotations, extrapolation)
     diag.update({"levels": p, "quantiles": Qm, "quantile_error": err,
                  "quantiles_per_size": means})
     how = (f"Richardson over sizes {sizes}" if extrapolation == "richardson" else
@@ -971,61 +998,5 @@ def _free_spectral(model, law, t_eval, letter, spectrum, grid, n_grid, sizes, ro
     res = _spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
                            _seed_rec(seed))
     # the stated quantile error in CDF units: err(Q) times the density at Q, worst level
-    res.diagnostics["cdf_error"] = np.array([
-        float(np.max(err[1:-1, j] * np.interp(Qm[1:-1, j], res.grid, res.density[:, j])))
-        for j in range(t_eval.size)])
+    res.diagnostics["cdf_error"] = quantile_cdf_error(res, Qm, err)
     return res
-
-
-def _spectral_result(ts, cells, quant, grid, n_grid, status, message, params, diag,
-                     seed=None) -> SpectralDensity:
-    """The :class:`SpectralDensity` from per-time cells (commuting) or quantiles (free)."""
-    n_t = ts.size
-    if cells is None and quant is None:
-        g = np.zeros(0) if grid is None else np.asarray(grid, dtype=float)
-        empty = np.zeros((g.size, 0))
-        diag.update({"grid": g, "cdf": empty, "tracer_y": np.zeros((0, 0)),
-                     "tracer_cdf": np.zeros((0, 0)), "atom": np.zeros((2, 0)),
-                     "support": np.zeros((2, 0))})
-        return SpectralDensity(t=ts[:0], y=empty, names=[f"rho({z:.6g})" for z in g],
-                               kind="spectral_density", params=params, status=int(status),
-                               message=message, diagnostics=diag, seed=seed)
-    if cells is not None:
-        lo, hi, mass = cells
-        support = np.vstack([lo.min(axis=1), hi.max(axis=1)])
-    else:
-        p, Q = quant
-        support = np.vstack([Q[0], Q[-1]])
-    if grid is None:
-        grid = np.linspace(float(support[0].min()), float(support[1].max()), n_grid)
-    grid = np.asarray(grid, dtype=float)
-    if grid.ndim != 1 or grid.size < 1 or not np.all(np.isfinite(grid)):
-        raise ValueError("grid must be a 1-d array of finite numbers")
-    dens = np.zeros((grid.size, n_t))
-    cdf = np.zeros((grid.size, n_t))
-    tr_y, tr_F = [], []
-    for j in range(n_t):
-        if cells is not None:
-            pts = np.unique(np.concatenate([lo[j], hi[j]]))
-            F, _ = _cells_cdf(lo[j], hi[j], mass, pts)
-            cdf[:, j], dens[:, j] = _cells_cdf(lo[j], hi[j], mass, grid)
-        else:
-            pts, F = Q[:, j], p
-            cdf[:, j] = np.interp(grid, pts, F, left=0.0, right=1.0)
-            k = 5  # dp/dQ over quantiles k levels apart
-            mid = (Q[k:, j] + Q[:-k, j]) / 2
-            dq = Q[k:, j] - Q[:-k, j]
-            rho = np.where(dq > 0, (p[k:] - p[:-k]) / np.where(dq > 0, dq, 1.0), 0.0)
-            inside = (grid >= Q[0, j]) & (grid <= Q[-1, j])
-            dens[inside, j] = np.interp(grid[inside], mid, rho)
-        tr_y.append(pts)
-        tr_F.append(F)
-    n_pts = max(len(a) for a in tr_y)
-    # pad per-time point lists to one array (repeat the last point: F is flat there)
-    ty = np.array([np.pad(a, (0, n_pts - a.size), mode="edge") for a in tr_y]).T
-    tf = np.array([np.pad(a, (0, n_pts - a.size), mode="edge") for a in tr_F]).T
-    diag.update({"grid": grid, "cdf": cdf, "tracer_y": ty, "tracer_cdf": tf,
-                 "atom": np.vstack([np.zeros(n_t), np.zeros(n_t)]), "support": support})
-    return SpectralDensity(t=np.asarray(ts, float), y=dens, names=[f"rho({z:.6g})" for z in grid],
-                           kind="spectral_density", params=params, status=int(status),
-                           message=message, diagnostics=diag, seed=seed)
