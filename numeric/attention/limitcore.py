@@ -16,8 +16,10 @@ import numpy as np
 
 from attndyn.numeric.core.results import Trajectory
 
-__all__ = ["LimitTrajectory", "SpectralDensity", "ks_distance", "wasserstein_distance", "mp_edges", "mp_quadrature", "mp_bin_means", "haar_orthogonal",
-           "richardson", "extrapolate"]
+__all__ = ["LimitTrajectory", "SpectralDensity", "ks_distance", "wasserstein_distance",
+           "mp_edges", "mp_quadrature", "mp_bin_means", "haar_orthogonal", "richardson",
+           "extrapolate", "quantile_levels", "spectrum_quantiles", "equivalent_quantiles",
+           "quantile_cdf_error"]
 
 
 class LimitTrajectory(Trajectory):
@@ -305,3 +307,134 @@ def _seed_rec(seed):
         return int(seed)
     except (TypeError, ValueError):
         return None
+
+
+# ---------------------------------------------------------------------------
+# spectral laws: the shared result builder and the free case's quantile machinery
+# (the tied free law of :mod:`.tied.spectral` and the untied one of :mod:`.untied.limit`)
+
+def quantile_levels(levels: int) -> np.ndarray:
+    """The probabilities ``0, (i + 1/2)/levels (i < levels), 1`` at which a free law's
+    quantiles are recorded (the two ends are the spectrum's edges).
+
+    >>> quantile_levels(4)
+    array([0.   , 0.125, 0.375, 0.625, 0.875, 1.   ])
+    """
+    return np.concatenate([[0.0], (np.arange(levels) + 0.5) / levels, [1.0]])
+
+
+def spectrum_quantiles(ev, p) -> np.ndarray:
+    """Quantiles at ``p`` of the ascending eigenvalues ``ev``: the ``i``-th eigenvalue sits
+    at probability ``(i + 1/2)/n``, linear in between, the edges at ``p = 0, 1``.
+
+    >>> spectrum_quantiles(np.array([1.0, 2.0, 3.0, 4.0]), quantile_levels(2))
+    array([1. , 1.5, 3.5, 4. ])
+    """
+    return np.interp(p * ev.size - 0.5, np.arange(ev.size), ev)
+
+
+def equivalent_quantiles(means, ses, sizes, rotations, extrapolation):
+    """The ``d -> infinity`` quantiles from the equivalents' per-size mean quantiles
+    ``means`` (``(n_sizes, n_levels, n_t)``) and their standard errors over rotations:
+    ``(Q, err)``, ``Q`` made non-decreasing in the level.
+
+    ``"largest"``: the largest size, ``err = |Q(d_m) - Q(d_{m-1})| d_{m-1}/(d_m - d_{m-1})``
+    (the ``O(1/d)`` remainder the change between the two largest sizes implies) plus the
+    Student 97.5% quantile (``n_sizes (rotations - 1)`` degrees of freedom) times the
+    standard error; ``"richardson"``: :func:`extrapolate` in ``1/d`` with its error.
+
+    >>> means = np.array([[[0.0], [1.1], [2.0]], [[0.0], [1.05], [2.0]]])  # sizes 100, 200
+    >>> Q, err = equivalent_quantiles(means, np.zeros_like(means), [100, 200], 1, "largest")
+    >>> Q.ravel(), err.ravel().round(12)
+    (array([0.  , 1.05, 2.  ]), array([0.  , 0.05, 0.  ]))
+    """
+    if extrapolation == "richardson":
+        Q, err, _, _, _ = extrapolate(means, ses, sizes, rotations)
+    else:  # the largest size; its O(1/d) error is the change from the next size
+        Q = means[-1]
+        dof = len(sizes) * (rotations - 1)
+        from scipy.stats import t as student_t  # scipy: lazily
+        fac = float(student_t.ppf(0.975, dof)) if dof >= 1 else 0.0
+        err = np.abs(means[-1] - means[-2]) * sizes[-2] / (sizes[-1] - sizes[-2]) \
+            + fac * ses[-1]
+    return np.maximum.accumulate(Q, axis=0), err
+
+
+def quantile_cdf_error(res, Q, err) -> np.ndarray:
+    """The stated quantile error in CDF units, per output time: ``err(Q)`` times the
+    density of ``res`` at ``Q``, worst interior level."""
+    return np.array([
+        float(np.max(err[1:-1, j] * np.interp(Q[1:-1, j], res.grid, res.density[:, j])))
+        for j in range(Q.shape[1])])
+
+
+def _cells_cdf(lo, hi, mass, y, chunk: int = 256):
+    """``F(y) = sum_c mass_c clip((y - lo_c)/(hi_c - lo_c), 0, 1)``: the CDF of a map linear
+    on each cell ``c`` (a step where ``lo_c = hi_c``), and its density."""
+    width = hi - lo
+    flat = width <= 0
+    inv = np.where(flat, 0.0, 1.0 / np.where(flat, 1.0, width))
+    F = np.empty(y.size)
+    rho = np.empty(y.size)
+    for i in range(0, y.size, chunk):
+        yy = y[i:i + chunk, None]
+        frac = np.where(flat, (yy >= lo).astype(float), np.clip((yy - lo) * inv, 0.0, 1.0))
+        F[i:i + chunk] = frac @ mass
+        rho[i:i + chunk] = ((yy >= lo) & (yy < hi) & ~flat) @ (mass * inv)
+    return F, rho
+
+
+
+def _spectral_result(ts, cells, quant, grid, n_grid, status, message, params, diag,
+                     seed=None, cls=SpectralDensity) -> SpectralDensity:
+    """The :class:`SpectralDensity` (or its subclass ``cls``) from per-time cells
+    (commuting) or quantiles (free)."""
+    n_t = ts.size
+    if cells is None and quant is None:
+        g = np.zeros(0) if grid is None else np.asarray(grid, dtype=float)
+        empty = np.zeros((g.size, 0))
+        diag.update({"grid": g, "cdf": empty, "tracer_y": np.zeros((0, 0)),
+                     "tracer_cdf": np.zeros((0, 0)), "atom": np.zeros((2, 0)),
+                     "support": np.zeros((2, 0))})
+        return cls(t=ts[:0], y=empty, names=[f"rho({z:.6g})" for z in g],
+                   kind="spectral_density", params=params, status=int(status),
+                   message=message, diagnostics=diag, seed=seed)
+    if cells is not None:
+        lo, hi, mass = cells
+        support = np.vstack([lo.min(axis=1), hi.max(axis=1)])
+    else:
+        p, Q = quant
+        support = np.vstack([Q[0], Q[-1]])
+    if grid is None:
+        grid = np.linspace(float(support[0].min()), float(support[1].max()), n_grid)
+    grid = np.asarray(grid, dtype=float)
+    if grid.ndim != 1 or grid.size < 1 or not np.all(np.isfinite(grid)):
+        raise ValueError("grid must be a 1-d array of finite numbers")
+    dens = np.zeros((grid.size, n_t))
+    cdf = np.zeros((grid.size, n_t))
+    tr_y, tr_F = [], []
+    for j in range(n_t):
+        if cells is not None:
+            pts = np.unique(np.concatenate([lo[j], hi[j]]))
+            F, _ = _cells_cdf(lo[j], hi[j], mass, pts)
+            cdf[:, j], dens[:, j] = _cells_cdf(lo[j], hi[j], mass, grid)
+        else:
+            pts, F = Q[:, j], p
+            cdf[:, j] = np.interp(grid, pts, F, left=0.0, right=1.0)
+            k = 5  # dp/dQ over quantiles k levels apart
+            mid = (Q[k:, j] + Q[:-k, j]) / 2
+            dq = Q[k:, j] - Q[:-k, j]
+            rho = np.where(dq > 0, (p[k:] - p[:-k]) / np.where(dq > 0, dq, 1.0), 0.0)
+            inside = (grid >= Q[0, j]) & (grid <= Q[-1, j])
+            dens[inside, j] = np.interp(grid[inside], mid, rho)
+        tr_y.append(pts)
+        tr_F.append(F)
+    n_pts = max(len(a) for a in tr_y)
+    # pad per-time point lists to one array (repeat the last point: F is flat there)
+    ty = np.array([np.pad(a, (0, n_pts - a.size), mode="edge") for a in tr_y]).T
+    tf = np.array([np.pad(a, (0, n_pts - a.size), mode="edge") for a in tr_F]).T
+    diag.update({"grid": grid, "cdf": cdf, "tracer_y": ty, "tracer_cdf": tf,
+                 "atom": np.vstack([np.zeros(n_t), np.zeros(n_t)]), "support": support})
+    return cls(t=np.asarray(ts, float), y=dens, names=[f"rho({z:.6g})" for z in grid],
+               kind="spectral_density", params=params, status=int(status), message=message,
+               diagnostics=diag, seed=seed)
