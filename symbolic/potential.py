@@ -60,7 +60,7 @@ Stein's identity with first derivatives; a discontinuous loss is rejected.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence, Union, cast
 
 import numpy as np
 import sympy as sp
@@ -80,6 +80,13 @@ __all__ = [
 ]
 
 ROUTES = ("auto", "exact", "wick", "closed", "hermite", "numeric")
+# SymPy ships no type information: its expressions and matrices are Any to the checker;
+# the names below say which one a signature means
+_Expr = Any
+_Matrix = Any
+# one order parameter for the gradients: (name, its matrix of symbols, [((r, s), symbol,
+# factor of the symmetric convention)])
+_GradEntry = tuple[str, _Matrix, list[tuple[tuple[int, int], _Expr, _Expr]]]
 
 
 class RouteError(ValueError):
@@ -110,7 +117,7 @@ class NumericRoute:
     notes: list = field(default_factory=list)
     route: str = "numeric"
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         # only reached for missing attributes: say what this object is
         if name.startswith("__"):
             raise AttributeError(name)
@@ -121,7 +128,8 @@ class NumericRoute:
             "potential functions of attndyn.numeric.attention.potentials")
 
 
-def tied_covariance(L: int, K: int, C=None, q=None):
+def tied_covariance(L: int, K: int, C: Any = None, q: _Matrix | None = None
+                    ) -> tuple[list[sp.Symbol], sp.ImmutableMatrix]:
     """Covariance of the flattened ``G`` (index ``(i*L + j)*K + k``), eq. (10).
 
     Returns ``(symbols, Sigma)`` with ``Sigma`` a SymPy matrix in ``q``
@@ -140,7 +148,8 @@ def tied_covariance(L: int, K: int, C=None, q=None):
     return syms, sp.ImmutableMatrix(S)
 
 
-def gaussian_expectation(f: sp.Expr, syms: Sequence[sp.Symbol], Sigma, mean=None) -> sp.Expr:
+def gaussian_expectation(f: sp.Expr, syms: Sequence[sp.Symbol], Sigma: _Matrix,
+                         mean: Sequence[_Expr] | _Matrix | None = None) -> sp.Expr:
     """``E[f(g)]`` for a polynomial ``f`` of a Gaussian vector ``g ~ N(mean, Sigma)``.
 
     Exact for any (even singular) ``Sigma``: ``E f = sum_n (Delta^n f)(mean)/n!``
@@ -262,40 +271,41 @@ class TiedPotential:
         return njit_source(funcname, self.inputs, self.params, outs,
                            doc=f"Gamma(q) of a tied potential (paper 003, eq. 91), route {self.route}.")
 
-    def _law(self):
+    def _law(self) -> GaussianLaw:
         return self.law if self.law is not None else make_law("tied", self.L, self.K, self.C)
 
-    def _check_q(self, q):
+    def _check_q(self, q: Any) -> np.ndarray:
         q = np.asarray(q, dtype=float) if not isinstance(q, np.ndarray) else q
         self._law().flatten_inputs({"q": q})
         return np.asarray(q, dtype=float)
 
-    def _lamb(self, what):
+    def _lamb(self, what: str) -> Callable[..., Any]:
         cache = self.__dict__.setdefault("_lambdified", {})
         if what not in cache:
             args = list(dict.fromkeys(self.q)) + list(self.params)
             expr = {"gamma": self.gamma, "phi": self.phi,
                     "bound": self.error_bound if self.error_bound is not None else sp.nan}[what]
             cache[what] = sp.lambdify(args, expr, modules=["scipy", "numpy"])
-        return cache[what]
+        fn: Callable[..., Any] = cache[what]
+        return fn
 
-    def gamma_numeric(self, q, p=()):
+    def gamma_numeric(self, q: Any, p: Sequence[float] = ()) -> np.ndarray:
         """``Gamma`` at a numeric ``q`` (validated: shape, NaN, symmetry, PSD)."""
         q = self._check_q(q)
         return np.array(self._lamb("gamma")(*self._qargs(q), *p), dtype=float).reshape(self.K, self.K)
 
-    def phi_numeric(self, q, p=()) -> float:
+    def phi_numeric(self, q: Any, p: Sequence[float] = ()) -> float:
         q = self._check_q(q)
         return float(self._lamb("phi")(*self._qargs(q), *p))
 
-    def error_bound_numeric(self, q, p=()) -> float:
+    def error_bound_numeric(self, q: Any, p: Sequence[float] = ()) -> float:
         """The truncation bound of the hermite route at ``q`` (0 when exact)."""
         if self.error_bound is None:
             return 0.0 if self.route != "hermite" else float("nan")
         q = self._check_q(q)
         return float(self._lamb("bound")(*self._qargs(q), *p))
 
-    def _qargs(self, q):
+    def _qargs(self, q: np.ndarray) -> list[Any]:
         return [q[k, l] for k in range(self.K) for l in range(k, self.K)]
 
     def text(self, latex: bool = False) -> str:
@@ -358,30 +368,30 @@ class SymbolicPotential:
 
     # convenient names
     @property
-    def grad_m(self):
+    def grad_m(self) -> _Matrix | None:
         return self.gradients.get("m")
 
     @property
-    def grad_q1(self):
+    def grad_q1(self) -> _Matrix | None:
         return self.gradients.get("q1")
 
     @property
-    def grad_q2(self):
+    def grad_q2(self) -> _Matrix | None:
         return self.gradients.get("q2")
 
     @property
-    def hess_m(self):
+    def hess_m(self) -> _Matrix | None:
         return self.hessians.get("m")
 
     @property
-    def grad_Omega(self):
+    def grad_Omega(self) -> _Matrix | None:
         return self.gradients.get("Omega")
 
     @property
-    def grad_Psi(self):
+    def grad_Psi(self) -> _Matrix | None:
         return self.gradients.get("Psi")
 
-    def evaluate(self, p=(), **values) -> dict:
+    def evaluate(self, p: Sequence[float] = (), **values: Any) -> dict[str, Any]:
         """Numeric ``phi``, gradients and Hessians at the given order parameters
         (keywords named as in ``order_parameters``), validated."""
         x = self.law.flatten_inputs(values)
@@ -394,7 +404,7 @@ class SymbolicPotential:
             cache["all"] = sp.lambdify(args, exprs, modules=["scipy", "numpy"])
         xu = [x[inputs.index(s)] for s in uniq]
         vals = [float(v) for v in cache["all"](*xu, *p)]
-        out = {"phi": vals[0]}
+        out: dict[str, Any] = {"phi": vals[0]}
         i = 1
         for name, M in self.law.order_parameters.items():
             n = M.shape[0] * M.shape[1]
@@ -411,7 +421,11 @@ class SymbolicPotential:
         return potential_text(self, latex=latex)
 
 
-def potential_text(pot, latex: bool = False) -> str:
+#: what the potential builders return
+AnyPotential = Union[TiedPotential, SymbolicPotential, NumericRoute]
+
+
+def potential_text(pot: TiedPotential | SymbolicPotential, latex: bool = False) -> str:
     """Phi and the gradients in closed form, one per line (``attndyn derive``)."""
     lines = []
     pr = sp.latex if latex else sp.sstr
@@ -439,7 +453,7 @@ def potential_text(pot, latex: bool = False) -> str:
 
 
 # -- loss handling -----------------------------------------------------------------------
-def _call_loss(loss: Callable, G) -> sp.Expr:
+def _call_loss(loss: Callable[..., Any] | sp.Expr, G: np.ndarray) -> sp.Expr:
     """``loss(G)``, checked (:func:`attndyn.symbolic.parse.check_loss_expression`):
     no complex/nan/oo/zoo coefficients, depends on ``G``; the callable gets a
     :class:`~attndyn.symbolic.parse.LossArray` (index errors name K and L)."""
@@ -457,7 +471,7 @@ def _call_loss(loss: Callable, G) -> sp.Expr:
     return check_loss_expression(val, K, L)
 
 
-def _is_polynomial(expr, syms) -> bool:
+def _is_polynomial(expr: sp.Expr, syms: Sequence[sp.Symbol]) -> bool:
     try:
         P = sp.Poly(sp.expand(expr), *syms)
     except sp.PolynomialError:
@@ -469,7 +483,7 @@ _NONSMOOTH = (sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs, sp.sign, sp.Max
               sp.floor, sp.ceiling)
 
 
-def _nonsmooth_atoms(expr, syms) -> list:
+def _nonsmooth_atoms(expr: sp.Expr, syms: Iterable[sp.Symbol]) -> list[sp.Expr]:
     s = set(syms)
     return [a for a in _as_sympy(expr, "loss").atoms(*_NONSMOOTH) if a.free_symbols & s]
 
@@ -481,30 +495,30 @@ class _Generic:
     cache: dict = {}
 
     @classmethod
-    def X(cls, i):
+    def X(cls, i: int) -> sp.Symbol:
         return cls._get(("X", i), lambda: sp.Symbol(f"_x{i}", real=True))
 
     @classmethod
-    def M(cls, i):
+    def M(cls, i: int) -> sp.Symbol:
         return cls._get(("M", i), lambda: sp.Symbol(f"_m{i}", real=True))
 
     @classmethod
-    def S(cls, i, j):
+    def S(cls, i: int, j: int) -> sp.Symbol:
         i, j = min(i, j), max(i, j)
         if i == j:
             return cls._get(("S", i, i), lambda: sp.Symbol(f"_v{i}", positive=True))
         return cls._get(("S", i, j), lambda: sp.Symbol(f"_c{i}{j}", real=True))
 
     @classmethod
-    def _get(cls, key, make):
+    def _get(cls, key: tuple[Any, ...], make: Callable[[], sp.Symbol]) -> sp.Symbol:
         if key not in cls.cache:
             cls.cache[key] = make()
         return cls.cache[key]
 
 
-def _precheck(expr, vs):
+def _precheck(expr: sp.Expr, vs: set[sp.Symbol]) -> None:
     """Every non-polynomial node must depend on at most one pre-activation."""
-    def walk(e):
+    def walk(e: sp.Expr) -> None:
         fs = e.free_symbols & vs
         if not fs:
             return
@@ -527,28 +541,29 @@ def _precheck(expr, vs):
     walk(expr)
 
 
-def _is_linear_in(a, fs):
+def _is_linear_in(a: sp.Expr, fs: set[sp.Symbol]) -> bool:
     v = next(iter(fs))
     try:
         P = sp.Poly(a, v)
     except sp.PolynomialError:
         return False
-    return P.degree() <= 1 and not any(c.has(v) for c in P.coeffs())
+    return bool(P.degree() <= 1 and not any(c.has(v) for c in P.coeffs()))
 
 
-def _product_terms(expr, variables):
+def _product_terms(expr: sp.Expr, variables: Sequence[sp.Symbol]
+                   ) -> list[tuple[sp.Expr, dict[sp.Symbol, sp.Expr]]]:
     """``expr = sum coef * prod_a h_a(G_a)`` -> list of (coef, {G_a: h_a})."""
     vs = set(variables)
     expr = normalise_nonsmooth(expr)
     _precheck(expr, vs)
     e = _collapse_heaviside(sp.expand(expr))
     e = _collapse_heaviside(sp.expand(e))
-    groups = {}
+    groups: dict[tuple[Any, ...], sp.Expr] = {}
     for t in sp.Add.make_args(e):
         if t == 0:
             continue
         coef, dep = t.as_independent(*vs, as_Add=False)
-        parts = {}
+        parts: dict[sp.Symbol, sp.Expr] = {}
         for f in sp.Mul.make_args(dep):
             if f == 1:
                 continue
@@ -565,14 +580,16 @@ def _product_terms(expr, variables):
 _PARTIALS: dict = {}
 
 
-def _partials(fn, dummies):
+def _partials(fn: sp.Expr, dummies: Sequence[sp.Symbol]) -> dict[sp.Symbol, sp.Expr]:
     key = fn
     if key not in _PARTIALS:
         _PARTIALS[key] = {d: _tidy(sp.diff(fn, d)) for d in dummies}
-    return _PARTIALS[key]
+    found: dict[sp.Symbol, sp.Expr] = _PARTIALS[key]
+    return found
 
 
-def _generic_term(hs: list, centred: list, route: str, order: int):
+def _generic_term(hs: list[sp.Expr], centred: list[bool], route: str, order: int
+                  ) -> tuple[sp.Expr, sp.Expr | None]:
     """Expectation of ``prod_i hs[i](X_i)`` in generic symbols.
 
     Returns ``(fn, bound)``; ``hs[0]`` is the non-polynomial factor if any.
@@ -612,7 +629,7 @@ def _generic_term(hs: list, centred: list, route: str, order: int):
                      "pre-activations; no closed form (use route='numeric')")
 
 
-def _grad_symbols(law: GaussianLaw):
+def _grad_symbols(law: GaussianLaw) -> list[_GradEntry]:
     """``[(name, matrix, [(position, symbol, factor)])]`` for the symmetric convention."""
     out = []
     for name, Msym in law.order_parameters.items():
@@ -627,19 +644,20 @@ def _grad_symbols(law: GaussianLaw):
     return out
 
 
-def _hessian_param(law: GaussianLaw):
+def _hessian_param(law: GaussianLaw) -> str | None:
     return {"untied": "m", "general": "mu"}.get(law.kind)
 
 
-def _wick_all(expr, law: GaussianLaw, hessian: bool):
+def _wick_all(expr: sp.Expr, law: GaussianLaw, hessian: bool
+              ) -> tuple[sp.Expr, dict[str, _Matrix], dict[str, _Matrix]]:
     """Wick potential and Price gradients for a polynomial loss."""
     syms = list(law.variables)
     phi = gaussian_expectation(expr, syms, law.cov, law.mean)
-    grads = {}
-    hess = {}
+    grads: dict[str, _Matrix] = {}
+    hess: dict[str, _Matrix] = {}
     for name, Msym, entries in _grad_symbols(law):
         G = sp.zeros(*Msym.shape)
-        done = {}
+        done: dict[tuple[sp.Symbol, sp.Expr], sp.Expr] = {}
         for (r, s), sym, factor in entries:
             key = (sym, factor)
             if key in done:
@@ -678,7 +696,8 @@ def _wick_all(expr, law: GaussianLaw, hessian: bool):
     return _tidy(phi), grads, hess
 
 
-def _terms_all(expr, law: GaussianLaw, route: str, order: int, hessian: bool):
+def _terms_all(expr: sp.Expr, law: GaussianLaw, route: str, order: int, hessian: bool
+               ) -> tuple[sp.Expr, dict[str, _Matrix], dict[str, _Matrix], sp.Expr | None]:
     """Closed or hermite route: Phi and gradients from per-term closed forms."""
     variables = list(law.variables)
     index = {v: a for a, v in enumerate(variables)}
@@ -723,7 +742,8 @@ def _terms_all(expr, law: GaussianLaw, route: str, order: int, hessian: bool):
     return _tidy(phi), *_assemble_terms(grads, gsyms, H, hp), (bound if has_bound else None)
 
 
-def _generic_to_law(np_first, centred, law, index):
+def _generic_to_law(np_first: Sequence[sp.Symbol], centred: Sequence[bool], law: GaussianLaw,
+                    index: dict[sp.Symbol, int]) -> dict[sp.Symbol, sp.Expr]:
     """The generic symbols of a term's closed form (means, covariances of its variables
     ``np_first``) -> the law's expressions."""
     sub = {}
@@ -736,7 +756,9 @@ def _generic_to_law(np_first, centred, law, index):
     return sub
 
 
-def _add_term_gradients(grads, gsyms, coef, fn, sub, dummies):
+def _add_term_gradients(grads: dict[str, list[list[sp.Expr]]], gsyms: list[_GradEntry],
+                        coef: sp.Expr, fn: sp.Expr, sub: dict[sp.Symbol, sp.Expr],
+                        dummies: Sequence[sp.Symbol]) -> None:
     """Add one term's gradients (chain rule through the generic symbols) to ``grads``."""
     parts_d = _partials(fn, dummies)
     for name, Msym, entries in gsyms:
@@ -750,7 +772,9 @@ def _add_term_gradients(grads, gsyms, coef, fn, sub, dummies):
                 grads[name][r][s] += coef * factor * acc
 
 
-def _add_term_hessian(H, coef, fn, sub, dummies, Msym, n):
+def _add_term_hessian(H: list[list[sp.Expr]], coef: sp.Expr, fn: sp.Expr,
+                      sub: dict[sp.Symbol, sp.Expr], dummies: Sequence[sp.Symbol],
+                      Msym: _Matrix, n: int) -> None:
     """Add one term's Hessian in the mean parameters ``Msym`` (upper triangle) to ``H``."""
     nh = len(H)
     mds = [d for d in dummies if d in [_Generic.M(i) for i in range(n)]]
@@ -769,7 +793,9 @@ def _add_term_hessian(H, coef, fn, sub, dummies, Msym, n):
                 H[k][l] += coef * acc
 
 
-def _add_polynomial_part(grads, H, poly_part, law, hessian, hp):
+def _add_polynomial_part(grads: dict[str, list[list[sp.Expr]]], H: list[list[sp.Expr]],
+                         poly_part: sp.Expr, law: GaussianLaw, hessian: bool,
+                         hp: str | None) -> sp.Expr:
     """The polynomial terms by Wick's theorem: add their gradients and Hessian to ``grads``
     and ``H``; returns their Phi."""
     nh = len(H)
@@ -786,7 +812,9 @@ def _add_polynomial_part(grads, H, poly_part, law, hessian, hp):
     return p_phi
 
 
-def _assemble_terms(grads, gsyms, H, hp):
+def _assemble_terms(grads: dict[str, list[list[sp.Expr]]], gsyms: list[_GradEntry],
+                    H: list[list[sp.Expr]], hp: str | None
+                    ) -> tuple[dict[str, _Matrix], dict[str, _Matrix]]:
     """``(gradients, hessians)`` as immutable matrices (the Hessian symmetrised)."""
     nh = len(H)
     out_g = {}
@@ -804,18 +832,20 @@ def _assemble_terms(grads, gsyms, H, hp):
 
 
 # -- entry points -------------------------------------------------------------------------
-def _check_route(route):
+def _check_route(route: object) -> None:
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
 
 
-def _check_int(x, name, lo=1):
+def _check_int(x: object, name: str, lo: int = 1) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < lo:
         raise ValueError(f"{name} must be an int >= {lo}, got {x!r}")
     return int(x)
 
 
-def _prepare(loss, kind, K, L, C, params):
+def _prepare(loss: Callable[..., Any] | sp.Expr, kind: str, K: int, L: int, C: Any,
+             params: Iterable[sp.Symbol]
+             ) -> tuple[int, int, _Matrix, GaussianLaw, sp.Expr, tuple[sp.Symbol, ...]]:
     K = _check_int(K, "K")
     L = _check_int(L, "L")
     C = check_covariance(C, L)
@@ -832,7 +862,7 @@ def _prepare(loss, kind, K, L, C, params):
     return K, L, C, law, law.reduce_loss(expr), params
 
 
-def _exp_domain_problem(expr, law) -> str | None:
+def _exp_domain_problem(expr: sp.Expr, law: GaussianLaw) -> str | None:
     """Why ``Phi = E[loss(G)]`` does not exist on the whole domain of the order parameters,
     or ``None``. The case is ``exp(P(G))`` with ``P`` growing like ``|G|^2`` or faster: for a
     quadratic ``P = G^T A G / 2 + ...`` on the variables ``v`` of the term, ``E[exp(P)]`` is
@@ -846,7 +876,7 @@ def _exp_domain_problem(expr, law) -> str | None:
     index = {v: i for i, v in enumerate(syms)}
     for node in sorted(expr.atoms(sp.exp), key=sp.default_sort_key):
         arg = node.args[0]
-        vs = sorted(arg.free_symbols & set(syms), key=index.get)
+        vs = sorted(arg.free_symbols & set(syms), key=index.__getitem__)
         if not vs or growth_order(arg, vs) < 2:
             continue
         if (-arg).is_nonnegative:
@@ -878,7 +908,9 @@ def _exp_domain_problem(expr, law) -> str | None:
     return None
 
 
-def _build(kind, loss, K, L, C, params, route, order, hessian, numeric_kw):
+def _build(kind: str, loss: Callable[..., Any] | sp.Expr, K: int, L: int, C: Any,
+           params: Iterable[sp.Symbol], route: str, order: int | None, hessian: bool,
+           numeric_kw: dict[str, Any]) -> AnyPotential:
     _check_route(route)
     K, L, C, law, expr, params = _prepare(loss, kind, K, L, C, params)
     why = _exp_domain_problem(expr, law)
@@ -914,7 +946,10 @@ def _build(kind, loss, K, L, C, params, route, order, hessian, numeric_kw):
                         notes=notes)
 
 
-def _wrap(kind, K, L, C, law, phi, grads, hess, params, route, bound, order):
+def _wrap(kind: str, K: int, L: int, C: _Matrix, law: GaussianLaw, phi: sp.Expr,
+          grads: dict[str, _Matrix], hess: dict[str, _Matrix], params: tuple[sp.Symbol, ...],
+          route: str, bound: sp.Expr | None, order: int | None
+          ) -> TiedPotential | SymbolicPotential:
     if kind == "tied":
         return TiedPotential(K=K, L=L, C=C, q=law.order_parameters["q"], phi=phi,
                              gamma=grads["q"], params=params, route=route,
@@ -925,15 +960,18 @@ def _wrap(kind, K, L, C, law, phi, grads, hess, params, route, bound, order):
                              error_bound=None if bound is None else _tidy(bound), order=order)
 
 
-def _numeric_kw(param_values, tol, method, seed, reference, mode, max_points=400_000):
+def _numeric_kw(param_values: Sequence[float] | None, tol: float, method: str, seed: int,
+                reference: Any, mode: str, max_points: int = 400_000) -> dict[str, Any]:
     return {"param_values": param_values, "tol": tol, "method": method, "seed": seed,
             "reference": reference, "mode": mode, "max_points": max_points}
 
 
-def tied_potential(loss: Callable, K: int, L: int = 1, C=None, params: Sequence[sp.Symbol] = (),
-                   *, route: str = "auto", order: int | None = None, param_values=None,
-                   tol: float = 1e-8, method: str = "auto", seed: int = 0, reference=None,
-                   mode: str = "auto", max_points: int = 400_000):
+def tied_potential(loss: Callable[..., Any] | sp.Expr, K: int, L: int = 1, C: Any = None,
+                   params: Sequence[sp.Symbol] = (), *, route: str = "auto",
+                   order: int | None = None, param_values: Sequence[float] | None = None,
+                   tol: float = 1e-8, method: str = "auto", seed: int = 0,
+                   reference: Any = None, mode: str = "auto", max_points: int = 400_000
+                   ) -> TiedPotential | NumericRoute:
     """Potential of tied attention, ``Phi(q) = E[loss(G)]`` (eqs. 10, 79) and
     ``Gamma(q)`` (eq. 91, symmetric convention).
 
@@ -969,14 +1007,18 @@ def tied_potential(loss: Callable, K: int, L: int = 1, C=None, params: Sequence[
         [6*q_11 - 2*q_22,          -4*q_12],
         [        -4*q_12, -2*q_11 + 6*q_22]])
     """
-    return _build("tied", loss, K, L, C, params, route, order, False,
-                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))
+    return cast("TiedPotential | NumericRoute", _build(
+                  "tied", loss, K, L, C, params, route, order, False,
+                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points)))
 
 
-def untied_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
-                     route: str = "auto", order: int | None = None, hessian: bool = True,
-                     param_values=None, tol: float = 1e-8, method: str = "auto", seed: int = 0,
-                     reference=None, mode: str = "auto", max_points: int = 400_000):
+def untied_potential(loss: Callable[..., Any] | sp.Expr, K: int, L: int = 1, C: Any = None,
+                     params: Sequence[sp.Symbol] = (), *, route: str = "auto",
+                     order: int | None = None, hessian: bool = True,
+                     param_values: Sequence[float] | None = None, tol: float = 1e-8,
+                     method: str = "auto", seed: int = 0, reference: Any = None,
+                     mode: str = "auto", max_points: int = 400_000
+                     ) -> SymbolicPotential | NumericRoute:
     """Untied potential ``Phi(m, q1, q2)`` (section 4.1) with ``grad_m``,
     ``grad_q1``, ``grad_q2`` (symmetric convention, eqs. 27, 32, 42; for ``L = 1``
     ``a^(1) = a^(2) = E[d^2 loss/dG dG]/2``) and the ``m``-Hessian.
@@ -988,14 +1030,17 @@ def untied_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
         >>> pot.phi
         m_1**2/2 - m_1*m_2 + m_2**2/2 + q1_11/2 - q1_12 + q1_22/2 + q2_11/2 - q2_12 + q2_22/2
     """
-    return _build("untied", loss, K, L, C, params, route, order, hessian,
-                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))
+    return cast("SymbolicPotential | NumericRoute", _build(
+                  "untied", loss, K, L, C, params, route, order, hessian,
+                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points)))
 
 
-def direct_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
-                     route: str = "auto", order: int | None = None, param_values=None,
-                     tol: float = 1e-8, method: str = "auto", seed: int = 0, reference=None,
-                     mode: str = "auto", max_points: int = 400_000):
+def direct_potential(loss: Callable[..., Any] | sp.Expr, K: int, L: int = 1, C: Any = None,
+                     params: Sequence[sp.Symbol] = (), *, route: str = "auto",
+                     order: int | None = None, param_values: Sequence[float] | None = None,
+                     tol: float = 1e-8, method: str = "auto", seed: int = 0,
+                     reference: Any = None, mode: str = "auto", max_points: int = 400_000
+                     ) -> SymbolicPotential | NumericRoute:
     """Direct-S potential ``Phi(Omega, Psi)`` (appendix E) with ``grad_Omega`` and
     ``grad_Psi`` (symmetric convention: both ``H/2`` for ``L = 1``).
 
@@ -1006,29 +1051,36 @@ def direct_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
         >>> sorted(pot.gradients)
         ['Omega', 'Psi']
     """
-    return _build("direct", loss, K, L, C, params, route, order, False,
-                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))
+    return cast("SymbolicPotential | NumericRoute", _build(
+                  "direct", loss, K, L, C, params, route, order, False,
+                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points)))
 
 
-def general_potential(loss: Callable, K: int, L: int = 1, C=None, params=(), *,
-                      route: str = "auto", order: int | None = None, hessian: bool = False,
-                      param_values=None, tol: float = 1e-8, method: str = "auto", seed: int = 0,
-                      reference=None, mode: str = "auto", max_points: int = 400_000):
+def general_potential(loss: Callable[..., Any] | sp.Expr, K: int, L: int = 1, C: Any = None,
+                      params: Sequence[sp.Symbol] = (), *, route: str = "auto",
+                      order: int | None = None, hessian: bool = False,
+                      param_values: Sequence[float] | None = None, tol: float = 1e-8,
+                      method: str = "auto", seed: int = 0, reference: Any = None,
+                      mode: str = "auto", max_points: int = 400_000
+                      ) -> SymbolicPotential | NumericRoute:
     """Theorem 1 potential ``Phi(mu, Omega, Psi)`` (eqs. 3-5) with gradients in
     every order parameter (indexed by the flat ``(ijk)``)."""
-    return _build("general", loss, K, L, C, params, route, order, hessian,
-                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points))
+    return cast("SymbolicPotential | NumericRoute", _build(
+                  "general", loss, K, L, C, params, route, order, hessian,
+                  _numeric_kw(param_values, tol, method, seed, reference, mode, max_points)))
 
 
-def potential(kind: str, loss: Callable, K: int, L: int = 1, C=None, params=(), **kw):
+def potential(kind: str, loss: Callable[..., Any] | sp.Expr, K: int, L: int = 1, C: Any = None,
+              params: Sequence[sp.Symbol] = (), **kw: Any) -> AnyPotential:
     """Dispatch on ``kind`` in ``("tied", "untied", "direct", "general")``.
 
         >>> from attndyn.symbolic.losses import mse_teacher_student
         >>> potential("tied", mse_teacher_student("h1"), K=2).phi
         q_11 - 2*q_12 + q_22
     """
-    fns = {"tied": tied_potential, "untied": untied_potential, "direct": direct_potential,
-           "general": general_potential}
+    fns: dict[str, Callable[..., AnyPotential]] = {
+        "tied": tied_potential, "untied": untied_potential, "direct": direct_potential,
+        "general": general_potential}
     if kind not in fns:
         raise ValueError(f"unknown kind {kind!r}; known: {', '.join(fns)}")
     return fns[kind](loss, K, L, C, params, **kw)

@@ -90,7 +90,7 @@ class TiedModel(AttentionModel):
             potential = as_potential(potential, self.K, self.L, self._C,
                                      params=list(self.params))
         self._numeric_potential = potential
-        self._potential = None
+        self._potential: TiedPotential | None = None
         # the potential's cache entry (potcache), for exact routes
         self._entry: potcache.PotentialEntry | None = None
         if potential is None:
@@ -138,11 +138,11 @@ class TiedModel(AttentionModel):
         """Derive the potential with SymPy; ``None`` on the numeric route (built here)."""
         import sympy as sp
 
-        from attndyn.symbolic.potential import tied_potential
+        from attndyn.symbolic.potential import NumericRoute, tied_potential
         psyms = [sp.Symbol(str(k), real=True) for k in self.params]
         pot = tied_potential(self.loss, self.K, self.L, self.C, params=psyms,
                              param_values=[float(v) for v in self.params.values()])
-        if pot.route == "numeric":
+        if isinstance(pot, NumericRoute) or pot.route == "numeric":
             # no closed form: the symbolic layer describes the quadrature, built here
             from attndyn.numeric.attention.potentials import as_potential
             self._numeric_potential = as_potential(pot, self.K, self.L)
@@ -159,7 +159,7 @@ class TiedModel(AttentionModel):
         return self._C
 
     @property
-    def potential(self) -> Any:
+    def potential(self) -> TiedPotential | None:
         """The symbolic :class:`~attndyn.symbolic.potential.TiedPotential` (``None`` with a
         numeric potential); derived on first use when the model came from the cache."""
         if self._potential is None and self._numeric_potential is None \
@@ -211,7 +211,9 @@ class TiedModel(AttentionModel):
         elif self._entry is not None:  # the same text numba_source printed (cached)
             fn = load_generated(self._entry.grad_source, "grad")
         else:
-            fn = load_generated(self.potential.numba_source("grad"), "grad")
+            pot = self.potential
+            assert pot is not None  # a model has a numeric potential, a cache entry or this
+            fn = load_generated(pot.numba_source("grad"), "grad")
         return fn
 
     @cached_property
