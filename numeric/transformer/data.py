@@ -26,7 +26,13 @@ __all__ = ["SeqData", "make_data", "rms_normalise"]
 
 
 def rms_normalise(X, token_norm="rms"):
-    """Per-token RMS normalisation of an (n, L, d) array."""
+    """Per-token RMS normalisation of an (n, L, d) array.
+
+        >>> X = rms_normalise(np.arange(1.0, 13.0).reshape(2, 2, 3))
+        >>> np.round((X ** 2).mean(axis=-1), 12)
+        array([[1., 1.],
+               [1., 1.]])
+    """
     X = np.asarray(X, dtype=np.float64)
     r = np.sqrt(np.mean(X * X, axis=-1, keepdims=True))
     if np.any(r == 0):
@@ -41,7 +47,14 @@ def rms_normalise(X, token_norm="rms"):
 
 @dataclass
 class SeqData:
-    """A training set ``(X, Y)`` with a noiseless test set ``(X_test, F_test)``."""
+    """A training set ``(X, Y)`` with a noiseless test set ``(X_test, F_test)``.
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> teacher = Transformer(N=1, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> data = make_data(teacher, 5, xi=0.1, seed=1, n_test=7)
+        >>> isinstance(data, SeqData), data.X.shape, data.X_test.shape, data.xi
+        (True, (5, 2, 3), (7, 2, 3), 0.1)
+    """
 
     X: np.ndarray
     Y: np.ndarray
@@ -75,6 +88,12 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
         Noise standard deviation (variance ``xi^2``).
     seed : int, SeedSequence or Generator
         Draws inputs, then noise, then test inputs.
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> teacher = Transformer(N=1, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> data = make_data(teacher, 5, xi=0.0, seed=1, n_test=7)
+        >>> bool(np.allclose(data.Y, teacher(data.X)))
+        True
     """
     n = _int_ge1(n, "n")
     n_test = _int_ge1(n_test, "n_test")

@@ -54,6 +54,11 @@ def scaling_sweep(setup, variable, values=None, *, T, seeds=2, n_eval=20, zeta=N
 
     ``values``: data sizes (N), widths (M and C), ignored for T (the run's
     output times are used). ``zeta`` (in (0, 1/3)) is required for ``"M"``.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = scaling_sweep(setup, "N", (1, 2), T=0.2, seeds=2, n_eval=2)
+        >>> sw.x_name, sw.x.tolist()
+        ('N', [1.0, 2.0])
     """
     if variable not in ("N", "M", "T", "C"):
         raise ValueError(f"variable must be 'N', 'M', 'T' or 'C', got {variable!r}")
@@ -191,7 +196,14 @@ def _compute_sweep(run, s, values, seeds, fits, sc):
 
 def plot_scaling(sweep, ax=None):
     """Log-log plot of the measured excess risk (with its spread) and every
-    ``bound_*`` row of a :func:`scaling_sweep` result; returns the axes."""
+    ``bound_*`` row of a :func:`scaling_sweep` result; returns the axes.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = scaling_sweep(setup, "N", (1, 2), T=0.2, seeds=2, n_eval=2)
+        >>> ax = plot_scaling(sw)
+        >>> ax.get_xscale(), ax.get_yscale()
+        ('log', 'log')
+    """
     import matplotlib.pyplot as plt
 
     if ax is None:

@@ -67,6 +67,15 @@ def lemma_adjoints(model, c, Y, *, form="exact"):
     ``form="exact"``: the corrected recursion with every path (see module
     docstring); ``form="lemma"``: the printed same-token recursion with
     ``diag(1 - e_l/2)``. Returns a list over layers of (n, L, d) arrays.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> deltas = lemma_adjoints(tf, tf.hidden(X), Y)
+        >>> len(deltas), deltas[0].shape
+        (2, (5, 2, 3))
     """
     if form not in ("exact", "lemma"):
         raise ValueError(f"form must be 'exact' or 'lemma', got {form!r}")
@@ -98,6 +107,17 @@ def lemma_gradients(model, X, Y, *, form="lemma"):
     ``form="lemma"`` uses part 3 as printed (same-token recursion),
     ``form="exact"`` the corrected adjoint. Returns the same layout as
     :meth:`Transformer.gradients` (list over layers of ``{"U", "W"}``).
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> g = lemma_gradients(tf, X, Y, form="exact")
+        >>> len(g), sorted(g[0])
+        (2, ['U', 'W'])
+        >>> relative_error(g, tf.gradients(X, Y)) < 1e-12
+        True
     """
     X, Y = model.check_XY(X, Y)
     c = model._forward(X)
@@ -124,7 +144,13 @@ def flatten(grads) -> np.ndarray:
 
 
 def relative_error(a, b) -> float:
-    """``||a - b|| / max(||a||, ||b||)`` over flattened gradient lists or arrays."""
+    """``||a - b|| / max(||a||, ||b||)`` over flattened gradient lists or arrays.
+
+        >>> round(relative_error(np.array([3.0, 4.0]), np.array([3.0, 4.5])), 6)
+        0.09245
+        >>> round(float(0.5 / np.hypot(3.0, 4.5)), 6)
+        0.09245
+    """
     a = flatten(a) if isinstance(a, list) else np.asarray(a).ravel()
     b = flatten(b) if isinstance(b, list) else np.asarray(b).ravel()
     s = max(np.linalg.norm(a), np.linalg.norm(b))
@@ -134,14 +160,33 @@ def relative_error(a, b) -> float:
 def kink_margin(model, X) -> float:
     """Smallest ``|o_p^T w_r|`` over all layers, tokens and units: a finite
     difference of step ``h`` is free of ReLU kinks when the pre-activations
-    move by less than this."""
+    move by less than this.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> kink_margin(tf, X) > 0
+        True
+    """
     c = model._forward(model.check_X(X))
     return float(min(np.abs(z).min() for z in c.Z))
 
 
 def finite_difference_gradients(model, X, Y, *, h=1e-5, richardson=True):
     """Central finite differences of :meth:`Transformer.loss` in every entry
-    of ``theta`` (with one Richardson step: error O(h^4)). Slow: for tests."""
+    of ``theta`` (with one Richardson step: error O(h^4)). Slow: for tests.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> fd = finite_difference_gradients(tf, X, Y)
+        >>> relative_error(fd, tf.gradients(X, Y)) < 1e-7
+        True
+    """
     X, Y = model.check_XY(X, Y)
     m = model.copy()
     th0 = model.theta()

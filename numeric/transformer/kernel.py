@@ -122,7 +122,18 @@ def exact_kernel_parts(model, X, layer, *, A=None):
     """``(K^W_nu, K^U_nu)``: the W and U parts of the exact Jacobian Gram of
     block ``layer`` (0-based), each ``nLd x nLd`` (rows ``p d + a``). ``A``
     replaces the block's frozen ``A_nu`` (m x d), e.g. ``np.ones((m, d))``,
-    for which ``K = H (x) 1 1^T`` with ``H`` of Definition B.5."""
+    for which ``K = H (x) 1 1^T`` with ``H`` of Definition B.5.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> KW, KU = exact_kernel_parts(tf, X, 0, A=np.ones((8, 3)))
+        >>> Hw, Hu = kernel_parts(tf, X, 0)
+        >>> bool(np.allclose(KW, np.kron(Hw, np.ones((3, 3)))))
+        True
+    """
     k = _layer(model, layer)
     c = model._forward(model.check_X(X))
     if A is not None:
@@ -136,7 +147,17 @@ def exact_kernel_parts(model, X, layer, *, A=None):
 def exact_kernel(model, X, layer, *, part="full", A=None):
     """The exact per-layer kernel ``K_nu`` (``nLd x nLd``; ``part`` "full",
     "W" or "U"): the Gram of the Jacobian of ``vec(mu_nu)`` in
-    ``theta_nu = (U_nu, W_nu)`` at fixed block input. See the module docstring."""
+    ``theta_nu = (U_nu, W_nu)`` at fixed block input. See the module docstring.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> K = exact_kernel(tf, X, 0)
+        >>> K.shape, bool(np.allclose(K, K.T))
+        ((30, 30), True)
+    """
     if part not in ("full", "W", "U"):
         raise ValueError(f"part must be 'full', 'W' or 'U', got {part!r}")
     KW, KU = exact_kernel_parts(model, X, layer, A=A)
@@ -145,7 +166,18 @@ def exact_kernel(model, X, layer, *, part="full", A=None):
 
 def block_output(model, Lam, layer, *, U=None, W=None):
     """``mu_nu`` (nL x d) of block ``layer`` for a given input ``Lam`` (n, L, d),
-    optionally with other ``U`` and ``W`` (finite-difference checks of K_nu)."""
+    optionally with other ``U`` and ``W`` (finite-difference checks of K_nu).
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> cache = tf.hidden(X)
+        >>> mu = block_output(tf, cache.Lam[0], 0)
+        >>> mu.shape, bool(np.allclose(mu, cache.mu[0]))
+        ((10, 3), True)
+    """
     k = _layer(model, layer)
     U = model.U[k] if U is None else U
     W = model.W[k] if W is None else W
@@ -159,7 +191,17 @@ def block_output(model, Lam, layer, *, U=None, W=None):
 
 def kernel_parts(model, X, layer):
     """``(H'_nu, H^gamma_nu)``: the beta (W) and gamma (U) parts of
-    Definition B.5 for ``layer`` (0-based), each nL x nL."""
+    Definition B.5 for ``layer`` (0-based), each nL x nL.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> Hw, Hu = kernel_parts(tf, X, 0)
+        >>> bool(np.allclose(Hw + Hu, layer_kernel(tf, X, 0)))
+        True
+    """
     k = _layer(model, layer)
     c = model._forward(model.check_X(X))
     return _parts_from_cache(model, c, k)
@@ -168,7 +210,17 @@ def kernel_parts(model, X, layer):
 def layer_kernel(model, X, layer, *, part="full", kernel="definition"):
     """``H_nu`` of Definition B.5 (``part="full"``), its W part ``H'_nu``
     (``"W"``) or its U part (``"U"``); nL x nL, rows ``p = i L + l``.
-    ``kernel="exact"``: the Jacobian Gram ``K_nu`` (nLd x nLd) instead."""
+    ``kernel="exact"``: the Jacobian Gram ``K_nu`` (nLd x nLd) instead.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> H = layer_kernel(tf, X, 0)
+        >>> H.shape, bool(np.allclose(H, H.T))
+        ((10, 10), True)
+    """
     if _kernel_name(kernel) == "exact":
         return exact_kernel(model, X, layer, part=part)
     if part not in ("full", "W", "U"):
@@ -178,7 +230,11 @@ def layer_kernel(model, X, layer, *, part="full", kernel="definition"):
 
 
 def min_eigenvalue(H) -> float:
-    """``lambda_min`` of a symmetric matrix (symmetrised first)."""
+    """``lambda_min`` of a symmetric matrix (symmetrised first).
+
+        >>> min_eigenvalue(np.array([[2.0, 1.0], [1.0, 2.0]]))
+        1.0
+    """
     return float(np.linalg.eigvalsh(0.5 * (H + H.T))[0])
 
 
@@ -191,7 +247,17 @@ def kernel_eigenvalues(model, X, *, kernel="definition"):
     (the keys keep their names). ``H' = (omega^2/m) sum_r diag(D_r) O O^T diag(D_r)``
     has rank at most ``m d``, so Assumption 5.1 fails whenever ``n L > m d``;
     ``K^W = (omega^2/m) sum_r (diag(D_r) O O^T diag(D_r)) (x) a_r a_r^T`` has rank at
-    most ``m d`` in ``n L d`` rows, so it is singular whenever ``n L > m``."""
+    most ``m d`` in ``n L d`` rows, so it is singular whenever ``n L > m``.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> ev = kernel_eigenvalues(tf, X)
+        >>> len(ev), sorted(ev[0])
+        (2, ['H', 'Hprime', 'Hprime_max', 'lambda', 'pd'])
+    """
     kernel = _kernel_name(kernel)
     c = model._forward(model.check_X(X))
     out = []
@@ -209,7 +275,17 @@ def kernel_eigenvalues(model, X, *, kernel="definition"):
 def assumption_lambda(model, X, *, kernel="definition") -> float:
     """``lambda = min_nu lambda_min(H'_nu / omega)`` (Assumption 5.1), at the
     model's current parameters (at initialisation for ``theta(0)``);
-    ``kernel="exact"`` uses ``K^W_nu`` for ``H'_nu``."""
+    ``kernel="exact"`` uses ``K^W_nu`` for ``H'_nu``.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> one = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> bool(assumption_lambda(one, X) > 0)
+        True
+    """
     return min(e["lambda"] for e in kernel_eigenvalues(model, X, kernel=kernel))
 
 
@@ -225,6 +301,15 @@ def lemma41(model, X, Y, *, kernel="definition"):
     ``rel_gap_W``, ``rel_gap_U`` refer to ``kernel``; ``exact_W[k] = |dL/dW|^2``,
     ``exact_U[k] = |dL/dU|^2``. The exact kernel is skipped (``None``) above
     :data:`MAX_EXACT_ROWS` rows.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> r = lemma41(tf, X, Y)
+        >>> r["rel_gap_exact"] < 1e-10
+        True
     """
     kernel = _kernel_name(kernel)
     X, Y = model.check_XY(X, Y)
@@ -272,7 +357,18 @@ def lemma41(model, X, Y, *, kernel="definition"):
 
 def kernel_along(result, X, layer, *, part="full"):
     """``H_nu(t)`` at every output time of a training run made with
-    ``observe=("theta",)``: an array of shape (n_t, nL, nL)."""
+    ``observe=("theta",)``: an array of shape (n_t, nL, nL).
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> from attndyn.numeric.transformer import train
+        >>> res = train(tf, (X, Y), T=0.1, n_eval=2, observe=("theta",))
+        >>> kernel_along(res, X, 0).shape
+        (3, 10, 10)
+    """
     mats = result.diagnostics.get("matrices", {}) if hasattr(result, "diagnostics") else {}
     if "theta" not in mats or "model" not in mats:
         raise ValueError("result must come from train(..., observe=('theta',)) in this session "

@@ -41,7 +41,16 @@ _REQUIRED = ("N", "L", "d", "m", "n", "eps", "omega", "kappa", "xi")
 
 
 def check_setup(setup) -> dict:
-    """Validate a setup dict (see module docstring); returns a normalised copy."""
+    """Validate a setup dict (see module docstring); returns a normalised copy.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> check_setup(dict(setup, kappa="1/sqrt(m)"))["kappa"]
+        '1/sqrt(m)'
+        >>> check_setup({"N": 1})
+        Traceback (most recent call last):
+            ...
+        ValueError: setup is missing ['L', 'd', 'm', 'n', 'eps', 'omega', 'kappa', 'xi'] (no defaults for the paper's scalings)
+    """
     if not isinstance(setup, dict):
         raise TypeError("setup must be a dict with keys " + ", ".join(_REQUIRED))
     missing = [k for k in _REQUIRED if k not in setup]
@@ -72,7 +81,13 @@ def _kappa(s, m):
 def build(setup, seed):
     """``(student, data)`` for a setup and a seed (int or SeedSequence): a
     random teacher of the same class (width ``teacher_m``), the student, and
-    teacher data with noise ``xi``."""
+    teacher data with noise ``xi``.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> student, data = build(setup, 0)
+        >>> student.m, data.X.shape
+        (8, (6, 2, 3))
+    """
     s = check_setup(setup)
     ss = resolve_seed(seed)
     st, ss_s, sd = ss.spawn(3)
@@ -106,6 +121,11 @@ def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4,
     (``<beta, beta>`` vs ``|dL/dW|^2``) and the U part, for ``kernel``
     (Definition B.5's ``H_nu`` or the exact ``K_nu``); the row ``gap_other``
     is the total gap of the other kernel (rounding, ~1e-15, for the exact one).
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = lemma41_sweep(setup, widths=(4, 16), seeds=2)
+        >>> sw.x.tolist(), "gap" in sw.names
+        ([4.0, 16.0], True)
     """
     kernel = _kernel_name(kernel)
     other = [k for k in KERNELS if k != kernel][0]
@@ -148,7 +168,13 @@ def assumption_sweep(setup, variable, values, *, seeds=4, kernel="definition"):
 
     Both kernels are measured: the rows without suffix refer to ``kernel``,
     ``*_definition`` and ``*_exact`` to each (the exact W part ``K^W`` has rank
-    <= m d in n L d rows: singular when n L > m)."""
+    <= m d in n L d rows: singular when n L > m).
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = assumption_sweep(setup, "m", (4, 16), seeds=2)
+        >>> sw.x.tolist()
+        [4.0, 16.0]
+    """
     if variable not in ("m", "n", "L", "d"):
         raise ValueError(f"variable must be 'm', 'n', 'L' or 'd', got {variable!r}")
     kernel = _kernel_name(kernel)
@@ -197,6 +223,11 @@ def lemma53(setup, *, T, seeds=4, n_eval=20, **train_kw):
     consistent units (``lambda_min(H_nu(t)/omega) >= lambda/2``). Returns a
     :class:`Sweep` over seeds (``x`` = seed) with the fractions of violating
     seeds in ``fits``.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = lemma53(setup, T=0.2, seeds=2, n_eval=2)
+        >>> sw.x_name, len(sw.x)
+        ('seed', 2)
     """
     s = check_setup(setup)
     seeds = _seed_list(seeds)
@@ -237,6 +268,14 @@ def theorem55(result, *, lam=None, omega, eps, X=None, kernel="definition"):
     predicted`` (>= 1: the bound holds at every recorded time with these
     constants); ``fitted_rate`` (least-squares slope of ``-log L`` over the
     run) and ``fitted_ratio``; ``holds`` (``L(t) <= bound(t)`` everywhere).
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> student, data = build(setup, 0)
+        >>> from attndyn.numeric.transformer import train
+        >>> res = train(student, data, T=0.5, n_eval=2, observe=("theta",))
+        >>> rep = theorem55(res, omega=1.0, eps=1.0, X=data.X)
+        >>> sorted(rep)[:4]
+        ['alpha', 'effective_rate', 'final_ratio', 'fitted_rate']
     """
     kernel = _kernel_name(kernel)
     omega = _pos_float(omega, "omega")
@@ -296,6 +335,12 @@ def log10_required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0)
     ``c_exp`` is the "considerably small constant" ``C`` and ``prefactor`` the
     constant of ``Omega(.)``; the paper gives neither, so ``c_exp`` is required.
     Computed in logarithms (the value overflows a double for modest ``d``).
+
+        >>> w = log10_required_width(10, 2, 3, 1, 0.1, 0.5, 0.05, c_exp=1.0)
+        >>> round(w, 4)
+        17.5173
+        >>> round(math.log10(10 ** 3 * 2 ** 5 * math.exp(3) / (0.1 ** 6 * 0.5 ** 6 * 0.05 ** 3)), 4)
+        17.5173
     """
     n, L, d, N = (_int_ge1(n, "n"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(N, "N"))
     omega = _pos_float(omega, "omega")
@@ -314,7 +359,13 @@ def log10_required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0)
 
 def required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0):
     """Definition 5.2's width as a float (``inf`` above the double range); see
-    :func:`log10_required_width`."""
+    :func:`log10_required_width`.
+
+        >>> required_width(10, 2, 3, 1, 0.1, 0.5, 0.05, c_exp=1.0) > 1e12
+        True
+        >>> required_width(10, 2, 3000, 1, 0.1, 0.5, 0.05, c_exp=1.0)
+        inf
+    """
     lg = log10_required_width(n, L, d, N, omega, lam, delta, c_exp=c_exp, prefactor=prefactor)
     return 10.0 ** lg if lg < 308 else float("inf")
 
@@ -324,7 +375,14 @@ def definition52(model, X, *, delta, c_exp, prefactor=1.0, omega_const=None, B=N
     ``lambda``, the width the definition requires (``log10``) beside the width
     used, ``kappa`` against ``1/sqrt(m)`` and, when ``omega_const`` and ``B``
     are given, ``omega`` against ``omega_const / (N L^2 d^2.5 B^3)``.
-    ``premise_met`` is True only if every checked item holds."""
+    ``premise_met`` is True only if every checked item holds.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> student, data = build(setup, 0)
+        >>> rep = definition52(student, data.X, delta=0.05, c_exp=1.0)
+        >>> rep["premise_met"]
+        False
+    """
     X = model.check_X(X)
     lam = min(e["lambda"] for e in kernel_eigenvalues(model, X))
     out = {"lambda": lam, "m_used": model.m, "log10_m_used": math.log10(model.m),

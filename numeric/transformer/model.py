@@ -112,6 +112,12 @@ def positional_embedding(L: int, d: int, kind: str = "sinusoidal") -> np.ndarray
     ``"sinusoidal"``: ``E[l, 2k] = sin(l / 10000^(2k/d))``, ``E[l, 2k+1] = cos(...)``
     (the embedding of the transformer paper the model is taken from);
     ``"zeros"``: ``E = 0``.
+
+        >>> E = positional_embedding(3, 4)
+        >>> E.shape, E[0].tolist()
+        ((3, 4), [0.0, 1.0, 0.0, 1.0])
+        >>> bool(np.allclose((E ** 2).sum(axis=1), 2.0))
+        True
     """
     L, d = _int_ge1(L, "L"), _int_ge1(d, "d")
     if kind == "zeros":
@@ -137,6 +143,12 @@ def good_scalings(N: int, L: int, d: int, m: int, *, omega_const: float, B: floa
     Definition 5.2 (Corollary 6.1 wants ``eps <~ 1/M``, Theorem 7.1
     ``eps = Theta(xi/N)``), so it is not returned. Returns a dict with
     ``omega``, ``kappa`` and ``B``.
+
+        >>> s = good_scalings(N=1, L=2, d=3, m=16, omega_const=1.0, B=1.0)
+        >>> round(s["kappa"], 6), round(s["omega"], 6)
+        (0.25, 0.016038)
+        >>> round(1 / (1 * 2 ** 2 * 3 ** 2.5), 6)
+        0.016038
     """
     N, L, d, m = (_int_ge1(N, "N"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(m, "m"))
     omega_const = _pos_float(omega_const, "omega_const", " (constant of omega = Theta(.))")
@@ -170,6 +182,17 @@ class ForwardCache:
     ``sigma_{nu, iL+l}``); ``O[k]`` (nL, d) attention outputs ``o``;
     ``Z[k]`` (nL, m) pre-activations ``o^T w_r``; ``mu[k]`` (nL, d) block outputs;
     ``F`` (n, L, d) the model output.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> cache = tf.hidden(X)
+        >>> len(cache.Lam), cache.P[0].shape, cache.F.shape
+        (3, (5, 2, 2), (5, 2, 3))
+        >>> bool(np.allclose(cache.P[0].sum(axis=-1), 1.0))
+        True
     """
 
     Lam: list

@@ -40,7 +40,13 @@ __all__ = ["premise_names", "PremiseRecorder", "premises", "PremiseReport", "par
 
 def part16_sweep(setup, widths, *, seeds=2):
     """``mean_p ||gamma_p||^2`` at initialisation against the width (Lemma C.1
-    part 16 claims ``o(1/m)``), with a fitted exponent; a :class:`Sweep`."""
+    part 16 claims ``o(1/m)``), with a fitted exponent; a :class:`Sweep`.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = part16_sweep(setup, (4, 16), seeds=2)
+        >>> sw.x.tolist(), sw.x_name
+        ([4.0, 16.0], 'm')
+    """
     from .kernel import _parts_from_cache
     from .lemmas import _seed_list, build, check_setup
     from .model import _int_ge1
@@ -66,7 +72,13 @@ def part16_sweep(setup, widths, *, seeds=2):
 @dataclass
 class PremiseReport:
     """Verdicts on the premises of one run (``rows``: dicts with ``premise``,
-    ``paper``, ``measured``, ``verdict``) and the run itself (``result``)."""
+    ``paper``, ``measured``, ``verdict``) and the run itself (``result``).
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> rep = premises(setup, 0, T=0.2, n_eval=2, widths=())
+        >>> rep.rows[0]["premise"], rep.rows[0]["verdict"]
+        ('radius, eq. (8)', 'holds')
+    """
 
     rows: list
     result: object
@@ -92,7 +104,16 @@ class PremiseReport:
 
 
 def load_premises(path) -> PremiseReport:
-    """A :class:`PremiseReport` saved by :meth:`PremiseReport.save`."""
+    """A :class:`PremiseReport` saved by :meth:`PremiseReport.save`.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> import os, tempfile
+        >>> rep = premises(setup, 0, T=0.2, n_eval=2, widths=())
+        >>> path = os.path.join(tempfile.mkdtemp(), "premises.npz")
+        >>> _ = rep.save(path)
+        >>> load_premises(path).rows == rep.rows
+        True
+    """
     from attndyn.numeric.core.results import load_result
     res = load_result(path)
     p = res.params.get("premises")
@@ -117,6 +138,13 @@ def premises(setup, seed=0, *, T, method="flow", kernel="definition", delta=0.05
     initialisation (``()`` skips it); ``sgd_seed``: the SGD batches
     (``method="sgd"``). Hidden constants are set to 1 in the verdicts and the
     implied constants are printed.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> rep = premises(setup, 0, T=0.2, n_eval=2, widths=())
+        >>> isinstance(rep, PremiseReport), len(rep.rows) > 0
+        (True, True)
+        >>> sorted(rep.rows[0])
+        ['measured', 'paper', 'premise', 'verdict']
     """
     from .kernel import _kernel_name
     from .lemmas import build, check_setup

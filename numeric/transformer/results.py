@@ -15,7 +15,13 @@ __all__ = ["Sweep", "load_sweep", "fit_power_law"]
 def fit_power_law(x, y):
     """Least-squares fit of ``log y = log a + b log x`` over the finite positive
     points. Returns ``{"exponent": b, "prefactor": a, "n_points": k,
-    "exponent_stderr": s}`` (NaN where fewer than 2 points)."""
+    "exponent_stderr": s}`` (NaN where fewer than 2 points).
+
+        >>> x = np.array([1.0, 2.0, 4.0])
+        >>> fit = fit_power_law(x, 3.0 * x ** -0.5)
+        >>> round(fit["exponent"], 6), round(fit["prefactor"], 6), fit["n_points"]
+        (-0.5, 3.0, 3)
+    """
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
@@ -43,6 +49,11 @@ class Sweep:
     ``fits`` holds fitted trends (e.g. power-law exponents), ``params`` the
     configuration, ``seeds`` the seeds used, ``status`` 0 when every run
     succeeded.
+
+        >>> sw = Sweep("m", np.array([4.0, 16.0]), ["gap"], np.array([[0.5, 0.125]]))
+        >>> sw.fits["gap"] = fit_power_law(sw.x, sw.y[0])
+        >>> round(sw.fits["gap"]["exponent"], 6)
+        -1.0
     """
 
     x_name: str
@@ -110,7 +121,15 @@ def load_sweep(path) -> Sweep:
     """Load a :class:`Sweep` saved by :meth:`Sweep.save`. Nothing is unpickled;
     only a regular file is opened and its sizes are bounded before anything is
     inflated (``numeric.core.safeio``); a bad file raises a one-line
-    ``ValueError`` naming the path."""
+    ``ValueError`` naming the path.
+
+        >>> import os, tempfile
+        >>> sw = Sweep("m", np.array([4.0, 16.0]), ["gap"], np.array([[0.5, 0.125]]))
+        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
+        >>> _ = sw.save(path)
+        >>> load_sweep(path).y.tolist()
+        [[0.5, 0.125]]
+    """
     from attndyn.numeric.core import safeio
     what = "not a valid attndyn sweep file:"
     try:

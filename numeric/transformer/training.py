@@ -64,7 +64,17 @@ def flow_work_estimate(model, X, Y, T, *, solver="RK45"):
     g^T H g / |g|^2`` is the curvature of the loss along the gradient (one
     directional finite difference of the gradient; ``q <= lambda_max(H)``) and
     ``s`` the solver's stability interval on the negative real axis (3.3 for
-    RK45). Returns ``(evaluations, q)``; 0 for the implicit solvers."""
+    RK45). Returns ``(evaluations, q)``; 0 for the implicit solvers.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> n_eval, q = flow_work_estimate(tf, X, Y, 1.0)
+        >>> n_eval > 0, q > 0
+        (True, True)
+    """
     if solver not in _STAB:
         return 0.0, float("nan")
     th0 = model.theta()
@@ -153,7 +163,16 @@ class _WorkLimit(Exception):
 
 
 def excess_risk(model, X_test, F_test) -> float:
-    """``mean_i ||F(X_i) - F*(X_i)||_F^2`` over a noiseless test set."""
+    """``mean_i ||F(X_i) - F*(X_i)||_F^2`` over a noiseless test set.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> excess_risk(tf, X, tf(X))
+        0.0
+    """
     R = model._forward(X_test).F - F_test
     return float(np.vdot(R, R) / X_test.shape[0])
 
@@ -232,6 +251,17 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
 
     Returns a :class:`Trajectory` of kind ``"transformer_flow"`` or
     ``"transformer_sgd"``; the trained model is ``result.diagnostics["matrices"]["model"]``.
+
+        >>> import numpy as np
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> res = train(tf, (X, Y), T=0.5, n_eval=2)
+        >>> res.status, len(res.t)
+        (0, 3)
+        >>> bool(res.observable("loss")[-1] < res.observable("loss")[0])
+        True
     """
     observe, blowup, max_grad, record_set = _check_train_args(model, method, observe, blowup,
                                                               max_grad, record)
