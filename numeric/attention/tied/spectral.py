@@ -1,4 +1,4 @@
-"""Spectral density of ``S_k(t)`` in the ``d -> infinity`` limit (tied, commuting laws).
+"""Spectral density of ``S_k(t)`` in the ``d -> infinity`` limit (tied; commuting and free laws).
 
 In the commuting case (at most one non-scalar letter in the initial law, see
 :mod:`attndyn.numeric.attention.tied.limit`) every ``S_k(t)`` is a function of the one random
@@ -25,6 +25,28 @@ function common to all nodes, the Wishart letter of a logistic-type flow include
 is not, the result says so and carries the CDF only.
 
 The atom of the law at 0 (aspect < 1) stays an atom, at ``lambda_k(t, 0)``.
+
+Free laws (two or more Wishart letters, asymptotically free: paper 003, Assumption 6). The
+object is the law ``rho_t`` of the eigenvalues of ``S_k(t)``, equivalently its resolvent
+``g_t(z) = lim Tr (z - S_k(t))^{-1} / d`` (``rho_t(y) = -Im g_t(y + i0) / pi``), the
+direction the paper's conclusion points to. The letters no longer share eigenvectors, the
+flow mixes them, and no per-eigenvalue map exists; the law is taken from the deterministic
+equivalents of :func:`~attndyn.numeric.attention.tied.limit.limit_flow` (spectra the bin
+means of the Marchenko-Pastur laws, independent Haar rotations, the same matrices for the
+same ``sizes``, ``rotations`` and ``seed``), each integrated by the tied matrix flow: the
+spectrum of ``S_k(t)`` is recorded as its quantiles ``Q(p)`` at ``levels`` probabilities
+``(i + 1/2)/levels`` plus the two edges, averaged over the rotations, and
+``d -> infinity`` is the largest size (default) with the stated error
+
+    err(p) = |Q_{d_m}(p) - Q_{d_{m-1}}(p)| d_{m-1} / (d_m - d_{m-1}) + t_975 se(p),
+
+the ``O(1/d)`` remainder the change between the two largest sizes implies plus the Student
+quantile times the standard error over rotations (``extrapolation="richardson"``: in
+``1/d`` over all sizes). The CDF is linear between the quantiles; the density is
+``dp/dQ`` over quantiles 5 levels apart. ``diagnostics["moments"]`` are the moments
+``int y^k drho_t`` (``k = 1..4``) of that law, which converge to the limit solver's
+``Tr S_k^k / d``; ``moment_error`` is the quantile error carried to the moments plus the
+discretisation into quantiles, measured at the largest size.
 """
 
 from __future__ import annotations
@@ -39,18 +61,21 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from attndyn.numeric.attention.base import AttentionModel
-    from attndyn.numeric.core.types import ArrayLike, PathLike
+    from attndyn.numeric.core.types import ArrayLike, PathLike, RngLike
     from attndyn.symbolic.initial import FreeInit
-from attndyn.numeric.core.validate import check_t_eval
+from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
 from attndyn.numeric.attention.limitcore import SpectralDensity as _SharedSpectralDensity
 from attndyn.numeric.attention.limitcore import (_check_int, _mp_cdf_theta, _mp_theta_weight,
-                                                 ks_distance, mp_edges)
+                                                 _seed_rec, _spectral_result, check_sizes,
+                                                 equivalent_quantiles, ks_distance, mp_edges,
+                                                 quantile_cdf_error, quantile_levels,
+                                                 spectrum_quantiles)
 from attndyn.numeric.attention.tied.limit import (_check_law, _law_record, _node_values,
-                                                  _random_letters, is_commuting,
-                                                  per_node_values)
+                                                  _random_letters, deterministic_equivalents,
+                                                  is_commuting, per_node_values)
 
 __all__ = ["spectral_density", "tied_spectral_density", "SpectralDensity", "ks_distance",
-           "per_node_values"]
+           "per_node_values", "quantile_moments"]
 
 
 class SpectralDensity(_SharedSpectralDensity):
@@ -64,7 +89,10 @@ class SpectralDensity(_SharedSpectralDensity):
 
     ``rho_t(y) = rho_0(x) / |d lambda(t, x) / dx|`` at ``y = lambda(t, x)``, the image of
     the Marchenko-Pastur density ``rho_0`` under the per-eigenvalue flow of the commuting
-    limit (paper 003, eq. 11 per node).
+    limit (paper 003, eq. 11 per node). For a free law (Assumption 6) the law comes from the
+    quantiles of the deterministic equivalents' spectra along the matrix flow, with
+    ``quantiles``, ``quantile_error``, ``cdf_error``, ``moments`` and ``moment_error`` in
+    ``diagnostics`` (module docstring).
 
     Examples
     --------
@@ -173,9 +201,6 @@ def _spectral_args(model, law, t_eval, letter, tracers, n_grid):
     """The validated arguments of :func:`spectral_density` and the Wishart letter ``wl``."""
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)
-    if not is_commuting(law):
-        raise ValueError("spectral_density is exact for commuting laws (at most one non-scalar "
-                         "letter); for this law use the eigenvalues of matrix_flow at finite d")
     rl = _random_letters(law)
     if not rl:
         raise ValueError("the law has no Wishart letter: every S_k(t) is a multiple of the "
@@ -207,7 +232,8 @@ def spectral_density(model: AttentionModel, law: Any, t_eval: ArrayLike,
                      **options: Any) -> SpectralDensity:
     """The ``d -> infinity`` spectral law of ``S_k(t)`` from the initial law ``law``, through
     the model's theory (``model.theory.spectral_density``): tied models run
-    :func:`tied_spectral_density` (below: the eigenvalue law, exact for a commuting law),
+    :func:`tied_spectral_density` (below: the eigenvalue law, exact for a commuting law,
+    from deterministic equivalents for a free one),
     untied ones :func:`attndyn.numeric.attention.untied.limit.spectral_density` (the
     eigenvalues of the symmetric part of ``S_k = U_k V_k^T``, or its singular values; exact
     for commuting laws, deterministic equivalents otherwise). ``options`` are those of the
@@ -232,40 +258,57 @@ def spectral_density(model: AttentionModel, law: Any, t_eval: ArrayLike,
 def tied_spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLike, *,
                           letter: int | None = None,
                           grid: Sequence[float] | np.ndarray | None = None,
-                          n_grid: int = 400, tracers: int = 2001, rtol: float = 1e-12,
-                          atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
-                          blowup: float = 1e100) -> SpectralDensity:
-    """The ``d -> infinity`` eigenvalue law of ``S_letter(t)`` for a commuting initial law.
+                          n_grid: int = 400, tracers: int = 2001, rtol: float | None = None,
+                          atol: float | None = None, panels: int = 48, per_panel: int = 20,
+                          blowup: float = 1e100, sizes: Sequence[int] | None = None,
+                          rotations: int = 2, levels: int = 200, seed: RngLike = 0,
+                          extrapolation: str = "largest",
+                          max_dim: int = 2048) -> SpectralDensity:
+    """The ``d -> infinity`` eigenvalue law of ``S_letter(t)`` from the initial law ``law``.
 
     Parameters
     ----------
     model : TiedModel
     law : FreeInit
-        At most one non-scalar (Wishart) letter: the commuting case, where the limit is
-        exact (see the module docstring). Other laws are refused: there the limit solver
-        has no per-eigenvalue map (use the eigenvalues of ``matrix_flow`` at finite ``d``).
+        Independent Wishart and scalar letters (paper 003, Assumption 6: the random letters
+        asymptotically free). At most one non-scalar letter: the commuting case, exact (see
+        the module docstring). Two or more: the free case, from deterministic equivalents.
     t_eval : array
         Output times (ODE time ``t = 4 eta n / d``).
     letter : int, optional
-        Which ``S_k``; default the Wishart letter when it is trainable, else the first
-        trainable letter.
+        Which ``S_k``; default the Wishart letter when it is trainable (commuting), else the
+        first trainable letter.
     grid : array, optional
         Points where the density and CDF are reported; default ``n_grid`` points spanning
         the support at every output time.
     tracers : int
-        Zero-weight nodes that sample ``x -> lambda_k(t, x)`` (odd, 101-20001).
+        Commuting case: zero-weight nodes that sample ``x -> lambda_k(t, x)`` (101-20001).
+    rtol, atol : float, optional
+        Integrator tolerances; default ``1e-12, 1e-14`` (commuting: per-node ODE) and
+        ``1e-9, 1e-12`` (free: the matrix flows).
+    sizes, rotations, seed, levels, extrapolation, max_dim :
+        Free case: the equivalents of :func:`~attndyn.numeric.attention.tied.limit.limit_flow`
+        (same ``sizes``, ``rotations`` and ``seed`` give the same matrices), integrated by the
+        matrix flow; the spectrum's quantiles at ``levels`` probabilities (at most the
+        smallest size); ``"largest"`` (default) or ``"richardson"`` in ``1/d``.
 
     Returns
     -------
     SpectralDensity
         ``density`` (``(n_grid, n_t)``), ``cdf(y, t_index)``, ``grid``; status 0, or the
-        limit flow's failure status and message; a map that is not monotone in ``x`` at
-        some time gives status 3 with the CDF only (density NaN at those times).
+        flow's failure status and message. Commuting: a map that is not monotone in ``x``
+        at some time gives status 3 with the CDF only (density NaN at those times). Free:
+        ``diagnostics`` adds ``quantiles``, ``quantile_error``, ``cdf_error`` (the stated
+        error in CDF units per time), ``moments`` (``(4, n_t)``: ``int y^k drho``,
+        ``k = 1..4``) and ``moment_error``.
 
-    In the commuting case every eigenvalue ``x`` of ``S_letter(0)`` follows its own scalar
-    flow ``x -> lambda(t, x)`` (the per-node form of paper 003's eq. 11), so
-    ``F_t(lambda(t, x)) = F_0(x)`` for an increasing map, ``F_0`` the Marchenko-Pastur CDF of
-    the Wishart letter; the density is ``rho_t(y) = rho_0(x) / |d lambda / dx|``.
+    Commuting case: every eigenvalue ``x`` of ``S_letter(0)`` follows its own scalar flow
+    ``x -> lambda(t, x)`` (the per-node form of paper 003's eq. 11), so
+    ``F_t(lambda(t, x)) = F_0(x)`` for an increasing map, ``F_0`` the Marchenko-Pastur CDF
+    of the Wishart letter; the density is ``rho_t(y) = rho_0(x) / |d lambda / dx|``. Free
+    case: the quantiles of the spectrum of ``S_letter(t)`` along the matrix flows of the
+    deterministic equivalents (module docstring), the finite-size form of the resolvent
+    route the paper's conclusion points to.
 
     Examples
     --------
@@ -276,7 +319,16 @@ def tied_spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLik
     >>> rho = attndyn.spectral_density(model, law, [0.0, 0.2], n_grid=20, tracers=101)
     >>> rho.status, rho.y.shape
     (0, (20, 2))
+    >>> free = FreeInit([wishart(0.5), wishart(0.7, 0.5)])   # a Wishart teacher: free case
+    >>> rho = attndyn.spectral_density(model, free, [0.0, 0.2], sizes=(40, 60), levels=20)
+    >>> rho.status, rho.params["method"]
+    (0, 'equivalents')
     """
+    if not is_commuting(_check_law(model, law)):
+        return _free_spectral(model, law, t_eval, letter, grid, n_grid, sizes, rotations,
+                              levels, seed, extrapolation, rtol, atol, blowup, max_dim)
+    rtol = 1e-12 if rtol is None else _check_pos_float(rtol, "rtol")
+    atol = 1e-14 if atol is None else _check_pos_float(atol, "atol")
     t_eval, law, wl, letter, tracers, n_grid = _spectral_args(model, law, t_eval, letter,
                                                               tracers, n_grid)
 
@@ -312,3 +364,155 @@ def tied_spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLik
                            kind="spectral_density", params=params, status=int(status),
                            message=message, diagnostics=diag)
 
+
+
+# ---------------------------------------------------------------------------
+# free case: the spectra of the deterministic equivalents along the matrix flow
+
+def _free_args(model, law, letter, n_grid, sizes, rotations, levels, extrapolation, rtol,
+               atol, max_dim):
+    """The validated free-case arguments (one-line errors naming each)."""
+    tr = list(model.trainable)
+    if letter is None:
+        letter = tr[0] if tr else _random_letters(law)[0]
+    letter = _check_int(letter, "letter", 0, model.K - 1)
+    n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
+    rotations = _check_int(rotations, "rotations", 1)
+    levels = _check_int(levels, "levels", 10, 100_000)
+    if extrapolation not in ("largest", "richardson"):
+        raise ValueError("extrapolation must be 'largest' or 'richardson', got "
+                         f"{extrapolation!r}")
+    rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
+    atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
+    sizes = check_sizes(sizes)
+    max_dim = _check_int(max_dim, "max_dim", 2)
+    if sizes[-1] > max_dim:
+        raise ValueError(f"sizes: d = {sizes[-1]} exceeds max_dim = {max_dim} (a d x d flow "
+                         f"needs about {16 * sizes[-1] ** 2 * 14 / 2**30:.1f} GiB)")
+    if levels > sizes[0]:
+        raise ValueError(f"levels must be at most the smallest size {sizes[0]}, got {levels}")
+    return letter, n_grid, sizes, rotations, levels, rtol, atol
+
+
+def _flow_spectra(model, mats, t_eval, letter, rtol, atol, blowup):
+    """The ascending eigenvalues of ``S_letter(t)`` at every output time along the tied
+    matrix flow from ``mats`` (its fast form; the eigenvalues need no rotation back), or
+    the failure message."""
+    from attndyn.numeric.attention.odesolve import _deadline, solve_flow, TimeLimitReached
+    from attndyn.numeric.attention.tied.flow import tied_fast_system
+    rhs, y0, full, _ = tied_fast_system(model, mats)
+    if y0.size == 0 or t_eval[-1] == 0.0:
+        return [np.linalg.eigvalsh(mats[letter])] * t_eval.size
+    sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, blowup=blowup,
+                     what="tied matrix flow")
+    if sol.status == -4:  # the enclosing time_budget is spent
+        raise TimeLimitReached(_deadline()[1])
+    if sol.status != 0 or sol.t.size != t_eval.size:
+        return sol.message
+    return [np.linalg.eigvalsh(full(sol.y[:, n], False)[letter]) for n in range(t_eval.size)]
+
+
+def _equivalents_spectra(model, law, t_eval, letter, sizes, rotations, seed, p, rtol, atol,
+                         blowup):
+    """Per size: the mean over rotations of the quantiles at ``p`` of the spectrum of
+    ``S_letter(t)`` along the equivalents' flows, their standard error, and the mean traces
+    ``Tr S^k / d`` (``k = 1..4``): ``((means, ses, traces), message)``. The matrices are
+    those of :func:`~attndyn.numeric.attention.tied.limit.limit_flow`'s equivalents with
+    the same ``sizes``, ``rotations`` and ``seed``."""
+    kids = resolve_seed(seed).spawn(len(sizes))
+    means, ses, traces = [], [], []
+    for d, kid in zip(sizes, kids):
+        runs, tr = [], []
+        for r_ss in kid.spawn(rotations):
+            mats = deterministic_equivalents(model, law, d, np.random.default_rng(r_ss))
+            spectra = _flow_spectra(model, mats, t_eval, letter, rtol, atol, blowup)
+            if isinstance(spectra, str):
+                return None, f"matrix flow at d = {d} failed: {spectra}"
+            runs.append(np.array([spectrum_quantiles(ev, p) for ev in spectra]).T)
+            tr.append([[np.mean(ev ** k) for ev in spectra] for k in range(1, 5)])
+        runs = np.array(runs)                    # (rotations, levels + 2, n_t)
+        means.append(runs.mean(axis=0))
+        ses.append(runs.std(axis=0, ddof=1) / math.sqrt(rotations) if rotations > 1
+                   else np.zeros_like(runs[0]))
+        traces.append(np.mean(tr, axis=0))       # (4, n_t)
+    return (np.array(means), np.array(ses), np.array(traces)), ""
+
+
+def quantile_moments(p, Q, k_max: int = 4) -> np.ndarray:
+    """``int y^k dF`` (``k = 1..k_max``) of the law whose CDF is linear between the points
+    ``(Q_i, p_i)``: on each piece ``y`` is uniform, with ``E y^k = sum_j Q_i^j
+    Q_{i+1}^(k-j) / (k + 1)``. ``Q``: ``(n_levels, n_t)``; returns ``(k_max, n_t)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> quantile_moments(np.array([0.0, 1.0]), np.array([[0.0], [1.0]]), 3).ravel()  # U(0, 1)
+    array([0.5       , 0.33333333, 0.25      ])
+    """
+    dp = np.diff(p)[:, None]
+    a, b = Q[:-1], Q[1:]
+    return np.array([np.sum(dp * sum(a ** j * b ** (k - j) for j in range(k + 1)) / (k + 1),
+                            axis=0) for k in range(1, k_max + 1)])
+
+
+def _moment_errors(p, Q, err, Q_top, traces_top):
+    """The stated error of :func:`quantile_moments`: the quantile error carried to first
+    order (``sum dp k |Q|^(k-1) err``) plus the discretisation into quantiles, measured at
+    the largest size (its quantile law's moments against its own ``Tr S^k / d``)."""
+    dp = np.diff(p)[:, None]
+    qa = np.maximum(np.abs(Q[:-1]), np.abs(Q[1:]))
+    ea = np.maximum(err[:-1], err[1:])
+    carried = np.array([np.sum(dp * k * qa ** (k - 1) * ea, axis=0) for k in range(1, 5)])
+    return carried + np.abs(quantile_moments(p, Q_top) - traces_top)
+
+
+def _free_spectral(model, law, t_eval, letter, grid, n_grid, sizes, rotations, levels, seed,
+                   extrapolation, rtol, atol, blowup, max_dim) -> SpectralDensity:
+    """spectral_density for a free (non-commuting) law: quantiles of the equivalents."""
+    t_eval = check_t_eval(t_eval)
+    letter, n_grid, sizes, rotations, levels, rtol, atol = _free_args(
+        model, law, letter, n_grid, sizes, rotations, levels, extrapolation, rtol, atol,
+        max_dim)
+    p = quantile_levels(levels)
+    out, msg = _equivalents_spectra(model, law, t_eval, letter, sizes, rotations, seed, p,
+                                    rtol, atol, blowup)
+    params = model.params_dict()
+    params.update({"method": "equivalents", "law": _law_record(law), "letter": int(letter),
+                   "continuous_mass": 1.0, "sizes": sizes, "rotations": rotations,
+                   "levels": levels, "extrapolation": extrapolation, "rtol": rtol,
+                   "atol": atol})
+    diag: dict[str, Any] = {}
+    if out is None:
+        return _spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
+                                f"spectral density failed: {msg}", params, diag,
+                                cls=SpectralDensity)
+    means, ses, traces = out
+    Qm, err = equivalent_quantiles(means, ses, sizes, rotations, extrapolation)
+    diag.update({"levels": p, "quantiles": Qm, "quantile_error": err,
+                 "quantiles_per_size": means, "quantile_se_per_size": ses,
+                 "traces_per_size": traces,
+                 "moments": quantile_moments(p, Qm),
+                 "moment_error": _moment_errors(p, Qm, err, means[-1], traces[-1])})
+    how = (f"Richardson over sizes {sizes}" if extrapolation == "richardson" else
+           f"the size {sizes[-1]} (error from the change since {sizes[-2]})")
+    message = (f"success: d -> infinity eigenvalue law of S_{letter + 1}(t) (free law) from "
+               f"{how} ({rotations} rotation(s) each), largest quantile error "
+               f"{float(err[1:-1].max()):.2g}")
+    res = _spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
+                           _seed_rec(seed), cls=SpectralDensity)
+    res.diagnostics["cdf_error"] = quantile_cdf_error(res, Qm, err)
+    res.diagnostics["mass"], res.diagnostics["mass_error"] = _density_mass(res, levels)
+    return res
+
+
+def _density_mass(res, levels, k: int = 5):
+    """``int rho dy`` on the grid (trapezoid) per time, and the error it may carry: the
+    density is ``dp/dQ`` over ``k`` levels, held constant on the half-window at each edge,
+    which misplaces at most the half-window's mass ``(k - 1/2)/(2 levels)`` per edge, plus
+    the trapezoid's resolution on the grid, at most ``max(h) max(rho)``."""
+    g, rho = res.grid, res.density
+    if g.size < 2 or rho.shape[1] == 0:
+        return np.zeros(rho.shape[1]), np.full(rho.shape[1], np.inf)
+    h = np.diff(g)
+    mass = np.sum(h[:, None] * (rho[1:] + rho[:-1]) / 2, axis=0)
+    return mass, (k - 0.5) / levels + h.max() * rho.max(axis=0)
