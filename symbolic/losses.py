@@ -32,15 +32,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import sympy as sp
+from numpy.typing import ArrayLike, NDArray
 
 from .activations import activation, hermite_activation
+from .symbols import Activation
 from .parse import (_check_numbers, as_sympy, parse_expression, parse_float,
                     parse_int, parse_loss)
 
+# the L x L x K array of pre-activation symbols a loss reads (a numpy object array or a
+# LossArray); SymPy expressions and matrices, Any to the checker (SymPy ships no types)
+_GArray = Any
+_Expr = Any
 __all__ = ["Loss", "mse_teacher_student", "softmax_teacher_student", "matrix_denoising",
            "denoising_order_parameters", "two_layer_attention", "TwoLayerAttention",
            "hermite_activation", "loss_from_spec", "row_softmax", "autoregressive",
@@ -59,7 +65,7 @@ class Loss:
     params: tuple = ()
     extra: dict = field(default_factory=dict)
 
-    def __call__(self, G):
+    def __call__(self, G: _GArray) -> _Expr:
         shape = G.shape
         if len(shape) != 3 or shape[0] != shape[1]:
             raise ValueError(f"{self.name}: G must be an L x L x K array, got shape {shape}")
@@ -69,18 +75,19 @@ class Loss:
             raise ValueError(f"{self.name}: needs K >= {self.min_K} indices, got K = {shape[2]}")
         return self.fn(G)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Loss({self.name!r})"
 
 
-def _check_index(k, name):
+def _check_index(k: object, name: str) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise ValueError(f"{name} must be an int >= 0, got {k!r}")
     return int(k)
 
 
-def mse_teacher_student(student="h2", teacher=None, *, student_index: int = 0,
-                        teacher_index: int = 1, scale=sp.Rational(1, 2)) -> Loss:
+def mse_teacher_student(student: str | Activation = "h2", teacher: str | Activation | None = None,
+                        *, student_index: int = 0, teacher_index: int = 1,
+                        scale: _Expr | float | str = sp.Rational(1, 2)) -> Loss:
     """MSE teacher-student loss ``scale * sum_ij (sigma(G_ij,s) - sigma*(G_ij,t))^2``.
 
     Paper 003: eq. (22) (``F`` applied entrywise), eq. (48) and Figures 2-3 for
@@ -102,18 +109,18 @@ def mse_teacher_student(student="h2", teacher=None, *, student_index: int = 0,
     kt = _check_index(teacher_index, "teacher_index")
     if ks == kt:
         raise ValueError("student_index and teacher_index must differ")
-    scale = _coefficient(scale, "scale")
+    coef = _coefficient(scale, "scale")
 
-    def fn(G):
+    def fn(G: _GArray) -> _Expr:
         L = G.shape[0]
-        return scale * sum((s(G[i, j, ks]) - t(G[i, j, kt])) ** 2
+        return coef * sum((s(G[i, j, ks]) - t(G[i, j, kt])) ** 2
                            for i in range(L) for j in range(L))
     return Loss(f"mse:{s.name},{t.name}", fn,
-                f"{scale} * sum_ij ({s.name}(G_ij{ks}) - {t.name}(G_ij{kt}))^2 (paper 003, eqs. 22, 48)",
+                f"{coef} * sum_ij ({s.name}(G_ij{ks}) - {t.name}(G_ij{kt}))^2 (paper 003, eqs. 22, 48)",
                 min_K=max(ks, kt) + 1, extra={"student": s, "teacher": t})
 
 
-def row_softmax(M, beta=1):
+def row_softmax(M: Sequence[Sequence[_Expr]], beta: _Expr | float = 1) -> list[list[_Expr]]:
     """Row-wise softmax of a SymPy ``L x L`` matrix (list of rows)."""
     L = len(M)
     out = []
@@ -125,7 +132,7 @@ def row_softmax(M, beta=1):
 
 
 def softmax_teacher_student(L: int = 2, *, student_index: int = 0, teacher_index: int = 1,
-                            beta=1) -> Loss:
+                            beta: _Expr | float = 1) -> Loss:
     """Softmax attention teacher-student loss for ``L`` tokens (paper 003, Figure 1):
 
         (1/2) sum_ij (softmax(beta G_s)_ij - softmax(beta G_t)_ij)^2,
@@ -147,7 +154,7 @@ def softmax_teacher_student(L: int = 2, *, student_index: int = 0, teacher_index
     kt = _check_index(teacher_index, "teacher_index")
     beta = _coefficient(beta, "beta")
 
-    def fn(G):
+    def fn(G: _GArray) -> _Expr:
         Ls = G.shape[0]
         S = row_softmax([[G[i, j, ks] for j in range(Ls)] for i in range(Ls)], beta)
         T = row_softmax([[G[i, j, kt] for j in range(Ls)] for i in range(Ls)], beta)
@@ -159,7 +166,7 @@ def softmax_teacher_student(L: int = 2, *, student_index: int = 0, teacher_index
 _A = sp.Symbol("a", real=True)
 
 
-def matrix_denoising(ell="-a") -> Loss:
+def matrix_denoising(ell: str | _Expr = "-a") -> Loss:
     """Extensive-rank matrix denoising (paper 003, appendix B.5, eq. 67).
 
     Observation ``Y = S* + Z`` with ``Z`` GOE; the objective ``ell(Tr[Y S]/d)``
@@ -192,13 +199,14 @@ def matrix_denoising(ell="-a") -> Loss:
     if _A not in e.free_symbols:
         raise ValueError(f"ell must depend on a, got {e}")
 
-    def fn(G):
+    def fn(G: _GArray) -> _Expr:
         return e.xreplace({_A: G[0, 0, 0]})
     return Loss(f"denoising:ell={e}", fn, f"ell(Tr[YS]/d) with ell(a) = {e} (paper 003, eq. 67)",
                 min_K=1, L=1, extra={"ell": e})
 
 
-def denoising_order_parameters(S, S_star) -> dict:
+def denoising_order_parameters(S: ArrayLike, S_star: ArrayLike
+                               ) -> dict[str, NDArray[np.float64]]:
     """Untied order parameters of eq. (67) for ``K = L = 1``: ``m = Tr[S* S]/d``,
     ``q1 = q2 = ||S||_F^2 / d^3`` (so that ``Var = 2||S||_F^2/d^3``)."""
     S = np.asarray(S, dtype=float)
@@ -267,16 +275,17 @@ def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = 
                "network_output": net_output})
 
 
-def _two_layer_loss(H, Kh, output):
+def _two_layer_loss(H: int, Kh: int, output: str
+                    ) -> tuple[Callable[[_GArray, int], _Expr], Callable[[_GArray], _Expr]]:
     """``(net_output, fn)`` of :func:`two_layer_attention`: the output ``A2`` (or its row
     softmax) of network ``net`` (0 student, 1 teacher) from the forms ``G`` (eq. 53), and
     the loss ``(1/2)||y_s - y_t||_F^2``."""
 
-    def mat(G, k):
+    def mat(G: _GArray, k: int) -> _Expr:
         Ls = G.shape[0]
         return sp.Matrix(Ls, Ls, lambda i, j: G[i, j, k])
 
-    def net_output(G, net):
+    def net_output(G: _GArray, net: int) -> _Expr:
         base = net * Kh
         Ls = G.shape[0]
         sm = [sp.Matrix(row_softmax([[G[i, j, base + h] for j in range(Ls)] for i in range(Ls)]))
@@ -293,7 +302,7 @@ def _two_layer_loss(H, Kh, output):
             A2 = sp.Matrix(row_softmax([[A2[i, j] for j in range(Ls)] for i in range(Ls)]))
         return A2
 
-    def fn(G):
+    def fn(G: _GArray) -> _Expr:
         ys = net_output(G, 0)
         yt = net_output(G, 1)
         return sp.Rational(1, 2) * sum((ys[i, j] - yt[i, j]) ** 2
@@ -301,31 +310,35 @@ def _two_layer_loss(H, Kh, output):
     return net_output, fn
 
 
-def _two_layer_network(H, output):
+def _two_layer_network(H: int, output: str
+                       ) -> tuple[Callable[..., list[np.ndarray]], Callable[..., np.ndarray]]:
     """``(effective_matrices, forward)`` of :func:`two_layer_attention`: the effective
     matrices of one network from its weights and the network computed directly."""
 
-    def effective_matrices(S0, V0, S1):
+    def effective_matrices(S0: Sequence[ArrayLike], V0: Sequence[ArrayLike],
+                           S1: ArrayLike) -> list[np.ndarray]:
         """The ``Kh`` effective matrices of one network from its weights
         (``S0``, ``V0``: lists of ``H`` d x d arrays; ``S1``: d x d)."""
-        S0 = [np.asarray(a, dtype=float) for a in S0]
-        V0 = [np.asarray(a, dtype=float) for a in V0]
-        S1 = np.asarray(S1, dtype=float)
-        if len(S0) != H or len(V0) != H:
+        S0a = [np.asarray(a, dtype=float) for a in S0]
+        V0a = [np.asarray(a, dtype=float) for a in V0]
+        S1a = np.asarray(S1, dtype=float)
+        if len(S0a) != H or len(V0a) != H:
             raise ValueError(f"S0 and V0 must hold {H} matrices each")
-        out = list(S0) + [S1] + [V @ S1 for V in V0] + [S1 @ V.T for V in V0]
-        out += [Vi @ S1 @ Vj.T for Vi in V0 for Vj in V0]
+        out = list(S0a) + [S1a] + [V @ S1a for V in V0a] + [S1a @ V.T for V in V0a]
+        out += [Vi @ S1a @ Vj.T for Vi in V0a for Vj in V0a]
         return out
 
-    def forward(X0, S0, V0, S1):
+    def forward(X0: ArrayLike, S0: Sequence[np.ndarray], V0: Sequence[np.ndarray],
+                S1: np.ndarray) -> np.ndarray:
         """The network output ``y`` computed directly (eqs. 50-51), ``X0`` of shape (L, d)."""
         X0 = np.asarray(X0, dtype=float)
         d = X0.shape[1]
 
-        def sm(A):
+        def sm(A: np.ndarray) -> np.ndarray:
             A = A - A.max(axis=1, keepdims=True)
             e = np.exp(A)
-            return e / e.sum(axis=1, keepdims=True)
+            out: np.ndarray = e / e.sum(axis=1, keepdims=True)
+            return out
         X1 = X0 + sum(sm(X0 @ S0[h] @ X0.T / np.sqrt(d)) @ X0 @ V0[h] for h in range(H))
         A2 = X1 @ S1 @ X1.T / np.sqrt(d)
         return sm(A2) if output == "softmax" else A2
@@ -340,24 +353,24 @@ MAX_B3_TOKENS = 3
 MAX_B_HEADS = 4
 
 
-def _check_small_int(v, name, lo, hi):
+def _check_small_int(v: object, name: str, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
         raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
     return int(v)
 
 
-def _sigmoid(z):
+def _sigmoid(z: _Expr) -> _Expr:
     return 1 / (1 + sp.exp(-z))
 
 
-def _softmax_list(row, beta=1):
+def _softmax_list(row: Sequence[_Expr], beta: _Expr | float = 1) -> list[_Expr]:
     """Softmax of a list of SymPy expressions (one row; :func:`row_softmax` is square)."""
     ex = [sp.exp(beta * v) for v in row]
     z = sp.Add(*ex)
     return [e / z for e in ex]
 
 
-def bilinear_order_parameters(mats) -> dict:
+def bilinear_order_parameters(mats: Sequence[ArrayLike]) -> dict[str, NDArray[np.float64]]:
     """Untied order parameters of effective matrices ``M_k`` (``d x d``) for forms
     ``G_ijk = x_i^T M_k x_j / sqrt(d)``, ``x_i ~ N(0, I_d)`` independent:
     ``m_k = Tr M_k / sqrt(d)``, ``q1_kl = Tr(M_k M_l^T)/d``, ``q2_kl = Tr(M_k M_l)/d``,
@@ -381,7 +394,7 @@ def bilinear_order_parameters(mats) -> dict:
     return {"m": m, "q1": q1, "q2": q2}
 
 
-def _pair_index(H2):
+def _pair_index(H2: int) -> tuple[list[tuple[int, int]], dict[tuple[int, int], int]]:
     """(a, b) with a <= b over 2H value matrices -> position in the pair list."""
     pairs = [(a, b) for a in range(H2) for b in range(a, H2)]
     return pairs, {p: i for i, p in enumerate(pairs)}
@@ -437,22 +450,23 @@ def autoregressive(L: int = 2, heads: int = 1) -> Loss:
                        "effective_matrices": effective_matrices, "forward": forward})
 
 
-def _autoregressive_loss(H, pos):
+def _autoregressive_loss(H: int, pos: dict[tuple[int, int], int]
+                         ) -> Callable[[_GArray], _Expr]:
     """The loss of :func:`autoregressive` as a function of the forms ``G`` (``pos``: the
     position of the pair ``(a, b)``, ``a <= b``, among the ``M_ab``)."""
 
-    def F(G, j, jp, a, b):
+    def F(G: _GArray, j: int, jp: int, a: int, b: int) -> _Expr:
         # x_j^T V_a^T V_b x_j' / d as a form of M_ab (a <= b) or of M_ba transposed
         return G[j, jp, 2 * H + pos[(a, b)]] if a <= b else G[jp, j, 2 * H + pos[(b, a)]]
 
-    def fn(G):
+    def fn(G: _GArray) -> _Expr:
         Ls = G.shape[0]
         q = Ls - 1
         alpha = [_softmax_list([G[q, j, h] for j in range(Ls)]) for h in range(H)]
         p = [[_sigmoid(G[q, j, H + h]) for j in range(Ls)] for h in range(H)]
         coef = [[alpha[h][j] for h in range(H)] + [-p[h][j] for h in range(H)]
                 for j in range(Ls)]
-        total = 0
+        total: _Expr = 0
         for j in range(Ls):
             for jp in range(Ls):
                 for a in range(2 * H):
@@ -465,20 +479,25 @@ def _autoregressive_loss(H, pos):
     return fn
 
 
-def _autoregressive_network(H, pairs):
+def _autoregressive_network(H: int, pairs: Sequence[tuple[int, int]]
+                            ) -> tuple[Callable[..., list[np.ndarray]], Callable[..., float]]:
     """``(effective_matrices, forward)`` of :func:`autoregressive`: the effective matrices
     from the weights and the network's loss computed directly on tokens."""
 
-    def effective_matrices(W, M, V, Vs):
+    def effective_matrices(W: Sequence[ArrayLike], M: Sequence[ArrayLike],
+                           V: Sequence[ArrayLike], Vs: Sequence[ArrayLike]
+                           ) -> list[np.ndarray]:
         """The ``K`` effective matrices from the weights (lists of ``H`` d x d arrays)."""
-        W, M, V, Vs = ([np.asarray(a, dtype=float) for a in x] for x in (W, M, V, Vs))
-        if not (len(W) == len(M) == len(V) == len(Vs) == H):
+        Wa, Ma, Va, Vsa = ([np.asarray(a, dtype=float) for a in x] for x in (W, M, V, Vs))
+        if not (len(Wa) == len(Ma) == len(Va) == len(Vsa) == H):
             raise ValueError(f"W, M, V, Vs must hold {H} matrices each")
-        d = W[0].shape[0]
-        vals = V + Vs
-        return W + M + [vals[a].T @ vals[b] / np.sqrt(d) for a, b in pairs]
+        d = Wa[0].shape[0]
+        vals = Va + Vsa
+        return Wa + Ma + [vals[a].T @ vals[b] / np.sqrt(d) for a, b in pairs]
 
-    def forward(X, W, M, V, Vs, rng):
+    def forward(X: ArrayLike, W: Sequence[np.ndarray], M: Sequence[np.ndarray],
+                V: Sequence[np.ndarray], Vs: Sequence[np.ndarray],
+                rng: np.random.Generator) -> float:
         """``||xhat - y||^2 / d`` of the network on tokens ``X`` (shape ``(L, d)``), the
         gates ``a_jh`` drawn from the numpy Generator ``rng``."""
         X = np.asarray(X, dtype=float)
@@ -498,7 +517,9 @@ def _autoregressive_network(H, pairs):
     return effective_matrices, forward
 
 
-def multiple_location(L: int = 2, act="tanh", *, polarity=None, alpha=None) -> Loss:
+def multiple_location(L: int = 2, act: str | Activation = "tanh", *,
+                      polarity: ArrayLike | None = None,
+                      alpha: ArrayLike | None = None) -> Loss:
     """Multiple-location regression (paper 003, appendix B.3, eqs. 59-61).
 
     Student score ``f = sum_ij alpha_ij sigma(x_i^T W x_j / sqrt d)`` (eq. 59 before
@@ -526,10 +547,10 @@ def multiple_location(L: int = 2, act="tanh", *, polarity=None, alpha=None) -> L
     if polarity is None:
         Sp = [[1 if i == j else -1 for j in range(L)] for i in range(L)]
     else:
-        Sp = np.asarray(polarity)
-        if Sp.shape != (L, L) or not np.all(np.isin(Sp, (-1, 1))):
+        Sarr = np.asarray(polarity)
+        if Sarr.shape != (L, L) or not np.all(np.isin(Sarr, (-1, 1))):
             raise ValueError(f"polarity must be an {L} x {L} array of +1 and -1")
-        Sp = [[int(v) for v in row] for row in Sp]
+        Sp = [[int(v) for v in row] for row in Sarr]
     if alpha is None:
         al = [[sp.Rational(1, L * L)] * L for _ in range(L)]
     else:
@@ -538,14 +559,14 @@ def multiple_location(L: int = 2, act="tanh", *, polarity=None, alpha=None) -> L
             raise ValueError(f"alpha must be a finite {L} x {L} array")
         al = [[_coefficient(float(v), "alpha") for v in row] for row in a]
 
-    def fn(G):
+    def fn(G: _GArray) -> _Expr:
         Ls = G.shape[0]
         f = sum(al[i][j] * act(G[i, j, 0]) for i in range(Ls) for j in range(Ls))
-        dist = {0: sp.Integer(1)}          # law of s, pair by pair
+        dist: dict[int, _Expr] = {0: sp.Integer(1)}          # law of s, pair by pair
         for i in range(Ls):
             for j in range(Ls):
                 g = _sigmoid(G[i, j, 1])
-                new = {}
+                new: dict[int, _Expr] = {}
                 for n, pn in dist.items():
                     new[n] = new.get(n, 0) + (1 - g) * pn
                     m = n + Sp[i][j]
@@ -560,7 +581,8 @@ def multiple_location(L: int = 2, act="tanh", *, polarity=None, alpha=None) -> L
     act_np = sp.lambdify(_x, act.expr, "numpy")
     Snum = np.array(Sp, dtype=float)
 
-    def forward(X, W, Ws, rng):
+    def forward(X: ArrayLike, W: np.ndarray, Ws: np.ndarray, rng: np.random.Generator
+                ) -> float:
         """``(1/2)(f - y)^2`` on tokens ``X`` (shape ``(L, d)``), the ``eps`` from ``rng``."""
         X = np.asarray(X, dtype=float)
         d = X.shape[1]
@@ -603,7 +625,7 @@ def multi_step_reasoning(L: int = 3) -> Loss:
     """
     L = _check_small_int(L, "L (tokens, context + query)", 2, MAX_B_TOKENS)
 
-    def fn(G):
+    def fn(G: _GArray) -> _Expr:
         Ls = G.shape[0]
         q, ctx = Ls - 1, range(Ls - 1)
         a = [_softmax_list([G[q, j, h] for j in ctx]) for h in (0, 1)]
@@ -613,11 +635,13 @@ def multi_step_reasoning(L: int = 3) -> Loss:
         Ey2 = sum(pi[0][k] * pi[1][kp] * G[k, kp, 5] ** 2 for k in ctx for kp in ctx)
         return sp.Rational(1, 2) * (yhat ** 2 - 2 * yhat * Ey + Ey2)
 
-    def sm(v):
+    def sm(v: np.ndarray) -> np.ndarray:
         v = np.exp(v - v.max())
-        return v / v.sum()
+        out: np.ndarray = v / v.sum()
+        return out
 
-    def forward(X, W1, W2, Wt, Ws1, Ws2, Us, rng):
+    def forward(X: ArrayLike, W1: np.ndarray, W2: np.ndarray, Wt: np.ndarray, Ws1: np.ndarray,
+                Ws2: np.ndarray, Us: np.ndarray, rng: np.random.Generator) -> float:
         """``(1/2)(yhat - y)^2`` on tokens ``X`` (shape ``(L, d)``, query last)."""
         X = np.asarray(X, dtype=float)
         d = X.shape[1]
@@ -646,7 +670,7 @@ MAX_BETA = 100.0
 MAX_SPEC_L = 16
 
 
-def _coefficient(value, name):
+def _coefficient(value: object, name: str) -> _Expr:
     """A real, finite SymPy coefficient from a number, a SymPy expression or a plain
     decimal string (never an expression string)."""
     if isinstance(value, str):
@@ -686,7 +710,7 @@ def _kv(text: str, spec: str) -> dict:
     return out
 
 
-def _short(text, n: int = 60) -> str:
+def _short(text: object, n: int = 60) -> str:
     text = " ".join(str(text).split())
     return repr(text if len(text) <= n else text[:n - 3] + "...")
 
@@ -697,7 +721,8 @@ MAX_SPEC_L = 64
 MAX_SPEC_SYMBOLS = 1 << 16
 
 
-def loss_from_spec(spec: str, K: int, L: int, params=None):
+def loss_from_spec(spec: str, K: int, L: int, params: Sequence[str] | None = None
+                   ) -> tuple[Loss, tuple[sp.Symbol, ...]]:
     """Parse a CLI loss spec into ``(loss, params)``.
 
     ``params`` is a tuple of the free SymPy symbols of the loss other than ``G``
@@ -751,7 +776,7 @@ def loss_from_spec(spec: str, K: int, L: int, params=None):
     return raw, found
 
 
-def _check_spec_sizes(spec, K, L):
+def _check_spec_sizes(spec: str, K: int, L: int) -> None:
     """A non-empty spec within the parser's length limit; ``K``, ``L`` ints in range and the
     ``L x L x K`` symbols bounded before they are made."""
     if not isinstance(spec, str) or not spec.strip():
@@ -768,7 +793,7 @@ def _check_spec_sizes(spec, K, L):
         raise ValueError(f"loss spec too long ({len(spec)} characters, limit {MAX_CHARS})")
 
 
-def _named_loss(head, rest, spec, L):
+def _named_loss(head: str, rest: str, spec: str, L: int) -> Loss | None:
     """The library loss a spec names (``head:rest``), or ``None`` for a raw expression."""
     if head == "mse" and rest:
         acts = _split_top(rest)
@@ -791,7 +816,7 @@ def _named_loss(head, rest, spec, L):
     return None
 
 
-def _softmax_spec(rest, spec, L):
+def _softmax_spec(rest: str, spec: str, L: int) -> Loss:
     """``softmax[:L=..,beta=..]``: :func:`softmax_teacher_student` (``beta`` a plain number)."""
     kv = _kv(rest, spec)
     Ls = parse_int(kv.pop("L", str(L)), "softmax option L", 1, MAX_SPEC_L)
@@ -806,7 +831,7 @@ def _softmax_spec(rest, spec, L):
                                    else sp.Float(beta))
 
 
-def _attention2_spec(rest, spec):
+def _attention2_spec(rest: str, spec: str) -> Loss:
     """``attention2[:heads=..,output=..]``: :func:`two_layer_attention`."""
     kv = _kv(rest, spec)
     H = parse_int(kv.pop("heads", "1"), "attention2 option heads", 1, MAX_HEADS)
@@ -820,7 +845,7 @@ def _attention2_spec(rest, spec):
     return two_layer_attention(H, out)
 
 
-def _appendix_b_spec(head, rest, spec, L):
+def _appendix_b_spec(head: str, rest: str, spec: str, L: int) -> Loss:
     """``autoregressive[:heads=..]``, ``multilocation[:act=..]``, ``reasoning``: the
     appendix-B.2-B.4 losses over the ``L`` tokens (``L`` checked against their ranges)."""
     kv = _kv(rest, spec)
@@ -844,7 +869,7 @@ def _appendix_b_spec(head, rest, spec, L):
     return loss
 
 
-def _check_named_loss(loss, K, L):
+def _check_named_loss(loss: Loss, K: int, L: int) -> None:
     """A library loss fits the model: its ``L``, at least (or exactly) its forms ``K``."""
     if loss.L is not None and loss.L != L:
         raise ValueError(f"loss {loss.name} needs L = {loss.L}, got L = {L}")
