@@ -42,11 +42,16 @@ from __future__ import annotations
 import itertools
 import math
 from functools import lru_cache
+from typing import Any, Callable
 
 import numpy as np
 import sympy as sp
+from numpy.typing import NDArray
 
 from .parse import as_sympy as _as_sympy
+
+# SymPy ships no type information: expressions and symbols are Any to the checker
+_Expr = Any
 
 __all__ = [
     "NoClosedForm", "he", "normalised_he", "normalise_nonsmooth", "is_polynomial_in",
@@ -61,18 +66,18 @@ class NoClosedForm(ValueError):
 
 
 # -- Hermite polynomials ---------------------------------------------------------
-def he(n: int, x) -> sp.Expr:
+def he(n: int, x: _Expr) -> sp.Expr:
     """Probabilists' Hermite polynomial ``He_n(x)``."""
     return sp.expand(sp.hermite_prob(n, x))
 
 
-def normalised_he(n: int, x) -> sp.Expr:
+def normalised_he(n: int, x: _Expr) -> sp.Expr:
     """``h_n = He_n / sqrt(n!)`` (paper 003: h1 = x, h2 = (x^2-1)/sqrt2, h3 = (x^3-3x)/sqrt6)."""
     return sp.expand(he(n, x) / sp.sqrt(sp.factorial(n)))
 
 
 # -- normalisation of non-smooth pieces -----------------------------------------
-def _relu_piece(pw):
+def _relu_piece(pw: _Expr) -> _Expr | None:
     """``Piecewise((e, e > 0), (0, True))`` and friends -> ``e*Heaviside(e)``; else None."""
     if len(pw.args) != 2:
         return None
@@ -92,7 +97,7 @@ def _relu_piece(pw):
     return None
 
 
-def normalise_nonsmooth(expr) -> sp.Expr:
+def normalise_nonsmooth(expr: _Expr) -> sp.Expr:
     """Rewrite ``Max(0, e)``, ``Min(0, e)``, ``Abs``, ``sign`` and ReLU-shaped
     ``Piecewise`` in terms of ``Heaviside`` (equal almost everywhere).
 
@@ -104,7 +109,9 @@ def normalise_nonsmooth(expr) -> sp.Expr:
     """
     expr = _as_sympy(expr, "expression")
 
-    def mx(e):
+    def mx(e: _Expr) -> _Expr:
+        a: Any
+        b: Any
         a, b = e.args if len(e.args) == 2 else (None, None)
         if a is None:
             return e
@@ -118,17 +125,17 @@ def normalise_nonsmooth(expr) -> sp.Expr:
     expr = expr.replace(lambda e: isinstance(e, sp.Abs), lambda e: e.args[0] * (2 * sp.Heaviside(e.args[0]) - 1))
     expr = expr.replace(lambda e: isinstance(e, sp.sign), lambda e: 2 * sp.Heaviside(e.args[0]) - 1)
 
-    def pw(e):
+    def pw(e: _Expr) -> _Expr:
         r = _relu_piece(e)
         return e if r is None else r
     expr = expr.replace(lambda e: isinstance(e, sp.Piecewise), pw)
     return expr
 
 
-def _collapse_heaviside(expr) -> sp.Expr:
+def _collapse_heaviside(expr: _Expr) -> sp.Expr:
     """``Heaviside(e)**n -> Heaviside(e)``, ``Heaviside(a e) -> Heaviside(e)`` (a > 0),
     ``Heaviside(e) Heaviside(-e) -> 0``, dropping an explicit value at 0."""
-    def strip(e):
+    def strip(e: _Expr) -> _Expr:
         arg = e.args[0]
         c, rest = arg.as_coeff_Mul()
         if c.is_number and c > 0 and c != 1:
@@ -138,7 +145,7 @@ def _collapse_heaviside(expr) -> sp.Expr:
     expr = expr.replace(lambda e: e.is_Pow and isinstance(e.base, sp.Heaviside)
                         and e.exp.is_Integer and e.exp > 0, lambda e: e.base)
 
-    def mul(e):
+    def mul(e: _Expr) -> _Expr:
         hs = [f for f in e.args if isinstance(f, sp.Heaviside)]
         for a in hs:
             for b in hs:
@@ -158,7 +165,7 @@ def _collapse_heaviside(expr) -> sp.Expr:
     return expr.replace(lambda e: e.is_Mul, mul)
 
 
-def is_polynomial_in(expr, x) -> bool:
+def is_polynomial_in(expr: _Expr, x: _Expr) -> bool:
     expr = _as_sympy(expr, "expression")
     if not expr.has(x):
         return True
@@ -166,7 +173,7 @@ def is_polynomial_in(expr, x) -> bool:
 
 
 # -- 1-D closed forms -----------------------------------------------------------------
-def gauss_moment(p: int, m, v) -> sp.Expr:
+def gauss_moment(p: int, m: _Expr, v: _Expr) -> sp.Expr:
     """``E[X^p]`` for ``X ~ N(m, v)``."""
     tot = sp.Integer(0)
     for j in range(0, p + 1, 2):
@@ -174,11 +181,11 @@ def gauss_moment(p: int, m, v) -> sp.Expr:
     return tot
 
 
-def _pdf0(m, v):
+def _pdf0(m: _Expr, v: _Expr) -> _Expr:
     return sp.exp(-m ** 2 / (2 * v)) / sp.sqrt(2 * sp.pi * v)
 
 
-def _half_moment(p: int, m, v) -> sp.Expr:
+def _half_moment(p: int, m: _Expr, v: _Expr) -> sp.Expr:
     """``E[X^p theta(X)]`` by Stein's recursion."""
     if m == 0:
         vals = [sp.Rational(1, 2), sp.sqrt(v) / sp.sqrt(2 * sp.pi)]
@@ -192,14 +199,15 @@ def _half_moment(p: int, m, v) -> sp.Expr:
     return vals[p]
 
 
-def _delta_moment(p: int, j: int, m, v) -> sp.Expr:
+def _delta_moment(p: int, j: int, m: _Expr, v: _Expr) -> sp.Expr:
     """``E[X^p delta^(j)(X)] = (-1)^j d^j/dx^j [x^p pdf(x)] at 0``."""
     t = sp.Dummy("t", real=True)
     pdf = sp.exp(-(t - m) ** 2 / (2 * v)) / sp.sqrt(2 * sp.pi * v)
     return sp.simplify((-1) ** j * sp.diff(t ** p * pdf, t, j).subs(t, 0))
 
 
-def _exp_moment(p: int, alpha, beta, gamma, m, v) -> sp.Expr:
+def _exp_moment(p: int, alpha: _Expr, beta: _Expr, gamma: _Expr, m: _Expr,
+                v: _Expr) -> sp.Expr:
     """``E[X^p exp(alpha X^2 + beta X + gamma)]`` by completing the square."""
     den = 1 - 2 * alpha * v
     v2 = v / den
@@ -208,7 +216,7 @@ def _exp_moment(p: int, alpha, beta, gamma, m, v) -> sp.Expr:
     return sp.exp(expo) / sp.sqrt(den) * gauss_moment(p, m2, v2)
 
 
-def _erf_moment(p: int, a, m, v) -> sp.Expr:
+def _erf_moment(p: int, a: _Expr, m: _Expr, v: _Expr) -> sp.Expr:
     """``E[X^p erf(a X)]`` by Stein's recursion (any mean)."""
     vals = [sp.Integer(0) if m == 0 else sp.erf(a * m / sp.sqrt(1 + 2 * a ** 2 * v))]
     for n in range(1, p + 1):
@@ -218,13 +226,13 @@ def _erf_moment(p: int, a, m, v) -> sp.Expr:
     return vals[p]
 
 
-def _linear_coeff(arg, x):
+def _linear_coeff(arg: _Expr, x: _Expr) -> _Expr | None:
     """``arg = a*x`` with ``a`` free of x -> a; else None."""
     a = sp.simplify(arg / x)
     return None if a.has(x) else a
 
 
-def _split_term(term, x):
+def _split_term(term: _Expr, x: _Expr) -> tuple[_Expr, int, list[_Expr]]:
     """``coeff * x^p * [atoms]`` -> (coeff, p, atoms)."""
     coeff, dep = term.as_independent(x, as_Add=False)
     p = 0
@@ -240,7 +248,7 @@ def _split_term(term, x):
     return coeff, p, atoms
 
 
-def _atom_moment(p: int, atoms: list, x, m, v) -> sp.Expr:
+def _atom_moment(p: int, atoms: list[_Expr], x: _Expr, m: _Expr, v: _Expr) -> sp.Expr:
     if not atoms:
         return gauss_moment(p, m, v)
     exps = [a for a in atoms if isinstance(a, sp.exp)]
@@ -278,7 +286,7 @@ def _atom_moment(p: int, atoms: list, x, m, v) -> sp.Expr:
                        + ("" if m == 0 else " (non-zero mean)"))
 
 
-def expect_1d(h, x, m, v) -> sp.Expr:
+def expect_1d(h: _Expr, x: _Expr, m: _Expr, v: _Expr) -> sp.Expr:
     """Closed form of ``E[h(X)]`` for ``X ~ N(m, v)`` (``h`` an expression in ``x``).
 
     Handles polynomials times at most one of ``Heaviside(+-x)``,
@@ -296,7 +304,8 @@ def expect_1d(h, x, m, v) -> sp.Expr:
     return total
 
 
-def hermite_coefficients(f, n_max: int, x, v, m=0) -> list:
+def hermite_coefficients(f: _Expr, n_max: int, x: _Expr, v: _Expr, m: _Expr = 0
+                         ) -> list[_Expr]:
     """Symbolic Hermite coefficients ``a_n = E[f(m + sqrt(v) z) He_n(z)] / n!``,
     ``n = 0..n_max``, via ``a_n = v^(n/2) E[f^(n)(X)] / n!``.
 
@@ -313,12 +322,13 @@ def hermite_coefficients(f, n_max: int, x, v, m=0) -> list:
 
 
 # -- pairs ---------------------------------------------------------------------------
-def _atom_kind(f, x):
+def _atom_kind(f: _Expr, x: _Expr) -> tuple[Any, ...] | None:
     """Classify a non-polynomial single-variable function for the pair table:
     ("relu", scale) for ``scale * x * theta(x)``, ("erf", scale, a) for
     ``scale * erf(a x)``, else None."""
     f = _collapse_heaviside(sp.expand(normalise_nonsmooth(f)))
-    coeff, p, atoms = _split_term(f, x) if not f.is_Add else (None, None, None)
+    parts: tuple[Any, Any, Any] = _split_term(f, x) if not f.is_Add else (None, None, None)
+    coeff, p, atoms = parts
     if coeff is None:
         return None
     if p == 1 and len(atoms) == 1 and isinstance(atoms[0], sp.Heaviside) and atoms[0].args[0] == x:
@@ -330,12 +340,13 @@ def _atom_kind(f, x):
     return None
 
 
-def _terms_of(f, x):
+def _terms_of(f: _Expr, x: _Expr) -> list[_Expr]:
     f = _collapse_heaviside(sp.expand(normalise_nonsmooth(f)))
     return [t for t in sp.Add.make_args(f) if t != 0]
 
 
-def _conditional_poly(g_poly, y, x, mx, my, vx, vy, c):
+def _conditional_poly(g_poly: _Expr, y: _Expr, x: _Expr, mx: _Expr, my: _Expr, vx: _Expr,
+                      vy: _Expr, c: _Expr) -> _Expr:
     """``E[g(Y) | X]`` as a polynomial in ``x`` (jointly Gaussian X, Y)."""
     cm = my + c / vx * (x - mx)
     cv = vy - c ** 2 / vx
@@ -346,7 +357,7 @@ def _conditional_poly(g_poly, y, x, mx, my, vx, vy, c):
     return sp.expand(out)
 
 
-def _centred_pair_moment(i: int, j: int, vx, vy, c) -> sp.Expr:
+def _centred_pair_moment(i: int, j: int, vx: _Expr, vy: _Expr, c: _Expr) -> sp.Expr:
     """``E[U^i V^j]`` for centred jointly Gaussian ``U, V`` (Isserlis: k cross pairs)."""
     tot = sp.Integer(0)
     for k in range(min(i, j) + 1):
@@ -358,7 +369,8 @@ def _centred_pair_moment(i: int, j: int, vx, vy, c) -> sp.Expr:
     return tot
 
 
-def _wick_pair(f, g, x, y, mx, my, vx, vy, c) -> sp.Expr:
+def _wick_pair(f: _Expr, g: _Expr, x: _Expr, y: _Expr, mx: _Expr, my: _Expr, vx: _Expr,
+               vy: _Expr, c: _Expr) -> sp.Expr:
     """``E[f(X) g(Y)]`` for polynomials, exact (no division by a variance)."""
     Pf = sp.Poly(sp.expand(f), x)
     Pg = sp.Poly(sp.expand(g), y)
@@ -373,7 +385,8 @@ def _wick_pair(f, g, x, y, mx, my, vx, vy, c) -> sp.Expr:
     return sp.expand(tot)
 
 
-def pair_closed(f, g, x, y, mx, my, vx, vy, c) -> sp.Expr:
+def pair_closed(f: _Expr, g: _Expr, x: _Expr, y: _Expr, mx: _Expr, my: _Expr, vx: _Expr,
+                vy: _Expr, c: _Expr) -> sp.Expr:
     """Closed form of ``E[f(X) g(Y)]`` (``f`` in ``x``, ``g`` in ``y``), jointly
     Gaussian with means ``mx, my``, variances ``vx, vy``, covariance ``c``.
 
@@ -388,7 +401,8 @@ def pair_closed(f, g, x, y, mx, my, vx, vy, c) -> sp.Expr:
     return total
 
 
-def _pair_term(f, g, x, y, mx, my, vx, vy, c):
+def _pair_term(f: _Expr, g: _Expr, x: _Expr, y: _Expr, mx: _Expr, my: _Expr, vx: _Expr,
+               vy: _Expr, c: _Expr) -> _Expr:
     fp, gp = is_polynomial_in(f, x), is_polynomial_in(g, y)
     if fp and gp:
         return _wick_pair(f, g, x, y, mx, my, vx, vy, c)
@@ -416,7 +430,8 @@ def _pair_term(f, g, x, y, mx, my, vx, vy, c):
     raise NoClosedForm(f"no closed form for E[{f} * {g}]")
 
 
-def pair_mehler(f, g, x, y, mx, my, vx, vy, c, order: int):
+def pair_mehler(f: _Expr, g: _Expr, x: _Expr, y: _Expr, mx: _Expr, my: _Expr, vx: _Expr,
+                vy: _Expr, c: _Expr, order: int) -> tuple[_Expr, _Expr | None, bool]:
     """Mehler's series for ``E[f(X) g(Y)]`` truncated after ``order``.
 
     Returns ``(series, bound, exact)``: ``exact`` is True when the series
@@ -459,7 +474,7 @@ def pair_mehler(f, g, x, y, mx, my, vx, vy, c, order: int):
 
 # -- numeric helpers (numpy only) ---------------------------------------------------------
 @lru_cache(maxsize=64)
-def _gh(n: int):
+def _gh(n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     z, w = np.polynomial.hermite_e.hermegauss(n)
     w = w / w.sum()
     z.setflags(write=False)
@@ -467,14 +482,14 @@ def _gh(n: int):
     return z, w
 
 
-def gauss_hermite(n: int):
+def gauss_hermite(n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Probabilists' Gauss-Hermite rule for ``N(0, 1)``: nodes and weights summing to 1."""
     if n < 1 or n > 350:
         raise ValueError(f"n must be in 1..350 (numpy's rule overflows beyond), got {n}")
     return _gh(int(n))
 
 
-def _normalised_he_table(z, n_max):
+def _normalised_he_table(z: np.ndarray, n_max: int) -> np.ndarray:
     """``h_n(z)`` for n = 0..n_max (rows), by the stable three-term recurrence."""
     H = np.empty((n_max + 1,) + np.shape(z))
     H[0] = 1.0
@@ -485,8 +500,9 @@ def _normalised_he_table(z, n_max):
     return H
 
 
-def hermite_coefficients_numeric(func, n_max: int, m: float = 0.0, v: float = 1.0,
-                                 n_quad: int = 200):
+def hermite_coefficients_numeric(func: Callable[[np.ndarray], Any], n_max: int,
+                                 m: float = 0.0, v: float = 1.0, n_quad: int = 200
+                                 ) -> tuple[NDArray[np.float64], float]:
     """Normalised coefficients ``b_n = E[f(m + sqrt(v) z) h_n(z)]``, n = 0..n_max,
     and ``E[f(X)^2]``, by Gauss-Hermite quadrature (``func`` vectorised numpy)."""
     z, w = gauss_hermite(min(350, max(n_quad, n_max + 2)))
@@ -495,8 +511,9 @@ def hermite_coefficients_numeric(func, n_max: int, m: float = 0.0, v: float = 1.
     return H @ (w * fz), float(w @ fz ** 2)
 
 
-def mehler_numeric(f, g, vx: float, vy: float, c: float, order: int, mx: float = 0.0,
-                   my: float = 0.0, n_quad: int = 200):
+def mehler_numeric(f: Callable[[np.ndarray], Any], g: Callable[[np.ndarray], Any], vx: float,
+                   vy: float, c: float, order: int, mx: float = 0.0, my: float = 0.0,
+                   n_quad: int = 200) -> tuple[float, float]:
     """Truncated Mehler series for ``E[f(X) g(Y)]`` with its Parseval error bound.
 
     Returns ``(value, bound)``; ``|exact - value| <= bound`` up to the quadrature
@@ -515,7 +532,9 @@ def mehler_numeric(f, g, vx: float, vy: float, c: float, order: int, mx: float =
     return val, abs(rho) ** (order + 1) * math.sqrt(Tf * Tg)
 
 
-def multivariate_hermite_coefficients(func, dim: int, order: int, n_quad: int = 12):
+def multivariate_hermite_coefficients(func: Callable[[np.ndarray], Any], dim: int, order: int,
+                                      n_quad: int = 12
+                                      ) -> dict[tuple[int, ...], NDArray[np.float64]]:
     """Normalised multivariate Hermite coefficients of a vector function.
 
     ``func`` maps an ``(N, dim)`` array of standard normal ``z`` to ``(N, m)``
