@@ -45,7 +45,7 @@ import math
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 import numpy as np
 import sympy as sp
@@ -77,7 +77,7 @@ _RESERVED = ({"I", "E", "S", "N", "O", "Q", "oo", "zoo", "nan", "inf", "infinity
               "G", "x", "lambda"} | set(dir(builtins)) | set(keyword.kwlist))
 
 
-def _sigmoid(g):
+def _sigmoid(g: sp.Expr) -> sp.Expr:
     return 1 / (1 + sp.exp(-g))
 
 
@@ -116,7 +116,8 @@ def allowed_functions() -> list:
     return sorted(_FUNCTIONS, key=str.lower) + [f"h<k>, He<k> (k <= {MAX_HERMITE})"]
 
 
-def _hermite(name: str):
+def _hermite(name: str
+             ) -> int | tuple[int, int, Callable[[sp.Expr], sp.Expr], tuple[str, int]] | None:
     m = _HERMITE_RE.match(name)
     if not m:
         return None
@@ -156,27 +157,30 @@ def _digits(v: sp.Number) -> float:
 
 
 class _Parser:
-    def __init__(self, text, what, symbols, params, auto_params, G, K, L, shorthand):
+    def __init__(self, text: str, what: str, symbols: dict[str, sp.Symbol] | None,
+                 params: Sequence[str | sp.Symbol], auto_params: bool, G: Any, K: int | None,
+                 L: int | None, shorthand: bool) -> None:
         self.text = text
         self.what = what
         self.symbols = dict(symbols or {})
         self.params = {str(p): (p if isinstance(p, sp.Symbol) else sp.Symbol(str(p), real=True))
                        for p in params}
         self.auto_params = auto_params
-        self.found_params = {}
+        self.found_params: dict[str, sp.Symbol] = {}
         self.G = G
-        self.K = K
-        self.L = L
+        # the sizes of G (0 without a G: never read then)
+        self.K: int = 0 if K is None else K
+        self.L: int = 0 if L is None else L
         self.shorthand = shorthand
         self.nodes = 0
 
     # -- errors ------------------------------------------------------------------------
-    def fail(self, node, msg):
+    def fail(self, node: ast.AST, msg: str) -> NoReturn:
         col = getattr(node, "col_offset", None)
         where = f" at column {col + 1}" if col is not None else ""
         raise ValueError(f"{self.what}: {msg}{where} in {_short(self.text)}")
 
-    def token(self, node) -> str:
+    def token(self, node: ast.AST) -> str:
         seg = ast.get_source_segment(self.text, node) or type(node).__name__
         seg = " ".join(seg.split())
         return seg if len(seg) <= 40 else seg[:37] + "..."
@@ -192,7 +196,7 @@ class _Parser:
         return ", ".join(names + allowed_functions())
 
     # -- walk ----------------------------------------------------------------------------
-    def build(self, node, depth=0) -> _Val:
+    def build(self, node: ast.AST, depth: int = 0) -> _Val:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             self.fail(node, f"expression too large (more than {MAX_NODES} syntax nodes)")
@@ -202,9 +206,10 @@ class _Parser:
         if meth is None:
             self.fail(node, f"{_describe(node)} {self.token(node)!r} is not allowed "
                             f"(allowed: numbers, + - * / **, {self.allowed()})")
-        return meth(node, depth + 1)
+        val: _Val = meth(node, depth + 1)
+        return val
 
-    def _Constant(self, node, depth):
+    def _Constant(self, node: ast.Constant, depth: int) -> _Val:
         v = node.value
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             kind = "complex number" if isinstance(v, complex) else f"literal {type(v).__name__}"
@@ -221,7 +226,7 @@ class _Parser:
             e = sp.Integer(v)
         return _Val(e, True, 0, 1, frozenset())
 
-    def _Name(self, node, depth):
+    def _Name(self, node: ast.Name, depth: int) -> _Val:
         name = node.id
         if name in self.symbols:
             s = self.symbols[name]
@@ -252,7 +257,7 @@ class _Parser:
             return _Val(self.found_params[name], False, 0, 1, frozenset())
         self.fail(node, f"name {_short(name, 40)} is not allowed (allowed: {self.allowed()})")
 
-    def _Subscript(self, node, depth):
+    def _Subscript(self, node: ast.Subscript, depth: int) -> _Val:
         if not (isinstance(node.value, ast.Name) and node.value.id == "G") or self.G is None:
             self.fail(node, f"subscript {self.token(node)!r} is not allowed (only G[i,j,k])")
         sl = node.slice
@@ -273,17 +278,17 @@ class _Parser:
         s = self.G[i, j, k]
         return _Val(s, False, 1, 1, frozenset([s]))
 
-    def _Expression(self, node, depth):
+    def _Expression(self, node: ast.Expression, depth: int) -> _Val:
         return self.build(node.body, depth)
 
-    def _UnaryOp(self, node, depth):
+    def _UnaryOp(self, node: ast.UnaryOp, depth: int) -> _Val:
         if not isinstance(node.op, (ast.UAdd, ast.USub)):
             self.fail(node, f"operator {self.token(node)!r} is not allowed (unary + and - only)")
         v = self.build(node.operand, depth)
         e = -v.expr if isinstance(node.op, ast.USub) else v.expr
         return _Val(e, v.const, v.deg, v.terms, v.gsyms)
 
-    def _BinOp(self, node, depth):
+    def _BinOp(self, node: ast.BinOp, depth: int) -> _Val:
         ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
         op = ops.get(type(node.op))
         if op is None:
@@ -293,12 +298,12 @@ class _Parser:
         a = self.build(node.left, depth)
         return self._power(node, a, depth)
 
-    def _chain(self, node, op, depth):
+    def _chain(self, node: ast.BinOp, op: str, depth: int) -> _Val:
         """``a + b - c + ...`` (or ``a * b / c ...``) left to right, iteratively: a
         long sum is one level of nesting, not one per term."""
         group = (ast.Add, ast.Sub) if op in "+-" else (ast.Mult, ast.Div)
         spine = []
-        cur = node
+        cur: ast.expr = node
         while isinstance(cur, ast.BinOp) and isinstance(cur.op, group):
             spine.append(cur)
             cur = cur.left
@@ -310,7 +315,7 @@ class _Parser:
             acc = self._binary(n, acc, self.build(n.right, depth))
         return acc
 
-    def _binary(self, node, a, b):
+    def _binary(self, node: ast.BinOp, a: _Val, b: _Val) -> _Val:
         op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}[type(node.op)]
         const = a.const and b.const
         gs = a.gsyms | b.gsyms
@@ -326,14 +331,14 @@ class _Parser:
              "*": lambda: a.expr * b.expr, "/": lambda: a.expr / b.expr}[op]()
         return self._checked(node, _Val(e, const, deg, terms, gs))
 
-    def _check_constant(self, node, x, y, op):
+    def _check_constant(self, node: ast.AST, x: sp.Expr, y: sp.Expr, op: str) -> None:
         if isinstance(x, sp.Number) and isinstance(y, sp.Number):
             est = _digits(x) + _digits(y) if op in "*/" else max(_digits(x), _digits(y)) + 1
             if est > MAX_DIGITS:
                 self.fail(node, f"constant {self.token(node)!r} is too large "
                                 f"(more than {MAX_DIGITS} digits)")
 
-    def _power(self, node, base, depth):
+    def _power(self, node: ast.BinOp, base: _Val, depth: int) -> _Val:
         ex = self.build(node.right, depth)
         if not ex.const:
             self.fail(node.right, f"exponent {self.token(node.right)!r} must be a number "
@@ -362,12 +367,12 @@ class _Parser:
         e = base.expr ** p
         return self._checked(node, _Val(e, base.const, deg, terms, base.gsyms))
 
-    def _Attribute(self, node, depth):
+    def _Attribute(self, node: ast.Attribute, depth: int) -> _Val:
         # report the innermost offending token first: __import__('os').system -> __import__
         self.build(node.value, depth)
         self.fail(node, f"attribute access '.{_short(node.attr, 40)[1:-1]}' is not allowed")
 
-    def _Call(self, node, depth):
+    def _Call(self, node: ast.Call, depth: int) -> _Val:
         if not isinstance(node.func, ast.Name):
             self.build(node.func, depth)  # raises for attributes, lambdas, subscripts...
             self.fail(node, f"call {self.token(node)!r} is not allowed (only the functions "
@@ -402,7 +407,7 @@ class _Parser:
         e = fn(*[a.expr for a in args])
         return self._checked(node, _Val(e, const, deg, terms, gs))
 
-    def _checked(self, node, v: _Val) -> _Val:
+    def _checked(self, node: ast.AST, v: _Val) -> _Val:
         if v.deg > MAX_DEGREE:
             self.fail(node, f"{self.token(node)!r} has polynomial degree {v.deg} "
                             f"(limit {MAX_DEGREE})")
@@ -418,7 +423,7 @@ class _Parser:
         return v
 
 
-def _describe(node) -> str:
+def _describe(node: ast.AST) -> str:
     names = {
         ast.Attribute: "attribute access", ast.Lambda: "lambda", ast.ListComp: "comprehension",
         ast.SetComp: "comprehension", ast.DictComp: "comprehension",
@@ -437,9 +442,10 @@ def _short(text: str, n: int = 60) -> str:
     return repr(text if len(text) <= n else text[:n - 3] + "...")
 
 
-def parse_expression(text: str, *, what: str = "expression", symbols: dict | None = None,
-                     params: Sequence = (), auto_params: bool = False, G=None,
-                     shorthand: bool = False) -> sp.Expr:
+def parse_expression(text: str, *, what: str = "expression",
+                     symbols: dict[str, sp.Symbol] | None = None,
+                     params: Sequence[str | sp.Symbol] = (), auto_params: bool = False,
+                     G: Any = None, shorthand: bool = False) -> sp.Expr:
     """Parse ``text`` into a SymPy expression without executing anything.
 
     Parameters
@@ -465,7 +471,9 @@ def parse_expression(text: str, *, what: str = "expression", symbols: dict | Non
     return expr
 
 
-def _parse(text, what, symbols, params, auto_params, G, shorthand):
+def _parse(text: str, what: str, symbols: dict[str, sp.Symbol] | None,
+           params: Sequence[str | sp.Symbol], auto_params: bool, G: Any,
+           shorthand: bool) -> tuple[sp.Expr, tuple[sp.Symbol, ...]]:
     if not isinstance(text, str):
         raise TypeError(f"{what} must be a string, got {type(text).__name__}")
     if len(text) > MAX_CHARS:
@@ -496,8 +504,9 @@ def _parse(text, what, symbols, params, auto_params, G, shorthand):
     return expr, tuple(p.found_params.values())
 
 
-def parse_loss(text: str, K: int, L: int, params: Sequence | None = (), *, what: str = "loss",
-               shorthand: bool | None = None):
+def parse_loss(text: str, K: int, L: int, params: Sequence[str | sp.Symbol] | None = (), *,
+               what: str = "loss", shorthand: bool | None = None
+               ) -> tuple[sp.Expr, tuple[sp.Symbol, ...]]:
     """Parse a loss string in ``G[i,j,k]`` (0-based) into ``(expr, params)``.
 
     ``params``: declared parameter names (``None``: any plain identifier is
@@ -523,7 +532,7 @@ def parse_loss(text: str, K: int, L: int, params: Sequence | None = (), *, what:
     return expr, tuple(sorted(set(used), key=str))
 
 
-def _int_ge1(v, name):
+def _int_ge1(v: object, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     return int(v)
@@ -533,7 +542,7 @@ def _int_ge1(v, name):
 _FLOAT_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?\Z")
 
 
-def parse_float(text, name: str, lo: float | None = None, hi: float | None = None,
+def parse_float(text: object, name: str, lo: float | None = None, hi: float | None = None,
                 nonzero: bool = False) -> float:
     """A plain decimal number (no expression) in ``[lo, hi]``; ``ValueError`` naming ``name``."""
     s = str(text).strip()
@@ -549,7 +558,7 @@ def parse_float(text, name: str, lo: float | None = None, hi: float | None = Non
     return v
 
 
-def parse_int(text, name: str, lo: int, hi: int) -> int:
+def parse_int(text: object, name: str, lo: int, hi: int) -> int:
     """A plain integer literal in ``[lo, hi]``; ``ValueError`` naming ``name``."""
     s = str(text).strip()
     if len(s) > 12 or not re.fullmatch(r"[+-]?\d+", s):
@@ -561,7 +570,7 @@ def parse_int(text, name: str, lo: int, hi: int) -> int:
 
 
 # -- checks on expressions built in Python ----------------------------------------------------
-def _check_numbers(expr, what):
+def _check_numbers(expr: sp.Expr, what: str) -> None:
     bad = {sp.I: "the imaginary unit I (complex coefficients are not allowed)",
            sp.nan: "nan", sp.zoo: "zoo (complex infinity, e.g. a division by zero)",
            sp.oo: "oo (infinity)", -sp.oo: "-oo (infinity)"}
@@ -585,19 +594,19 @@ _BOUNDED = (sp.tanh, sp.erf, sp.erfc, sp.sin, sp.cos, sp.Heaviside, sp.sign, sp.
 _LIPSCHITZ = (sp.Abs, sp.Max, sp.Min)
 
 
-def growth_order(expr, syms) -> float:
+def growth_order(expr: sp.Expr, syms: Sequence[sp.Symbol] | set[sp.Symbol]) -> float:
     """A bound ``g`` with ``|expr| <= c (1 + |G|^g)`` as ``|G| -> oo`` along every direction of
     the real symbols ``syms`` (``math.inf``: faster than any power, or unknown). Bounded
     functions have order 0, ``log`` of a polynomial 0 (slower than any power), ``exp`` of a
     non-constant argument ``inf``. :func:`check_gaussian_expectation` and the potential use it:
     ``E[exp(P(G))]`` of a Gaussian ``G`` is finite for every covariance when ``P`` grows
     slower than ``|G|^2``."""
-    syms = set(syms)
+    symset = set(syms)
 
-    def g(e):
-        if not e.free_symbols & syms:
+    def g(e: sp.Expr) -> float:
+        if not e.free_symbols & symset:
             return 0.0
-        if e in syms:
+        if e in symset:
             return 1.0
         if isinstance(e, sp.Add):
             return max(g(a) for a in e.args)
@@ -605,7 +614,7 @@ def growth_order(expr, syms) -> float:
             return sum(g(a) for a in e.args)
         if isinstance(e, sp.Pow):
             b, p = e.args
-            if p.free_symbols & syms or not p.is_number:
+            if p.free_symbols & symset or not p.is_number:
                 return math.inf
             if p.is_nonnegative:
                 return float(p) * g(b)
@@ -613,7 +622,7 @@ def growth_order(expr, syms) -> float:
         if isinstance(e, sp.exp):
             return 0.0 if g(e.args[0]) == 0.0 else math.inf
         if isinstance(e, sp.log):
-            inner = [a.args[0] for a in e.args[0].atoms(sp.exp) if a.free_symbols & syms]
+            inner = [a.args[0] for a in e.args[0].atoms(sp.exp) if a.free_symbols & symset]
             return max([g(a) for a in inner] + [0.0])   # log(1 + exp(G)) grows like G
         if isinstance(e, _BOUNDED):
             return 0.0
@@ -621,10 +630,12 @@ def growth_order(expr, syms) -> float:
             return max(g(a) for a in e.args)
         return math.inf
 
-    return g(as_sympy(expr, "expression"))
+    order: float = g(as_sympy(expr, "expression"))
+    return order
 
 
-def check_gaussian_expectation(expr, gsyms, what: str = "loss") -> sp.Expr:
+def check_gaussian_expectation(expr: sp.Expr, gsyms: Sequence[sp.Symbol] | set[sp.Symbol],
+                               what: str = "loss") -> sp.Expr:
     """Refuse the terms of ``expr`` that have no expectation under a Gaussian ``G`` on the
     whole real line (paper 003's potential ``Phi = E[loss(G)]``, eq. 10): a division by (or a
     negative power of) an expression of ``G`` that can vanish (``1/G1``, ``G1**-16``), ``log``
@@ -672,7 +683,8 @@ def check_gaussian_expectation(expr, gsyms, what: str = "loss") -> sp.Expr:
     return expr
 
 
-def check_loss_expression(expr, K: int, L: int, params: Sequence | None = None,
+def check_loss_expression(expr: object, K: int, L: int,
+                          params: Sequence[sp.Symbol] | None = None,
                           what: str = "loss") -> sp.Expr:
     """Validate a loss expression in the ``G`` symbols of :func:`g_array`.
 
@@ -708,7 +720,7 @@ class LossArray(ImmutableDenseNDimArray):
     """The ``L x L x K`` array ``G`` given to loss callables: SymPy's immutable
     array whose out-of-range index error names the index, ``K`` and ``L``."""
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         idx = index if isinstance(index, tuple) else (index,)
         shape = self.shape
         if len(shape) == 3 and len(idx) <= 3:
@@ -725,7 +737,7 @@ class LossArray(ImmutableDenseNDimArray):
         return list(self._array)
 
 
-def loss_array(L_or_G, K: int | None = None) -> LossArray:
+def loss_array(L_or_G: Any, K: int | None = None) -> LossArray:
     """:class:`LossArray` of the :func:`~attndyn.symbolic.gaussian.g_array` symbols,
     from ``(L, K)`` or from an existing array."""
     if K is None:
