@@ -70,7 +70,7 @@ symbols = {
 }
 
 
-def _w_arg():
+def _w_arg() -> sp.Expr:
     """Argument of W in the exact inverse: ``6 (L d)^6 C / xi^10``."""
     return 6 * (L * d) ** 6 * C / xi ** 10
 
@@ -80,7 +80,7 @@ def _w_arg():
 # ---------------------------------------------------------------------------
 
 
-def threshold_compute():
+def threshold_compute() -> sp.Expr:
     """``C*(N) = N^6 log(N L d / xi^2) / xi^2`` (eq. 3 / 12).
 
         >>> threshold_compute()
@@ -89,12 +89,12 @@ def threshold_compute():
     return N ** 6 * sp.log(N * L * d / xi ** 2) / xi ** 2
 
 
-def threshold_equation():
+def threshold_equation() -> sp.Expr:
     """``Eq(C, C*(N))``: the boundary between the stages of Theorem 7.1."""
     return sp.Eq(C, threshold_compute())
 
 
-def solve_threshold():
+def solve_threshold() -> sp.Expr:
     """Solve eq. (3) for ``N`` with :func:`sympy.solve`.
 
     Returns the unique positive solution, which SymPy writes as
@@ -110,7 +110,7 @@ def solve_threshold():
     return sols[0]
 
 
-def critical_data_size():
+def critical_data_size() -> sp.Expr:
     r"""``N*(C) = (6 C xi^2 / W0(6 (L d)^6 C / xi^10))^(1/6)``.
 
         >>> critical_data_size()
@@ -119,7 +119,7 @@ def critical_data_size():
     return (6 * C * xi ** 2 / sp.LambertW(_w_arg())) ** sp.Rational(1, 6)
 
 
-def paper_critical_data_size():
+def paper_critical_data_size() -> sp.Expr:
     """The paper's ``(C xi^2 / W(C / xi^10))^(1/6)`` (proof of Theorem F.7).
 
         >>> paper_critical_data_size()
@@ -128,7 +128,7 @@ def paper_critical_data_size():
     return (C * xi ** 2 / sp.LambertW(C / xi ** 10)) ** sp.Rational(1, 6)
 
 
-def verify_inverse(candidate=None) -> bool:
+def verify_inverse(candidate: sp.Expr | None = None) -> bool:
     """Prove symbolically that ``candidate`` (default
     :func:`critical_data_size`) is the solution :func:`solve_threshold` of
     eq. (3) and that it satisfies the equation.
@@ -160,7 +160,7 @@ def verify_inverse(candidate=None) -> bool:
     return bool(sp.simplify(sp.expand_log(res, force=True)) == 0)
 
 
-def threshold_time():
+def threshold_time() -> sp.Expr:
     """``T*(N) = N^2 log(N L d / xi^2) / xi^2`` (Condition 1 of Thm F.7)."""
     return N ** 2 * sp.log(N * L * d / xi ** 2) / xi ** 2
 
@@ -170,7 +170,7 @@ def threshold_time():
 # ---------------------------------------------------------------------------
 
 
-def training_loss_bound():
+def training_loss_bound() -> sp.Expr:
     """Theorem 5.5 / E.2: ``exp(-alpha eps^2 T) L_0``.
 
         >>> training_loss_bound()
@@ -179,7 +179,7 @@ def training_loss_bound():
     return sp.exp(-alpha * eps ** 2 * T) * L_0
 
 
-def approximation_bound():
+def approximation_bound() -> sp.Expr:
     """Corollary 6.1 / E.3: ``M^-2``.
 
         >>> approximation_bound()
@@ -188,7 +188,7 @@ def approximation_bound():
     return M ** -2
 
 
-def generalisation_bound():
+def generalisation_bound() -> sp.Expr:
     """Theorem 6.2 / F.6: ``(4/M + xi)/M + L d xi / N``.
 
         >>> generalisation_bound()
@@ -197,7 +197,7 @@ def generalisation_bound():
     return (4 / M + xi) / M + L * d * xi / N
 
 
-def stage_one_bound():
+def stage_one_bound() -> sp.Expr:
     """Theorem 7.1 / F.7, stage I: ``C_poly exp(-alpha xi^2 C / N^6) L_0``.
 
         >>> stage_one_bound()
@@ -206,7 +206,7 @@ def stage_one_bound():
     return C_poly * sp.exp(-alpha * xi ** 2 * C / N ** 6) * L_0
 
 
-def stage_two_bound():
+def stage_two_bound() -> sp.Expr:
     """Theorem 7.1 / F.7, stage II, exact: ``c_stat xi^2 / N*(C)``.
 
         >>> stage_two_bound()
@@ -215,7 +215,7 @@ def stage_two_bound():
     return c_stat * xi ** 2 / critical_data_size()
 
 
-def stage_two_bound_paper():
+def stage_two_bound_paper() -> sp.Expr:
     """Stage II as printed: ``c_stat xi^(5/3) (C / W(C/xi^10))^(-1/6)``.
 
         >>> stage_two_bound_paper()
@@ -224,7 +224,7 @@ def stage_two_bound_paper():
     return c_stat * xi ** sp.Rational(5, 3) * (C / sp.LambertW(C / xi ** 10)) ** sp.Rational(-1, 6)
 
 
-def threshold_jump():
+def threshold_jump() -> sp.Expr:
     """Stage I just below ``C*(N)`` over stage II just above it:
     ``C_poly L_0 (N L d / xi^2)^(1 - alpha) / (c_stat L d)``.
 
@@ -235,7 +235,7 @@ def threshold_jump():
     return sp.simplify(sp.expand_log(at, force=True) / (c_stat * xi ** 2 / N))
 
 
-def time_law(literal=False):
+def time_law(literal: bool = False) -> sp.Expr:
     """Theorem 7.2 / F.8, time law, ``eps = xi / N``:
     ``C_poly L_0 exp(-alpha xi^2 T / N^2) + c_stat xi^2 / N``.
     ``literal=True``: the exponent as printed, ``eps^2 xi^2 T / N^2``.
@@ -250,7 +250,7 @@ def time_law(literal=False):
     return C_poly * L_0 * sp.exp(-expo) + c_stat * xi ** 2 / N
 
 
-def data_law():
+def data_law() -> sp.Expr:
     """Theorem 7.2 / F.8, data law: ``c_stat xi^2 / N``.
 
         >>> data_law()
@@ -259,7 +259,7 @@ def data_law():
     return c_stat * xi ** 2 / N
 
 
-def model_law():
+def model_law() -> sp.Expr:
     """Theorem 7.2 / F.8, model law: ``xi^2 M^-zeta``, zeta in (0, 1/3).
 
         >>> model_law()
@@ -268,12 +268,12 @@ def model_law():
     return xi ** 2 * M ** (-zeta)
 
 
-def model_law_boundary():
+def model_law_boundary() -> sp.Expr:
     """The stated limit ``N^(3/(2 zeta))`` of the model law."""
     return N ** (3 / (2 * zeta))
 
 
-def model_law_crossover():
+def model_law_crossover() -> sp.Expr:
     """``M`` where ``xi^2 M^-zeta = xi^2 / N`` (the proof's ``xi^2/N <= xi eps``).
 
         >>> model_law_crossover()
@@ -283,7 +283,7 @@ def model_law_crossover():
     return sol[0]
 
 
-def noise_drag_data(power=sp.Rational(1, 2)):
+def noise_drag_data(power: sp.Expr = sp.Rational(1, 2)) -> sp.Expr:
     """Data law with ``xi = xi0 N^power``; ``power = 1/2`` gives ``c_stat xi0^2``.
 
         >>> noise_drag_data()
@@ -292,7 +292,7 @@ def noise_drag_data(power=sp.Rational(1, 2)):
     return sp.powsimp(data_law().subs(xi, xi0 * N ** power), force=True)
 
 
-def noise_drag_compute(power=sp.Rational(1, 10), form="exact"):
+def noise_drag_compute(power: sp.Expr = sp.Rational(1, 10), form: str = "exact") -> sp.Expr:
     """Stage II with ``xi = xi0 C^power``; ``power = 1/10`` is free of ``C``.
 
         >>> noise_drag_compute()
@@ -308,7 +308,7 @@ def noise_drag_compute(power=sp.Rational(1, 10), form="exact"):
 # ---------------------------------------------------------------------------
 
 
-def lambertw_asymptotic(z, order=3):
+def lambertw_asymptotic(z: sp.Expr, order: int = 3) -> sp.Expr:
     r"""De Bruijn's expansion of ``W0(z)`` for ``z -> inf`` (Corless et al.
     1996, eq. 4.19), up to ``L1^-order``:
 
@@ -335,7 +335,7 @@ def lambertw_asymptotic(z, order=3):
     return s
 
 
-def stage_two_asymptotic(order=2):
+def stage_two_asymptotic(order: int = 2) -> sp.Expr:
     """Stage-II bound for ``C -> inf`` with W replaced by
     :func:`lambertw_asymptotic` of the given order:
     ``c_stat 6^(-1/6) xi^(5/3) C^(-1/6) W~^(1/6)``.
@@ -353,7 +353,7 @@ def stage_two_asymptotic(order=2):
         * w ** sp.Rational(1, 6)
 
 
-def stage_two_leading():
+def stage_two_leading() -> sp.Expr:
     r"""Leading behaviour of the stage-II bound as ``C -> inf``:
 
     .. math:: c_{\rm stat}\, 6^{-1/6} \xi^{5/3} C^{-1/6} (\log C)^{1/6},
@@ -373,7 +373,7 @@ def stage_two_leading():
 # ---------------------------------------------------------------------------
 
 
-def bounds():
+def bounds() -> dict[str, tuple[sp.Expr, str]]:
     """``{name: (expression, source in the paper)}`` for every statement.
 
         >>> b = bounds()
@@ -402,7 +402,7 @@ def bounds():
     }
 
 
-def latex(name):
+def latex(name: str) -> str:
     """LaTeX of one statement of :func:`bounds` (``name`` as its key).
 
         >>> latex("data_law")
@@ -411,10 +411,11 @@ def latex(name):
     table = bounds()
     if name not in table:
         raise ValueError(f"unknown bound {name!r}; choose from {sorted(table)}")
-    return sp.latex(table[name][0])
+    text: str = sp.latex(table[name][0])
+    return text
 
 
-def latex_all():
+def latex_all() -> dict[str, str]:
     """``{name: LaTeX}`` for every statement of :func:`bounds`.
 
         >>> latex_all()["data_law"]
