@@ -28,9 +28,10 @@ import hashlib
 import math
 import os
 from functools import cached_property
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import words as _words
 from .words import (Alphabet, SizeError, canonical, canonical_code_blocks,
@@ -53,7 +54,7 @@ HELD_BYTES_PER_TERM = 6
 BUILD_SECONDS_PER_TERM = 2e-7
 
 
-def check_K(K, name: str = "K") -> int:
+def check_K(K: object, name: str = "K") -> int:
     """An alphabet size ``1 <= K <= MAX_K``."""
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
         raise TypeError(f"{name} must be an int in 1..{MAX_K}, got {K!r}")
@@ -63,7 +64,7 @@ def check_K(K, name: str = "K") -> int:
     return int(K)
 
 
-def check_order(order, name: str = "order") -> int:
+def check_order(order: object, name: str = "order") -> int:
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= 1, got {order!r}")
     if order < 1:
@@ -71,11 +72,12 @@ def check_order(order, name: str = "order") -> int:
     return int(order)
 
 
-def check_trainable(trainable, K: int) -> tuple:
-    if isinstance(trainable, (int, np.integer)) and not isinstance(trainable, bool):
-        trainable = (trainable,)
+def check_trainable(trainable: Sequence[int] | int, K: int) -> tuple[int, ...]:
+    items: Any = trainable  # validated here: anything may arrive
+    if isinstance(items, (int, np.integer)) and not isinstance(items, bool):
+        items = (items,)
     try:
-        tr = tuple(trainable)
+        tr = tuple(items)
     except TypeError:
         raise TypeError(f"trainable must be a sequence of indices in 0..{K - 1}") from None
     out = []
@@ -115,7 +117,8 @@ def estimate_tied_size(K: int, n_trainable: int, order: int, cap: int | None = N
     return moments, terms
 
 
-def check_tied_size(K: int, trainable, order: int, max_terms: int | None = None) -> tuple:
+def check_tied_size(K: int, trainable: Sequence[int], order: int,
+                    max_terms: int | None = None) -> tuple[int, int]:
     """Refuse a hierarchy that would not fit, before anything is built.
 
     The limit is ``max_terms`` when given, else the number of terms whose build
@@ -176,14 +179,15 @@ class TiedStructure:
         the truncation sets them to 0 (``order < 2``).
     """
 
-    def __init__(self, K, trainable, order, codes, offsets, indptr, src, slot, slot_coef,
-                 slot_ent, gather):
+    def __init__(self, K: int, trainable: Sequence[int], order: int, codes: list[np.ndarray],
+                 offsets: np.ndarray, indptr: np.ndarray, src: np.ndarray, slot: np.ndarray,
+                 slot_coef: np.ndarray, slot_ent: np.ndarray, gather: np.ndarray) -> None:
         self.K, self.trainable, self.order = int(K), tuple(trainable), int(order)
         self.codes, self.offsets = codes, offsets
         self.indptr, self.src, self.slot = indptr, src, slot
         self.slot_coef, self.slot_ent, self.gather = slot_coef, slot_ent, gather
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"TiedStructure(K={self.K}, trainable={self.trainable}, order={self.order}, "
                 f"n_moments={self.n_moments}, n_terms={self.n_terms})")
 
@@ -225,7 +229,9 @@ class TiedStructure:
         try:
             for n in range(1, self.order + 1):
                 if self.codes[n].size:
-                    out.extend(struct.iter_unpack(f"{n}B", _letters(self.codes[n], n, self.K)))
+                    # numpy arrays are buffers; numpy's stubs say so from Python 3.12 only
+                    out.extend(struct.iter_unpack(
+                        f"{n}B", _letters(self.codes[n], n, self.K)))  # type: ignore[arg-type]
         finally:
             if enabled:
                 gc.enable()
@@ -233,11 +239,13 @@ class TiedStructure:
 
     @cached_property
     def ent(self) -> np.ndarray:
-        return self.slot_ent.astype(np.int16)[self.slot]
+        ent: np.ndarray = self.slot_ent.astype(np.int16)[self.slot]
+        return ent
 
     @cached_property
     def coef(self) -> np.ndarray:
-        return self.slot_coef.astype(np.int16)[self.slot]
+        coef: np.ndarray = self.slot_coef.astype(np.int16)[self.slot]
+        return coef
 
     def indices_of_codes(self, codes: np.ndarray, n: int) -> np.ndarray:
         """State indices of canonical base-``K`` codes of length ``n`` (vectorised)."""
@@ -245,7 +253,8 @@ class TiedStructure:
         pos = np.searchsorted(c, codes)
         if pos.size and (pos.max() >= c.size or np.any(c[pos] != codes)):
             raise ValueError("a code is not canonical at this length")
-        return self.offsets[n] + pos
+        idx: np.ndarray = self.offsets[n] + pos
+        return idx
 
     def index(self, word: Sequence[int]) -> int:
         """State index of any word (canonicalised first)."""
@@ -286,7 +295,7 @@ class TiedStructure:
         return np.repeat(np.arange(1, self.order + 1, dtype=np.int64),
                          np.diff(self.offsets[1:self.order + 2]))
 
-    def terms(self):
+    def terms(self) -> Iterator[tuple[int, int, tuple[int, int] | str, int]]:
         """Iterate ``(target, source, (k, l) or 'decay', coef)`` in CSR order."""
         K = self.K
         ent, coef = self.ent, self.coef
@@ -299,7 +308,7 @@ class TiedStructure:
     # -- disk cache -------------------------------------------------------------
     _ARRAYS = ("offsets", "indptr", "src", "slot", "slot_coef", "slot_ent", "gather")
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the arrays to ``path`` (``.npz``, no pickles), atomically."""
         path = os.fspath(path)
         tmp = f"{path}.{os.getpid()}.tmp"
@@ -311,7 +320,8 @@ class TiedStructure:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path, K, trainable, order):
+    def load(cls, path: str | os.PathLike[str], K: int, trainable: Sequence[int],
+             order: int) -> TiedStructure | None:
         """Read a structure saved by :meth:`save`; ``None`` if it does not match or is damaged."""
         try:
             with np.load(os.fspath(path), allow_pickle=False) as z:
@@ -363,13 +373,14 @@ def _letters(codes: np.ndarray, n: int, K: int) -> np.ndarray:
     return np.ascontiguousarray(out.T)
 
 
-def _cache_path(folder, K, tr, M) -> str:
+def _cache_path(folder: str | os.PathLike[str], K: int, tr: tuple[int, ...], M: int) -> str:
     key = hashlib.sha256(repr(("tied", K, tr, M, STRUCTURE_VERSION)).encode()).hexdigest()[:20]
     return os.path.join(os.fspath(folder), f"tied_{key}.npz")
 
 
-def tied_structure(K: int, trainable, order: int, *, max_terms: int | None = None,
-                   cache_dir=None) -> TiedStructure:
+def tied_structure(K: int, trainable: Sequence[int], order: int, *,
+                   max_terms: int | None = None,
+                   cache_dir: str | os.PathLike[str] | None = None) -> TiedStructure:
     """Build the truncated tied hierarchy of eq. (11) at order ``M = order``.
 
     The size is estimated first and refused above ``max_terms`` (default: what
@@ -447,7 +458,8 @@ def _build(K: int, tr: tuple, M: int) -> TiedStructure:
     return _assemble(K, tr, M, codes, offsets, counts, src_parts, slot_parts, slots.pairs)
 
 
-def _word_codes(K: int, tr: tuple, M: int, alphabet) -> tuple:
+def _word_codes(K: int, tr: tuple[int, ...], M: int, alphabet: Alphabet
+                ) -> tuple[list[np.ndarray], np.ndarray]:
     """The canonical word codes per length ``1..M`` and the moment offsets of each length."""
     codes: list = [np.zeros(0, dtype=np.int64)] * (M + 2)
     offsets = np.zeros(M + 2, dtype=np.int64)
@@ -467,7 +479,7 @@ class _SlotTable:
         self.lut = np.full(4 * n_ent, -1, dtype=np.int64)
         self.pairs: list = []
 
-    def __call__(self, absc, ent):
+    def __call__(self, absc: np.ndarray, ent: np.ndarray) -> np.ndarray:
         """The slot ids of the pairs ``(absc, ent)``, new pairs getting the next ids."""
         pair = absc * self.n_ent + ent
         top = int(pair.max()) if pair.size else 0
@@ -479,10 +491,13 @@ class _SlotTable:
         for p in new.tolist():
             lut[p] = len(self.pairs)
             self.pairs.append(p)
-        return lut[pair]
+        ids: np.ndarray = lut[pair]
+        return ids
 
 
-def _gamma_keys(c, digits, n, K, is_tr, Kp, next_codes, alphabet, n_ent, N1) -> list:
+def _gamma_keys(c: np.ndarray, digits: Sequence[np.ndarray], n: int, K: int, is_tr: np.ndarray,
+                Kp: Sequence[int], next_codes: np.ndarray, alphabet: Alphabet, n_ent: int,
+                N1: int) -> list[np.ndarray]:
     """The Gamma terms of a chunk of words as packed keys ``(row, entry, source)``."""
     keys = []
     for p in range(n):
@@ -502,7 +517,8 @@ def _gamma_keys(c, digits, n, K, is_tr, Kp, next_codes, alphabet, n_ent, N1) -> 
     return keys
 
 
-def _gamma_terms(keys, N1, n_ent, slots, src_offset) -> tuple:
+def _gamma_terms(keys: list[np.ndarray], N1: int, n_ent: int, slots: _SlotTable,
+                 src_offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct Gamma terms of the keys (sorted): source moments, target rows, slots."""
     if not keys:
         g = np.zeros(0, dtype=np.int64)
@@ -520,7 +536,9 @@ def _gamma_terms(keys, N1, n_ent, slots, src_offset) -> tuple:
     return g_src, g_tgt, g_slot
 
 
-def _chunk_rows(r, ntr, g_src, g_tgt, g_slot, row0, slots, K) -> tuple:
+def _chunk_rows(r: int, ntr: np.ndarray, g_src: np.ndarray, g_tgt: np.ndarray, g_slot: np.ndarray,
+                row0: int, slots: _SlotTable, K: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk's rows: the Gamma terms in sorted order, each row's decay term last."""
     has = ntr > 0
     row_len = np.bincount(g_tgt, minlength=r) + has
@@ -540,7 +558,10 @@ def _chunk_rows(r, ntr, g_src, g_tgt, g_slot, row0, slots, K) -> tuple:
     return src_c, slot_c, row_len
 
 
-def _assemble(K, tr, M, codes, offsets, counts, src_parts, slot_parts, slot_pairs):
+def _assemble(K: int, tr: tuple[int, ...], M: int, codes: list[np.ndarray],
+              offsets: np.ndarray, counts: np.ndarray,
+              src_parts: list[np.ndarray], slot_parts: list[np.ndarray],
+              slot_pairs: list[int]) -> TiedStructure:
     """The TiedStructure from the chunks' rows (the lists are emptied as they are joined)."""
     n_ent = K * K + 1
     n_mom = int(offsets[M + 1])
@@ -565,7 +586,9 @@ def _assemble(K, tr, M, codes, offsets, counts, src_parts, slot_parts, slot_pair
     return TiedStructure(K, tr, M, codes, offsets, indptr, src, slot, slot_coef, slot_ent, gather)
 
 
-def gamma_program(gamma, q, subs=None, K: int | None = None):
+def gamma_program(gamma: Any, q: Any, subs: dict[Any, Any] | None = None,
+                  K: int | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64],
+                                                 NDArray[np.float64], NDArray[np.int64]] | None:
     """The Gamma polynomial as a Taylor-arithmetic *program* for the Taylor integrator.
 
     ``gamma`` is the ``K x K`` SymPy matrix ``Gamma(q)`` (eq. 91) in the overlap
@@ -581,7 +604,7 @@ def gamma_program(gamma, q, subs=None, K: int | None = None):
     from .parse import as_sympy
 
     K = int(gamma.shape[0]) if K is None else int(K)
-    index = {}
+    index: dict[Any, int] = {}
     for k in range(K):
         for l in range(K):
             index.setdefault(q[k, l], k * K + l)
