@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, cast
 
 import numpy as np
 
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 
-def _check_K(K) -> int:
+def _check_K(K: object) -> int:
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
         raise TypeError(f"K must be an int >= 1, got {type(K).__name__}")
     if K < 1:
@@ -85,16 +85,16 @@ class Alphabet:
         self.inv = inv
         self._identity = all(inv[a] == a for a in range(self.K))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Alphabet(K={self.K}, inv={self.inv})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Alphabet) and (self.K, self.inv) == (other.K, other.inv)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.K, self.inv))
 
-    def check_word(self, word, name: str = "word") -> tuple:
+    def check_word(self, word: Iterable[Any], name: str = "word") -> tuple[int, ...]:
         try:
             w = tuple(word)
         except TypeError:
@@ -109,6 +109,13 @@ class Alphabet:
     def transpose(self, word: Sequence[int]) -> tuple:
         """Reversal with transposition: ``(a_1..a_n) -> (inv a_n .. inv a_1)``."""
         return tuple(self.inv[a] for a in reversed(word))
+
+
+def _as_alphabet(alphabet: Alphabet | int) -> Alphabet:
+    """``Alphabet(K)`` for an int ``K`` (not a bool); anything else as given."""
+    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
+        return Alphabet(alphabet)
+    return cast(Alphabet, alphabet)
 
 
 def least_rotation(word: Sequence[int]) -> tuple:
@@ -185,8 +192,7 @@ def canonical_words(max_len: int, alphabet: Alphabet | int, min_len: int = 1, *,
     (default: what fits in the available memory as Python tuples) it raises
     :class:`SizeError` before enumerating anything.
     """
-    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
-        alphabet = Alphabet(alphabet)
+    alphabet = _as_alphabet(alphabet)
     max_len = _check_len(max_len, "max_len")
     min_len = _check_len(min_len, "min_len")
     n_words = check_word_count(max_len, alphabet, min_len, max_words=max_words,
@@ -200,8 +206,7 @@ def canonical_words(max_len: int, alphabet: Alphabet | int, min_len: int = 1, *,
 
 def count_canonical(n: int, alphabet: Alphabet | int) -> int:
     """Number of canonical words of exactly length ``n`` (closed form, :func:`orbit_count`)."""
-    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
-        alphabet = Alphabet(alphabet)
+    alphabet = _as_alphabet(alphabet)
     return orbit_count(n, alphabet)
 
 
@@ -230,9 +235,9 @@ def bracelet_count(n: int, K: int) -> int:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     neck = sum(_totient(d) * K ** (n // d) for d in _divisors(n)) // n
-    if n % 2:
-        return (neck + K ** ((n + 1) // 2)) // 2
-    return (2 * neck + (K + 1) * K ** (n // 2)) // 4
+    count: int = ((neck + K ** ((n + 1) // 2)) // 2 if n % 2
+                  else (2 * neck + (K + 1) * K ** (n // 2)) // 4)
+    return count
 
 
 # ---------------------------------------------------------------------------
@@ -285,8 +290,9 @@ def _bits(K: int) -> int:
 
 def _min_rotation_codes(codes: np.ndarray, n: int, K: int) -> np.ndarray:
     if n <= 1:
-        return codes.copy()
-    best = codes.copy()
+        same: np.ndarray = codes.copy()
+        return same
+    best: np.ndarray = codes.copy()
     c = codes.copy()
     b = _bits(K)
     if b:  # rotate left by one letter: ((c << b) & mask) | (c >> b (n-1)), in place
@@ -336,11 +342,12 @@ def canonical_codes(codes: np.ndarray, n: int, alphabet: Alphabet) -> np.ndarray
     codes = np.asarray(codes, dtype=np.int64)
     r1 = _min_rotation_codes(codes, n, K)
     r2 = _min_rotation_codes(_transpose_codes(codes, n, alphabet), n, K)
-    return np.minimum(r1, r2, out=r1)
+    canon: np.ndarray = np.minimum(r1, r2, out=r1)
+    return canon
 
 
 def canonical_code_blocks(max_len: int, alphabet: Alphabet | int, min_len: int = 1, *,
-                          max_words: int | None = None):
+                          max_words: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(n, codes)`` for ``n = min_len..max_len``: the sorted base-``K``
     codes of the canonical words of length ``n`` (state order within a length).
 
@@ -350,8 +357,7 @@ def canonical_code_blocks(max_len: int, alphabet: Alphabet | int, min_len: int =
     length. A necklace is canonical when no rotation of its transpose is
     smaller. The size is checked first (:func:`check_word_count`).
     """
-    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
-        alphabet = Alphabet(alphabet)
+    alphabet = _as_alphabet(alphabet)
     max_len = _check_len(max_len, "max_len")
     min_len = _check_len(min_len, "min_len")
     check_word_count(max_len, alphabet, min_len, max_words=max_words, bytes_per_word=48,
@@ -393,7 +399,7 @@ class SizeError(ValueError):
     """A requested enumeration or hierarchy would not fit (raised before building)."""
 
 
-def _check_len(n, name: str) -> int:
+def _check_len(n: object, name: str) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= 1, got {n!r}")
     if n < 1:
@@ -445,8 +451,7 @@ def orbit_count(n: int, alphabet: Alphabet | int) -> int:
     (``n`` even); the count is their sum over ``2n``. For ``inv`` the identity
     (``f = K``) these are the bracelet numbers (OEIS A000029 for ``K = 2``).
     """
-    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
-        alphabet = Alphabet(alphabet)
+    alphabet = _as_alphabet(alphabet)
     n = _check_len(n, "n")
     K = alphabet.K
     f = sum(1 for a in range(K) if alphabet.inv[a] == a)
@@ -457,7 +462,7 @@ def orbit_count(n: int, alphabet: Alphabet | int) -> int:
         refl = (n // 2) * (f * f * K ** (n // 2 - 1) + K ** (n // 2))
     total, rem = divmod(rot + refl, 2 * n)
     assert rem == 0
-    return total
+    return int(total)
 
 
 def word_count(max_len: int, alphabet: Alphabet | int, min_len: int = 1,
@@ -468,8 +473,7 @@ def word_count(max_len: int, alphabet: Alphabet | int, min_len: int = 1,
     number ``> cap`` (a lower bound), so that a huge ``max_len`` costs nothing:
     every length ``n`` holds at least ``K**n / (2n)`` words.
     """
-    if isinstance(alphabet, (int, np.integer)) and not isinstance(alphabet, bool):
-        alphabet = Alphabet(alphabet)
+    alphabet = _as_alphabet(alphabet)
     max_len = _check_len(max_len, "max_len")
     min_len = _check_len(min_len, "min_len")
     K = alphabet.K
