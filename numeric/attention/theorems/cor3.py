@@ -68,7 +68,12 @@ SCALING_MODELS = {"d^2": 0, "d^2 log d": 1, "d^2 log^2 d": 2}
 
 @dataclass(frozen=True)
 class Cor3Config:
-    """Sizes and settings of one budget of :func:`check_cor3`."""
+    """Sizes and settings of one budget of :func:`check_cor3`.
+
+        >>> cfg = config("small")
+        >>> isinstance(cfg, Cor3Config), cfg.activation, len(cfg.dims) == len(cfg.seeds)
+        (True, 'h1', True)
+    """
 
     activation: str = "h1"
     c: float = 0.1                    # recovery threshold of eq. (18)
@@ -92,7 +97,15 @@ _CONFIGS = {
 
 
 def config(budget: str) -> Cor3Config:
-    """The :class:`Cor3Config` of a budget (``"small"``, ``"default"`` or ``"slow"``)."""
+    """The :class:`Cor3Config` of a budget (``"small"``, ``"default"`` or ``"slow"``).
+
+        >>> config("small").dims
+        (24, 34, 48, 68, 96)
+        >>> config("huge")
+        Traceback (most recent call last):
+            ...
+        ValueError: budget must be one of ('small', 'default', 'slow'), got 'huge'
+    """
     if budget not in _CONFIGS:
         raise ValueError(f"budget must be one of {tuple(_CONFIGS)}, got {budget!r}")
     return _CONFIGS[budget]
@@ -106,6 +119,12 @@ def crossing_time(t, y, c: float) -> float:
     interpolation of ``|y|`` between the two samples around the crossing.
 
     ``0.0`` when ``|y(t_0)| >= c``; ``math.inf`` when ``|y|`` stays below ``c``.
+
+        >>> t = np.array([0.0, 1.0, 2.0])
+        >>> crossing_time(t, np.array([0.0, 0.1, 0.3]), 0.2)
+        1.5
+        >>> crossing_time(t, np.array([0.0, 0.1, 0.1]), 0.2)
+        inf
     """
     t = np.asarray(t, dtype=float)
     y = np.abs(np.asarray(y, dtype=float))
@@ -289,6 +308,13 @@ def fit_scaling(dims, samples, *, se_floor: float = 1e-3) -> dict:
       exceeds 1);
     - ``log N = log A + b log d``: ``b_hat``, ``b_se``, and ``b_expected[model]``,
       the slope each law has on these ``d`` (``2 + k / mean log d`` roughly).
+
+        >>> dims = [40, 57, 80, 113, 160]
+        >>> rng = np.random.default_rng(0)
+        >>> samples = [3.0 * d ** 2 * np.log(d) * np.exp(0.01 * rng.standard_normal(4)) for d in dims]
+        >>> fit = fit_scaling(dims, samples)
+        >>> fit["preferred"], round(fit["models"]["d^2 log d"]["A"], 1), round(fit["k_hat"], 1)
+        ('d^2 log d', 3.0, 1.0)
     """
     dims = np.asarray(dims, dtype=float)
     if dims.ndim != 1 or dims.size < 3 or len(samples) != dims.size:

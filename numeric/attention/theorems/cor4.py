@@ -37,7 +37,12 @@ _CONFIGS = {
 
 
 def config(budget: str) -> ScanConfig:
-    """The :class:`~.weak_recovery.ScanConfig` of a budget."""
+    """The :class:`~.weak_recovery.ScanConfig` of a budget.
+
+        >>> cfg = config("small")
+        >>> cfg.dims, cfg.d_ref
+        ((24, 34, 48, 68, 96), 96)
+    """
     if budget not in _CONFIGS:
         raise ValueError(f"budget must be one of {tuple(_CONFIGS)}, got {budget!r}")
     return _CONFIGS[budget]

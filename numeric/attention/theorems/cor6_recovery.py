@@ -60,6 +60,16 @@ __all__ = ["pl_ratio", "second_phase", "check_recovery", "RecoveryConfig", "conf
 
 @dataclass(frozen=True)
 class RecoveryConfig:
+    """Sizes and settings of one budget of :func:`check_recovery` (tied
+    strong recovery, D.5 / Corollary 6): the student's factor aspect and scale, the
+    weak-recovery threshold ``c_wr`` that starts the second phase, the horizon ``T_end``
+    on ``n_t`` points, the flow and SGD dimensions, the SGD seeds, ``eta`` and batch, and
+    the fraction ``eps_fraction`` of ``Delta`` that ends the measured window.
+
+        >>> cfg = config("small")
+        >>> isinstance(cfg, RecoveryConfig), cfg.d_flow, cfg.d_sgd
+        (True, 48, 24)
+    """
     activation: str = "h1"
     aspect: int = 4                 # factor widths d_k = aspect * d
     scale: float = 1.0              # t_k = scale^2
@@ -81,6 +91,11 @@ _CONFIGS = {"small": RecoveryConfig(d_flow=48, d_sgd=24, n_seeds=2, T_end=4.5, n
 
 
 def config(budget: str) -> RecoveryConfig:
+    """The :class:`RecoveryConfig` of a budget (``"small"``, ``"default"`` or ``"slow"``).
+
+        >>> config("small").activation
+        'h1'
+    """
     if budget not in _CONFIGS:
         raise ValueError(f"budget must be one of {tuple(_CONFIGS)}, got {budget!r}")
     return _CONFIGS[budget]
@@ -132,10 +147,18 @@ def _integral(t, y, a, b):
 def second_phase(t, Delta, c, T0, T1, c_const) -> dict:
     """Measured against predicted decay on ``[T0, T1]`` (sample points of ``t``).
 
-    ``measured = log(Delta(T0)/Delta(T1))``; ``predicted = int 2 c(s) ds``;
-    ``rate`` the least-squares slope of ``-log Delta``; ``bound_margin`` the
+    ``measured_exponent = log(Delta(T0)/Delta(T1))``; ``predicted_exponent = int 2 c(s) ds``
+    (eq. 382); ``mean_rate`` the least-squares slope of ``-log Delta``; ``bound_margin`` the
     largest ``log(Delta(t)/Delta(T0)) + 2 c_const (t - T0)`` (``<= 0`` when
-    eq. 382 holds with ``c = c_const``)."""
+    eq. 382 holds with ``c = c_const``).
+
+        >>> t = np.linspace(0.0, 2.0, 21)
+        >>> out = second_phase(t, np.exp(-2 * 0.5 * t), np.full(21, 0.5), 0.5, 1.5, 0.5)
+        >>> round(out["measured_exponent"], 6), round(out["predicted_exponent"], 6)
+        (1.0, 1.0)
+        >>> round(out["mean_rate"], 6), out["bound_margin"] <= 1e-12
+        (1.0, True)
+    """
     i0, i1 = int(np.argmin(np.abs(t - T0))), int(np.argmin(np.abs(t - T1)))
     seg = slice(i0, i1 + 1)
     lt = np.log(Delta[seg])

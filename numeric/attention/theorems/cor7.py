@@ -43,7 +43,12 @@ _CONFIGS = {
 
 
 def config(budget: str) -> ScanConfig:
-    """The :class:`~.weak_recovery.ScanConfig` of a budget."""
+    """The :class:`~.weak_recovery.ScanConfig` of a budget.
+
+        >>> cfg = config("small")
+        >>> cfg.dims, cfg.activation
+        ((24, 34, 48, 68, 96), 'h1')
+    """
     if budget not in _CONFIGS:
         raise ValueError(f"budget must be one of {tuple(_CONFIGS)}, got {budget!r}")
     return _CONFIGS[budget]
@@ -51,7 +56,12 @@ def config(budget: str) -> ScanConfig:
 
 def limit_state(scale: float, K: int = 2) -> dict:
     """The ``d -> infinity`` order parameters of independent square Gaussian ``S_k`` with
-    entries ``N(0, scale^2/d)``: ``t = 0``, ``Psi = 0``, ``Omega = scale^2 I``."""
+    entries ``N(0, scale^2/d)``: ``t = 0``, ``Psi = 0``, ``Omega = scale^2 I``.
+
+        >>> st = limit_state(0.5)
+        >>> sorted(st)
+        ['Omega', 'Psi', 't']
+    """
     return {"t": np.zeros(K), "Psi": np.zeros((K, K)), "Omega": scale ** 2 * np.eye(K)}
 
 

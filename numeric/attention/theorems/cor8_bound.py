@@ -83,7 +83,16 @@ def cone_projection(q1, q2):
     ``b = (q1 - q2)/2``, ``||q1 - p1||_F^2 + ||q2 - p2||_F^2 = 2 (||a - a'||_F^2 +
     ||b - b'||_F^2)``, so the nearest point is ``(a+ + b+, a+ - b+)`` with ``x+`` the
     nearest PSD matrix to ``x`` (its symmetric part with the negative eigenvalues set to 0).
-    Returns the pair ``(p1, p2)``; ``P`` is idempotent and non-expansive (eq. 537)."""
+    Returns the pair ``(p1, p2)``; ``P`` is idempotent and non-expansive (eq. 537).
+
+        >>> q1 = np.array([[1.0, 0.0], [0.0, 1.0]])
+        >>> q2 = np.array([[2.0, 0.0], [0.0, 0.5]])
+        >>> p1, p2 = cone_projection(q1, q2)
+        >>> p1.tolist(), p2.tolist()
+        ([[1.5, 0.0], [0.0, 1.0]], [[1.5, 0.0], [0.0, 0.5]])
+        >>> cone_projection(q1, 0.5 * q1)[1].tolist()
+        [[0.5, 0.0], [0.0, 0.5]]
+    """
     q1 = _as_square(q1, "q1")
     q2 = _as_square(q2, "q2")
     if q1.shape != q2.shape:
@@ -95,7 +104,14 @@ def cone_projection(q1, q2):
 
 def cone_distance(q1, q2) -> float:
     """Frobenius distance of the pair ``(q1, q2)`` to the cone ``Q``:
-    ``sqrt(||q1 - p1||_F^2 + ||q2 - p2||_F^2)`` with ``(p1, p2) = P(q1, q2)``."""
+    ``sqrt(||q1 - p1||_F^2 + ||q2 - p2||_F^2)`` with ``(p1, p2) = P(q1, q2)``.
+
+        >>> q1 = np.eye(2)
+        >>> round(cone_distance(q1, 0.5 * q1), 12)
+        0.0
+        >>> round(cone_distance(q1, np.array([[2.0, 0.0], [0.0, 0.5]])), 6)
+        0.707107
+    """
     p1, p2 = cone_projection(q1, q2)
     return float(math.sqrt(np.sum((np.asarray(q1) - p1) ** 2)
                            + np.sum((np.asarray(q2) - p2) ** 2)))
@@ -103,6 +119,16 @@ def cone_distance(q1, q2) -> float:
 
 @dataclass(frozen=True)
 class Cor8Config:
+    """Sizes and settings of one budget of :func:`check_cor8` (Corollary 8):
+    the untied instance (activation, ``d``, weight decay ``gamma``, horizon ``T`` on
+    ``n_t`` points), the even and odd truncation orders, the highest orders held out of the
+    error fit, the Gaussian factor scales of student and teacher, the teacher's mean, and the instance outside the premise
+    (``gamma_outside``, ``T_outside``).
+
+        >>> cfg = config("small")
+        >>> isinstance(cfg, Cor8Config), cfg.orders, cfg.d
+        (True, (2, 4, 6), 30)
+    """
     activation: str = "h1"
     d: int = 30
     gamma: float = 10.0             # Theorem 3 asks gamma > gamma* (not explicit)
@@ -123,6 +149,11 @@ _CONFIGS = {"small": Cor8Config(orders=(2, 4, 6), odd_orders=(3,)),
 
 
 def config(budget: str) -> Cor8Config:
+    """The :class:`Cor8Config` of a budget (``"small"``, ``"default"`` or ``"slow"``).
+
+        >>> config("small").orders
+        (2, 4, 6)
+    """
     if budget not in _CONFIGS:
         raise ValueError(f"budget must be one of {tuple(_CONFIGS)}, got {budget!r}")
     return _CONFIGS[budget]

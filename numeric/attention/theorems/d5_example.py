@@ -47,7 +47,12 @@ __all__ = ["example_loss", "population_loss", "population_gradient", "pl_constan
 
 
 def example_loss():
-    """The loss of the example, ``(G_1 - G_2)^2`` (student index 0, teacher 1)."""
+    """The loss of the example, ``(G_1 - G_2)^2`` (student index 0, teacher 1).
+
+        >>> from attndyn.symbolic.symbols import g_array
+        >>> example_loss()(g_array(1, 2))
+        (G_000 - G_001)**2
+    """
     from attndyn.symbolic.losses import mse_teacher_student
     return mse_teacher_student("h1", scale=1)
 
@@ -66,7 +71,15 @@ def _mat(x, name, d=None):
 
 
 def population_loss(W1, S2) -> float:
-    """``l(W_1) = E_x (G_1 - G_2)^2 = 2 Tr[(W_1 W_1^T - S_2)^2]/d`` (eq. 392, exact at every d)."""
+    """``l(W_1) = E_x (G_1 - G_2)^2 = 2 Tr[(W_1 W_1^T - S_2)^2]/d`` (eq. 392, exact at every d).
+
+        >>> rng = np.random.default_rng(0)
+        >>> W1 = rng.standard_normal((6, 6)) / np.sqrt(6)
+        >>> S2 = np.eye(6)
+        >>> E = W1 @ W1.T - S2
+        >>> round(float(population_loss(W1, S2) - 2 * np.trace(E @ E) / 6), 12)
+        0.0
+    """
     W1 = _mat(W1, "W1")
     S2 = _mat(S2, "S2", W1.shape[0])
     E = W1 @ W1.T - 0.5 * (S2 + S2.T)
@@ -75,7 +88,19 @@ def population_loss(W1, S2) -> float:
 
 def population_gradient(W1, S2) -> np.ndarray:
     """``grad_{W_1} l = (8/d) (S_1 - S_2) W_1``, so ``||grad||_F^2 = 64 Tr[S_1 E^2]/d^2``
-    (eq. 393 with its constant)."""
+    (eq. 393 with its constant).
+
+        >>> rng = np.random.default_rng(0)
+        >>> W1 = rng.standard_normal((4, 4)) / 2
+        >>> S2 = np.eye(4)
+        >>> g = population_gradient(W1, S2)
+        >>> h = 1e-6
+        >>> Wp = W1.copy(); Wp[0, 1] += h
+        >>> Wm = W1.copy(); Wm[0, 1] -= h
+        >>> fd = (population_loss(Wp, S2) - population_loss(Wm, S2)) / (2 * h)
+        >>> bool(abs(fd - g[0, 1]) < 1e-6)
+        True
+    """
     W1 = _mat(W1, "W1")
     S2 = _mat(S2, "S2", W1.shape[0])
     E = W1 @ W1.T - 0.5 * (S2 + S2.T)
@@ -84,7 +109,13 @@ def population_gradient(W1, S2) -> np.ndarray:
 
 def pl_constant(S1, S2) -> float:
     """``c_0 = Tr[S_1 E^2] / Tr[E^2]``, the largest constant in (394) at this point
-    (``nan`` at ``E = 0``)."""
+    (``nan`` at ``E = 0``).
+
+        >>> round(pl_constant(2.0 * np.eye(3), np.eye(3)), 12)
+        2.0
+        >>> pl_constant(np.eye(3), np.eye(3))
+        nan
+    """
     S1 = _mat(S1, "S1")
     S2 = _mat(S2, "S2", S1.shape[0])
     E = S1 - S2
@@ -94,6 +125,15 @@ def pl_constant(S1, S2) -> float:
 
 @dataclass(frozen=True)
 class D5Config:
+    """Sizes and settings of one budget of :func:`check_d5_example` (the D.5
+    example, eqs. 392-394): the flow's ``d``, horizon and grid, the teacher's factor aspect
+    (full rank and rank-deficient), the SGD dimension, seeds, ``eta``, batch and horizon,
+    and the Monte Carlo sample size of the identity checks.
+
+        >>> cfg = config("small")
+        >>> isinstance(cfg, D5Config), cfg.d, cfg.n_seeds
+        (True, 32, 3)
+    """
     d: int = 48
     T_end: float = 6.0
     n_t: int = 121
@@ -113,6 +153,11 @@ _CONFIGS = {"small": D5Config(d=32, n_seeds=3, n_mc=8000),
 
 
 def config(budget: str) -> D5Config:
+    """The :class:`D5Config` of a budget (``"small"``, ``"default"`` or ``"slow"``).
+
+        >>> config("small").d
+        32
+    """
     if budget not in _CONFIGS:
         raise ValueError(f"budget must be one of {tuple(_CONFIGS)}, got {budget!r}")
     return _CONFIGS[budget]

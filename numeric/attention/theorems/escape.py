@@ -296,7 +296,23 @@ def riccati_overlap(S1, S2, t) -> np.ndarray:
     ``dS/dt = -(2 S^2 - S S_2 - S_2 S)``; ``R = S^-1`` obeys the linear
     ``dR/dt = 2 I - (S_2 R + R S_2)``, so in the eigenbasis of ``S_2 = diag(lam)``
     ``S(t) = E S_0 (I + Delta S_0)^-1 E``, ``E = diag(e^{lam t})``,
-    ``Delta = diag((e^{2 lam t} - 1)/lam)`` (no inverse of ``S_0`` is formed)."""
+    ``Delta = diag((e^{2 lam t} - 1)/lam)`` (no inverse of ``S_0`` is formed).
+
+        >>> from scipy.integrate import solve_ivp
+        >>> rng = np.random.default_rng(0)
+        >>> A, B = rng.standard_normal((2, 3, 3))
+        >>> S1, S2 = A @ A.T / 3, B @ B.T / 3
+        >>> def rhs(t, y):
+        ...     S = y.reshape(3, 3)
+        ...     return -(2 * S @ S - S @ S2 - S2 @ S).ravel()
+        ...
+        >>> sol = solve_ivp(rhs, (0.0, 1.0), S1.ravel(), rtol=1e-11, atol=1e-12)
+        >>> S = sol.y[:, -1].reshape(3, 3)
+        >>> p_flow = np.trace(S @ S2) / 3 - (np.trace(S) / 3) * (np.trace(S2) / 3)
+        >>> p = riccati_overlap(S1, S2, np.array([0.0, 1.0]))
+        >>> bool(abs(p[1] - p_flow) < 1e-8), p.shape
+        (True, (2,))
+    """
     S1, S2 = np.asarray(S1, float), np.asarray(S2, float)
     if S1.ndim != 2 or S1.shape[0] != S1.shape[1] or S1.shape != S2.shape:
         raise ValueError(f"S1 and S2 must be square matrices of one shape, got {S1.shape}, "

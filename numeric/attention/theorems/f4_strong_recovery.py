@@ -50,6 +50,16 @@ __all__ = ["untied_pl_ratio", "corollary9", "sign_law", "F4Config", "config", "c
 
 @dataclass(frozen=True)
 class F4Config:
+    """Sizes and settings of one budget of :func:`check_f4` (F.4 /
+    Corollary 9): the commuting law (``n_nodes``, teacher ``c_teacher``, aligned
+    fraction ``p_fail`` of the failing law, exact horizon), the flow and SGD dimensions, seeds, ``eta``,
+    batch, horizon and grid, the weak-recovery threshold ``c_wr`` and the window's end
+    fraction ``eps_fraction``.
+
+        >>> cfg = config("small")
+        >>> isinstance(cfg, F4Config), cfg.d_flow, cfg.d_sgd
+        (True, 48, 24)
+    """
     n_nodes: int = 40             # Gauss-Legendre nodes of the commuting law
     c_teacher: float = 0.7
     p_fail: float = 0.8           # aligned fraction of the failing commuting law
@@ -71,6 +81,11 @@ _CONFIGS = {"small": F4Config(d_flow=48, d_sgd=24, n_seeds=2, batch=100, n_t=61)
 
 
 def config(budget: str) -> F4Config:
+    """The :class:`F4Config` of a budget (``"small"``, ``"default"`` or ``"slow"``).
+
+        >>> config("small").n_seeds
+        2
+    """
     if budget not in _CONFIGS:
         raise ValueError(f"budget must be one of {tuple(_CONFIGS)}, got {budget!r}")
     return _CONFIGS[budget]
@@ -142,7 +157,17 @@ def corollary9(t, Delta, c, T0, eps, *, d=None, eta=None, c_floor: float = 1e-3)
     ``c_min > c_floor * c(T0)`` (a ratio that decays to 0 is reported as failing);
     then eq. (941)'s margin ``max log(Delta(tau)/Delta(T0)) + 2 c_min (tau - T0)``
     (``<= 0`` when it holds), ``T_eps`` of eq. (942), the first measured time with
-    ``Delta <= eps/2`` and, with ``d``, ``eta``, ``n_eps = ceil(T_eps d / eta)``."""
+    ``Delta <= eps/2`` and, with ``d``, ``eta``, ``n_eps = ceil(T_eps d / eta)``.
+
+        >>> t = np.linspace(0.0, 4.0, 81)
+        >>> out = corollary9(t, np.exp(-t), np.full(81, 0.5), 0.5, 0.1)
+        >>> out["assumption11"], round(out["bound_margin"], 9)
+        (True, 0.0)
+        >>> round(out["T_eps"], 4), round(0.5 + math.log(2 * math.exp(-0.5) / 0.1), 4)
+        (2.9957, 2.9957)
+        >>> round(out["T_eps_measured"], 2)
+        3.0
+    """
     t = np.asarray(t, float)
     i0 = int(np.searchsorted(t, T0))
     win = slice(i0, t.size)
@@ -169,7 +194,12 @@ def sign_law(n_nodes: int, c: float, p: float):
     """The commuting law of docs/untied.md: ``x`` uniform on ``[0.2, 1.8]``
     (``n_nodes`` Gauss-Legendre nodes), student ``u = eps sqrt(x)``, ``v = sqrt(x)``,
     teacher ``u = zeta sqrt(c)``, ``v = sqrt(c)``, ``P(eps = zeta) = p``, symmetric under
-    the global sign flip."""
+    the global sign flip.
+
+        >>> law = sign_law(8, 0.7, 0.8)
+        >>> type(law).__name__
+        'DiagonalLaw'
+    """
     from attndyn.numeric.attention.untied.limit import DiagonalLaw
     g, gw = np.polynomial.legendre.leggauss(int(n_nodes))
     x, wx = 1.0 + 0.8 * g, gw / 2

@@ -315,7 +315,12 @@ def measure_crossings(model, d: int, c: float, *, n_seeds: int, seed, c0: float 
 
 @dataclass(frozen=True)
 class ScanConfig:
-    """Sizes and settings of one budget of an SGD d-scan check."""
+    """Sizes and settings of one budget of an SGD d-scan check.
+
+        >>> cfg = ScanConfig(dims=(24, 34), seeds=(3, 3), d_ref=48)
+        >>> cfg.activation, cfg.c
+        ('h1', 0.2)
+    """
 
     activation: str = "h1"
     c: float = 0.2
