@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import sympy as sp
@@ -69,6 +69,8 @@ __all__ = [
 ]
 
 M, MT, A, B = 0, 1, 2, 3  # letter kinds; letter = 4 k + kind
+# a column of letters, one per word of a block (the substitutions of eq. 31)
+_Col = np.ndarray
 
 
 def untied_alphabet(K: int) -> Alphabet:
@@ -104,7 +106,7 @@ def word_name(word: Sequence[int], K: int) -> str:
     return "mu_" + "_".join(names[a] for a in word)
 
 
-def check_untied_order(order, name: str = "order") -> int:
+def check_untied_order(order: object, name: str = "order") -> int:
     M_ = check_order(order, name)
     if M_ < 2:
         raise ValueError(f"{name} must be an int >= 2 for the untied hierarchy (the overlaps "
@@ -157,8 +159,9 @@ def gather_size(K: int) -> int:
 def _gather(K: int, lookup: dict, alphabet: Alphabet) -> np.ndarray:
     out = np.full(gather_size(K), -1, dtype=np.int64)
 
-    def idx(w):
-        return lookup.get(canonical(w, alphabet), -1)
+    def idx(w: tuple[int, ...]) -> int:
+        i: int = lookup.get(canonical(w, alphabet), -1)
+        return i
     for k in range(K):
         out[k] = idx((4 * k + A,))
         out[K + k] = idx((4 * k + B,))
@@ -236,9 +239,10 @@ class UntiedStructure:
             raise ValueError(f"word {w} uses the letters {bad}, outside this hierarchy's "
                              f"letters {self.letters} (a fixed index's A_l, B_l never enter "
                              "eq. 32 of the others; build it with letters='all' to track them)")
-        return self._lookup[canonical(w, self.alphabet)]
+        i: int = self._lookup[canonical(w, self.alphabet)]
+        return i
 
-    def entry(self, e: int):
+    def entry(self, e: int) -> tuple[Any, ...]:
         """``('beta', k)``, ``('a', r, k, l)`` or ``('decay',)`` for a ``g`` index."""
         K = self.K
         e = int(e)
@@ -249,14 +253,14 @@ class UntiedStructure:
             return ("a", r + 1, rest // K, rest % K)
         return ("decay",)
 
-    def terms(self):
+    def terms(self) -> Iterator[tuple[int, int, tuple[Any, ...], int]]:
         """Iterate ``(target, source, entry, coef)`` in CSR order."""
         for i in range(self.n_moments):
             for t in range(self.indptr[i], self.indptr[i + 1]):
                 yield i, int(self.src[t]), self.entry(self.ent[t]), int(self.coef[t])
 
 
-def closed_letters(K: int, trainable) -> tuple:
+def closed_letters(K: int, trainable: Iterable[int]) -> tuple[int, ...]:
     """The letters the slow hierarchy needs: all four of a trainable index, only
     ``M_l, M_l^T`` of a fixed one.
 
@@ -272,7 +276,8 @@ def closed_letters(K: int, trainable) -> tuple:
     return tuple(out)
 
 
-def _sub_alphabet(K: int, letters) -> tuple:
+def _sub_alphabet(K: int, letters: Sequence[int]
+                  ) -> tuple[tuple[int, ...], Alphabet, np.ndarray]:
     full = untied_alphabet(K)
     letters = tuple(sorted(set(int(a) for a in letters)))
     pos = {a: i for i, a in enumerate(letters)}
@@ -291,7 +296,8 @@ def estimate_size(n_letters: int, order: int) -> float:
     return float(sum(n_letters ** w / (2.0 * w) for w in range(1, order + 1)))
 
 
-def untied_structure(K: int, trainable, order: int, letters=None, *,
+def untied_structure(K: int, trainable: Sequence[int] | int, order: int,
+                     letters: Sequence[int] | str | None = None, *,
                      max_moments: float | None = 2e6) -> UntiedStructure:
     """Build the slow hierarchy (eq. 32) truncated at ``M = order`` (eq. 892).
 
@@ -335,7 +341,8 @@ def untied_structure(K: int, trainable, order: int, letters=None, *,
                            letters=letters, _offsets=offsets)
 
 
-def _check_letters(K, tr, letters, alphabet):
+def _check_letters(K: int, tr: tuple[int, ...], letters: Sequence[int] | str | None,
+                   alphabet: Alphabet) -> tuple[int, ...]:
     """The letters of :func:`untied_structure`: ``None`` the closed set, ``"all"`` every
     letter, or a sequence that contains the closed set."""
     if letters is None:
@@ -351,11 +358,13 @@ def _check_letters(K, tr, letters, alphabet):
     return letters
 
 
-def _words_by_length(swords, Mo, NS, lut):
+def _words_by_length(swords: Sequence[tuple[int, ...]], Mo: int, NS: int, lut: np.ndarray
+                     ) -> tuple[list[tuple[int, ...]], list[Any], list[np.ndarray],
+                                np.ndarray]:
     """The canonical words over the sub-alphabet grouped by length: the words in the full
     alphabet, the letter arrays per length, their sorted codes and the offsets."""
     words: list = []
-    by_len = [None] * (Mo + 2)
+    by_len: list[Any] = [None] * (Mo + 2)
     codes = [np.zeros(0, dtype=np.int64)] * (Mo + 2)
     offsets = np.zeros(Mo + 2, dtype=np.int64)
     start = 0
@@ -372,12 +381,13 @@ def _words_by_length(swords, Mo, NS, lut):
     return words, by_len, codes, offsets
 
 
-def _splice(Dp, p, *cols):
+def _splice(Dp: np.ndarray, p: int, *cols: np.ndarray) -> np.ndarray:
     """The words ``Dp`` with the letter at position ``p`` replaced by the columns ``cols``."""
     return np.concatenate([Dp[:, :p]] + [c[:, None] for c in cols] + [Dp[:, p + 1:]], axis=1)
 
 
-def _diffusion_pairs(kind, Mr, Mrb, Ak, Bk, Mk, MTk):
+def _diffusion_pairs(kind: int, Mr: _Col, Mrb: _Col, Ak: _Col, Bk: _Col, Mk: _Col,
+                     MTk: _Col) -> tuple[tuple[_Col, _Col], tuple[_Col, _Col]]:
     """The two letter pairs eq. (31) inserts for a letter of ``kind`` (the diffusion terms
     through ``M_l^(r)``, ``Mr``, and its transpose ``Mrb``)."""
     if kind == M:
@@ -389,14 +399,17 @@ def _diffusion_pairs(kind, Mr, Mrb, Ak, Bk, Mk, MTk):
     return ((Mrb, Mk), (MTk, Mr))
 
 
-def _slow_terms(K, Mo, by_len, codes, offsets, is_tr, sub, to_sub, decay):
+def _slow_terms(K: int, Mo: int, by_len: list[Any], codes: list[np.ndarray],
+                offsets: np.ndarray, is_tr: np.ndarray, sub: Alphabet, to_sub: np.ndarray,
+                decay: int) -> list[tuple[np.ndarray, ...]]:
     """The terms ``(target, source, entry, coefficient)`` of eq. (32) truncated at ``Mo``,
     one array group per substitution of eq. (31) at one position (the decay entry is
     ``decay``)."""
     NS = sub.K
     parts: list = []  # (tgt, src, ent, coef)
 
-    def add(tgt, new, n_new, ent, c):
+    def add(tgt: np.ndarray, new: np.ndarray, n_new: int, ent: int | np.ndarray,
+            c: int) -> None:
         cs = to_sub[new]
         if cs.size and cs.min() < 0:  # pragma: no cover - closed_letters guarantees this
             raise AssertionError("a substitution left the sub-alphabet")
@@ -443,7 +456,8 @@ def _slow_terms(K, Mo, by_len, codes, offsets, is_tr, sub, to_sub, decay):
     return parts
 
 
-def _merge_terms(parts, n_mom, n_ent):
+def _merge_terms(parts: list[tuple[np.ndarray, ...]], n_mom: int, n_ent: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The terms merged into CSR rows: ``(indptr, src, ent, coef)``, duplicates summed,
     zeros dropped, each row sorted by source (memory locality)."""
     tgt_a = np.concatenate([q[0] for q in parts])
@@ -466,7 +480,8 @@ def _merge_terms(parts, n_mom, n_ent):
     return indptr, src_u, ent_u, csum
 
 
-def reference_terms(K: int, trainable, order: int, letters=None) -> dict:
+def reference_terms(K: int, trainable: Sequence[int] | int, order: int,
+                    letters: Sequence[int] | None = None) -> dict[Any, int]:
     """Eqs. (31)-(32) recomputed from their definition, word by word (slow; for tests).
 
     Returns ``{(target word, entry, source word): coef}`` with the entries as
@@ -475,15 +490,15 @@ def reference_terms(K: int, trainable, order: int, letters=None) -> dict:
     alphabet = untied_alphabet(K)
     Mo = check_untied_order(order)
     tr = set(check_trainable(trainable, K))
-    letters = set(closed_letters(K, tr) if letters is None else letters)
+    keep = set(closed_letters(K, tr) if letters is None else letters)
     out: dict = {}
 
-    def put(key, c):
+    def put(key: Any, c: int) -> None:
         out[key] = out.get(key, 0) + c
         if out[key] == 0:
             del out[key]
     for w in canonical_words(Mo, alphabet):
-        if not set(w) <= letters:
+        if not set(w) <= keep:
             continue
         ntr = sum(1 for a in w if a // 4 in tr)
         if ntr:
@@ -505,11 +520,11 @@ def reference_terms(K: int, trainable, order: int, letters=None) -> dict:
 
 # -- printing in the paper's notation --------------------------------------------------------
 
-def _word_symbol(w, K):
+def _word_symbol(w: Sequence[int], K: int) -> sp.Symbol:
     return sp.Symbol(word_name(w, K), real=True)
 
 
-def _word_tex(w, K):
+def _word_tex(w: Sequence[int], K: int) -> str:
     names = letter_latex(K)
     return r"\bar\mu_{(" + ", ".join(names[a] for a in w) + ")}"
 
@@ -523,7 +538,8 @@ def coefficient_symbols(K: int) -> tuple:
     return beta, a
 
 
-def untied_equations(structure: UntiedStructure, decay=sp.Symbol("gamma", real=True)) -> list:
+def untied_equations(structure: UntiedStructure, decay: Any = sp.Symbol("gamma", real=True)
+                     ) -> list[Any]:
     """SymPy equations ``d mu_alpha / d tau = ...`` of eq. (32) truncated by eq. (892).
 
     The substitutions ``T^bias`` and ``T^diff`` are written out as the words
@@ -552,11 +568,11 @@ def untied_equations(structure: UntiedStructure, decay=sp.Symbol("gamma", real=T
     return eqs
 
 
-def untied_text(eqs) -> str:
+def untied_text(eqs: Sequence[Any]) -> str:
     return "\n".join(f"d{eq.lhs.expr.func.__name__}/dtau = {sp.sstr(eq.rhs)}" for eq in eqs)
 
 
-def untied_latex(eqs, structure: UntiedStructure) -> str:
+def untied_latex(eqs: Sequence[Any], structure: UntiedStructure) -> str:
     K = structure.K
     ren = {_word_symbol(w, K): sp.Symbol(_word_tex(w, K)) for w in structure.words}
     beta, a = coefficient_symbols(K)
