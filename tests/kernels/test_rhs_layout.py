@@ -58,6 +58,102 @@ def test_grouped_layout_gives_the_csr_bits(seed, chunk):
     got3 = np.full(n_rows, np.nan)
     R.apply_groups_values(lay.rows, lay.groups, lay.src, val, y, got3, np.zeros(2, np.int64))
     assert np.array_equal(got3.view(np.int64), ref.view(np.int64))
+    # packed terms, four rows of a group at a time (tails of 1-3 rows): the same bits
+    term = R.packed_terms(lay.src, lay.slot, n_rows)
+    assert term.dtype == np.uint32 and np.array_equal(term >> 8, lay.src) \
+        and np.array_equal(term & 255, lay.slot)
+    got4 = np.full(n_rows, np.nan)
+    R.apply_packed_all(lay.rows, lay.groups, term, lay.slot[:0], tab, y, got4,
+                       np.zeros(2, np.int64))
+    assert np.array_equal(got4.view(np.int64), ref.view(np.int64))
+    for nb in (2, 3):
+        got5 = np.full(n_rows, np.nan)
+        R.apply_packed_parallel(lay.rows, lay.groups, term, lay.slot[:0], tab, y, got5,
+                                R.group_blocks(lay.groups, nb))
+        assert np.array_equal(got5.view(np.int64), ref.view(np.int64))
+
+
+def test_packed_terms_only_where_they_fit():
+    src = np.array([0, 5, 2 ** 24 - 1], dtype=np.uint32)
+    slot = np.array([255, 0, 7], dtype=np.uint8)
+    term = R.packed_terms(src, slot, 2 ** 24 - 1 + 1)
+    assert term is None  # 2**24 moments: a source no longer fits 24 bits
+    term = R.packed_terms(src, slot, 2 ** 24 - 1)
+    assert term.tolist() == [255, 5 << 8, (2 ** 24 - 1) << 8 | 7]
+    assert R.packed_terms(src, slot.astype(np.uint16), 10) is None
+    with pytest.raises(ValueError, match="uint8"):
+        R.rhs_kernel(np.uint16, packed=True)
+
+
+def test_packed_and_unpacked_kernels_give_the_same_bits():
+    """The RHS and the DP5(4) / DOP853 kernels on packed terms (what the integrators use
+    with uint8 slots) against the same kernels on separate sources and slots."""
+    from attndyn.kernels import integrate as I
+    h, y0 = _tied(9, weight_decay=0.5)
+    s = R.fused_system(h._system)
+    order, rows, groups, term, slot, gather, packed = R.kernel_layout(s)
+    assert packed and order is None and R.kernel_layout(s)[3] is term  # made once
+    lay = R.row_layout(s)
+    t = np.array([0.0, 0.05, 0.2])
+    bufs = lambda: (np.empty(s.gather.size), np.empty(s.n_grad),  # noqa: E731
+                    np.empty(s.n_grad + s.consts.size), np.empty(s.slot_coef.size))
+    ones = np.array([0, groups.shape[0]])
+    dys = []
+    for pk, srcs in ((False, lay.src), (True, term)):
+        dy = np.full(y0.size, np.nan)
+        R.rhs_kernel(s.slot.dtype, packed=pk)(y0, s.gfun, s.gparams, gather, s.consts, rows,
+                                              groups, srcs, slot, s.slot_coef, s.slot_ent,
+                                              ones, *bufs(), dy)
+        dys.append(dy)
+    assert np.array_equal(dys[0], dys[1]) and np.array_equal(R.rhs_into(s, y0), dys[0])
+    for meth in ("dopri5", "dop853"):
+        A, B, C, E, E3, eo, kind = I.TABLEAUX[meth]
+        outs = []
+        for pk, srcs in ((False, lay.src), (True, term)):
+            ys, info, tinfo, yend = (np.zeros((t.size, y0.size)), np.zeros(6, np.int64),
+                                     np.zeros(2), np.empty(y0.size))
+            I.rk_kernel(s.slot.dtype, False, pk)(
+                y0, 0.0, t, 1e-10, 1e-12, 0.0, np.inf, 10 ** 5, 1e100, A, B, C, E, E3, eo, kind,
+                s.gfun, s.gparams, gather, s.consts, rows, groups, srcs, slot, s.slot_coef,
+                s.slot_ent, ones, s.n_grad, ys, info, tinfo, yend)
+            outs.append((ys, info))
+        assert outs[0][1][0] == 0 and np.array_equal(outs[0][1], outs[1][1])
+        assert np.array_equal(outs[0][0], outs[1][0])
+        got = run_rk(meth, h._system, y0, t, 1e-10, 1e-12, 10 ** 5, 1e100, np.inf)
+        assert np.array_equal(got[0], outs[0][0])
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_error_norm_bits(kind):
+    """The Runge-Kutta error norm (blocked stage sums, the quotients in a loop of their
+    own) against the entry-by-entry loop written out in Python: the same bits."""
+    import math
+
+    from attndyn.kernels import integrate as I
+    rng = np.random.default_rng(kind)
+    n, ns = 1100, 7  # three blocks of 512, the last one partial
+    K = rng.standard_normal((ns, n)) * 10.0 ** rng.integers(-3, 3, (ns, n))
+    E, E3 = rng.standard_normal(ns), rng.standard_normal(ns)
+    y, ynew = rng.standard_normal(n), rng.standard_normal(n)
+    h, rtol, atol = 0.37, 1e-8, 1e-10
+    got = I._err_norm(K, E, E3, kind, h, y, ynew, rtol, atol, np.empty(n),
+                      np.empty(2 * I._BLK))
+    s = s5 = s3 = 0.0
+    for i in range(n):
+        sc = atol + rtol * max(abs(y[i]), abs(ynew[i]))
+        e5 = e3 = 0.0
+        for j in range(ns):
+            e5 = e5 + E[j] * K[j, i]
+            e3 = e3 + E3[j] * K[j, i]
+        if kind == 0:
+            v = h * e5 / sc
+            s += v * v
+        else:
+            v5, v3 = e5 / sc, e3 / sc
+            s5 += v5 * v5
+            s3 += v3 * v3
+    ref = math.sqrt(s / n) if kind == 0 else abs(h) * s5 / math.sqrt((s5 + 0.01 * s3) * n)
+    assert got == ref
 
 
 def test_group_blocks_cover_the_groups_in_order():
