@@ -7,10 +7,17 @@ Letters are 0-based in code and 1-based in print, as in paper 003: the word
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, Union
 
 if TYPE_CHECKING:  # annotations only
+    from fractions import Fraction
+
     import sympy as sp
+
+    from .hierarchy import TiedStructure
+
+# the merged terms of one row: (key, [(source, coefficient)]) with key (k, l) or "decay"
+_Terms = list[tuple[Union[tuple[int, int], str], list[tuple[int, int]]]]
 
 # SymPy is imported inside the functions that build SymPy objects: the plain-text names
 # (word_label, hierarchy_text) are on the start-up path of every model and must not pay
@@ -35,19 +42,19 @@ def word_label(word: Sequence[int], K: int, names: Sequence[str] | None = None) 
     return f"{head}_{body}"
 
 
-def word_symbol(word: Sequence[int], K: int, names=None) -> sp.Symbol:
+def word_symbol(word: Sequence[int], K: int, names: Sequence[str] | None = None) -> sp.Symbol:
     import sympy as sp
     return sp.Symbol(word_label(word, K, names), real=True)
 
 
-def word_latex(word: Sequence[int], K: int, names=None) -> str:
+def word_latex(word: Sequence[int], K: int, names: Sequence[str] | None = None) -> str:
     sep = "," if (K > 9 or names is not None) else ""
     body = sep.join(_letters(word, K, names))
     head = r"\bar q" if len(word) == 2 and names is None else r"\bar\mu"
     return f"{head}_{{{body}}}"
 
 
-def _sympy_matrix(m, K: int) -> sp.ImmutableMatrix:
+def _sympy_matrix(m: Any, K: int) -> sp.ImmutableMatrix:
     """A K x K SymPy matrix from SymPy entries; strings are refused, never evaluated."""
     import sympy as sp
 
@@ -62,13 +69,14 @@ def gamma_symbols(K: int) -> sp.ImmutableMatrix:
     """Symmetric matrix of symbols ``Gamma_kl`` (1-based names)."""
     import sympy as sp
 
-    def s(k, l):
+    def s(k: int, l: int) -> sp.Symbol:
         a, b = min(k, l), max(k, l)
         return sp.Symbol(f"Gamma_{a + 1}{b + 1}" if K < 10 else f"Gamma_{a + 1}_{b + 1}", real=True)
     return sp.ImmutableMatrix(K, K, s)
 
 
-def tied_equations(structure, gamma_matrix=None, q_matrix=None, decay=None):
+def tied_equations(structure: TiedStructure, gamma_matrix: Any = None, q_matrix: Any = None,
+                   decay: Any = None) -> list[Any]:
     """SymPy equations ``d mu_alpha/dt = ...`` of a :class:`TiedStructure`.
 
     ``gamma_matrix`` defaults to the symbols ``Gamma_kl``; pass a potential's
@@ -107,7 +115,7 @@ def tied_equations(structure, gamma_matrix=None, q_matrix=None, decay=None):
     return eqs
 
 
-def equations_text(eqs) -> str:
+def equations_text(eqs: Sequence[Any]) -> str:
     import sympy as sp
     lines = []
     for eq in eqs:
@@ -116,7 +124,7 @@ def equations_text(eqs) -> str:
     return "\n".join(lines)
 
 
-def equations_latex(eqs, structure) -> str:
+def equations_latex(eqs: Sequence[Any], structure: TiedStructure) -> str:
     import sympy as sp
     K = structure.K
     names = {word_symbol(w, K): sp.Symbol(word_latex(w, K)) for w in structure.words}
@@ -130,7 +138,7 @@ def equations_latex(eqs, structure) -> str:
 # ---------------------------------------------------------------------------
 # printing straight from the structure arrays (no SymPy per term: order 16 in well under 2 s)
 
-def _merged_rows(structure):
+def _merged_rows(structure: TiedStructure) -> Iterator[tuple[int, _Terms]]:
     """Per row, the terms merged over ``Gamma_kl = Gamma_lk``: yields
     ``(row, [(key, [(src, coef), ...]), ...])`` with ``key`` a pair ``(k, l)``, ``k <= l``,
     or ``"decay"`` (coefficient in units of ``gamma/2``), keys and sources ascending."""
@@ -152,10 +160,10 @@ def _merged_rows(structure):
     r = uniq // (n * (K * K + 1))
     bounds = np.searchsorted(r, np.arange(n + 1))
     for i in range(n):
-        terms = []
+        terms: _Terms = []
         for t in range(bounds[i], bounds[i + 1]):
             gk = int(g[t])
-            kk = "decay" if gk == K * K else (gk // K, gk % K)
+            kk: tuple[int, int] | str = "decay" if gk == K * K else (gk // K, gk % K)
             if terms and terms[-1][0] == kk:
                 terms[-1][1].append((int(src[t]), int(coef[t])))
             else:
@@ -163,13 +171,13 @@ def _merged_rows(structure):
         yield i, terms
 
 
-def _gamma_name(k, l, K, latex=False):
+def _gamma_name(k: int, l: int, K: int, latex: bool = False) -> str:
     if latex:
         return rf"\Gamma_{{{k + 1}{l + 1}}}" if K < 10 else rf"\Gamma_{{{k + 1},{l + 1}}}"
     return f"Gamma_{k + 1}{l + 1}" if K < 10 else f"Gamma_{k + 1}_{l + 1}"
 
 
-def _number(text):
+def _number(text: str) -> Fraction | None:
     """The value of a printed rational constant (``2``, ``-3/2``), or None (no eval)."""
     from fractions import Fraction
     try:
@@ -178,7 +186,7 @@ def _number(text):
         return None
 
 
-def _signed(parts, latex: bool = False):
+def _signed(parts: Iterable[tuple[int | Fraction, str]], latex: bool = False) -> str:
     """Join ``(coefficient, body)`` pairs as ``a - b + c``; ``body`` may be empty;
     coefficients are ints or Fractions; zero terms are dropped."""
     mul = " " if latex else "*"
@@ -187,7 +195,7 @@ def _signed(parts, latex: bool = False):
         if c == 0:
             continue
         sign = "-" if c < 0 else "+"
-        mag = abs(c)
+        mag = -c if c < 0 else c
         if getattr(mag, "denominator", 1) != 1:
             num = (rf"\tfrac{{{mag.numerator}}}{{{mag.denominator}}}" if latex
                    else f"{mag.numerator}/{mag.denominator}")
@@ -201,7 +209,8 @@ def _signed(parts, latex: bool = False):
     return first + "".join(f" {s} {t}" for s, t in out[1:])
 
 
-def hierarchy_text(structure, gamma=None, decay: str = "gamma"):
+def hierarchy_text(structure: TiedStructure, gamma: dict[Any, str] | None = None,
+                   decay: str = "gamma") -> Iterator[str]:
     """Lines ``dmu_alpha/dt = ...`` of a tied structure (eq. 11 truncated by eq. 13), built
     from the integer arrays, one line per moment (a generator: stream long outputs).
 
@@ -212,17 +221,16 @@ def hierarchy_text(structure, gamma=None, decay: str = "gamma"):
     K = structure.K
     names = [word_label(w, K) for w in structure.words]
     for i, terms in _merged_rows(structure):
-        parts = []
+        parts: list[tuple[int | Fraction, str]] = []
         for key, srcs in terms:
-            if key == "decay":
+            if isinstance(key, str):  # "decay"
                 for s, c in srcs:
                     parts.append((c, f"{decay}*{names[s]}/2") if c % 2 else
                                  (c // 2, f"{decay}*{names[s]}"))
             elif gamma is None:
                 g = _gamma_name(*key, K)
                 parts.extend((c, f"{g}*{names[s]}") for s, c in srcs)
-            elif _number(gamma[key]) is not None:  # a constant Gamma_kl: fold it in
-                v = _number(gamma[key])
+            elif (v := _number(gamma[key])) is not None:  # a constant Gamma_kl: fold it in
                 parts.extend((c * v, names[s]) for s, c in srcs)
             else:
                 inner = _signed([(c, names[s]) for s, c in srcs])
@@ -230,7 +238,8 @@ def hierarchy_text(structure, gamma=None, decay: str = "gamma"):
         yield f"d{names[i]}/dt = {_signed(parts)}"
 
 
-def hierarchy_latex(structure, gamma=None, decay: str = r"\gamma"):
+def hierarchy_latex(structure: TiedStructure, gamma: dict[Any, str] | None = None,
+                    decay: str = r"\gamma") -> Iterator[str]:
     """The same rows as :func:`hierarchy_text` in LaTeX (an ``aligned`` environment, as a
     generator of lines), in the paper's notation ``\\bar\\mu``, ``\\bar q``, ``\\Gamma_{kl}``.
     ``gamma``: optional mapping ``(k, l) -> LaTeX`` of the closed forms."""
@@ -238,22 +247,21 @@ def hierarchy_latex(structure, gamma=None, decay: str = r"\gamma"):
     K = structure.K
     names = [word_latex(w, K) for w in structure.words]
 
-    def signed(parts):
+    def signed(parts: Iterable[tuple[int | Fraction, str]]) -> str:
         return _signed(parts, latex=True)
 
     yield "\\begin{aligned}"
     n = structure.n_moments
     for i, terms in _merged_rows(structure):
-        parts = []
+        parts: list[tuple[int | Fraction, str]] = []
         for key, srcs in terms:
-            if key == "decay":
+            if isinstance(key, str):  # "decay"
                 for s, c in srcs:
                     parts.append((Fraction(c, 2), f"{decay} {names[s]}"))
             elif gamma is None:
                 g = _gamma_name(*key, K, latex=True)
                 parts.extend((c, f"{g} {names[s]}") for s, c in srcs)
-            elif _number(gamma[key]) is not None:
-                v = _number(gamma[key])
+            elif (v := _number(gamma[key])) is not None:
                 parts.extend((c * v, names[s]) for s, c in srcs)
             else:
                 inner = signed([(c, names[s]) for s, c in srcs])
@@ -263,7 +271,8 @@ def hierarchy_latex(structure, gamma=None, decay: str = r"\gamma"):
     yield "\\end{aligned}"
 
 
-def closed_form_gamma(structure, gamma_matrix, q_matrix, latex: bool = False) -> dict:
+def closed_form_gamma(structure: TiedStructure, gamma_matrix: Any, q_matrix: Any,
+                      latex: bool = False) -> dict[tuple[int, int], str]:
     """``(k, l) -> str`` (``k <= l``): a potential's ``Gamma(q)`` with ``q`` renamed to the
     moment names, printed once per entry by SymPy, for :func:`hierarchy_text` and
     :func:`hierarchy_latex`."""
