@@ -33,9 +33,11 @@ gives the same convention directly. The numeric path uses that form.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import sympy as sp
+from numpy.typing import ArrayLike, NDArray
 
 from .symbols import g_array
 from .sympify import as_sympy
@@ -53,10 +55,10 @@ LAW_KINDS = ("tied", "untied", "direct", "general")
 def sym_matrix(K: int, name: str, entrywise: bool = False) -> sp.ImmutableMatrix:
     """``K x K`` matrix of symbols ``name_kl`` (1-based names). Symmetric (one
     symbol per unordered pair) unless ``entrywise``."""
-    def label(a, b):
+    def label(a: int, b: int) -> str:
         return f"{name}_{a + 1}{b + 1}" if K < 10 else f"{name}_{a + 1}_{b + 1}"
 
-    def sym(k, l):
+    def sym(k: int, l: int) -> sp.Symbol:
         if entrywise:
             return sp.Symbol(label(k, l), real=True)
         a, b = min(k, l), max(k, l)
@@ -74,7 +76,7 @@ def vector_symbols(n: int, name: str) -> sp.ImmutableMatrix:
     return sp.ImmutableMatrix(n, 1, lambda a, _: sp.Symbol(f"{name}_{a + 1}", real=True))
 
 
-def _covariance_entry(x, name: str, i: int, j: int):
+def _covariance_entry(x: object, name: str, i: int, j: int) -> sp.Expr:
     """One entry of a token covariance as an exact or float SymPy number.
 
     Only numbers are read (Python/numpy ints and floats, ``Fraction``, SymPy numbers);
@@ -99,7 +101,7 @@ def _covariance_entry(x, name: str, i: int, j: int):
                     f"number), got {type(x).__name__}")
 
 
-def _covariance_rows(C, L: int, name: str) -> list:
+def _covariance_rows(C: Any, L: int, name: str) -> list[list[Any]]:
     """The ``L x L`` entries of ``C`` read by shape, two levels deep and no deeper.
 
     A user container is never handed to SymPy: its rows and entries are read here, and
@@ -134,7 +136,7 @@ def _covariance_rows(C, L: int, name: str) -> list:
     return [[_covariance_entry(rows[i][j], name, i, j) for j in range(L)] for i in range(L)]
 
 
-def check_covariance(C, L: int, name: str = "C") -> sp.ImmutableMatrix:
+def check_covariance(C: Any, L: int, name: str = "C") -> sp.ImmutableMatrix:
     """Validate a token covariance: ``L x L``, symmetric, positive semi-definite.
 
     The entries are read one by one against a whitelist of number types
@@ -158,7 +160,8 @@ def check_covariance(C, L: int, name: str = "C") -> sp.ImmutableMatrix:
     return M
 
 
-def check_psd(S, name: str, what: str = "covariance of G", rtol: float = 1e-10) -> np.ndarray:
+def check_psd(S: ArrayLike, name: str, what: str = "covariance of G", rtol: float = 1e-10
+              ) -> NDArray[np.float64]:
     """Raise ``ValueError`` naming ``name`` if the symmetric matrix ``S`` is not PSD."""
     S = np.asarray(S, dtype=float)
     if not np.all(np.isfinite(S)):
@@ -232,13 +235,13 @@ class GaussianLaw:
     def n_inputs(self) -> int:
         return sum(M.shape[0] * M.shape[1] for M in self.order_parameters.values())
 
-    def reduce_loss(self, expr):
+    def reduce_loss(self, expr: sp.Expr) -> sp.Expr:
         """Rewrite a loss expression in the representative variables."""
         expr = as_sympy(expr, "loss")
         return expr.xreplace(self.substitution) if self.substitution else expr
 
     # numeric helpers ------------------------------------------------------
-    def linear_maps(self):
+    def linear_maps(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """``(S, M)``: numeric arrays with ``Sigma = sum_t x_t S[t]`` and
         ``mean = sum_t x_t M[t]`` for the flat input vector ``x``.
 
@@ -260,7 +263,7 @@ class GaussianLaw:
                     S[syms.index(t), a, b] = s
         return S, M
 
-    def split_inputs(self, x) -> dict:
+    def split_inputs(self, x: ArrayLike) -> dict[str, np.ndarray]:
         x = np.asarray(x, dtype=float)
         out = {}
         for name, shape, off in self.input_layout():
@@ -307,16 +310,17 @@ class GaussianLaw:
         check_psd(Sig, ", ".join(names) if names else "order parameters")
         return x
 
-    def linear_maps_cached(self):
+    def linear_maps_cached(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         cache = self.__dict__.setdefault("_maps_cache", {})
         if "maps" not in cache:
             cache["maps"] = self.linear_maps()
-        return cache["maps"]
+        maps: tuple[NDArray[np.float64], NDArray[np.float64]] = cache["maps"]
+        return maps
 
 
-def _linear_coeffs(e) -> dict:
+def _linear_coeffs(e: sp.Expr) -> dict[sp.Symbol, float]:
     e = sp.expand(as_sympy(e))
-    out = {}
+    out: dict[sp.Symbol, float] = {}
     for term in sp.Add.make_args(e):
         if term == 0:
             continue
@@ -332,15 +336,16 @@ def _linear_coeffs(e) -> dict:
     return out
 
 
-def _B(C, i, j, i2, j2):
+def _B(C: Any, i: int, j: int, i2: int, j2: int) -> sp.Expr:
     return C[i, i2] * C[j, j2] + C[i, j2] * C[j, i2]
 
 
-def _flat(L, K):
+def _flat(L: int, K: int) -> list[tuple[int, int, int]]:
     return [(i, j, k) for i in range(L) for j in range(L) for k in range(K)]
 
 
-def tied_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = True) -> GaussianLaw:
+def tied_law(L: int, K: int, C: Any = None, entrywise: bool = False,
+             merge: bool = True) -> GaussianLaw:
     """Centred tied law (eqs. 10, 79): ``Cov = (C_ii'C_jj' + C_ij'C_ji') q_kl``.
 
     With ``merge`` (default) the exact duplicates ``G_jik = G_ijk`` are merged
@@ -361,7 +366,8 @@ def tied_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = True
     return merge_duplicates(law) if merge else law
 
 
-def untied_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = True) -> GaussianLaw:
+def untied_law(L: int, K: int, C: Any = None, entrywise: bool = False,
+               merge: bool = True) -> GaussianLaw:
     """Untied law (section 4.1): mean ``C_ij m_k``, covariance
     ``C_ii'C_jj' q1_kl + C_ij'C_ji' q2_kl`` with ``q1 = Tr(M_k M_l^T)/d`` and
     ``q2 = Tr(M_k M_l)/d``."""
@@ -384,7 +390,8 @@ def untied_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = Tr
     return merge_duplicates(law) if merge else law
 
 
-def direct_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = True) -> GaussianLaw:
+def direct_law(L: int, K: int, C: Any = None, entrywise: bool = False,
+               merge: bool = True) -> GaussianLaw:
     """Direct optimisation over S (appendix E): centred, covariance
     ``C_ii'C_jj' Omega_kl + C_ij'C_ji' Psi_kl`` with ``Omega = Tr(S_k S_l^T)/d``,
     ``Psi = Tr(S_k S_l)/d``."""
@@ -404,7 +411,8 @@ def direct_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = Tr
     return merge_duplicates(law) if merge else law
 
 
-def general_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = True) -> GaussianLaw:
+def general_law(L: int, K: int, C: Any = None, entrywise: bool = False,
+                merge: bool = True) -> GaussianLaw:
     """Theorem 1 (eqs. 3-4): ``E G_a = C_ij mu_a``,
     ``Cov(G_a, G_b) = C_ii'C_jj' Omega_ab + C_ij'C_ji' Psi_ab`` with
     ``a = (ijk)``, ``b = (i'j'k')``, ``mu_a = Tr S_a / sqrt(d)``,
@@ -429,7 +437,8 @@ def general_law(L: int, K: int, C=None, entrywise: bool = False, merge: bool = T
     return merge_duplicates(law) if merge else law
 
 
-def make_law(kind: str, L: int, K: int, C=None, entrywise: bool = False, merge: bool = True):
+def make_law(kind: str, L: int, K: int, C: Any = None, entrywise: bool = False,
+             merge: bool = True) -> GaussianLaw:
     builders = {"tied": tied_law, "untied": untied_law, "direct": direct_law,
                 "general": general_law}
     if kind not in builders:
@@ -448,7 +457,7 @@ def merge_duplicates(law: GaussianLaw) -> GaussianLaw:
     P = law.P
     cov = law.cov
 
-    def canon(e):
+    def canon(e: sp.Expr) -> sp.Expr:
         e = sp.expand(e)
         if law.entrywise:
             # X_kl and X_lk count as the same entry when comparing rows
