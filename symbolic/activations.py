@@ -29,7 +29,7 @@ from .sympify import MAX_HERMITE
 __all__ = ["X", "Activation", "activation", "hermite_activation", "known_activations",
            "relu", "is_polynomial_activation"]
 
-def relu(g):
+def relu(g: sp.Expr) -> sp.Expr:
     """``max(0, g)`` as SymPy ``Max`` (its derivative is ``Heaviside``)."""
     return sp.Max(0, g)
 
@@ -53,7 +53,7 @@ def known_activations() -> list:
     return sorted(_named()) + ["h<k>", "He<k>", "<polynomial in x>"]
 
 
-def activation(spec, argument: str = "activation") -> Activation:
+def activation(spec: str | sp.Expr | Activation, argument: str = "activation") -> Activation:
     """Resolve an activation from a name, a polynomial string in ``x``, an
     :class:`Activation` or a SymPy expression in :data:`X`.
 
@@ -74,7 +74,8 @@ def activation(spec, argument: str = "activation") -> Activation:
     name = spec.strip()
     table = _named()
     if name.lower() in table:
-        return table[name.lower()]
+        named: Activation = table[name.lower()]
+        return named
     m = re.fullmatch(r"(h|He)(\d+)", name)
     if m:
         if len(m.group(2)) > 3 or int(m.group(2)) > MAX_HERMITE:
@@ -96,11 +97,11 @@ def activation(spec, argument: str = "activation") -> Activation:
     raise ValueError(f"unknown activation {_short(spec)} for argument {argument!r}; {known}")
 
 
-def _short(text, n: int = 60) -> str:
+def _short(text: object, n: int = 60) -> str:
     text = " ".join(str(text).split())
     return repr(text if len(text) <= n else text[:n - 3] + "...")
 
 
-def _is_smooth(expr) -> bool:
+def _is_smooth(expr: sp.Expr) -> bool:
     bad = (sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs, sp.sign, sp.Max, sp.Min)
     return not any(expr.atoms(*bad))

@@ -18,7 +18,7 @@ raises instead of emitting code that fails later.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from typing import Any, Sequence
 
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
@@ -34,16 +34,16 @@ VALGRAD_SIGNATURE_SRC = "types.float64(types.float64[::1], types.float64[::1], t
 class _NumbaPrinter(PythonCodePrinter):
     """Python printer restricted to what numba's nopython mode compiles."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__({"strict": True, "fully_qualified_modules": True})
 
-    def _print_Rational(self, expr):
+    def _print_Rational(self, expr: Any) -> str:
         return f"({expr.p}.0/{expr.q}.0)"
 
-    def _print_Integer(self, expr):
+    def _print_Integer(self, expr: Any) -> str:
         return f"{int(expr)}.0"
 
-    def _print_Pow(self, expr, rational=False):
+    def _print_Pow(self, expr: Any, rational: bool = False) -> str:
         b, e = expr.as_base_exp()
         if e.is_Integer and 2 <= int(e) <= 4:
             s = self.parenthesize(b, 1000)  # force parentheses around non-atoms
@@ -51,10 +51,11 @@ class _NumbaPrinter(PythonCodePrinter):
             return "(" + "*".join([s] * int(e)) + ")"
         if e == -1:
             return f"(1.0/{self.parenthesize(b, 1000)})"
-        return super()._print_Pow(expr, rational=rational)
+        text: str = super()._print_Pow(expr, rational=rational)
+        return text
 
 
-def _comment(s) -> str:
+def _comment(s: object) -> str:
     """A symbol name as a one-line comment (a name with a newline must not become code)."""
     return repr(str(s))[1:-1]
 
@@ -105,10 +106,11 @@ def njit_source(
         names[s] = f"p_{i}"
         lines.append(f"    p_{i} = p[{i}]  # {_comment(s)}")
 
-    def pr(e):
+    def pr(e: Any) -> str:
         e = e.xreplace(names_sym)
         try:
-            return printer.doprint(e)
+            text: str = printer.doprint(e)
+            return text
         except Exception as exc:  # PrintMethodNotImplementedError and friends
             raise TypeError(f"cannot emit numba code for {e}: {exc}") from None
 

@@ -22,7 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from math import comb
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from .hierarchy import TiedStructure
 
 __all__ = ["wishart", "scalar", "narayana_moment", "free_moments", "FreeInit"]
 
@@ -34,7 +40,7 @@ class _Spec:
     b: Any = None
 
 
-def wishart(sigma=1, aspect=1) -> _Spec:
+def wishart(sigma: float | Any = 1, aspect: float | Any = 1) -> _Spec:
     """``S = W W^T``, ``W`` of shape ``d x (aspect d)`` with ``N(0, sigma^2/d)`` entries.
 
         >>> w = wishart(sigma=1, aspect=2)
@@ -50,7 +56,7 @@ def wishart(sigma=1, aspect=1) -> _Spec:
     return _Spec("wishart", sigma, aspect)
 
 
-def scalar(c) -> _Spec:
+def scalar(c: float | Any) -> _Spec:
     """``S = c I``.
 
         >>> FreeInit([scalar(2)])([(0,), (0, 0), (0, 0, 0)])
@@ -59,7 +65,7 @@ def scalar(c) -> _Spec:
     return _Spec("scalar", c)
 
 
-def narayana_moment(n: int, sigma=1, aspect=1):
+def narayana_moment(n: int, sigma: float | Any = 1, aspect: float | Any = 1) -> Any:
     """``lim Tr(S^n)/d`` for ``S = W W^T`` (Marchenko-Pastur moments)."""
     if n == 0:
         return 1
@@ -90,14 +96,14 @@ class FreeInit:
         self.specs = specs
 
         @lru_cache(maxsize=None)
-        def kappa(letter: int, n: int):
+        def kappa(letter: int, n: int) -> Any:
             s = self.specs[letter]
             if s.kind == "scalar":
                 return s.a if n == 1 else 0
             return s.b * (s.a * s.a) ** n
 
         @lru_cache(maxsize=None)
-        def m(w: tuple):
+        def m(w: tuple[int, ...]) -> Any:
             n = len(w)
             if n == 0:
                 return 1
@@ -127,7 +133,7 @@ class FreeInit:
 
         self._m = m
 
-    def moment(self, word: Sequence[int]):
+    def moment(self, word: Sequence[int]) -> Any:
         w = tuple(int(a) for a in word)
         for a in w:
             if not 0 <= a < len(self.specs):
@@ -144,10 +150,10 @@ class FreeInit:
             return 0
         return factor * self._m(tuple(rest))
 
-    def __call__(self, words):
+    def __call__(self, words: Iterable[Sequence[int]]) -> list[float]:
         return [float(self.moment(w)) for w in words]
 
-    def structure_moments(self, structure):
+    def structure_moments(self, structure: TiedStructure) -> NDArray[np.float64]:
         """``self(structure.words)`` as a float64 array in state order, from the words'
         integer codes (a :class:`~attndyn.symbolic.hierarchy.TiedStructure`), without
         making the word tuples.
@@ -208,6 +214,6 @@ class FreeInit:
         return out
 
 
-def free_moments(specs: Sequence[_Spec], words) -> list:
+def free_moments(specs: Sequence[_Spec], words: Iterable[Sequence[int]]) -> list[float]:
     """Limit moments ``mu_w`` of independent initialisations ``specs``."""
     return FreeInit(specs)(words)

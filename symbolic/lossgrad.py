@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import sympy as sp
+from numpy.typing import ArrayLike, NDArray
 
 from .codegen import njit_source
 from .potential import _call_loss, g_array
@@ -35,7 +36,7 @@ def flat_index(i: int, j: int, k: int, L: int, K: int) -> int:
     return (i * L + j) * K + k
 
 
-def _check_int(x, name, low):
+def _check_int(x: object, name: str, low: int) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= {low}, got {x!r}")
     if x < low:
@@ -77,7 +78,8 @@ class LossGradient:
                            doc=f"Loss and dLoss/dG (L={self.L}, K={self.K}); "
                                "x[(i*L+j)*K+k] = G_ijk.")
 
-    def numeric(self, G, p=()):
+    def numeric(self, G: ArrayLike, p: Sequence[float] = ()
+                ) -> tuple[float, NDArray[np.float64]]:
         """Slow reference: ``(loss, dL/dG)`` at a numeric ``(L, L, K)`` array ``G``."""
         G = np.asarray(G, dtype=np.float64)
         if G.shape != (self.L, self.L, self.K):

@@ -35,7 +35,7 @@ class Activation:
     expr: sp.Expr
     smooth: bool = True
 
-    def __call__(self, g):
+    def __call__(self, g: object) -> sp.Expr:
         return self.expr.xreplace({X: as_sympy(g, f"argument of activation {self.name}")})
 
     @property
@@ -46,11 +46,11 @@ class Activation:
         """``sigma^(n)(x)`` (distributions such as ``DiracDelta`` included)."""
         return sp.diff(self.expr, X, n)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Activation({self.name!r}, {self.expr})"
 
 
-def is_polynomial_activation(expr) -> bool:
+def is_polynomial_activation(expr: sp.Expr) -> bool:
     """Whether ``expr`` (a SymPy expression in :data:`X`) is a polynomial in ``X``."""
     expr = as_sympy(expr, "activation expression")
     if X not in expr.free_symbols:
@@ -59,7 +59,7 @@ def is_polynomial_activation(expr) -> bool:
         sp.Poly(expr, X)
     except sp.PolynomialError:
         return False
-    return expr.is_polynomial(X)
+    return bool(expr.is_polynomial(X))
 
 
 def hermite_activation(k: int, normalised: bool = True) -> Activation:

@@ -9,8 +9,12 @@ these two functions.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import numpy as np
 import sympy as sp
+
+_T = TypeVar("_T")
 
 __all__ = ["as_sympy", "reject_strings", "MAX_HERMITE"]
 
@@ -22,7 +26,7 @@ def _short(text: str, n: int = 60) -> str:
     return repr(text if len(text) <= n else text[:n - 3] + "...")
 
 
-def reject_strings(value, name: str):
+def reject_strings(value: _T, name: str) -> _T:
     """Raise ``TypeError`` if ``value`` (a number, or lists, tuples, dicts and arrays of
     them, nested to any depth) holds a string or bytes anywhere.
 
@@ -58,7 +62,7 @@ def reject_strings(value, name: str):
 _MAX_AS_SYMPY_DEPTH = 32
 
 
-def _number_to_sympy(value):
+def _number_to_sympy(value: object) -> Any:
     """A whitelisted Python/numpy/Fraction number as a SymPy number, else ``None``."""
     from fractions import Fraction
     if isinstance(value, (bool, np.bool_)):
@@ -74,7 +78,7 @@ def _number_to_sympy(value):
     return None
 
 
-def as_sympy(value, name: str = "expression", _depth: int = 0):
+def as_sympy(value: object, name: str = "expression", _depth: int = 0) -> Any:
     """Convert an API value (SymPy object, Python or numpy number, Fraction, or a
     list/tuple of these) to SymPy without evaluating text.
 
