@@ -13,6 +13,7 @@ never pulls in numba.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from attndyn.numeric import EXPORTS as _NUMERIC_EXPORTS
 
@@ -30,7 +31,7 @@ _EXPORTS.update({
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     try:
         module = _EXPORTS[name]
     except KeyError:
@@ -40,5 +41,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return __all__

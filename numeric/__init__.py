@@ -18,6 +18,7 @@ The public names below load lazily, on first access.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 # public name -> module that defines it: the one table of the package's face
 # (``attndyn`` exports the same names, plus its own sweep helpers)
@@ -63,7 +64,7 @@ EXPORTS = {
 __all__ = sorted(EXPORTS)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'attndyn.numeric' has no attribute {name!r}")
@@ -72,5 +73,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return __all__

@@ -118,7 +118,8 @@ class FigureRun:
         """Draw the figure; returns the matplotlib figure."""
         if self.plotter is None:
             raise RuntimeError(f"{self.name}: no plotter set")
-        return self.plotter(self, fig)
+        drawn: Figure = self.plotter(self, fig)
+        return drawn
 
     def save(self, out_dir: str | os.PathLike[str], *, pdf: bool = True, png: bool = True,
              dpi: int = 200) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def _label_of(ax: Axes, which: str) -> str:
     get = "get_xlabel" if which == "x" else "get_ylabel"
     shared = ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes()
     for other in [ax, *shared.get_siblings(ax)]:
-        text = getattr(other, get)()
+        text: str = getattr(other, get)()
         if text.strip():
             return text
     return ""

@@ -4,6 +4,7 @@ re-exported here, so ``attndyn.numeric.scaling.threshold_compute`` works), their
 Imports nothing from :mod:`attndyn.numeric.attention`."""
 
 import os as _os
+from typing import Any as _Any
 
 from attndyn.kernels._cachedir import drop_stale_dependent_cache as _drop_stale
 
@@ -15,7 +16,7 @@ from .bounds import *  # noqa: F401,F403  (the public bounds API)
 from .bounds import __all__  # noqa: F401
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> _Any:
     # private helpers of the bounds module (used by the CLI and the tests)
     try:
         return getattr(_bounds, name)
