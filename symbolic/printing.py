@@ -7,17 +7,36 @@ Letters are 0-based in code and 1-based in print, as in paper 003: the word
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol, Sequence, Union
 
 if TYPE_CHECKING:  # annotations only
     from fractions import Fraction
 
+    import numpy as np
     import sympy as sp
-
-    from .hierarchy import TiedStructure
 
 # the merged terms of one row: (key, [(source, coefficient)]) with key (k, l) or "decay"
 _Terms = list[tuple[Union[tuple[int, int], str], list[tuple[int, int]]]]
+
+
+class _StructureLike(Protocol):
+    """What the printers read of a :class:`~attndyn.symbolic.hierarchy.TiedStructure` (a
+    protocol: that module imports this one)."""
+
+    K: int
+    order: int
+    indptr: np.ndarray
+
+    @property
+    def n_moments(self) -> int: ...
+    @property
+    def words(self) -> list[tuple[int, ...]]: ...
+    @property
+    def src(self) -> np.ndarray: ...
+    @property
+    def ent(self) -> np.ndarray: ...
+    @property
+    def coef(self) -> np.ndarray: ...
 
 # SymPy is imported inside the functions that build SymPy objects: the plain-text names
 # (word_label, hierarchy_text) are on the start-up path of every model and must not pay
@@ -75,7 +94,7 @@ def gamma_symbols(K: int) -> sp.ImmutableMatrix:
     return sp.ImmutableMatrix(K, K, s)
 
 
-def tied_equations(structure: TiedStructure, gamma_matrix: Any = None, q_matrix: Any = None,
+def tied_equations(structure: _StructureLike, gamma_matrix: Any = None, q_matrix: Any = None,
                    decay: Any = None) -> list[Any]:
     """SymPy equations ``d mu_alpha/dt = ...`` of a :class:`TiedStructure`.
 
@@ -95,7 +114,7 @@ def tied_equations(structure: TiedStructure, gamma_matrix: Any = None, q_matrix:
         ren = {}
         for k in range(K):
             for l in range(K):
-                w = (k, l) if k <= l else (l, k)
+                w: tuple[int, ...] = (k, l) if k <= l else (l, k)
                 ren[q_matrix[k, l]] = word_symbol(w, K) if structure.order >= 2 else sp.Integer(0)
         gamma_matrix = _sympy_matrix(gamma_matrix, K).xreplace(ren)
     t = sp.Symbol("t", real=True)
@@ -124,7 +143,7 @@ def equations_text(eqs: Sequence[Any]) -> str:
     return "\n".join(lines)
 
 
-def equations_latex(eqs: Sequence[Any], structure: TiedStructure) -> str:
+def equations_latex(eqs: Sequence[Any], structure: _StructureLike) -> str:
     import sympy as sp
     K = structure.K
     names = {word_symbol(w, K): sp.Symbol(word_latex(w, K)) for w in structure.words}
@@ -138,7 +157,7 @@ def equations_latex(eqs: Sequence[Any], structure: TiedStructure) -> str:
 # ---------------------------------------------------------------------------
 # printing straight from the structure arrays (no SymPy per term: order 16 in well under 2 s)
 
-def _merged_rows(structure: TiedStructure) -> Iterator[tuple[int, _Terms]]:
+def _merged_rows(structure: _StructureLike) -> Iterator[tuple[int, _Terms]]:
     """Per row, the terms merged over ``Gamma_kl = Gamma_lk``: yields
     ``(row, [(key, [(src, coef), ...]), ...])`` with ``key`` a pair ``(k, l)``, ``k <= l``,
     or ``"decay"`` (coefficient in units of ``gamma/2``), keys and sources ascending."""
@@ -209,7 +228,7 @@ def _signed(parts: Iterable[tuple[int | Fraction, str]], latex: bool = False) ->
     return first + "".join(f" {s} {t}" for s, t in out[1:])
 
 
-def hierarchy_text(structure: TiedStructure, gamma: dict[Any, str] | None = None,
+def hierarchy_text(structure: _StructureLike, gamma: dict[Any, str] | None = None,
                    decay: str = "gamma") -> Iterator[str]:
     """Lines ``dmu_alpha/dt = ...`` of a tied structure (eq. 11 truncated by eq. 13), built
     from the integer arrays, one line per moment (a generator: stream long outputs).
@@ -238,7 +257,7 @@ def hierarchy_text(structure: TiedStructure, gamma: dict[Any, str] | None = None
         yield f"d{names[i]}/dt = {_signed(parts)}"
 
 
-def hierarchy_latex(structure: TiedStructure, gamma: dict[Any, str] | None = None,
+def hierarchy_latex(structure: _StructureLike, gamma: dict[Any, str] | None = None,
                     decay: str = r"\gamma") -> Iterator[str]:
     """The same rows as :func:`hierarchy_text` in LaTeX (an ``aligned`` environment, as a
     generator of lines), in the paper's notation ``\\bar\\mu``, ``\\bar q``, ``\\Gamma_{kl}``.
@@ -271,7 +290,7 @@ def hierarchy_latex(structure: TiedStructure, gamma: dict[Any, str] | None = Non
     yield "\\end{aligned}"
 
 
-def closed_form_gamma(structure: TiedStructure, gamma_matrix: Any, q_matrix: Any,
+def closed_form_gamma(structure: _StructureLike, gamma_matrix: Any, q_matrix: Any,
                       latex: bool = False) -> dict[tuple[int, int], str]:
     """``(k, l) -> str`` (``k <= l``): a potential's ``Gamma(q)`` with ``q`` renamed to the
     moment names, printed once per entry by SymPy, for :func:`hierarchy_text` and

@@ -57,7 +57,7 @@ import abc
 import inspect
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -72,11 +72,13 @@ if TYPE_CHECKING:
     from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import ArrayLike, RngLike
     from attndyn.symbolic.hierarchy import TiedStructure
+    from attndyn.symbolic.potential import TiedPotential
     from attndyn.symbolic.untied import UntiedStructure
 
 __all__ = ["AttentionModel", "SGDRunner", "TimeScale", "CapabilityError", "check_model",
            "check_order_arg", "resolve_seed", "obs_key", "Theory", "NoTheory", "Correction",
-           "NoCorrection", "HierarchyCorrection", "NONE", "Hierarchy", "FeasibleSpec"]
+           "NoCorrection", "HierarchyCorrection", "NONE", "Hierarchy", "FeasibleSpec",
+           "TiedModelLike", "UntiedModelLike"]
 
 
 def obs_key(name: str, *indices: int) -> str:
@@ -564,7 +566,8 @@ class Hierarchy(abc.ABC):
     3
     """
 
-    model: "AttentionModel"
+    # the model (its folder's solvers read it through TiedModelLike or UntiedModelLike)
+    model: AttentionModel | TiedModelLike | UntiedModelLike
     order: int
     #: the integer structure arrays of the truncation (words, counts, canonical index)
     structure: TiedStructure | UntiedStructure
@@ -625,3 +628,49 @@ class Hierarchy(abc.ABC):
     def integrate(self, *args: Any, **options: Any) -> Trajectory:
         """Integrate the truncation from ``mu0`` (a
         :class:`~attndyn.numeric.core.results.Trajectory`)."""
+
+
+# ---------------------------------------------------------------------------
+# what the solvers of one folder read of that folder's model: the model is the top floor
+# of its folder (tests/architecture), so they name these protocols, never the class
+
+class TiedModelLike(Protocol):
+    """The members of a :class:`~attndyn.TiedModel` its hierarchy reads (the model
+    protocol's, the potential and its compiled gradient)."""
+
+    K: int
+    L: int
+    trainable: tuple[int, ...]
+    weight_decay: float
+    params: dict[str, Any]
+    alphabet: Any
+    #: the potential's cache entry (``potentials.cache.PotentialEntry``) or ``None``
+    _entry: Any
+
+    @property
+    def theory(self) -> Theory: ...
+    @property
+    def potential(self) -> TiedPotential | None: ...
+    @property
+    def gradient_function(self) -> Callable[..., Any]: ...
+    @property
+    def gradient_parameters(self) -> np.ndarray: ...
+    def check_matrices(self, matrices: Sequence[ArrayLike], name: str = "matrices"
+                       ) -> list[np.ndarray]: ...
+    def params_dict(self) -> dict: ...
+    def hierarchy(self, order: int) -> Hierarchy: ...
+
+
+class UntiedModelLike(Protocol):
+    """The members of an :class:`~attndyn.UntiedModel` the fast-slow theory, the slow
+    hierarchy and the untied limit read (the pairs ``(U_k, V_k)`` and their overlaps)."""
+
+    K: int
+    trainable: tuple[int, ...]
+    weight_decay: float
+
+    def check_factors(self, init: Sequence[Any], name: str = "init"
+                      ) -> list[tuple[np.ndarray, np.ndarray]]: ...
+    def order_parameters(self, init: Sequence[Any]) -> dict: ...
+    def words(self, order: int) -> list[tuple[int, ...]]: ...
+    def params_dict(self) -> dict: ...

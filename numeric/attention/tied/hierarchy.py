@@ -11,7 +11,7 @@ import numpy as np
 
 from attndyn.kernels.integrate import status_message
 from attndyn.numeric.attention.potentials import cache as potcache
-from attndyn.numeric.attention.base import (AttentionModel, finite_word_traces, Hierarchy,
+from attndyn.numeric.attention.base import (check_model, finite_word_traces, Hierarchy,
                                           HierarchyCorrection, NoCorrection)
 from attndyn.numeric.core.results import (IntegrationError, LazySequence, Trajectory,
                                           TruncationNotConverged)
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import SimpleNamespace
 
+    from attndyn.numeric.attention.base import TiedModelLike
     from attndyn.numeric.attention.limitcore import LimitTrajectory
-    from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.numeric.core.types import ArrayLike
     from attndyn.symbolic.hierarchy import TiedStructure
     from attndyn.symbolic.potential import TiedPotential
@@ -105,10 +105,10 @@ class TiedHierarchy(Hierarchy):
     """
 
     # a TiedModel (its potential and gradient parameters are not part of the protocol)
-    model: TiedModel
+    model: TiedModelLike
     structure: TiedStructure
 
-    def __init__(self, model: TiedModel, order: int, *, max_terms: int | None = None
+    def __init__(self, model: TiedModelLike, order: int, *, max_terms: int | None = None
                  ) -> None:
         self.model = model
         self.order = order
@@ -708,6 +708,7 @@ class TiedHierarchy(Hierarchy):
         t_conv = float(t_eval[-1])
         for o in ladder:
             h = self.model.hierarchy(o)
+            assert isinstance(h, TiedHierarchy)  # the model's hierarchies are of this class
             # both word lists are canonical: a dict lookup, not one canonicalisation per word
             if o > self.order:
                 pos = {tuple(w): i for i, w in enumerate(h.words)}
@@ -910,8 +911,8 @@ def _limit_result(h: TiedHierarchy, law: FreeInit, t_eval: np.ndarray, rtol: flo
                   atol: float, blowup: float, **kw: Any) -> LimitTrajectory:
     from attndyn.numeric.attention.tied.limit import limit_flow
     # the exact solvers tighten rtol themselves; the equivalents' error is O(1/d) anyway
-    r = limit_flow(h.model, law, t_eval, rtol=max(rtol, 1e-8), atol=atol, words=h.words,
-                   blowup=blowup, **kw)
+    r = limit_flow(check_model(h.model), law, t_eval, rtol=max(rtol, 1e-8), atol=atol,
+                   words=h.words, blowup=blowup, **kw)
     r.kind = "hierarchy"
     r.names = list(h.names)
     r.params["order"] = h.order
@@ -1024,7 +1025,7 @@ def auto_extend(h: TiedHierarchy, res: Trajectory, mu0: Any, t_eval: np.ndarray,
                            message=message, diagnostics=diag)
 
 
-def note_truncation(model: TiedModel, mu0: Sequence[Any], res: Trajectory) -> None:
+def note_truncation(model: TiedModelLike, mu0: Sequence[Any], res: Trajectory) -> None:
     """For a truncated tied hierarchy integrated from matrices ``mu0``: record Assumption 2.4
     in ``res.diagnostics["assumptions"]`` and, when it is not met, say so in the message
     (the truncation bound of Corollary 2 does not apply; the run's own convergence check

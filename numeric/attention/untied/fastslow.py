@@ -61,8 +61,8 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
     from scipy.integrate import OdeSolution
 
+    from attndyn.numeric.attention.base import UntiedModelLike
     from attndyn.numeric.attention.untied.coefficients import UntiedCoefficients
-    from attndyn.numeric.attention.untied.model import UntiedModel
     from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import ArrayLike
 
@@ -112,7 +112,7 @@ def _fast_rhs(th: UntiedCoefficients, tA: np.ndarray, tB: np.ndarray, q1: np.nda
     return f
 
 
-def fast_flow(model: UntiedModel, init: Any, t_eval: ArrayLike, *, rtol: float = 1e-10,
+def fast_flow(model: UntiedModelLike, init: Any, t_eval: ArrayLike, *, rtol: float = 1e-10,
               atol: float = 1e-12,
               m_max: float = 1e6, raise_on_failure: bool = False) -> UntiedTrajectory:
     """Integrate the fast flow (28) from ``init`` (pairs ``(U_k, V_k)``, a
@@ -220,7 +220,7 @@ def _label(m: np.ndarray, tr: list[int], stable: bool, zero_tol: float = 1e-9) -
     return ("stable" if stable else "NOT stable") + " root " + ", ".join(parts)
 
 
-def critical_mean(model: UntiedModel, init: Any, *, t_max: float = 1e4, eq_tol: float = 1e-9,
+def critical_mean(model: UntiedModelLike, init: Any, *, t_max: float = 1e4, eq_tol: float = 1e-9,
                   newton_tol: float = 1e-12, bl_tol: float = 1e-3, m_max: float = 1e3,
                   probe: float = 1e-3, warn: bool = True, raise_on_failure: bool = False
                   ) -> CriticalMean:
@@ -369,7 +369,7 @@ def _unstable_message(m0: np.ndarray, ev0: float, probe: float,
             f"m(0) +- {probe:g} v: " + "; ".join(a["label"] for a in alts))
 
 
-def _alternative_roots(model: UntiedModel, m0: np.ndarray, v: np.ndarray, tr: list[int],
+def _alternative_roots(model: UntiedModelLike, m0: np.ndarray, v: np.ndarray, tr: list[int],
                        probe: float, moments: dict[str, Any], kw: dict[str, Any]
                        ) -> list[dict[str, Any]]:
     """The roots reached from ``m0 +- probe v`` (``v`` the most negative curvature direction)."""
@@ -383,7 +383,7 @@ def _alternative_roots(model: UntiedModel, m0: np.ndarray, v: np.ndarray, tr: li
     return alts
 
 
-def psi_beta(model: UntiedModel, init: Any, m_star: ArrayLike | None = None
+def psi_beta(model: UntiedModelLike, init: Any, m_star: ArrayLike | None = None
              ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``psi`` (eq. 27) and ``beta = -psi/(tA + tB)`` (eq. 30) at a slow state.
 
@@ -496,7 +496,7 @@ def _beta_finite(g: _Grads, pairs: Sequence[_Pair], prods: _Prods, tr: list[int]
     return beta
 
 
-def slaved_velocity(model: UntiedModel, pairs: Sequence[_Pair], m_star: ArrayLike
+def slaved_velocity(model: UntiedModelLike, pairs: Sequence[_Pair], m_star: ArrayLike
                     ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
     """``(dU_k/dtau, dV_k/dtau)`` of the slaved flow at the pairs, with ``m = m_star``."""
     th = coefficients(model)
@@ -509,7 +509,7 @@ def slaved_velocity(model: UntiedModel, pairs: Sequence[_Pair], m_star: ArrayLik
     return _velocity(pairs, prods, g, tr, beta, 2.0, model.weight_decay)
 
 
-def untied_flow(model: UntiedModel, pairs: Sequence[Any], t_eval: ArrayLike,
+def untied_flow(model: UntiedModelLike, pairs: Sequence[Any], t_eval: ArrayLike,
                 mode: str = "full", *, order: int = 2,
                 words: Sequence[Sequence[int]] | None = None,
                 rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853",
@@ -606,7 +606,7 @@ class _Packer:
         return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
 
 
-def _flow_rhs(th: UntiedCoefficients, model: UntiedModel, pairs: Sequence[_Pair],
+def _flow_rhs(th: UntiedCoefficients, model: UntiedModelLike, pairs: Sequence[_Pair],
               packer: _Packer, mode: str, warm: dict[str, Any], newton_tol: float) -> _Rhs:
     """The right-hand side of the full flow (fast time) or the slaved flow (slow time);
     the slaved one follows ``m*(q)`` by Newton from ``warm["m"]`` (a failure sets
@@ -695,7 +695,7 @@ def _means_and_handover(th: UntiedCoefficients, states: list[list[_Pair]], ts: n
                             "gap": gaps, "root": cm0.label}
     return m_slaved
 
-def _flow_result(model: UntiedModel, words: Sequence[Sequence[int]], ts: np.ndarray,
+def _flow_result(model: UntiedModelLike, words: Sequence[Sequence[int]], ts: np.ndarray,
                  states: Sequence[Sequence[_Pair]], means: Sequence[np.ndarray], d: int,
                  mode: str, status: int, message: str, diag: dict[str, Any]
                  ) -> UntiedTrajectory:
@@ -724,7 +724,7 @@ def _flow_result(model: UntiedModel, words: Sequence[Sequence[int]], ts: np.ndar
 # ---------------------------------------------------------------------------
 # weak recovery (section 4.2, appendix F.3)
 
-def _check_st(model: UntiedModel, student: int, teacher: int) -> tuple[int, int]:
+def _check_st(model: UntiedModelLike, student: int, teacher: int) -> tuple[int, int]:
     K = model.K
     s, t = int(student), int(teacher)
     for nm, v in (("student", s), ("teacher", t)):
@@ -739,7 +739,7 @@ def _check_st(model: UntiedModel, student: int, teacher: int) -> tuple[int, int]
     return s, t
 
 
-def eq42_velocity(model: UntiedModel, init: Any, *, student: int = 0, teacher: int = 1,
+def eq42_velocity(model: UntiedModelLike, init: Any, *, student: int = 0, teacher: int = 1,
                   m_star: ArrayLike | None = None) -> NDArray[np.float64]:
     """Eq. (42): ``d(q1_st, q2_st)/d tau (0) = -2 D_s(0) Q2 g*_st`` with
     ``D_s = tA_s + tB_s``, ``Q2 = [[q1_tt, q2_tt], [q2_tt, q1_tt]]`` and
@@ -756,7 +756,7 @@ def eq42_velocity(model: UntiedModel, init: Any, *, student: int = 0, teacher: i
     return vel
 
 
-def exact_overlap_velocity(model: UntiedModel, pairs: Sequence[Any], *, student: int = 0,
+def exact_overlap_velocity(model: UntiedModelLike, pairs: Sequence[Any], *, student: int = 0,
                            teacher: int = 1) -> NDArray[np.float64]:
     """``d(q1_st, q2_st)/d tau`` of the slaved flow at finite-d pairs, exactly
     (from the matrix velocities, no freeness assumption)."""
@@ -774,7 +774,7 @@ def exact_overlap_velocity(model: UntiedModel, pairs: Sequence[Any], *, student:
     return dq
 
 
-def corollary4(model: UntiedModel, init: Any, *, student: int = 0, teacher: int = 1,
+def corollary4(model: UntiedModelLike, init: Any, *, student: int = 0, teacher: int = 1,
                tol: float | None = None, c_d: float = 4.0) -> dict[str, Any]:
     """Diagnose Corollary 4's dichotomy at ``init`` (pairs, state or dict).
 

@@ -24,7 +24,7 @@ from attndyn.numeric.core.validate import (_check_pos_float, check_finite_result
 from attndyn.symbolic import untied as su
 
 if TYPE_CHECKING:
-    from attndyn.numeric.attention.untied.model import UntiedModel
+    from attndyn.numeric.attention.base import UntiedModelLike
     from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["UntiedHierarchy", "hierarchy"]
@@ -45,10 +45,10 @@ class UntiedHierarchy(Hierarchy):
     """
 
     # an UntiedModel (check_factors is not part of the protocol)
-    model: UntiedModel
+    model: UntiedModelLike
     structure: su.UntiedStructure
 
-    def __init__(self, model: UntiedModel, order: int, letters: Sequence[int] | None = None
+    def __init__(self, model: UntiedModelLike, order: int, letters: Sequence[int] | None = None
                  ) -> None:
         self.model = model
         self.theory = coefficients(model)
@@ -329,7 +329,7 @@ class UntiedHierarchy(Hierarchy):
                            f"and {lad} agree to {worst:.2g} on the moments of length <= 2)")
 
 
-def hierarchy(model: UntiedModel, order: int, letters: Sequence[int] | None = None
+def hierarchy(model: UntiedModelLike, order: int, letters: Sequence[int] | None = None
               ) -> UntiedHierarchy:
     """The (cached) order-``M`` slow hierarchy of ``model``."""
     th = coefficients(model)

@@ -79,8 +79,8 @@ from attndyn.symbolic.words import canonical
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from attndyn.numeric.attention.base import UntiedModelLike
     from attndyn.numeric.attention.untied.fastslow import CriticalMean
-    from attndyn.numeric.attention.untied.model import UntiedModel
     from attndyn.numeric.core.types import ArrayLike, RngLike
 
 __all__ = ["GaussianPair", "gaussian_pair", "UntiedLaw", "DiagonalLaw", "law_of_pairs",
@@ -315,7 +315,7 @@ class DiagonalLaw:
         return [(np.diag(self.u[k]), np.diag(self.v[k])) for k in range(self.K)]
 
 
-def law_of_pairs(model: UntiedModel, pairs: Sequence[Any], means: str = "zero") -> UntiedLaw:
+def law_of_pairs(model: UntiedModelLike, pairs: Sequence[Any], means: str = "zero") -> UntiedLaw:
     """The Gaussian law the pairs were drawn from when their entries are i.i.d. centred
     Gaussian (``gaussian_init``): scales from the measured ``tA_k, tB_k``, aspects
     ``d_k/d``; ``means="zero"`` (the ``O(d^-1/2)`` means of such pairs vanish in the
@@ -332,7 +332,7 @@ def law_of_pairs(model: UntiedModel, pairs: Sequence[Any], means: str = "zero") 
                       for (U, V), m in zip(pairs, m0)])
 
 
-def limit_theory(model: UntiedModel, pairs: Sequence[Any], t_eval: ArrayLike, *,
+def limit_theory(model: UntiedModelLike, pairs: Sequence[Any], t_eval: ArrayLike, *,
                  order: int = 2, law: UntiedLaw | DiagonalLaw | None = None,
                  **kwargs: Any) -> LimitTrajectory:
     """``compare(..., theory="limit")``: :func:`limit_flow` from ``law`` or, by default,
@@ -360,7 +360,7 @@ def _node_traces(vals: np.ndarray, w: np.ndarray, words: Sequence[Sequence[int]]
 # ---------------------------------------------------------------------------
 # rows (the names of untied_flow)
 
-def _row_names(model: UntiedModel, words: Sequence[Sequence[int]]) -> list[str]:
+def _row_names(model: UntiedModelLike, words: Sequence[Sequence[int]]) -> list[str]:
     K = model.K
     return ([su.word_name(w, K) for w in words] + [_obs("m", k) for k in range(K)]
             + [_obs("tA", k) for k in range(K)] + [_obs("tB", k) for k in range(K)]
@@ -368,7 +368,7 @@ def _row_names(model: UntiedModel, words: Sequence[Sequence[int]]) -> list[str]:
             + [_obs("q2", k, l) for k in range(K) for l in range(K)])
 
 
-def _words(model: UntiedModel, order: int, words: Sequence[Sequence[int]] | None
+def _words(model: UntiedModelLike, order: int, words: Sequence[Sequence[int]] | None
            ) -> list[tuple[int, ...]]:
     alph = su.untied_alphabet(model.K)
     if words is None:
@@ -376,7 +376,7 @@ def _words(model: UntiedModel, order: int, words: Sequence[Sequence[int]] | None
     return [canonical(alph.check_word(w, "words"), alph) for w in words]
 
 
-def _result(model: UntiedModel, words: Sequence[Sequence[int]], t: ArrayLike, y: np.ndarray,
+def _result(model: UntiedModelLike, words: Sequence[Sequence[int]], t: ArrayLike, y: np.ndarray,
             err: np.ndarray, status: int, message: str, params: dict[str, Any],
             diag: dict[str, Any], seed: Any = None) -> LimitTrajectory:
     diag = dict(diag)
@@ -390,7 +390,7 @@ def _result(model: UntiedModel, words: Sequence[Sequence[int]], t: ArrayLike, y:
 # ---------------------------------------------------------------------------
 # commuting case
 
-def _node_run(model: UntiedModel, law: DiagonalLaw, t_eval: np.ndarray,
+def _node_run(model: UntiedModelLike, law: DiagonalLaw, t_eval: np.ndarray,
               words: Sequence[Sequence[int]], rtol: float, atol: float, newton_tol: float,
               blowup: float) -> tuple[np.ndarray, np.ndarray | None, int, str, CriticalMean,
                                       np.ndarray | None]:
@@ -475,7 +475,7 @@ def _node_run(model: UntiedModel, law: DiagonalLaw, t_eval: np.ndarray,
     return ts, rows, status, message, cm, Y
 
 
-def commuting_limit(model: UntiedModel, law: DiagonalLaw, t_eval: ArrayLike, *,
+def commuting_limit(model: UntiedModelLike, law: DiagonalLaw, t_eval: ArrayLike, *,
                     order: int = 2, words: Sequence[Sequence[int]] | None = None,
                     rtol: float = 1e-12,
                     atol: float = 1e-14, newton_tol: float = 1e-13,
@@ -529,7 +529,7 @@ def _factor(scale: float, d: int, r: int, rng: np.random.Generator,
     return F
 
 
-def equivalent_pairs(model: UntiedModel, law: UntiedLaw, d: int, rng: RngLike
+def equivalent_pairs(model: UntiedModelLike, law: UntiedLaw, d: int, rng: RngLike
                      ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
     """Pairs of size ``d`` for a :class:`UntiedLaw`: every factor with the bin-mean
     singular values between independent Haar rotations (``U_0``'s left rotation is the
@@ -546,7 +546,7 @@ def equivalent_pairs(model: UntiedModel, law: UntiedLaw, d: int, rng: RngLike
     return out
 
 
-def _equivalents_run(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray,
+def _equivalents_run(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray,
                      words: Sequence[Sequence[int]], sizes: Sequence[int], rotations: int,
                      seed: RngLike, rtol: float, atol: float, max_dim: int
                      ) -> tuple[tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None, str,
@@ -580,7 +580,7 @@ def _equivalents_run(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray,
 # ---------------------------------------------------------------------------
 # entry point
 
-def _check_law(model: UntiedModel, law: object) -> UntiedLaw | DiagonalLaw:
+def _check_law(model: UntiedModelLike, law: object) -> UntiedLaw | DiagonalLaw:
     if isinstance(law, DiagonalLaw):
         if law.K != model.K:
             raise ValueError(f"law must have K = {model.K} indices, got {law.K}")
@@ -592,7 +592,7 @@ def _check_law(model: UntiedModel, law: object) -> UntiedLaw | DiagonalLaw:
     raise TypeError("law must be an UntiedLaw (gaussian_pair blocks) or a DiagonalLaw")
 
 
-def limit_flow(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike,
+def limit_flow(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike,
                sizes: Sequence[int] | None = None, rtol: float = 1e-9, atol: float = 1e-12, *,
                order: int = 2, words: Sequence[Sequence[int]] | None = None,
                rotations: int = 2, seed: RngLike = 0, method: str = "auto",
@@ -629,7 +629,7 @@ def limit_flow(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLi
             return res
 
 
-def _limit_flow(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike, *,
+def _limit_flow(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike, *,
                 sizes: Sequence[int] | None, rtol: float, atol: float, order: int,
                 words: Sequence[Sequence[int]] | None, rotations: int, seed: RngLike,
                 method: str, max_dim: int, raise_on_failure: bool) -> LimitTrajectory:
@@ -780,7 +780,7 @@ def _spectrum_values(S: np.ndarray, spectrum: str) -> np.ndarray:
     return np.sort(np.linalg.svd(S, compute_uv=False))
 
 
-def _commuting_spectrum(model: UntiedModel, law: BranchLaw, t_eval: np.ndarray, letter: int,
+def _commuting_spectrum(model: UntiedModelLike, law: BranchLaw, t_eval: np.ndarray, letter: int,
                         spectrum: str, tracers: int, rtol: float, atol: float, blowup: float
                         ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, int] | None,
                                    int, str]:
@@ -812,7 +812,7 @@ def _commuting_spectrum(model: UntiedModel, law: BranchLaw, t_eval: np.ndarray, 
     return ts, (np.array(out), mass_all, xs.size), status, msg
 
 
-def _equivalents_spectrum(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray, letter: int,
+def _equivalents_spectrum(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray, letter: int,
                           spectrum: str, sizes: Sequence[int], rotations: int, seed: RngLike,
                           levels: int, rtol: float, atol: float, max_dim: int
                           ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray] | None, str,
@@ -849,7 +849,7 @@ def _equivalents_spectrum(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray
     return (p, np.array(means), np.array(ses)), "", notes
 
 
-def spectral_density(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike, *,
+def spectral_density(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: ArrayLike, *,
                      letter: int | None = None,
                      spectrum: str = "symmetric", grid: ArrayLike | None = None,
                      n_grid: int = 400, tracers: int = 2001,
@@ -930,7 +930,7 @@ def spectral_density(model: UntiedModel, law: UntiedLaw | DiagonalLaw, t_eval: A
                     "spectrum")
 
 
-def _branch_spectral(model: UntiedModel, law: BranchLaw, t_eval: np.ndarray, letter: int,
+def _branch_spectral(model: UntiedModelLike, law: BranchLaw, t_eval: np.ndarray, letter: int,
                      spectrum: str, grid: ArrayLike | None, n_grid: int, tracers: int,
                      rtol: float | None, atol: float | None, blowup: float,
                      params: dict[str, Any], diag: dict[str, Any]) -> SpectralDensity:
@@ -959,7 +959,7 @@ def _branch_spectral(model: UntiedModel, law: BranchLaw, t_eval: np.ndarray, let
     return _spectral_result(ts, cells, None, grid, n_grid, status, message, params, diag)
 
 
-def _free_spectral(model: UntiedModel, law: UntiedLaw, t_eval: np.ndarray, letter: int,
+def _free_spectral(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray, letter: int,
                    spectrum: str, grid: ArrayLike | None, n_grid: int,
                    sizes: Sequence[int] | None, rotations: int, levels: int, seed: RngLike,
                    extrapolation: str, rtol: float | None, atol: float | None, max_dim: int,
