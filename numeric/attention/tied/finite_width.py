@@ -39,13 +39,15 @@ from fractions import Fraction
 import numpy as np
 
 from attndyn.numeric.attention.base import Correction, check_model
-from attndyn.numeric.attention.corrections import (MAX_FW_DEGREE, cumulant_terms,
+from attndyn.numeric.attention.corrections import (MAX_FW_DEGREE, cumulant_terms, edgeworth_terms,
+                                                   hermite_moments,
                                                    polynomial_taylor, qf_scale, word_sum,
                                                    word_traces)
 from attndyn.numeric.attention.tied.runner import theory_rows
 
 __all__ = ["finite_width_coefficients", "finite_width_taylor", "finite_width_potential",
-           "finite_width_gradient", "finite_width_flow", "finite_width_text", "FiniteWidth"]
+           "finite_width_gradient", "finite_width_flow", "finite_width_text", "FiniteWidth",
+           "finite_width_route", "EdgeworthLoss", "edgeworth_loss"]
 
 #: the order in 1/d of each cumulant pattern's key in :func:`finite_width_potential`
 _ORDER_KEY = {0.5: "kappa3", 1.0: "kappa4", 1.5: "kappa5", 2.0: "kappa6"}
@@ -131,28 +133,63 @@ def finite_width_gradient(model, matrices, *, kappa3: bool = True, c=None) -> di
     return out
 
 
+def finite_width_route(model, nodes: int | None = None):
+    """``("polynomial", c)`` for an ``L = 1`` loss that is a polynomial of degree <= 6 in
+    ``G`` (the exact cumulant sum, ``c`` its Taylor tensors), else ``("edgeworth", ew)``
+    with ``ew`` the model's :class:`EdgeworthLoss` (through ``O(1/d)``, any smooth loss and
+    ``L``; cached per model and ``nodes``)."""
+    model = check_model(model)
+    if model.sgd_form != "factors" or model.loss is None:
+        raise ValueError("the finite-width correction is implemented for tied models with a "
+                         "loss callable")
+    if model.L == 1 and nodes is None:
+        try:
+            return "polynomial", polynomial_taylor(model, MAX_FW_DEGREE)
+        except ValueError as exc:
+            if _is_polynomial(model):  # degree > 6: the exact route's limit, stated
+                raise ValueError(f"{exc}; pass nodes= for the O(1/d) Edgeworth route") from None
+    return "edgeworth", edgeworth_loss(model, EDGEWORTH_NODES if nodes is None else nodes)
+
+
+def _is_polynomial(model) -> bool:
+    """Whether an ``L = 1`` loss is a polynomial in ``G`` (any degree)."""
+    import sympy as sp
+    expr, syms, _ = _merged_loss(model)
+    try:
+        sp.Poly(sp.expand(expr), *syms)
+    except sp.PolynomialError:
+        return False
+    return True
+
+
+def _route_gradient(model, route, kappa3):
+    """``S -> {a: dPhi_c/dS_a}`` of the route of :func:`finite_width_route`."""
+    kind, obj = route
+    if kind == "polynomial":
+        return lambda S: finite_width_gradient(model, S, kappa3=kappa3, c=obj)
+    return lambda S: obj.gradient(S, kappa3=kappa3)
+
+
 def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
                       method: str = "DOP853", blowup: float = 1e100, kappa3: bool = True,
-                      raise_on_failure: bool = False):
+                      raise_on_failure: bool = False, nodes: int | None = None):
     """The tied matrix flow of the finite-d population loss ``Phi_d`` (module docstring):
-    the paper's flow plus the gradient of every non-Gaussian cumulant term (polynomial
-    losses of degree <= 6). Returns a Trajectory of the words of length <= 2 (``status``
-    as :func:`attndyn.numeric.attention.odesolve.solve_flow`)."""
-    from attndyn.symbolic.printing import word_label
-    from attndyn.symbolic.words import canonical_words
-
-    from attndyn.numeric.core.results import IntegrationError, Trajectory
+    the paper's flow plus the gradient of the non-Gaussian part, exact (every cumulant
+    term) for an ``L = 1`` polynomial loss of degree <= 6, through ``O(1/d)`` (the
+    Edgeworth terms of :class:`EdgeworthLoss`) for any other smooth loss, e.g. the row
+    softmax of Fig. 1 (``nodes``: Gauss-Hermite nodes per axis there; passing it forces
+    that route). Returns a Trajectory of the words of length <= 2 (``status`` as
+    :func:`attndyn.numeric.attention.odesolve.solve_flow`)."""
+    from attndyn.numeric.core.results import IntegrationError
     from attndyn.numeric.core.validate import check_t_eval
     from attndyn.numeric.attention.odesolve import solve_flow
-    model = _check_tied(model)
-    c = finite_width_taylor(model)
+    route = finite_width_route(model, nodes)
+    model = check_model(model)
     mats = [np.array(m, dtype=float) for m in model.check_matrices(matrices)]
     t_eval = check_t_eval(t_eval)
-    K = model.K
-    d = mats[0].shape[0]
-    tr = list(model.trainable)
-    gam = model.weight_decay
+    K, d, tr, gam = model.K, mats[0].shape[0], list(model.trainable), model.weight_decay
     dd = d * d
+    grad_c = _route_gradient(model, route, kappa3)
 
     def unpack(y):
         S = list(mats)
@@ -164,7 +201,7 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
         S = unpack(y)
         q = np.array([[np.sum(S[a] * S[b]) / d for b in range(K)] for a in range(K)])
         Gam = model.gamma(q)
-        Pc = finite_width_gradient(model, S, kappa3=kappa3, c=c)
+        Pc = grad_c(S)
         out = []
         for a in tr:
             P = sum(2.0 * Gam[a, l] * S[l] for l in range(K)) / d
@@ -175,6 +212,20 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
     y0 = np.concatenate([mats[a].ravel() for a in tr]) if tr else np.zeros(0)
     sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, method=method, blowup=blowup,
                      what="finite-width tied matrix flow")
+    res = _flow_result(model, sol, unpack, d, route, kappa3,
+                       {"rtol": rtol, "atol": atol, "method": method})
+    if raise_on_failure and sol.status != 0:
+        raise IntegrationError(sol.message)
+    return res
+
+
+def _flow_result(model, sol, unpack, d, route, kappa3, opts):
+    """The Trajectory of the words of length <= 2 along the solution ``sol``."""
+    from attndyn.symbolic.printing import word_label
+    from attndyn.symbolic.words import canonical_words
+
+    from attndyn.numeric.core.results import Trajectory
+    K = model.K
     words = [tuple(w) for w in canonical_words(2, model.alphabet)]
     y = np.empty((len(words), sol.t.size))
     for n in range(sol.t.size):
@@ -182,15 +233,16 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
         for i, w in enumerate(words):
             y[i, n] = (np.trace(S[w[0]]) if len(w) == 1 else np.sum(S[w[0]] * S[w[1]])) / d
     params = model.params_dict()
-    params.update({"d": d, "rtol": rtol, "atol": atol, "method": method,
-                   "finite_width": "all cumulants" if kappa3 else "without kappa_3",
-                   "degree": len(c) - 1})
-    res = Trajectory(t=sol.t, y=y, names=[word_label(w, K) for w in words], words=words,
-                     kind="finite_width_flow", params=params, status=sol.status,
-                     message=sol.message, diagnostics={"d": d})
-    if raise_on_failure and sol.status != 0:
-        raise IntegrationError(sol.message)
-    return res
+    params.update({"d": d, **opts, "finite_width": "all cumulants" if kappa3 else "without kappa_3"})
+    if route[0] == "polynomial":
+        params["degree"] = len(route[1]) - 1
+    else:
+        params.update(finite_width_route="edgeworth O(1/d): kappa_3, kappa_4, kappa_3^2"
+                      if kappa3 else "edgeworth O(1/d): kappa_4", nodes=route[1].nodes,
+                      directions=route[1].r)
+    return Trajectory(t=sol.t, y=y, names=[word_label(w, K) for w in words], words=words,
+                      kind="finite_width_flow", params=params, status=sol.status,
+                      message=sol.message, diagnostics={"d": d})
 
 
 def _prefactor(lam) -> str:
@@ -252,9 +304,11 @@ def finite_width_text(model) -> str:
 
 
 class FiniteWidth(Correction):
-    """``correction="finite-d"``: the flow of the exact finite-d population loss (every
-    non-Gaussian cumulant term, :func:`finite_width_flow`; polynomial losses of degree
-    <= 6); the matrix-level flow only, no ``eta`` or ``batch``."""
+    """``correction="finite-d"``: the flow of the finite-d population loss
+    (:func:`finite_width_flow`): exact (every non-Gaussian cumulant term) for an ``L = 1``
+    polynomial loss of degree <= 6, through ``O(1/d)`` (:class:`EdgeworthLoss`) for any
+    other smooth loss and any ``L`` (the row softmax of Fig. 1); the matrix-level flow
+    only, no ``eta`` or ``batch``."""
 
     name = "finite-d"
     needs = ()
@@ -282,3 +336,209 @@ class FiniteWidth(Correction):
         kw = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
         return finite_width_flow(theory.model, matrices, t_eval,
                                  raise_on_failure=raise_on_failure, **kw)
+
+
+# ---------------------------------------------------------------------------
+# any smooth loss, any L: the Edgeworth correction through O(1/d) (issue 26)
+
+#: default Gauss-Hermite nodes per axis of the Edgeworth route, and the pruned weight
+EDGEWORTH_NODES = 12
+_PRUNE = 1e-16
+
+
+def _merged_loss(model):
+    """``(expr, syms, index)``: the loss with ``G_jik`` merged into ``G_ijk`` (``i <= j``;
+    the tied law has ``G_jik = G_ijk``), its variables and their ``(i, j, k)``."""
+    import sympy as sp
+
+    from attndyn.symbolic.potential import _call_loss, g_array
+    L, K = model.L, model.K
+    G = g_array(L, K)
+    expr = _call_loss(model.loss, G)
+    subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
+    expr = expr.subs(subs).xreplace({G[i, j, k]: G[j, i, k] for i in range(L)
+                                     for j in range(i) for k in range(K)})
+    index = [(i, j, k) for i in range(L) for j in range(i, L) for k in range(K)]
+    syms = [G[i, j, k] for i, j, k in index]
+    if expr.free_symbols - set(syms):
+        raise ValueError("the finite-d correction needs a loss with numeric parameters only")
+    return expr, syms, index
+
+
+class EdgeworthLoss:
+    """The finite-d population loss of a tied model with any smooth loss (any ``L``, token
+    covariance ``C``), through ``O(1/d)`` by the Edgeworth expansion (issue 26).
+
+    The loss depends on ``G`` through ``r`` linear combinations ``v = R u`` of the merged
+    pre-activations ``u`` (found from sampled gradients, as the numeric potentials do).
+    Each ``v_c`` is a centred Gaussian quadratic form in ``(x_1, ..., x_L)`` with matrix
+    ``sum_k S_k (x) B_ck`` (``B_ck`` an ``L x L`` token matrix: ``C^(1/2) sym(E_ij)
+    C^(1/2)`` combined by ``R``), so its cumulants are exact word traces::
+
+        kappa_n(v_c1, ..., v_cn) ~ 2^(n-1) (n-1)! d^(-n/2) sum_k Tr(S_k1 ... S_kn) Tr(B_c1k1 ... B_cnkn)
+
+    (symmetrised), of order ``d^(1 - n/2)``. With ``Sigma = kappa_2 = A A^T`` (a function
+    of ``q`` only) and ``g(xi) = loss(A xi)``, :func:`~attndyn.numeric.attention.corrections.edgeworth_terms`
+    gives ``Phi_d - Phi(q)`` from the whitened ``kappa_3, kappa_4`` and the Hermite moments
+    of ``g`` on a tensor Gauss-Hermite rule: the ``kappa_3`` term (``O(d^-1/2)``), the
+    ``kappa_4`` and ``kappa_3^2`` terms (``O(1/d)``); the remainder is ``O(d^-3/2)``, and
+    ``O(d^-2)`` for a loss even in ``G`` (every odd term vanishes: row softmax at ``L = 2``).
+    For a polynomial loss of degree <= 4 it equals :func:`finite_width_potential`.
+    """
+
+    def __init__(self, model, nodes: int = EDGEWORTH_NODES, seed: int = 0):
+        import sympy as sp
+
+        from attndyn.numeric.attention.potentials.quadrature import tensor_rule
+        model = check_model(model)
+        if model.sgd_form != "factors" or model.loss is None:
+            raise ValueError("the Edgeworth finite-d correction is implemented for tied models "
+                             "with a loss callable")
+        if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) \
+                or not 4 <= nodes <= 40:
+            raise ValueError(f"nodes must be an int in 4..40, got {nodes!r}")
+        self.model, self.K, self.L = model, model.K, model.L
+        expr, syms, self.index = _merged_loss(model)
+        self._f = sp.lambdify([syms], expr, modules="numpy")
+        self._df = sp.lambdify([syms], [sp.diff(expr, s) for s in syms], modules="numpy")
+        self.R = self._subspace(len(syms), seed)
+        self.r = self.R.shape[0]
+        if self.r > 5:
+            raise ValueError(f"the Edgeworth route integrates on a tensor rule in the loss's "
+                             f"{self.r} directions; at most 5 are supported")
+        est = nodes ** self.r * (self.r ** 3)
+        if est > 6e7:
+            raise ValueError(f"nodes={nodes} in {self.r} directions needs ~{est:.1e} products; "
+                             "choose fewer nodes")
+        rule = tensor_rule(self.r, int(nodes), prune=_PRUNE)
+        self.Z, self.w, self.nodes = rule.nodes, rule.weights, int(nodes)
+        self._tokens()
+
+    def _subspace(self, P, seed):
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 26]))
+        grads = np.array([np.asarray(self._df(1.5 * rng.standard_normal(P)), float)
+                          for _ in range(max(48, 6 * P))])
+        _, s, Vt = np.linalg.svd(grads, full_matrices=False)
+        if not np.all(np.isfinite(s)) or s[0] == 0:
+            raise ValueError("the loss's gradient is not finite (or zero) at sampled points")
+        return np.ascontiguousarray(Vt[:int(np.sum(s > 1e-9 * s[0]))])
+
+    def _tokens(self):
+        """``B[c, k]`` (``r x K x L x L``) and the token traces ``tau_n`` (n = 2, 3, 4)."""
+        from scipy.linalg import sqrtm
+        L, K = self.L, self.K
+        C = np.eye(L) if self.model._C is None else np.array(self.model.C, dtype=float)
+        Ch = np.real(sqrtm(C))
+        B = np.zeros((self.r, K, L, L))
+        for a, (i, j, k) in enumerate(self.index):
+            E = np.zeros((L, L))
+            E[i, j] = E[j, i] = 1.0 if i == j else 0.5
+            B[:, k] += self.R[:, a, None, None] * (Ch @ E @ Ch)[None]
+        self.B = B
+        self.tau = {2: np.einsum("akij,blji->akbl", B, B),
+                    3: np.einsum("akij,bljm,cnmi->akblcn", B, B, B),
+                    4: np.einsum("akij,bljm,cnmp,eopi->akblcneo", B, B, B, B)}
+
+    def covariance(self, q) -> np.ndarray:
+        """``Sigma_cc' = 2 sum_kl q_kl Tr(B_ck B_c'l)``: the covariance of ``v``."""
+        return 2.0 * np.einsum("kl,akbl->ab", np.asarray(q, float), self.tau[2])
+
+    def moments(self, q):
+        """``(Ainv, m)``: the whitening ``A^-1`` (``Sigma = A A^T``) and the Hermite moments
+        of ``g(xi) = loss(R^T A xi)`` on the rule."""
+        Sig = self.covariance(q)
+        try:
+            A = np.linalg.cholesky(Sig)
+        except np.linalg.LinAlgError:
+            raise ValueError("the finite-d correction needs a definite covariance of the loss's "
+                             f"{self.r} directions at this q") from None
+        U = (self.Z @ A.T) @ self.R
+        g = np.asarray(self._f(U.T), dtype=float)
+        g = np.broadcast_to(g, (self.Z.shape[0],))
+        if not np.all(np.isfinite(g)):
+            raise ValueError("the loss is not finite at a quadrature node")
+        return np.linalg.inv(A), hermite_moments(g, self.Z, self.w, 6)
+
+    def _kappas(self, T, d, Ainv):
+        """The whitened ``K3``, ``K4`` from the word traces ``T[n]`` (``K^n``)."""
+        out = {}
+        for n in (3, 4):
+            letters = "abceghij"[:n]
+            ks = "pqrstuvw"[:n]
+            tau_sub = "".join(c + k for c, k in zip(letters, ks))
+            kv = qf_scale(n, d) * np.einsum(f"{ks},{tau_sub}->{letters}", T[n], self.tau[n])
+            for ax in range(n):
+                kv = np.moveaxis(np.tensordot(Ainv, kv, axes=(1, ax)), 0, ax)
+            out[n] = kv
+        return out
+
+    def terms_at(self, q, T, d, kappa3=True):
+        """``(terms, G3, G4, Ainv)`` at overlaps ``q`` and word traces ``T``."""
+        Ainv, m = self.moments(q)
+        kap = self._kappas(T, d, Ainv)
+        terms, G3, G4 = edgeworth_terms(m, kap[3], kap[4], kappa3=kappa3)
+        terms["gaussian"] = m[0]
+        return terms, G3, G4, Ainv
+
+    @staticmethod
+    def _q(mats):
+        d = mats[0].shape[0]
+        return np.array([[np.sum(a * b) / d for b in mats] for a in mats])
+
+    def potential(self, matrices) -> dict:
+        """``Phi(q)`` (``gaussian``, on the rule) and the Edgeworth terms of ``Phi_d - Phi``
+        (``kappa3``, ``kappa4``, ``kappa3^2``, ``total``) at the matrices ``S_k``."""
+        mats = [np.asarray(m, float) for m in self.model.check_matrices(matrices)]
+        terms, _, _, _ = self.terms_at(self._q(mats), word_traces(mats, 4), mats[0].shape[0])
+        terms["total"] = terms["kappa3"] + terms["kappa4"] + terms["kappa3^2"]
+        return {k: float(v) for k, v in terms.items()}
+
+    def gradient(self, matrices, *, kappa3: bool = True, rel_step: float = 1e-4) -> dict:
+        """``{a: dPhi_c/dS_a}`` for the trainable ``a`` (symmetric): the word traces'
+        part exactly, the part through ``q`` (the whitening and the moments) by central
+        differences in each ``q_al`` (step ``rel_step * max |q|``)."""
+        mats = [np.asarray(m, float) for m in matrices]
+        d, K = mats[0].shape[0], self.K
+        q = self._q(mats)
+        T = word_traces(mats, 4)
+        _, G3, G4, Ainv = self.terms_at(q, T, d, kappa3)
+        gT = {}
+        for n, G in ((3, G3), (4, G4)):
+            for ax in range(n):  # back through the whitening
+                G = np.moveaxis(np.tensordot(Ainv.T, G, axes=(1, ax)), 0, ax)
+            letters, ks = "abceghij"[:n], "pqrstuvw"[:n]
+            tau_sub = "".join(c + k for c, k in zip(letters, ks))
+            g = qf_scale(n, d) * np.einsum(f"{letters},{tau_sub}->{ks}", G, self.tau[n])
+            gT[n] = sum(np.transpose(g, np.roll(np.arange(n), s)) for s in range(n)) / n
+        h = rel_step * max(float(np.max(np.abs(q))), 1e-12)
+
+        def total(qq):
+            tt = self.terms_at(qq, T, d, kappa3)[0]
+            return tt["kappa3"] + tt["kappa4"] + tt["kappa3^2"]
+        out = {}
+        for a in self.model.trainable:
+            P = sum(n * word_sum(gT[n][a], mats) for n in (3, 4))
+            for l in range(K):
+                E = np.zeros((K, K))
+                E[a, l] = E[l, a] = h
+                dF = (total(q + E) - total(q - E)) / (2.0 * h)
+                P = P + (2.0 if l == a else 1.0) * dF * mats[l] / d
+            out[a] = 0.5 * (P + P.T)
+        return out
+
+
+_EDGEWORTH_CACHE: dict = {}
+
+
+def edgeworth_loss(model, nodes: int = EDGEWORTH_NODES) -> EdgeworthLoss:
+    """The model's :class:`EdgeworthLoss` (built once per model and ``nodes``; the cache
+    holds the last few models, keyed by identity)."""
+    key = (id(model), int(nodes))
+    hit = _EDGEWORTH_CACHE.get(key)
+    if hit is not None and hit.model is model:
+        return hit
+    ew = EdgeworthLoss(model, nodes)
+    if len(_EDGEWORTH_CACHE) >= 8:
+        _EDGEWORTH_CACHE.pop(next(iter(_EDGEWORTH_CACHE)))
+    _EDGEWORTH_CACHE[key] = ew
+    return ew
