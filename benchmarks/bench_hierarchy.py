@@ -5,16 +5,22 @@ pinned), with the wall time beside it and the load average above each table
 (``benchmarks/_timing.py``). K = 2 (student 0 trainable, teacher 1 fixed) unless a row
 says K = 3; the structure arrays come from the disk cache.
 
-1. RHS: ns per stored term of the fused kernel, against two rooflines of the same bytes
+1. RHS: ns per stored term of the fused kernel the integrators use (packed terms
+   ``src << 8 | slot``, four rows at a time), against two rooflines of the same bytes
    (the layout's bytes per term streamed from DRAM, and streamed from a cache-resident
    array), against the gather floor (one source-index load and one gathered ``y`` load per
-   term in four independent chains: ``_floors.gather_floor``), the landed kernel before
-   issue 11 and scipy's ``A @ y`` on the same operator as a CSR matrix.
+   term in four independent chains: ``_floors.gather_floor``), the unpacked kernel
+   (separate sources and slots, one row at a time: the kernel before this table's packed
+   one), the landed kernel before issue 11 and scipy's ``A @ y`` on the same operator as
+   a CSR matrix; ``touch``: the packed kernel on the moments in first-touch order.
 2. Integration of order 16 to t = 0.1 at rtol 1e-10 (linear loss, constant Gamma):
    Taylor, DP5(4), DOP853, the landed DP5(4), scipy ``solve_ivp`` (RK45, DOP853) on the
    same ``scipy.sparse`` operator, heyoka's ``taylor_adaptive`` when importable.
 3. DP5(4) and DOP853 against scipy ``solve_ivp`` on the same operator at orders 16, 20,
-   22 (issue 29: at least 3x), through ``integrate()`` and through the kernel alone.
+   22 (issue 29: at least 3x), through ``integrate()`` and through the kernel alone; the
+   share of the RHS in the kernel's time, and the bound on the ratio if the RHS ran at the
+   gather floor and the stages cost nothing (scipy's time over the RHS evaluations at the
+   gather floor).
 4. The stage combinations of the Runge-Kutta kernel: the separate vectorised pass (what
    the kernel does) against the combination fused into the RHS pass (``_floors``).
 5. ``integrate()`` Python overhead at small orders: ``integrate()`` against the compiled
@@ -102,21 +108,21 @@ def _csr_of(st, g):
 
 
 def table_rhs(cases) -> dict:
-    from attndyn.kernels.rhs import layout_args, rhs_kernel, touch_order
+    from attndyn.kernels.rhs import layout_args, packed_terms, rhs_kernel, touch_order
 
     print(f"\n-- RHS per stored term, one thread, CPU time ({load()})")
     rates = stream_rates()
     print(f"read rates (numpy sum, CPU time, this run): DRAM {rates['dram'] / 1e9:.1f} GB/s, "
           f"cache-resident (256 KiB summed to 256 MiB) {rates['cache'] / 1e9:.1f} GB/s "
           f"(wall: {rates['wall']['dram'] / 1e9:.1f}, {rates['wall']['cache'] / 1e9:.1f})")
-    print("B/t: the layout's bytes per term (sources, slots, row order, groups); x dram, x cache:"
+    print("B/t: the layout's bytes per term (packed terms, row order, groups); x dram, x cache:"
           " ns/term over the time those bytes take at that rate; floor: the gather floor")
     prev = _previous()
     fl = _floors()
     gfun = _gamma_const()
     hdr = (f"{'K':>2} {'order':>5} {'moments':>9} {'terms':>10} {'B/t':>4} {'ns/term':>8} "
            f"{'(wall)':>7} {'x dram':>6} {'x cache':>7} {'floor':>6} {'x floor':>7} "
-           f"{'landed':>7} {'scipy':>6} {'touch':>6}")
+           f"{'unpacked':>8} {'landed':>7} {'scipy':>6} {'touch':>6}")
     print(hdr)
     print("-" * len(hdr))
     out = {}
@@ -127,19 +133,29 @@ def table_rhs(cases) -> dict:
         y = 0.9 ** st.lengths().astype(float)
         dy = np.empty(n)
         lay = layout_args(s)
-        bpt = sum(a.nbytes for a in lay) / max(nt, 1)
-        k1 = rhs_kernel(s.slot.dtype)
-        args = (y, s.gfun, s.gparams, s.gather, s.consts, *lay, s.slot_coef, s.slot_ent,
+        term = packed_terms(lay[2], lay[3], n)
+        pk = term is not None
+        # the bytes the kernel reads per term: rows, groups and the packed terms (or the
+        # sources and slots where they do not pack)
+        bpt = (sum(a.nbytes for a in lay[:2]) + (term.nbytes if pk else lay[2].nbytes +
+                                                 lay[3].nbytes)) / max(nt, 1)
+        k1 = rhs_kernel(s.slot.dtype, packed=pk)
+        k0 = rhs_kernel(s.slot.dtype)
+        args = (y, s.gfun, s.gparams, s.gather, s.consts, lay[0], lay[1],
+                term if pk else lay[2], lay[3], s.slot_coef, s.slot_ent,
                 np.array([0, lay[1].shape[0]]), np.empty(s.gather.size), np.empty(K * K),
                 np.empty(K * K + 1), np.empty(s.slot_coef.size), dy)
+        dy0 = np.empty(n)
+        args0 = args[:7] + (lay[2],) + args[8:-1] + (dy0,)
         # the same kernel on the moments in first-touch order (kernels.rhs.touch_order; the
         # integrators use it from PERMUTE_TERMS terms on): the same bits per row
         o = touch_order(lay[0], lay[2], s.gather, n)
         yt, dyt = y[o.perm], np.empty(n)
-        targs = (yt, s.gfun, s.gparams, o.gather, s.consts, o.rows, lay[1], o.src, lay[3],
+        tterm = packed_terms(o.src, lay[3], n) if pk else o.src
+        targs = (yt, s.gfun, s.gparams, o.gather, s.consts, o.rows, lay[1], tterm, lay[3],
                  *args[9:-1], dyt)
-        fns = {"rhs": lambda: k1(*args), "touch": lambda: k1(*targs),
-               "floor": lambda: fl.gather_floor(lay[2], y)}
+        fns = {"rhs": lambda: k1(*args), "unpacked": lambda: k0(*args0),
+               "touch": lambda: k1(*targs), "floor": lambda: fl.gather_floor(lay[2], y)}
         A = _csr_of(st, g)
         fns["scipy"] = lambda: A @ y
         dyu = np.empty(n)
@@ -151,7 +167,8 @@ def table_rhs(cases) -> dict:
         best = interleaved(fns, rounds=5)
         fns["rhs"]()
         fns["touch"]()
-        assert np.array_equal(dyt[o.new], dy)
+        fns["unpacked"]()
+        assert np.array_equal(dyt[o.new], dy) and np.array_equal(dy0, dy)
         if "landed" in fns:
             assert np.array_equal(dyu, dy)  # the landed kernel's bits
         assert np.allclose(A @ y, dy, rtol=1e-12, atol=1e-300)
@@ -161,7 +178,8 @@ def table_rhs(cases) -> dict:
         flo = best["floor"][0] / nt * 1e9
         lan = f"{best['landed'][0] / nt * 1e9:7.2f}" if "landed" in best else f"{'-':>7}"
         print(f"{K:2d} {M:5d} {n:9d} {nt:10d} {bpt:4.1f} {ns:8.3f} {best['rhs'][1] / nt * 1e9:7.2f} "
-              f"{ns / dram:6.2f} {ns / cache:7.2f} {flo:6.3f} {ns / flo:7.2f} {lan} "
+              f"{ns / dram:6.2f} {ns / cache:7.2f} {flo:6.3f} {ns / flo:7.2f} "
+              f"{best['unpacked'][0] / nt * 1e9:8.3f} {lan} "
               f"{best['scipy'][0] / nt * 1e9:6.2f} {best['touch'][0] / nt * 1e9:6.3f}")
         out[(K, M)] = (ns, ns / cache, flo, best["touch"][0] / nt * 1e9)
     if (2, 20) in out:
@@ -280,19 +298,49 @@ def _heyoka(A, y0, T, tol):
     return run, build, ta.order
 
 
+_REPS: dict = {}
+
+
+def _reps_kernels():
+    """Compiled loops that make ``reps`` RHS evaluations (the packed kernel's two passes)
+    or ``reps`` gather floors, so one evaluation is timed without the Python call of the
+    kernel (about 10 us for its 17 arguments, which the integrators never pay)."""
+    if not _REPS:
+        from numba import njit
+
+        from attndyn.kernels.rhs import apply_packed, gamma_table
+        fl = _floors()
+
+        def rhs(reps, y, gfun, gparams, gather, consts, rows, groups, term, slot_coef,
+                slot_ent, xbuf, gout, g, tab, dy):
+            for _ in range(reps):
+                gamma_table(y, gfun, gparams, gather, consts, slot_coef, slot_ent, xbuf, gout,
+                            g, tab)
+                apply_packed(rows, groups, term, tab, y, dy, 0, groups.shape[0])
+
+        def floor(reps, src, y):
+            acc = 0.0
+            for _ in range(reps):
+                acc += fl.gather_floor(src, y)
+            return acc
+        _REPS["rhs"], _REPS["floor"] = njit(rhs), njit(floor)
+    return _REPS
+
+
 def table_rk_scipy(orders, T: float = 0.1, rtol: float = 1e-10) -> None:
     import attndyn
     from scipy.integrate import solve_ivp
 
     from attndyn.kernels.integrate import run_rk
-    from attndyn.kernels.rhs import fused_system
+    from attndyn.kernels.rhs import fused_system, kernel_layout
     from attndyn.symbolic.initial import FreeInit, scalar, wishart
 
     print(f"\n-- DP5(4) and DOP853 against scipy solve_ivp on the same operator (scipy.sparse), "
           f"t = {T}, rtol {rtol}, linear loss, CPU time ({load()})")
     model = attndyn.TiedModel(2, [0], eval(LINEAR))  # noqa: S307 - constant
     hdr = (f"{'order':>5} {'terms':>9} {'method':>7} {'integrate ms':>12} {'kernel ms':>10} "
-           f"{'scipy ms':>9} {'x scipy':>7} {'kernel x':>8} {'steps':>5} {'|diff|':>8}")
+           f"{'scipy ms':>9} {'x scipy':>7} {'kernel x':>8} {'steps':>5} {'nfev':>5} "
+           f"{'RHS share':>9} {'bound':>6} {'|diff|':>8}")
     print(hdr)
     print("-" * len(hdr))
     verdict = []
@@ -312,18 +360,40 @@ def table_rk_scipy(orders, T: float = 0.1, rtol: float = 1e-10) -> None:
                                                      1e100, np.inf))
             fns[sp] = (lambda sp=sp: solve_ivp(lambda _t, y: A @ y, (0.0, T), y0, method=sp,
                                                rtol=rtol, atol=rtol * 1e-2))
+        # one RHS evaluation as the kernel makes it, and the gather floor of its terms
+        touch, rows, groups, src, slot, gather, pk = kernel_layout(s)
+        yk = y0 if touch is None else y0[touch.perm]
+        rargs = (yk, s.gfun, s.gparams, gather, s.consts, rows, groups, src, slot, s.slot_coef,
+                 s.slot_ent, np.array([0, groups.shape[0]]), np.empty(s.gather.size),
+                 np.empty(s.n_grad), np.empty(s.n_grad + s.consts.size),
+                 np.empty(s.slot_coef.size), np.empty(y0.size))
+        assert pk  # K = 2: uint8 slots
+        fsrc = h.structure.src
+        reps = max(1, 2_000_000 // h.n_terms)
+        rk = _reps_kernels()
+        fns["rhs"] = lambda: rk["rhs"](reps, *rargs[:8], *rargs[9:11], *rargs[12:])
+        fns["floor"] = lambda: rk["floor"](reps, fsrc, y0)
         best = interleaved(fns, rounds=5 if M < 22 else 3)
+        best["rhs"] = (best["rhs"][0] / reps, best["rhs"][1] / reps)
+        best["floor"] = (best["floor"][0] / reps, best["floor"][1] / reps)
         for ours, sp in (("dopri5", "RK45"), ("dop853", "DOP853")):
             r = fns["i" + ours]()
             rs = fns[sp]()
+            nfev = int(fns["k" + ours]()[1][3])
             ci, ck, cs = best["i" + ours][0], best["k" + ours][0], best[sp][0]
+            share = nfev * best["rhs"][0] / ck
+            bound = cs / (nfev * best["floor"][0])
             print(f"{M:5d} {h.n_terms:9d} {ours:>7} {ci * 1e3:12.2f} {ck * 1e3:10.2f} "
                   f"{cs * 1e3:9.2f} {cs / ci:7.2f} {cs / ck:8.2f} {r.diagnostics['steps']:5d} "
+                  f"{nfev:5d} {share:9.2f} {bound:6.2f} "
                   f"{np.abs(r.y[:, -1] - rs.y[:, -1]).max():8.1e}")
             verdict.append(cs / ci)
     print(f"x scipy: scipy CPU time / integrate() CPU time (kernel x: / the kernel alone); "
           f"acceptance (>= 3x at every order): {'met' if min(verdict) >= 3 else 'NOT met'} "
           f"(min {min(verdict):.2f}x)")
+    print("RHS share: nfev x one RHS evaluation / the kernel's time; bound: scipy's time / "
+          "(nfev x the gather floor of the same terms), the ratio an integrator would reach "
+          "with every RHS at the gather floor and free stages")
 
 
 def table_stage(orders) -> None:
@@ -494,7 +564,7 @@ y0 = h.initial_state(law)
 run = lambda: h.integrate(y0, [0.0, 0.01], check=None, method="truncation")
 c0 = P(); run(); first = P() - c0
 rep = min((lambda c: (run(), P() - c)[1])(P()) for _ in range(3))
-c0 = P(); h.structure.__dict__.pop("words"); h.structure.words; w = P() - c0
+c0 = P(); h.structure.__dict__.pop("words", None); h.structure.words; w = P() - c0
 c0 = P(); h.structure.labels(); n = P() - c0
 print(first, rep, w, n)
 """
