@@ -619,7 +619,14 @@ def permuted_args(s):
 def packed_terms(src, slot, n: int):
     """``src << 8 | slot`` as one ``uint32`` per term (the kernels' packed terms,
     :func:`apply_packed`), or ``None`` where it does not fit: slots wider than ``uint8`` or
-    ``n >= 2**24`` moments."""
+    ``n >= 2**24`` moments.
+
+    >>> import numpy as np
+    >>> packed_terms(np.array([3, 0], np.uint32), np.array([7, 255], np.uint8), 4).tolist()
+    [775, 255]
+    >>> packed_terms(np.array([3], np.uint32), np.array([7], np.uint16), 4) is None
+    True
+    """
     if np.dtype(slot.dtype) != np.uint8 or int(n) >= 2 ** (32 - PACK_BITS):
         return None
     term = np.left_shift(src, np.uint32(PACK_BITS), dtype=np.uint32)
