@@ -58,7 +58,15 @@ class FeasibleSet:
     PSD; ``nonneg``: indices of symbols that must be ``>= 0``; ``exact``: whether the set is
     the closure of the realisable set (``False``: an outer bound); ``text``: the set in
     words; ``layout``: how the Gram matrices are built (``model.theory.feasible.grams``);
-    ``free_prefixes``: unconstrained order parameters (``model.theory.feasible.free``)."""
+    ``free_prefixes``: unconstrained order parameters (``model.theory.feasible.free``).
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> fs = feasible_set(model, {"q_22": 1.0})
+        >>> isinstance(fs, FeasibleSet), fs.kind, fs.fixed
+        (True, 'tied', {q_22: 1.0})
+    """
 
     kind: str
     K: int
@@ -121,7 +129,15 @@ def feasible_set(model, teacher: dict) -> FeasibleSet:
     """The feasible set of ``model`` (a TiedModel, SModel or UntiedModel with a closed-form
     potential, indices ``<= 9``) with the teachers' order parameters ``teacher`` (symbol
     name -> value, e.g. ``{"q_22": 0.5}`` for a tied teacher; ``m_2``, ``q1_22``, ``q2_22``
-    untied; ``Omega_22``, ``Psi_22`` direct S)."""
+    untied; ``Omega_22``, ``Psi_22`` direct S).
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> fs = feasible_set(model, {"q_22": 1.0})
+        >>> [str(s) for s in fs.symbols], fs.free.tolist()
+        (['q_11', 'q_12', 'q_22'], [True, True, False])
+    """
     import sympy as sp
 
     pot = _potential(model)
@@ -202,7 +218,15 @@ def _all_symbols(model, pot):
 @dataclass
 class LandscapeMinimum:
     """The constrained minimum: ``phi``, the minimiser (symbol name -> value), the
-    starts that converged, the constraint violation at the minimiser and the set."""
+    starts that converged, the constraint violation at the minimiser and the set.
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> res = minimise(model, {"q_22": 1.0}, starts=2, seed=0)
+        >>> isinstance(res, LandscapeMinimum), res.n_starts, res.violation <= 1e-9
+        (True, 2, True)
+    """
 
     phi: float
     point: dict
@@ -277,7 +301,17 @@ def _draw_start(fs: FeasibleSet, rng) -> np.ndarray:
 def minimise(model, teacher: dict, *, starts: int = 8, seed=0, ftol: float = 1e-15,
              maxiter: int = 500) -> LandscapeMinimum:
     """``min Phi`` over the feasible set (Corollary 1), SLSQP from ``starts`` random
-    feasible points; the best converged run (constraints met to ``1e-9``) is returned."""
+    feasible points; the best converged run (constraints met to ``1e-9``) is returned.
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> res = minimise(model, {"q_22": 1.0}, starts=2, seed=0)
+        >>> res.success, round(res.phi, 8) + 0.0
+        (True, 0.0)
+        >>> {k: round(v, 4) for k, v in res.point.items()}
+        {'q_11': 1.0, 'q_12': 1.0, 'q_22': 1.0}
+    """
     from scipy.optimize import minimize
 
     if isinstance(starts, bool) or not isinstance(starts, int) or starts < 1:
@@ -494,7 +528,12 @@ def check_cor1(budget, seed) -> CheckResult:
     where the flow reaches the minimum; h2 from an uninformative start reported, since
     Corollary 7 predicts that the flow stays on the invariant manifold) and untied (linear)
     cases are reported and held to the same 1e-6 where the flow is expected to reach the
-    minimum."""
+    minimum.
+
+        >>> r = check_cor1("small", 0)
+        >>> r.key, r.verdict
+        ('cor1', 'held')
+    """
     cfg = COR1_BUDGETS.get(budget, COR1_BUDGETS["default"])
     rng = np.random.default_rng(seed)
     rows = []

@@ -66,7 +66,17 @@ def _spectral(mats) -> float:
 def measure_truncation(model, mats, T: float, orders, n_t: int = 21, max_length: int = 3):
     """Truncations at ``orders`` against the exact finite-d matrix flow from ``mats`` on
     ``[0, T]``: per order and word length ``<= max_length`` the largest error; the measured
-    ``R = sup_t max_k ||S_k(t)||_op`` of the flow; statuses."""
+    ``R = sup_t max_k ||S_k(t)||_op`` of the flow; statuses.
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> rng = np.random.default_rng(0)
+        >>> A, B = rng.standard_normal((2, 10, 10)) / np.sqrt(10)
+        >>> out = measure_truncation(model, [A @ A.T, B @ B.T], 0.1, (2, 4), n_t=5, max_length=2)
+        >>> sorted(out)
+        ['R_measured', 'errors', 'flow_status', 'status']
+    """
     from attndyn.numeric.attention.flow import matrix_flow
 
     t = np.linspace(0.0, T, n_t)
@@ -155,7 +165,12 @@ def check_cor2(budget, seed) -> CheckResult:
     ``min(T, 60/gamma)``, see :data:`DECAYS`) the measured error must lie below the bound
     at every order and word length; ``gamma = 0``
     is reported "not applicable" with its measured errors. ``worst`` is the largest ratio
-    measured / bound (<= 1 where the bound holds)."""
+    measured / bound (<= 1 where the bound holds).
+
+        >>> r = check_cor2("small", 0)
+        >>> r.key, r.verdict
+        ('cor2', 'held')
+    """
     from attndyn.numeric.attention.theorems.truncations import random_psd
 
     cfg = COR2_BUDGETS.get(budget, COR2_BUDGETS["default"])

@@ -149,7 +149,20 @@ def crossing_time(t, y, c: float) -> float:
 
 
 def overlap_p12(traj, student: int = 0, teacher: int = 1) -> np.ndarray:
-    """``p_12 = q_12 - t_1 t_2`` (eq. 15) from a trajectory's word moments."""
+    """``p_12 = q_12 - t_1 t_2`` (eq. 15) from a trajectory's word moments.
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> rng = np.random.default_rng(0)
+        >>> A, B = rng.standard_normal((2, 8, 8)) / np.sqrt(8)
+        >>> S1, S2 = A @ A.T, B @ B.T
+        >>> flow = model.matrix_flow([S1, S2], np.array([0.0]), order=2)
+        >>> p = overlap_p12(flow)
+        >>> p12 = np.trace(S1 @ S2) / 8 - (np.trace(S1) / 8) * (np.trace(S2) / 8)   # eq. (15)
+        >>> bool(abs(p[0] - p12) < 1e-12)
+        True
+    """
     return (traj.moment((student, teacher))
             - traj.moment((student,)) * traj.moment((teacher,)))
 
@@ -167,7 +180,17 @@ def eq17_slopes(model, *, scale: float = math.sqrt(0.5), h: float = 1e-4) -> dic
     Gaussian factors with entries ``N(0, scale^2/d)``: ``t1``, ``t2``, ``p22``,
     ``Gamma12`` at the limit ``q(0)``, ``slope_eq17 = -2 Gamma12 t1 p22`` and the limit
     flow's initial slope ``slope_limit`` (``2 D(h) - D(2h)`` from the difference
-    quotients ``D``, error ``O(h^2)``)."""
+    quotients ``D``, error ``O(h^2)``).
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> s = eq17_slopes(model)
+        >>> sorted(s)
+        ['Gamma12', 'p22', 'q0', 'slope_eq17', 'slope_limit', 't1', 't2']
+        >>> bool(abs(s["slope_eq17"] / s["slope_limit"] - 1) < 1e-3)
+        True
+    """
     from attndyn.numeric.attention.tied.limit import limit_flow
     law = _law(scale)
     words = [(0,), (1,), (0, 0), (0, 1), (1, 1)]
@@ -192,6 +215,13 @@ def weak_recovery_theory(model, c: float, *, scale: float = math.sqrt(0.5),
     before ``T_max``): bracketed on
     ``n_grid`` points of ``[0, T_max]``, then interpolated on ``n_fine`` points of
     the bracket (``grid_step`` is their spacing).
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> th = weak_recovery_theory(model, 0.1, n_grid=11, n_fine=11)
+        >>> bool(0 < th["T_lin"] < th["T_inf"] < 3.0) or (th["T_lin"], th["T_inf"])
+        True
     """
     from attndyn.numeric.attention.tied.limit import limit_flow
     law = _law(scale)
@@ -235,6 +265,14 @@ def measure_weak_recovery(model, d: int, c: float, *, n_seeds: int, seed, c0: fl
     :func:`crossing_time`; ``steps = ceil(T / dt)`` with ``dt = 4 eta_d / d`` and
     ``samples = batch * steps``. A run that does not reach ``c`` by ``T_max``
     reports ``inf``.
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> r = measure_weak_recovery(model, 16, 0.1, n_seeds=2, seed=0, T_max=0.9, checkpoints=10,
+        ...                           flow=False)
+        >>> len(r["T_sgd"]), r["d"]
+        (2, 16)
     """
     from attndyn.numeric.attention.training import sgd
     for name, v, lo in (("d", d, 4), ("n_seeds", n_seeds, 1), ("checkpoints", checkpoints, 2)):
@@ -417,6 +455,10 @@ def check_cor3(budget, seed, progress=None) -> CheckResult:
     fitted prefactor is within :data:`PREFACTOR_TOL` of the limit flow's
     ``B T_wr / (4 c0)`` and (iv) eq. (17) matches the limit flow's initial slope
     within :data:`EQ17_TOL`. ``worst`` is ``|k_hat - 1|``.
+
+        >>> r = check_cor3("small", 0)
+        >>> r.key, r.verdict
+        ('cor3', 'held')
     """
     t0 = time.perf_counter()
     cfg = config(budget)

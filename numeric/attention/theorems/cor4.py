@@ -54,7 +54,14 @@ def check_cor4(budget, seed, progress=None, activation: str | None = None,
                force: bool = False) -> CheckResult:
     """Corollary 4 (i) as a measurement (module docstring). ``activation``
     overrides the budget's (``h2`` is outside the premise: "not applicable";
-    ``force=True`` runs and reports the scan anyway, never "held")."""
+    ``force=True`` runs and reports the scan anyway, never "held").
+
+        >>> check_cor4("small", 0, activation="h2").verdict
+        'not applicable'
+        >>> r = check_cor4("small", 0)
+        >>> r.key, r.verdict
+        ('cor4', 'held')
+    """
     from dataclasses import replace
 
     from attndyn.numeric.attention.untied.model import UntiedModel

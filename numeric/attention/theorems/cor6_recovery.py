@@ -111,6 +111,17 @@ def pl_ratio(model, traj, *, student: int = 0, teacher: int = 1, psi_star: float
     gradient of ``Psi`` in ``S_s``, see the module docstring), written in the words
     ``mu_sss, mu_sst, mu_stt, mu_ss, mu_st, mu_s``. Only for one trainable student
     ``s`` and one fixed teacher ``t`` (``K = 2``).
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> W = model.gaussian_init(12, width=48, seed=3)
+        >>> t = np.linspace(0.0, 1.0, 41)
+        >>> flow = model.matrix_flow([w @ w.T for w in W], t, order=3)
+        >>> pl = pl_ratio(model, flow)
+        >>> rate = -np.gradient(np.log(pl["Delta"]), t)
+        >>> bool(np.max(np.abs(rate[5:-5] - 2 * pl["c"][5:-5])) < 1e-2 * np.max(rate))
+        True
     """
     if model.K != 2 or tuple(model.trainable) != (student,):
         raise ValueError("pl_ratio needs K = 2 with the student as the only trainable index")
@@ -195,7 +206,12 @@ def check_recovery(budget, seed) -> CheckResult:
     seed), the flow and the exact limit are within :data:`EXPONENT_TOL` of
     ``int 2c``; eq. (382) holds (margin <= :data:`MARGIN_TOL`) and every measured
     ``eps/2`` time is at most ``T_eps`` of eq. (384). ``worst`` is the largest exponent
-    error."""
+    error.
+
+        >>> r = check_recovery("small", 0)
+        >>> r.key, r.verdict
+        ('recovery', 'held')
+    """
     from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import mse_teacher_student
 

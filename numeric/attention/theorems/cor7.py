@@ -71,7 +71,14 @@ def check_cor7(budget, seed, progress=None, activation: str | None = None,
                force: bool = False) -> CheckResult:
     """Corollary 7 case 1 as a measurement (module docstring). ``activation``
     overrides the budget's (``h2`` is outside the premise: "not applicable";
-    ``force=True`` runs and reports the scan anyway, never "held")."""
+    ``force=True`` runs and reports the scan anyway, never "held").
+
+        >>> check_cor7("small", 0, activation="h2").verdict
+        'not applicable'
+        >>> r = check_cor7("small", 0)
+        >>> r.key, r.verdict
+        ('cor7', 'held')
+    """
     from dataclasses import replace
 
     from attndyn.numeric.attention.direct.model import SModel

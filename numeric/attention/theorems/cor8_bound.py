@@ -190,7 +190,16 @@ def truncation_ladder(model, pairs, T: float, orders, *, n_t: int = 11,
     ``rho = max(ratios)``, ``s_plus``, ``C``: the envelope of (908) bounding every error;
     ``geometric``: every order reached ``T`` and ``rho <= RHO_MAX``. ``R`` is measured along
     the flow (module docstring).
-    ``report_orders`` are measured the same way (``rows_reported``) and not fitted."""
+    ``report_orders`` are measured the same way (``rows_reported``) and not fitted.
+
+        >>> import attndyn
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = attndyn.UntiedModel(2, [0], mse_teacher_student("h1"), weight_decay=10.0)
+        >>> pairs = model.gaussian_init(8, scale=[0.5, 1.0], seed=0)
+        >>> lad = truncation_ladder(model, pairs, 0.2, (2, 4, 6), n_t=5)
+        >>> lad["geometric"], sorted(lad)[:3]
+        (True, ['C', 'R', 'T'])
+    """
     from attndyn.numeric.attention.untied.fastslow import untied_flow
 
     orders = sorted(int(o) for o in orders)
@@ -301,7 +310,12 @@ def check_cor8(budget, seed) -> CheckResult:
     :data:`RHO_MAX`, and ``q(mu^(M))`` stays in ``Q`` (distance <= :data:`CONE_TOL`, so the
     code's truncation is the paper's ``V_ext`` system (905)). The ``gamma = 0`` instance
     (outside the premise ``gamma > gamma*``) and the odd orders (whose ``q`` leaves ``Q``)
-    are reported, not judged. ``worst`` is the largest per-order ratio ``rho``."""
+    are reported, not judged. ``worst`` is the largest per-order ratio ``rho``.
+
+        >>> r = check_cor8("small", 0)
+        >>> r.key, r.verdict
+        ('cor8', 'held')
+    """
     t_start = time.perf_counter()
     cfg = config(budget)
     ss = resolve_seed(seed)

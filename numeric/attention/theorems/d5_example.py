@@ -239,7 +239,14 @@ def example_run(d: int, aspect_teacher: float, T_end: float, n_t: int, seed) -> 
     :func:`~attndyn.numeric.attention.theorems.cor6_recovery.pl_ratio` from the moments (so
     ``c / (4 c_0) - 1`` tests the reduction of Assumption 8 to (394)), ``Delta(t)`` and the
     decay exponent ``log(Delta(0)/Delta(T))`` against ``8 int c_0``; the tail decay as a
-    power ``Delta ~ t^-p`` and as a rate ``-d log Delta/dt`` over the last third."""
+    power ``Delta ~ t^-p`` and as a rate ``-d log Delta/dt`` over the last third.
+
+        >>> run = example_run(8, 4.0, 1.0, 11, 0)
+        >>> run["reduction_error"] < 1e-10   # c(t) = 4 c_0(t) along the flow
+        True
+        >>> bool(np.all(run["c0"] > 0)), run["sufficient_violations"]
+        (True, 0)
+    """
     from attndyn.numeric.attention.theorems.cor6_recovery import pl_ratio
     from attndyn.numeric.attention.tied.model import TiedModel
     if not (isinstance(d, int) and 4 <= d <= 400):
@@ -334,7 +341,12 @@ def check_d5_example(budget, seed) -> CheckResult:
     :data:`Z_RMS_MAX` (rms z over the output times) of the flow from the same draw, and the
     rank-deficient teacher shows the predicted failure (``4 t c_0(t) -> 1``, power-law
     tail). ``worst`` is SGD's rms z; SGD's exponent against ``int 2c`` from its own moments
-    is reported (the update noise biases ``c`` from SGD's moments near the minimum)."""
+    is reported (the update noise biases ``c`` from SGD's moments near the minimum).
+
+        >>> r = check_d5_example("small", 0)
+        >>> r.key, r.verdict
+        ('d5', 'held')
+    """
     t_start = time.perf_counter()
     cfg = config(budget)
     s_id, s_full, s_def, s_sgd = resolve_seed(seed).spawn(4)

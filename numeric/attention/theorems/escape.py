@@ -146,7 +146,12 @@ class EscapeLaw(_LawMethods):
     ``T_inf`` is the ``d -> infinity`` crossing time; ``moments`` the means and
     standard deviations of ``a, b, alpha, t_1, t_2`` and ``noise_sd`` the SD of
     ``xi(T_inf)``. :meth:`sample` draws ``T``; :meth:`quantiles`, :meth:`cdf` use a
-    seeded Monte Carlo sample of the Gaussian variables (no SGD, no matrices)."""
+    seeded Monte Carlo sample of the Gaussian variables (no SGD, no matrices).
+
+        >>> law = direct_escape_law(0.2, 40, batch=16)
+        >>> isinstance(law, EscapeLaw), law.sample(3, seed=0).shape
+        (True, (3,))
+    """
 
     parameterisation: str
     c: float
@@ -198,6 +203,12 @@ def direct_escape_law(c: float, d: int, *, scale_student: float = 1.0,
     ``eta`` defaults to ``c0 / (d log d)``. Needs ``0 < c < E a`` (the limit overlap
     ``s_2^2 / 2`` must exceed the threshold) and ``d >= 4``. ``n_quad``: trapezoid
     points of the noise integral.
+
+        >>> law = direct_escape_law(0.2, 40, batch=16)
+        >>> law.parameterisation, law.d, round(law.T_inf, 3)
+        ('direct S, linear loss', 40, 0.255)
+        >>> bool(np.all(np.diff(law.quantiles()) > 0))
+        True
     """
     c = _pos("c", c)
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 4:
@@ -235,7 +246,14 @@ def direct_escape_law(c: float, d: int, *, scale_student: float = 1.0,
 def compare_escape(law: EscapeLaw, T_sgd, *, n_mc: int = 200_000, seed=0) -> dict:
     """Predicted against measured escape times: quantiles side by side, the KS distance
     (and its p-value against the law's Monte Carlo CDF, ``n_mc`` draws) and the mean and
-    SD in seed units (``z_mean = (mean - E T) / (SD T / sqrt n)``)."""
+    SD in seed units (``z_mean = (mean - E T) / (SD T / sqrt n)``).
+
+        >>> law = direct_escape_law(0.2, 40, batch=16)
+        >>> T = law.sample(200, seed=1)
+        >>> cmp = compare_escape(law, T, n_mc=20000)
+        >>> bool(abs(cmp["z_mean"]) < 4), sorted(cmp)[:3]
+        (True, ['T_inf', 'd', 'ks'])
+    """
     from scipy.stats import kstest
     T = np.asarray(T_sgd, float)
     if T.ndim != 1 or T.size < 2 or not np.all(np.isfinite(T)):
@@ -374,7 +392,12 @@ class TiedEscapeLaw(_LawMethods):
     of the start at dimension ``d`` (the start's law pushed through the closed-form flow);
     ``noise_shift`` and ``noise_sd`` are the mean and SD the SGD noise adds (in ``t``).
     ``T_inf`` is the ``d -> infinity`` crossing time (``nan`` when not computed).
-    :meth:`sample` resamples ``start`` and adds the Gaussian noise."""
+    :meth:`sample` resamples ``start`` and adds the Gaussian noise.
+
+        >>> law = tied_escape_law(0.1, 16, n_draws=50, n_noise=2, n_shift=1, seed=4, limit=False)
+        >>> isinstance(law, TiedEscapeLaw), law.sample(3, seed=0).shape
+        (True, (3,))
+    """
 
     parameterisation: str
     c: float
@@ -440,6 +463,10 @@ def tied_escape_law(c: float, d: int, *, scale: float = math.sqrt(0.5), eta=None
     first ``n_noise`` of them, its mean shift (the noise correction) over the first
     ``n_shift``. ``limit=True`` adds the ``d -> infinity`` time of ``cor3``. Randomness from
     ``seed`` only. ``d`` in 4..2000.
+
+        >>> law = tied_escape_law(0.1, 16, n_draws=50, n_noise=2, n_shift=1, seed=4, limit=False)
+        >>> law.parameterisation, law.d, len(law.start)
+        ('tied, linear activation h1', 16, 50)
     """
     from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import mse_teacher_student
@@ -482,7 +509,15 @@ def tied_escape_law(c: float, d: int, *, scale: float = math.sqrt(0.5), eta=None
 
 
 def load_escape_law(path):
-    """An :class:`EscapeLaw` or :class:`TiedEscapeLaw` saved with ``save``."""
+    """An :class:`EscapeLaw` or :class:`TiedEscapeLaw` saved with ``save``.
+
+        >>> import os, tempfile
+        >>> law = direct_escape_law(0.2, 40, batch=16)
+        >>> path = os.path.join(tempfile.mkdtemp(), "law.json")
+        >>> _ = law.save(path)
+        >>> load_escape_law(path).T_inf == law.T_inf
+        True
+    """
     from attndyn.numeric.core.safeio import load_json
     raw = load_json(path, "escape-time law")
     kinds = {cls._KIND: cls for cls in (EscapeLaw, TiedEscapeLaw)}

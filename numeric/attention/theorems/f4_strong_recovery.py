@@ -103,7 +103,19 @@ def untied_pl_ratio(model, traj, *, psi_star: float = 0.0) -> dict:
     """``Delta``, the dissipation ``-dPsi/dtau`` and the PL ratio ``c`` (eq. 935) at every
     point of an untied slow trajectory with words up to length 3 and the rows ``m_k``
     (slaved flow, limit, hierarchy or SGD with ``order=3``); formula in the module
-    docstring. ``psi_star`` is ``Psi*`` of eq. (934)."""
+    docstring. ``psi_star`` is ``Psi*`` of eq. (934).
+
+        >>> from attndyn import UntiedModel
+        >>> from attndyn.numeric.attention.untied.limit import limit_flow
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = UntiedModel(2, [0], mse_teacher_student("h1"))
+        >>> t = np.linspace(0.0, 1.0, 41)
+        >>> lim = limit_flow(model, sign_law(8, 0.7, 1.0), t, order=3)
+        >>> pl = untied_pl_ratio(model, lim)
+        >>> rate = -np.gradient(np.log(pl["Delta"]), t)
+        >>> bool(np.max(np.abs(rate[5:-5] - 2 * pl["c"][5:-5])) < 1e-2 * np.max(rate))
+        True
+    """
     from attndyn.numeric.attention.untied.coefficients import coefficients
     th = coefficients(model)
     K = model.K
@@ -246,7 +258,12 @@ def check_f4(budget, seed) -> CheckResult:
     :data:`EXPONENT_TOL` of ``int 2c`` and every measured ``eps/2`` time at most
     ``T_eps`` (eq. 942); and Assumption 11 is reported failing on the anti-aligned
     law (``c -> 0`` with ``Delta`` bounded away from 0). ``worst``: the largest
-    exponent error."""
+    exponent error.
+
+        >>> r = check_f4("small", 0)
+        >>> r.key, r.verdict
+        ('f4', 'held')
+    """
     from attndyn.numeric.attention.training import gaussian_init
     from attndyn.numeric.attention.untied.fastslow import untied_flow
     from attndyn.numeric.attention.untied.model import UntiedModel

@@ -90,7 +90,18 @@ def finite_d_bias(poly_terms, mats, phi) -> dict:
 
     ``poly_terms``: ``[(exponents, coef), ...]`` (total degree <= 4 here); ``mats``: the
     ``K`` PSD matrices; ``phi(q)``: the potential. Returns the bias and its parts from the
-    third and the fourth joint cumulants (exact)."""
+    third and the fourth joint cumulants (exact).
+
+        >>> rng = np.random.default_rng(0)
+        >>> A, B = rng.standard_normal((2, 20, 20)) / np.sqrt(20)
+        >>> mats = [A @ A.T, B @ B.T]
+        >>> out = finite_d_bias([((2, 0), 1.0)], mats, lambda q: 2 * q[0, 0])   # E G_1^2 = 2 q_11
+        >>> float(out["bias"])
+        0.0
+        >>> out = finite_d_bias([((2, 1), 1.0)], mats, lambda q: 0.0)   # G_1^2 G_2: odd, Phi = 0
+        >>> bool(out["bias"] == out["kappa3"] > 0), out["kappa4"]
+        (True, 0.0)
+    """
     d = mats[0].shape[0]
     tr = _Traces(mats)
     q = np.array([[np.sum(a * b) / d for b in mats] for a in mats])
@@ -119,7 +130,12 @@ def _slope(ds, ys):
 def check_thm1(budget, seed) -> CheckResult:
     """Exact finite-d bias of ``loss = (h2(G1) - h2(G2))^2/2 + G1^2 G2`` (a cubic and a
     quartic part) on random non-commuting PSD matrices at the budget's ``d``; instances are
-    independent draws of the matrices (two per ``d``, the second one rescaled)."""
+    independent draws of the matrices (two per ``d``, the second one rescaled).
+
+        >>> r = check_thm1("small", 0)
+        >>> r.key, r.verdict
+        ('thm1', 'held')
+    """
     import sympy as sp
 
     from attndyn.symbolic.activations import activation

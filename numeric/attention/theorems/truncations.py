@@ -47,7 +47,13 @@ def truncation_vs_flow(model, orders, d: int, t_end: float, conv_tol: float, see
     ``d`` (spectra in ``[0, 1]``, drawn from ``numpy.random.default_rng(seed)``).
 
     Returns ``(rows, errors)``: one dict per sub-check (``check``, ``paper``, ``verdict``,
-    ``measured``, ``bound``, ``note``) and the error to the flow per order."""
+    ``measured``, ``bound``, ``note``) and the error to the flow per order.
+
+        >>> from attndyn.numeric.attention.tied.examples import d3_model
+        >>> rows, errors = truncation_vs_flow(d3_model(), (6, 8), 10, 0.05, 1e-4, 0)
+        >>> [r["verdict"] for r in rows], sorted(errors)
+        (['held', 'held', 'held', 'held', 'held'], [6, 8])
+    """
     from attndyn.numeric.attention.flow import matrix_flow
 
     orders = [int(o) for o in orders]
@@ -119,7 +125,12 @@ def check_trunc(budget, seed, *, model=None, orders=None, d=None, t_end=None,
     (the convergence difference against ``conv_tol``, the error to the flow against its
     estimate; <= 1 where they hold). Defaults: the D.3 example, the budget's orders, ``d``
     and horizon; ``matrix_seed`` (an int) fixes the random matrices, otherwise they come
-    from ``seed``."""
+    from ``seed``.
+
+        >>> r = check_trunc("small", 0, orders=(6, 8), d=10)
+        >>> r.key, r.verdict
+        ('trunc', 'held')
+    """
     b_orders, b_d, b_t = TRUNC_BUDGETS["default" if budget not in TRUNC_BUDGETS else budget]
     model = d3_model() if model is None else model
     orders = b_orders if orders is None else orders

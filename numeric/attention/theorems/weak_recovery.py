@@ -63,7 +63,17 @@ def _int(name, v, lo):
 def overlap(model, traj, student: int = 0, teacher: int = 1) -> np.ndarray:
     """The weak-recovery overlap of ``model``'s parameterisation along ``traj``
     (SGD or a flow with the SGD observable names): tied ``|p_12|`` (eq. 18), untied
-    ``max(|q1_12|, |q2_12|)`` (eq. 41), direct S ``max(|p_Psi_12|, |p_Omega_12|)`` (eq. 413)."""
+    ``max(|q1_12|, |q2_12|)`` (eq. 41), direct S ``max(|p_Psi_12|, |p_Omega_12|)`` (eq. 413).
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> rng = np.random.default_rng(0)
+        >>> A, B = rng.standard_normal((2, 8, 8)) / np.sqrt(8)
+        >>> flow = model.matrix_flow([A @ A.T, B @ B.T], np.array([0.0, 0.1]), order=2)
+        >>> overlap(model, flow).shape
+        (2,)
+    """
     kind = getattr(model, "kind", None)
     s, r = student, teacher
     if kind == "untied":
@@ -95,7 +105,15 @@ class WeakRecoveryPrediction:
     ``T_max``); ``steps[i] = ceil(T d_i / (f eta_i))`` with ``f = 4`` (tied) or 1,
     ``samples = batch * steps``; ``law`` names the asymptotic law and ``A`` its
     prefactor (``N = A d^2 log d`` at ``eta = c0/(d log d)``); ``theory`` says
-    which solution gave ``T``; ``premise`` is the corollary's diagnostic."""
+    which solution gave ``T``; ``premise`` is the corollary's diagnostic.
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> p = weak_recovery(model, math.sqrt(0.5), 0.1, 100, batch=16, T_max=1.0, n_grid=11)
+        >>> isinstance(p, WeakRecoveryPrediction), p.parameterisation, p.time
+        (True, 'tied', 't = 4 eta n / d')
+    """
 
     parameterisation: str
     c: float
@@ -221,6 +239,13 @@ def weak_recovery(model, init_or_law, c: float, d, *, eta=None, c0: float = 1.0,
     and ``f = 1`` untied and direct S (eqs. 41, 413, ``tau = eta n / d``). At
     ``eta_d = c0/(d log d)`` this is ``A d^2 log d`` with ``A = batch T / (f c0)``
     (Corollaries 3, 4 (i), 7 case 1).
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> p = weak_recovery(model, math.sqrt(0.5), 0.1, [100, 200], batch=16, T_max=1.0, n_grid=11)
+        >>> p.law, p.d, [round(s / p.samples[0], 2) for s in p.samples]
+        ('N = B T d^2 log d / (4 c0)', [100.0, 200.0], [1.0, 4.6])
     """
     kind = getattr(model, "kind", None)
     if kind not in ("tied", "untied", "s"):
@@ -282,6 +307,13 @@ def measure_crossings(model, d: int, c: float, *, n_seeds: int, seed, c0: float 
     checkpoints on ``[0, T_max]``, its crossing time (:func:`~.cor3.crossing_time`,
     linear interpolation), ``steps = ceil(T / dt)`` and ``samples = batch * steps``
     (``inf`` when ``c`` is not reached). Also the overlap at ``t = 0``.
+
+        >>> from attndyn import TiedModel
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
+        >>> r = measure_crossings(model, 16, 0.1, n_seeds=2, seed=0, T_max=0.9, checkpoints=10)
+        >>> len(r["T_sgd"]), r["d"]
+        (2, 16)
     """
     from attndyn.numeric.attention.training import sgd
     d = _int("d", d, 4)
@@ -350,6 +382,15 @@ def scan_check(key, reference, model, cfg: ScanConfig, seed, *, limit_state, pro
     ``d`` (:mod:`.escape`); then the detail adds the SGD mean crossing time against it
     in seed units and ``k`` refitted on ``N T_inf / E_d T`` (the finite-d offset of
     the start removed), reported, not judged.
+
+        >>> from attndyn import SModel
+        >>> from attndyn.numeric.attention.theorems.cor7 import limit_state
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> model = SModel(2, [0], mse_teacher_student("h1"))
+        >>> cfg = ScanConfig(dims=(16, 24, 32), seeds=(2, 2, 2), checkpoints=20)
+        >>> r = scan_check("demo", "Cor. 7 case 1", model, cfg, 0, limit_state=limit_state(1.0))
+        >>> r.key, r.verdict in ("held", "not held")
+        ('demo', True)
     """
     t0 = time.perf_counter()
     pred = weak_recovery(model, limit_state, cfg.c, list(cfg.dims), c0=cfg.c0, batch=cfg.batch)
