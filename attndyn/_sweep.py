@@ -43,12 +43,17 @@ import threading
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from attndyn.numeric.attention.compare import Comparison
+    from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import PathLike, RngLike
+
+# one point's outcome: (status, message, result, error traceback)
+_Outcome = tuple[int, str, Any, str]
 
 __all__ = ["sweep", "SweepResult", "load_sweep", "POINT_FAILED", "POINT_CRASHED", "MAX_POINTS"]
 
@@ -62,7 +67,7 @@ _FORMAT = "attndyn-sweep-1"
 # ---------------------------------------------------------------------------
 # grid and seeds
 
-def _scalar(value, where):
+def _scalar(value: object, where: str) -> Any:
     """Grid values must be JSON scalars (they key the stored points)."""
     if isinstance(value, (np.integer,)):
         return int(value)
@@ -82,7 +87,8 @@ def _scalar(value, where):
                     f"of them, got {type(value).__name__}")
 
 
-def _check_grid(grid, zipped, max_points):
+def _check_grid(grid: object, zipped: bool, max_points: int
+                ) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
     if not isinstance(grid, dict) or not grid:
         raise TypeError("grid must be a non-empty dict: parameter name -> list of values")
     axes = {}
@@ -113,7 +119,8 @@ def _check_grid(grid, zipped, max_points):
     return axes, points
 
 
-def _root_seed(rng=None, seed=None) -> np.random.SeedSequence:
+def _root_seed(rng: RngLike | dict[str, Any] = None, seed: RngLike | dict[str, Any] = None
+               ) -> np.random.SeedSequence:
     """The root SeedSequence by the package's rule (:func:`resolve_rng`, SPEC 7), 0 when
     neither ``rng`` nor ``seed`` is given (a sweep is reproducible and resumable by default)."""
     from attndyn.numeric.core.validate import resolve_rng
@@ -132,7 +139,7 @@ def _seed_record(ss: np.random.SeedSequence) -> dict:
     return {"entropy": ent, "spawn_key": [int(k) for k in ss.spawn_key]}
 
 
-def _takes_seed(fn) -> str | None:
+def _takes_seed(fn: Callable[..., Any]) -> str | None:
     """The keyword that carries a point's child seed: ``"rng"`` when ``fn`` takes it (SPEC 7),
     else ``"seed"`` when it takes that, else ``None``."""
     try:
@@ -146,7 +153,7 @@ def _takes_seed(fn) -> str | None:
     return None
 
 
-def _fn_id(fn) -> str:
+def _fn_id(fn: Callable[..., Any]) -> str:
     sid = getattr(fn, "sweep_id", None)
     if isinstance(sid, str):
         return sid
@@ -158,7 +165,8 @@ def _fn_id(fn) -> str:
 # ---------------------------------------------------------------------------
 # running one point (in a worker)
 
-def _run_point(fn, point, seed, takes_seed):
+def _run_point(fn: Callable[..., Any], point: dict[str, Any], seed: np.random.SeedSequence,
+               takes_seed: str | None) -> _Outcome:
     """(status, message, result, error_traceback). Exceptions of the point are recorded;
     KeyboardInterrupt and SystemExit are not caught."""
     try:
@@ -174,7 +182,7 @@ def _run_point(fn, point, seed, takes_seed):
     return status, str(getattr(res, "message", "") or ("success" if status == 0 else "")), res, ""
 
 
-def _init_worker(threads):
+def _init_worker(threads: int) -> None:
     # one BLAS and one numba pool per worker, sized so workers do not oversubscribe the cores;
     # no progress bars of the points themselves (concurrent bars garble one terminal)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
@@ -187,7 +195,8 @@ def _init_worker(threads):
         pass
 
 
-def _isolated_main(conn, fn, point, seed, takes_seed, threads):
+def _isolated_main(conn: Any, fn: Callable[..., Any], point: dict[str, Any],
+                   seed: np.random.SeedSequence, takes_seed: str | None, threads: int) -> None:
     _init_worker(threads)
     out = _run_point(fn, point, seed, takes_seed)
     try:
@@ -201,7 +210,7 @@ def _isolated_main(conn, fn, point, seed, takes_seed, threads):
 _CHILDREN: set = set()     # isolated point processes alive now (stopped on SIGTERM)
 
 
-def _exit_text(code) -> str:
+def _exit_text(code: int | None) -> str:
     if code is None:
         return "no exit status"
     if code < 0:
@@ -212,7 +221,8 @@ def _exit_text(code) -> str:
     return f"exit status {code}"
 
 
-def _run_isolated(fn, point, seed, takes_seed, threads):
+def _run_isolated(fn: Callable[..., Any], point: dict[str, Any], seed: np.random.SeedSequence,
+                  takes_seed: str | None, threads: int) -> _Outcome:
     """Run one point in its own fresh process (spawn): a point that kills its process is
     recorded as :data:`POINT_CRASHED` instead of taking anything else down."""
     import multiprocessing as mp
@@ -231,6 +241,7 @@ def _run_isolated(fn, point, seed, takes_seed, threads):
                               f"({type(exc).__name__}: {exc})", None, "")
     _CHILDREN.add(proc)
     send.close()
+    out: _Outcome | None
     try:
         out = recv.recv()
     except (EOFError, OSError):
@@ -248,7 +259,7 @@ def _run_isolated(fn, point, seed, takes_seed, threads):
 # ---------------------------------------------------------------------------
 # storing point results (no pickle: a cache folder is untrusted input on reload)
 
-def _codec_of(res) -> str | None:
+def _codec_of(res: object) -> str | None:
     from attndyn.numeric.core.results import Trajectory
     if isinstance(res, Trajectory):
         return "trajectory"
@@ -261,13 +272,13 @@ def _codec_of(res) -> str | None:
         return None
 
 
-def _plain(obj):
+def _plain(obj: object) -> Any:
     # inf and nan stay floats: Python's json writes Infinity/NaN and reads them back as floats
     from attndyn.numeric.core.labelled import jsonable
     return jsonable(obj, nonfinite="float")
 
 
-def _sha256(path) -> str:
+def _sha256(path: str) -> str:
     from attndyn.numeric.core.safeio import open_regular
     f, _ = open_regular(path, "sweep point file")
     h = hashlib.sha256()
@@ -277,7 +288,8 @@ def _sha256(path) -> str:
     return h.hexdigest()
 
 
-def _store_point(cache_dir, i, point, seed_rec, status, message, res):
+def _store_point(cache_dir: str, i: int, point: dict[str, Any], seed_rec: dict[str, Any],
+                 status: int, message: str, res: Any) -> dict[str, Any]:
     base = os.path.join(cache_dir, f"point-{i:06d}")
     codec = _codec_of(res) if res is not None else None
     meta = {"index": i, "point": point, "seed": seed_rec, "status": status, "message": message,
@@ -304,7 +316,7 @@ def _store_point(cache_dir, i, point, seed_rec, status, message, res):
     return meta
 
 
-def _write_json(path, obj):
+def _write_json(path: str, obj: object) -> None:
     from attndyn.numeric.core.safeio import atomic_write_text
     atomic_write_text(path, json.dumps(obj, sort_keys=True))
 
@@ -313,11 +325,12 @@ class _StalePoint(ValueError):
     """A stored point that does not belong where it is (or is unreadable)."""
 
 
-def _norm(obj):
+def _norm(obj: object) -> Any:
     return json.loads(json.dumps(obj, sort_keys=True))
 
 
-def _load_point(cache_dir, i, point=None, seed_rec=None):
+def _load_point(cache_dir: str, i: int, point: dict[str, Any] | None = None,
+                seed_rec: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The stored record of point ``i`` (``None`` if absent or not storable). With ``point``
     and ``seed_rec``, the record must be theirs; a mismatch or a damaged file raises
     :class:`_StalePoint` naming it."""
@@ -363,7 +376,7 @@ def _load_point(cache_dir, i, point=None, seed_rec=None):
     return meta
 
 
-def _load_comparison(path):
+def _load_comparison(path: str) -> Comparison:
     from attndyn.numeric.attention.compare import load_comparison
     return load_comparison(path)
 
@@ -372,7 +385,7 @@ def _load_comparison(path):
 # process died running that point, which a resume then runs only in a worker process
 
 
-def _marker(cache_dir, i) -> str:
+def _marker(cache_dir: str, i: int) -> str:
     return os.path.join(cache_dir, f"point-{i:06d}.running")
 
 
@@ -430,14 +443,14 @@ class SweepResult:
         """Indices of the points whose status is not 0."""
         return [i for i, s in enumerate(self.status) if s != 0]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.points)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"SweepResult(n_points={len(self.points)}, axes={list(self.grid)}, "
                 f"failed={len(self.failed)})")
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         import html
         rows = "".join(
             f"<tr><td>{i}</td><td>{html.escape(json.dumps(p))}</td><td>{s}</td>"
@@ -522,7 +535,7 @@ class SweepResult:
         return path
 
 
-def _coord(values):
+def _coord(values: Sequence[Any]) -> np.ndarray:
     try:
         arr = np.asarray(values)
     except ValueError:
@@ -532,7 +545,7 @@ def _coord(values):
     return arr
 
 
-def _rows(traj, names):
+def _rows(traj: Trajectory, names: Sequence[str]) -> np.ndarray:
     """The rows of ``traj.y`` in ``names`` order, NaN for the names it lacks."""
     index = {n: i for i, n in enumerate(traj.names)}
     out = np.full((len(names), np.asarray(traj.y).shape[1]), np.nan)
@@ -542,7 +555,7 @@ def _rows(traj, names):
     return out
 
 
-def _stack(items, inner, gshape):
+def _stack(items: Sequence[Any], inner: Sequence[int], gshape: Sequence[int]) -> np.ndarray:
     out = np.full((len(items),) + tuple(inner), np.nan)
     for i, a in enumerate(items):
         if a is not None:
@@ -550,7 +563,7 @@ def _stack(items, inner, gshape):
     return out.reshape(tuple(gshape) + tuple(inner))
 
 
-def _scalars(r) -> dict:
+def _scalars(r: object) -> dict[str, float]:
     if r is None:
         return {}
     if isinstance(r, (bool, int, float, np.integer, np.floating)):
@@ -568,7 +581,8 @@ def _scalars(r) -> dict:
 # ---------------------------------------------------------------------------
 # manifest (guards against resuming a different sweep from the same folder)
 
-def _write_manifest(cache_dir, fn_id, grid, zipped, seed_rec, check=True):
+def _write_manifest(cache_dir: str, fn_id: str, grid: dict[str, list[Any]], zipped: bool,
+                    seed_rec: dict[str, Any], check: bool = True) -> None:
     from attndyn.numeric.core.safeio import load_json
     path = os.path.join(cache_dir, _MANIFEST)
     man = {"format": _FORMAT, "function": fn_id, "grid": grid, "zipped": bool(zipped),
@@ -641,7 +655,7 @@ _STALE_TMP_S = 60.0   # temporaries of killed writers older than this are remove
 
 
 @contextlib.contextmanager
-def _suppress_oserror():
+def _suppress_oserror() -> Iterator[None]:
     try:
         yield
     except OSError:
@@ -649,7 +663,7 @@ def _suppress_oserror():
 
 
 @contextlib.contextmanager
-def _quiet_points(quiet: bool):
+def _quiet_points(quiet: bool) -> Iterator[None]:
     """With ``quiet``, the points run in this process draw no progress bars of their own."""
     if not quiet:
         yield
@@ -673,7 +687,7 @@ def _omp_started() -> bool:
                 and getattr(par, "_threading_layer", None) == "omp")
 
 
-def _forks(executor) -> bool:
+def _forks(executor: object) -> bool:
     """Whether ``executor`` is a process pool that starts its workers with fork."""
     import concurrent.futures as cf
     if not isinstance(executor, cf.ProcessPoolExecutor):
@@ -685,7 +699,7 @@ def _forks(executor) -> bool:
     return ctx.get_start_method() == "fork"
 
 
-def _broken_pool_errors():
+def _broken_pool_errors() -> tuple[type[BaseException], ...]:
     from concurrent.futures import BrokenExecutor
     return (BrokenExecutor,)
 
@@ -694,11 +708,11 @@ class _Pools:
     """The local process pools of one sweep (spawn: never a fork of this process, which may
     run BLAS and numba threads), so that they are all stopped on exit or SIGTERM."""
 
-    def __init__(self, threads):
+    def __init__(self, threads: int) -> None:
         self.threads = threads
-        self.live = []
+        self.live: list[Any] = []
 
-    def new(self, workers):
+    def new(self, workers: int) -> Any:
         import concurrent.futures as cf
         import multiprocessing as mp
         pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
@@ -706,7 +720,7 @@ class _Pools:
         self.live.append(pool)
         return pool
 
-    def close(self, pool, kill=False):
+    def close(self, pool: Any, kill: bool = False) -> None:
         if kill:
             for proc in list((getattr(pool, "_processes", None) or {}).values()):
                 with _suppress_oserror():
@@ -715,7 +729,7 @@ class _Pools:
         if pool in self.live:
             self.live.remove(pool)
 
-    def close_all(self, kill=False):
+    def close_all(self, kill: bool = False) -> None:
         for pool in list(self.live):
             self.close(pool, kill=kill)
         if kill:
@@ -729,11 +743,11 @@ class _Terminated(BaseException):
     delivered again with its previous handler."""
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated()
 
 
-def _trap_sigterm():
+def _trap_sigterm() -> Any:
     """Catch SIGTERM while the sweep runs (main thread, default handler only), so that its
     worker processes are stopped before the process ends."""
     if threading.current_thread() is not threading.main_thread():
@@ -747,7 +761,7 @@ def _trap_sigterm():
     return signal.SIG_DFL
 
 
-def _restore_sigterm(old, terminated: bool):
+def _restore_sigterm(old: Any, terminated: bool) -> None:
     if old is None:
         return
     signal.signal(signal.SIGTERM, old)
@@ -755,7 +769,7 @@ def _restore_sigterm(old, terminated: bool):
         signal.raise_signal(signal.SIGTERM)  # end as SIGTERM would have ended us
 
 
-def _as_completed(futures):
+def _as_completed(futures: Sequence[Any]) -> Iterator[Any]:
     """Yield futures as they finish: concurrent.futures, dask.distributed, or in order."""
     import concurrent.futures as cf
     if all(isinstance(f, cf.Future) for f in futures):
@@ -862,18 +876,18 @@ def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict =
     nw = min(workers or cores, max(len(pending), 1))
     nt = threads or max(1, cores // nw)
 
-    def finish(i, out):
+    def finish(i: int, out: _Outcome) -> None:
         s, m, r, tb = out
         status[i], messages[i], results[i], tbs[i] = s, m, r, tb
         if cache_dir is not None:
             _store_point(cache_dir, i, points[i], seed_recs[i], s, m, r)
         bar.update(1)
 
-    def in_process(i):
+    def in_process(i: int) -> None:
         marker = _marker(cache_dir, i) if cache_dir is not None else None
         finish(i, _run_here(fn, points[i], children[i], takes_seed, marker, progress is False))
 
-    def isolated(i):
+    def isolated(i: int) -> None:
         finish(i, _run_isolated(fn, points[i], children[i], takes_seed, nt))
 
     pools = _Pools(nt)
@@ -905,7 +919,10 @@ def sweep(fn: Callable[..., Any], grid: dict[str, Any], *, rng: RngLike | dict =
                          fid, root_rec, tbs)
 
 
-def _point_seeds(fn, axes, rng, seed, n) -> tuple:
+def _point_seeds(fn: Callable[..., Any], axes: dict[str, list[Any]],
+                 rng: RngLike | dict[str, Any], seed: RngLike | dict[str, Any], n: int
+                 ) -> tuple[dict[str, Any], list[np.random.SeedSequence],
+                            list[dict[str, Any]], str | None]:
     """The root seed's record, the points' child seeds and records, and fn's seed keyword."""
     root = _root_seed(rng, seed)
     root_rec = _seed_record(root)
@@ -918,7 +935,8 @@ def _point_seeds(fn, axes, rng, seed, n) -> tuple:
     return root_rec, children, seed_recs, takes_seed
 
 
-def _run_here(fn, point, child, takes_seed, marker, quiet) -> tuple:
+def _run_here(fn: Callable[..., Any], point: dict[str, Any], child: np.random.SeedSequence,
+              takes_seed: str | None, marker: str | None, quiet: bool) -> _Outcome:
     """Run one point in this process, with ``marker`` on disk while it runs."""
     # the marker: if the point kills this process, a resume knows and runs it in a worker
     if marker is not None:
@@ -932,7 +950,7 @@ def _run_here(fn, point, child, takes_seed, marker, quiet) -> tuple:
                 os.unlink(marker)
 
 
-def _check_call(fn, max_points, executor) -> None:
+def _check_call(fn: object, max_points: object, executor: object) -> None:
     """The first checks of :func:`sweep`: ``fn``, ``max_points`` and ``executor``."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -946,7 +964,7 @@ def _check_call(fn, max_points, executor) -> None:
                         f"{type(executor).__name__}")
 
 
-def _check_pool(workers, threads, executor) -> bool:
+def _check_pool(workers: object, threads: object, executor: object) -> bool:
     """The checks of ``workers`` and ``threads`` and of a fork executor; whether it forks."""
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
@@ -966,8 +984,10 @@ def _check_pool(workers, threads, executor) -> bool:
     return forks
 
 
-def _resume(cache_dir, fid, axes, zipped, root_rec, points, seed_recs, results, status,
-            messages) -> set:
+def _resume(cache_dir: str, fid: str, axes: dict[str, list[Any]], zipped: bool,
+            root_rec: dict[str, Any], points: list[dict[str, Any]],
+            seed_recs: list[dict[str, Any]], results: list[Any], status: list[int],
+            messages: list[str]) -> set[int]:
     """Check ``cache_dir``'s manifest and fill in its stored points; the points to isolate."""
     from attndyn.numeric.core.safeio import clean_stale_temporaries
     os.makedirs(cache_dir, exist_ok=True)
@@ -993,8 +1013,11 @@ def _resume(cache_dir, fid, axes, zipped, root_rec, points, seed_recs, results, 
     return isolate
 
 
-def _fan_out(executor, pending, fn, points, children, takes_seed, nw, pools, finish, isolated,
-             status) -> None:
+def _fan_out(executor: Any, pending: list[int], fn: Callable[..., Any],
+             points: list[dict[str, Any]], children: list[np.random.SeedSequence],
+             takes_seed: str | None, nw: int, pools: _Pools,
+             finish: Callable[[int, _Outcome], None], isolated: Callable[[int], None],
+             status: list[int]) -> None:
     """Run the pending points on ``executor`` (a local pool when None), surviving dead workers."""
     own = executor is None
     if own:
@@ -1035,8 +1058,10 @@ def _fan_out(executor, pending, fn, points, children, takes_seed, nw, pools, fin
             executor = pools.new(min(width, len(pending)))
 
 
-def _sweep_result(axes, zipped, points, results, status, messages, seed_recs, fid, root_rec,
-                  tbs) -> SweepResult:
+def _sweep_result(axes: dict[str, list[Any]], zipped: bool, points: list[dict[str, Any]],
+                  results: list[Any], status: list[int], messages: list[str],
+                  seed_recs: list[dict[str, Any]], fid: str, root_rec: dict[str, Any],
+                  tbs: list[str]) -> SweepResult:
     """The :class:`SweepResult`, with one warning when points failed."""
     n = len(points)
     failed = sum(1 for s in status if s in (POINT_FAILED, POINT_CRASHED))
