@@ -384,7 +384,22 @@ def edgeworth_terms(m: dict, K3, K4, *, kappa3: bool = True):
     and ``K3^2`` terms ``O(1/d)``, the first omitted ones ``O(d^-3/2)``. Returns
     ``(terms, G3, G4)``: ``terms`` the three values (keys ``kappa3``, ``kappa4``,
     ``kappa3^2``), ``G3``, ``G4`` the derivatives of their sum by ``K3`` and ``K4`` (both
-    symmetrised first; ``kappa3=False`` drops every ``K3`` term)."""
+    symmetrised first; ``kappa3=False`` drops every ``K3`` term).
+
+    Examples
+    --------
+    With ``g(xi) = exp(b xi)`` in one dimension, ``E_N D^n g = b^n exp(b^2/2)``:
+
+    >>> import numpy as np
+    >>> from attndyn.numeric.attention.potentials.quadrature import tensor_rule
+    >>> rule = tensor_rule(1, 30)
+    >>> m = hermite_moments(np.exp(0.5 * rule.nodes[:, 0]), rule.nodes, rule.weights)
+    >>> terms, _, _ = edgeworth_terms(m, np.full((1, 1, 1), 0.2), np.full((1, 1, 1, 1), 0.1))
+    >>> e = np.exp(0.125)
+    >>> [bool(abs(v) < 1e-12) for v in (terms["kappa4"] - 0.1 * 0.5 ** 4 * e / 24,
+    ...                                  terms["kappa3^2"] - 0.04 * 0.5 ** 6 * e / 72)]
+    [True, True]
+    """
     K3 = sym_tensor(K3)
     K4 = sym_tensor(K4)
     r = K4.shape[0]

@@ -384,6 +384,17 @@ class EdgeworthLoss:
     ``kappa_4`` and ``kappa_3^2`` terms (``O(1/d)``); the remainder is ``O(d^-3/2)``, and
     ``O(d^-2)`` for a loss even in ``G`` (every odd term vanishes: row softmax at ``L = 2``).
     For a polynomial loss of degree <= 4 it equals :func:`finite_width_potential`.
+
+    Examples
+    --------
+    >>> import numpy as np, attndyn
+    >>> from attndyn.numeric.attention.tied.finite_width import EdgeworthLoss, finite_width_potential
+    >>> model = attndyn.TiedModel(2, [0], lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 4)
+    >>> S = [np.diag(np.linspace(0.2, 1.0, 6)), np.eye(6)]
+    >>> ew = EdgeworthLoss(model)
+    >>> a, b = ew.potential(S), finite_width_potential(model, S)
+    >>> ew.r, bool(abs(a["kappa4"] - b["kappa4"]) < 1e-10), abs(a["kappa3^2"]) < 1e-12
+    (1, True, True)
     """
 
     def __init__(self, model, nodes: int = EDGEWORTH_NODES, seed: int = 0):
@@ -410,6 +421,9 @@ class EdgeworthLoss:
         if est > 6e7:
             raise ValueError(f"nodes={nodes} in {self.r} directions needs ~{est:.1e} products; "
                              "choose fewer nodes")
+        if (self.r * self.K) ** 4 > 2e7:
+            raise ValueError(f"the token traces of order 4 need ({self.r} x {self.K})^4 entries; "
+                             "at most 2e7 are supported")
         rule = tensor_rule(self.r, int(nodes), prune=_PRUNE)
         self.Z, self.w, self.nodes = rule.nodes, rule.weights, int(nodes)
         self._tokens()
@@ -497,6 +511,8 @@ class EdgeworthLoss:
         """``{a: dPhi_c/dS_a}`` for the trainable ``a`` (symmetric): the word traces'
         part exactly, the part through ``q`` (the whitening and the moments) by central
         differences in each ``q_al`` (step ``rel_step * max |q|``)."""
+        if not 0.0 < rel_step < 0.1:
+            raise ValueError(f"rel_step must be in (0, 0.1), got {rel_step!r}")
         mats = [np.asarray(m, float) for m in matrices]
         d, K = mats[0].shape[0], self.K
         q = self._q(mats)
