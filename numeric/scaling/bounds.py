@@ -62,6 +62,7 @@ The kernels are numba ufuncs (``*_ufunc``), callable from other jitted code.
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import numpy as np
 
@@ -859,7 +860,7 @@ def compute_for_target(target, xi, L, d, *, c_stat, N=None, alpha=None, prefacto
 # ---------------------------------------------------------------------------
 
 #: name -> (function, positional inputs, keyword constants, description)
-QUANTITIES = {
+QUANTITIES: dict[str, tuple[Callable[..., Any], tuple[str, ...], tuple[str, ...], str]] = {
     "threshold_compute": (threshold_compute, ("N", "xi", "L", "d"), (),
                           "C*(N), right side of eq. (3)"),
     "critical_N": (critical_data_size, ("C", "xi", "L", "d"), (),
@@ -945,5 +946,5 @@ def evaluate_grid(names, **values):
         shape[i] = v.size
         grid[k] = v.reshape(shape)
     res = evaluate(names, **grid)
-    shape = tuple(v.size for v in axes.values())
-    return axes, {k: np.broadcast_to(r, shape) for k, r in res.items()}
+    full = tuple(v.size for v in axes.values())
+    return axes, {k: np.broadcast_to(r, full) for k, r in res.items()}
