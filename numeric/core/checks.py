@@ -41,7 +41,12 @@ class CheckResult:
     the bound or the expected value it is held against, as a number where there
     is one (``bound``) and in words (``expectation``). ``verdict`` is one of
     :data:`VERDICTS`; "not applicable" needs a ``detail`` that says which premise
-    failed. ``data`` holds JSON-serialisable numbers behind the verdict."""
+    failed. ``data`` holds JSON-serialisable numbers behind the verdict.
+
+        >>> r = CheckResult("demo", "eq. (1)", "held", 2, 0.5, "largest ratio measured / bound", bound=1.0)
+        >>> r.verdict in VERDICTS, r.worst <= r.bound
+        (True, True)
+    """
 
     key: str
     reference: str
@@ -112,7 +117,13 @@ _PROVIDERS: list[str] = ["attndyn.numeric.attention.theorems"]
 
 
 def register(key: str, reference: str, title: str):
-    """Decorator: register ``fn(budget, seed) -> CheckResult`` under ``key``."""
+    """Decorator: register ``fn(budget, seed) -> CheckResult`` under ``key``.
+
+        >>> register("Not-A-Key", "eq. (1)", "a demo")
+        Traceback (most recent call last):
+            ...
+        ValueError: check key must be a lower-case identifier, got 'Not-A-Key'
+    """
     if not (isinstance(key, str) and key.isidentifier() and key.islower()):
         raise ValueError(f"check key must be a lower-case identifier, got {key!r}")
 
@@ -126,7 +137,12 @@ def register(key: str, reference: str, title: str):
 
 
 def registered() -> dict:
-    """Key -> (reference, title) of every known check, in registration order."""
+    """Key -> (reference, title) of every known check, in registration order.
+
+        >>> checks = registered()
+        >>> "thm1" in checks, checks["thm1"][0]
+        (True, 'Thm. 1, Cor. 5 (78)')
+    """
     import importlib
     for mod in _PROVIDERS:
         importlib.import_module(mod)
@@ -142,7 +158,12 @@ def run_checks(only=None, budget: str = "default", seed=0, time_budget_s: float 
     started before the budget is spent are reported "not applicable" with the
     reason; a check that raises is reported "not held" with the exception.
     ``options`` maps a key to keyword arguments of that check (validated by the
-    caller: an option a check does not take is a ``TypeError`` before any runs)."""
+    caller: an option a check does not take is a ``TypeError`` before any runs).
+
+        >>> (r,) = run_checks(["thm1"], budget="small", seed=0)
+        >>> r.key, r.verdict
+        ('thm1', 'held')
+    """
     import numpy as np
 
     from attndyn.numeric.core.validate import resolve_seed
@@ -197,7 +218,15 @@ def run_checks(only=None, budget: str = "default", seed=0, time_budget_s: float 
 
 
 def checks_table(results, as_json: bool = False) -> str:
-    """One table: check, paper reference, instances, worst measured, bound, verdict."""
+    """One table: check, paper reference, instances, worst measured, bound, verdict.
+
+        >>> r = CheckResult("demo", "eq. (1)", "held", 2, 0.5, "largest ratio measured / bound", bound=1.0)
+        >>> print(checks_table([r]))
+        check  paper     inst      worst      bound  verdict
+        demo   eq. (1)      2        0.5          1  held
+               measured: largest ratio measured / bound
+        # verify: 1 held, 0 not held, 0 not applicable
+    """
     if as_json:
         return json.dumps({"checks": [r.as_dict() for r in results],
                            "ok": not any(r.verdict == "not held" for r in results)})

@@ -27,7 +27,12 @@ __all__ = ["flops_per_sample", "flops_breakdown"]
 
 def flops_breakdown(N, L, d, m):
     """A dict of the FLOPs per sequence: ``forward``, ``backward``, ``total``
-    and ``lemma_e1 = N L m d``."""
+    and ``lemma_e1 = N L m d``.
+
+        >>> fb = flops_breakdown(2, 4, 8, 16)
+        >>> sorted(fb), fb["lemma_e1"] == 2 * 4 * 16 * 8
+        (['backward', 'forward', 'lemma_e1', 'total'], True)
+    """
     from .model import _int_ge1
     N, L, d, m = (_int_ge1(N, "N"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(m, "m"))
     fwd_layer = (2 * L * d * d + 2 * L * L * d + 5 * L * L + 2 * L * L * d + 2 * L * d * m
@@ -43,6 +48,12 @@ def flops_breakdown(N, L, d, m):
 def flops_per_sample(N, L, d, m, *, backward=True) -> int:
     """FLOPs of one forward (and, by default, backward) pass on one sequence;
     see the module docstring. ``C`` in FLOPs for ``k`` gradient steps on
-    batches of ``B`` sequences is ``k B flops_per_sample(...)``."""
+    batches of ``B`` sequences is ``k B flops_per_sample(...)``.
+
+        >>> flops_per_sample(1, 2, 3, 8) == flops_breakdown(1, 2, 3, 8)["total"]
+        True
+        >>> flops_per_sample(1, 2, 3, 8, backward=False) == flops_breakdown(1, 2, 3, 8)["forward"]
+        True
+    """
     b = flops_breakdown(N, L, d, m)
     return b["total"] if backward else b["forward"]

@@ -139,7 +139,16 @@ def lemma_gradients(model, X, Y, *, form="lemma"):
 
 
 def flatten(grads) -> np.ndarray:
-    """A list of ``{"U", "W"}`` dicts flattened like :meth:`Transformer.theta`."""
+    """A list of ``{"U", "W"}`` dicts flattened like :meth:`Transformer.theta`.
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((6, 2, 3))
+        >>> Y = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> g = tf.gradients(X, Y)
+        >>> flatten(g).shape == tf.theta().shape
+        True
+    """
     return np.concatenate([np.concatenate([g["U"].ravel(), g["W"].ravel()]) for g in grads])
 
 

@@ -34,7 +34,13 @@ __all__ = ["arccos_kernel", "ntk_predictor", "ntk_approximation", "rate_vs_depth
 
 
 def arccos_kernel(A, B):
-    """``<a, b> (pi - theta_ab) / (2 pi)`` for rows of ``A`` (p, d) and ``B`` (q, d)."""
+    """``<a, b> (pi - theta_ab) / (2 pi)`` for rows of ``A`` (p, d) and ``B`` (q, d).
+
+        >>> a = np.array([[1.0, 0.0]])
+        >>> b = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+        >>> np.round(arccos_kernel(a, b), 6) + 0.0
+        array([[0.5, 0. , 0. ]])
+    """
     G = A @ B.T
     na = np.linalg.norm(A, axis=1)[:, None]
     nb = np.linalg.norm(B, axis=1)[None, :]
@@ -53,7 +59,16 @@ def _pooled(Lam):
 def ntk_predictor(X_train, Y_train, E=None, *, ridge=0.0):
     """Corollary E.3's ``F^ntk`` fitted on ``(X_train, Y_train)``; returns a
     callable ``(n, L, d) -> (n, L, d)``. ``E``: the positional embedding added
-    to the inputs (zeros if None)."""
+    to the inputs (zeros if None).
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((6, 2, 3))
+        >>> Y = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> f = ntk_predictor(X, Y, ridge=1e-8)
+        >>> f(X).shape, bool(np.allclose(f(X), Y, atol=1e-5))
+        ((6, 2, 3), True)
+    """
     X = np.asarray(X_train, dtype=np.float64)
     Y = np.asarray(Y_train, dtype=np.float64)
     if X.ndim != 3 or Y.shape != X.shape:
@@ -88,7 +103,13 @@ def ntk_approximation(setup, widths, *, T, seeds=2, n_eval=5, **train_kw):
     trained by gradient flow to ``T``; rows ``err_to_ntk = E||F - F^ntk||^2``,
     ``excess_risk = E||F - F*||^2``, ``ntk_excess_risk = E||F^ntk - F*||^2``
     (test inputs, seed means) and ``bound_M2 = M^-2`` (Corollary 6.1); a Sweep
-    over ``M`` with power-law fits."""
+    over ``M`` with power-law fits.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = ntk_approximation(setup, (4, 16), T=0.2, seeds=2, n_eval=2)
+        >>> sw.x_name, "err_to_ntk" in sw.names
+        ('M', True)
+    """
     from .lemmas import _seed_list, build, check_setup
     from .model import _int_ge1
     from .results import Sweep, fit_power_law
@@ -126,7 +147,13 @@ def rate_vs_depth(setup, depths, *, T, seeds=2, n_eval=10, **train_kw):
     """The training loss's decay rate (least-squares slope of ``-log L(t)``)
     against the depth ``N``, beside eq. (7)'s ``omega lambda N eps^2`` with the
     measured ``lambda`` (Definition B.5); a Sweep over ``N`` with the fitted
-    exponent of the rate (eq. 7: +1)."""
+    exponent of the rate (eq. 7: +1).
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> sw = rate_vs_depth(setup, (1, 2), T=0.2, seeds=2, n_eval=4)
+        >>> sw.x_name, sw.x.tolist()
+        ('N', [1.0, 2.0])
+    """
     from .kernel import assumption_lambda
     from .lemmas import _seed_list, build, check_setup
     from .model import _int_ge1

@@ -15,13 +15,31 @@ __all__ = ["premise_names", "PremiseRecorder"]
 
 
 def premise_names(N):
+    """The names of the premise rows that :class:`PremiseRecorder` records for a
+    model of ``N`` layers: the drifts and norms of Lemma C.1 parts 1-4, the token norms
+    (part 5), the smallest attention score (part 8), the loss bound (part 14), one
+    ``part15_k`` per layer, the mean ``||gamma_p||^2`` (part 16) and the loss rate
+    ``|grad L|^2 / L``.
+
+        >>> premise_names(2)[-4:]
+        ['part15_1', 'part15_2', 'gamma2_mean', 'rate']
+    """
     return (["w_drift", "U_drift", "w_norm_max", "U_norm_max", "Lambda_norm_min",
              "Lambda_norm_max", "sigma_min", "part14"]
             + [f"part15_{k + 1}" for k in range(N)] + ["gamma2_mean", "rate"])
 
 
 class PremiseRecorder:
-    """Computes the premise rows of a model along a run (initial weights kept)."""
+    """Computes the premise rows of a model along a run (initial weights kept).
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((6, 2, 3))
+        >>> Y = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> rec = PremiseRecorder(tf, X)
+        >>> rec.names == premise_names(1), sorted(rec.lam)
+        (True, ['definition', 'exact'])
+    """
 
     def __init__(self, model, X):
         from .kernel import kernel_eigenvalues

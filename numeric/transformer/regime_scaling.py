@@ -64,7 +64,16 @@ REGIME_SETTINGS = {
 
 def hessian_lambda_max(model, X, Y, *, iters=12, seed=0):
     """``lambda_max`` of the Hessian of the training loss at the model's
-    parameters: power iteration on central differences of the gradient."""
+    parameters: power iteration on central differences of the gradient.
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((6, 2, 3))
+        >>> Y = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> lam = hessian_lambda_max(tf, X, Y)
+        >>> bool(lam > 0)
+        True
+    """
     th0 = model.theta()
     m = model.copy()
     rng = np.random.default_rng(seed)
@@ -90,7 +99,13 @@ def exponential_phase(t, y, *, spread=2.0):
     """The longest stretch of ``log(y - y_end)`` that is straight in ``t``:
     consecutive local decay rates within a factor ``spread`` of each other.
     Returns ``(e_folds, rate)``: the decrease of ``log(y - y_end)`` over that
-    stretch and its mean rate (0, nan when ``y`` never falls)."""
+    stretch and its mean rate (0, nan when ``y`` never falls).
+
+        >>> t = np.linspace(0.0, 10.0, 101)
+        >>> e_folds, rate = exponential_phase(t, 0.1 + np.exp(-2.0 * t))
+        >>> bool(abs(rate - 2.0) < 0.1), e_folds > 10
+        (True, True)
+    """
     t, y = np.asarray(t, float), np.asarray(y, float)
     keep = np.concatenate([[True], np.diff(t) > 0])     # steps rounded to the same time
     t, y = t[keep], y[keep]
@@ -121,7 +136,12 @@ def regime_scaling(settings, seed=0):
     """Run the experiment for one seed; returns a dict of per-``n`` arrays
     (``t``, ``C``, ``C_flops``, ``loss``, ``excess_risk``) and scalars
     (``M``, ``m``, ``eps``, ``lambda_exact``, ``lambda_definition``, ``lr``,
-    ``alpha``, ``steps``)."""
+    ``alpha``, ``steps``).
+
+        >>> out = regime_scaling(REGIME_SETTINGS["mini"], seed=0)
+        >>> sorted(out), sorted(out[2])[:4]
+        ([2, 3], ['C', 'C_flops', 'M', 'alpha'])
+    """
     s = dict(settings)
     out = {}
     for n in s["ns"]:
@@ -174,7 +194,12 @@ def _envelope(runs, grid):
 
 def scaling_empirical_figure(mode="quick", seeds=1, **overrides) -> FigureRun:
     """Train in the theorems' regime and judge the scaling-law claims
-    (see the module docstring); a :class:`FigureRun` for ``attndyn reproduce``."""
+    (see the module docstring); a :class:`FigureRun` for ``attndyn reproduce``.
+
+        >>> run = scaling_empirical_figure("mini")
+        >>> run.name, len(run.claims) > 0
+        ('scaling-empirical', True)
+    """
     if mode not in REGIME_SETTINGS:
         raise ValueError(f"mode must be one of {sorted(REGIME_SETTINGS)}, got {mode!r}")
     s = dict(REGIME_SETTINGS[mode])

@@ -30,7 +30,16 @@ __all__ = ["per_sample_gradients", "sgd_rate_gap", "theorem_e2_sgd"]
 
 
 def per_sample_gradients(model, X, Y):
-    """``(n, M)`` gradients of ``||F(X_i) - Y_i||_F^2`` (one backward pass each)."""
+    """``(n, M)`` gradients of ``||F(X_i) - Y_i||_F^2`` (one backward pass each).
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((6, 2, 3))
+        >>> Y = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> G = per_sample_gradients(tf, X, Y)
+        >>> G.shape == (6, tf.n_params)
+        True
+    """
     out = []
     for i in range(X.shape[0]):
         _, g = model.loss_and_grad(X[i:i + 1], Y[i:i + 1])
@@ -44,7 +53,19 @@ def sgd_rate_gap(model, X, Y, batch, *, lam, delta=0.05, n_batches=2000, seed=0)
     ``loss``, ``expected_rate = |grad L|^2``, ``quantile`` (the ``1 - delta``
     quantile of ``|gap|`` over ``n_batches`` uniform batches), ``std_exact``
     (finite-population formula), ``hoeffding`` and ``e2_step = (omega lam/4)
-    eps^2 L``; ``frac_positive`` (batches with ``dL/dt|_B > 0``)."""
+    eps^2 L``; ``frac_positive`` (batches with ``dL/dt|_B > 0``).
+
+        >>> from attndyn.numeric.transformer import Transformer
+        >>> tf = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+        >>> X = np.random.default_rng(1).standard_normal((6, 2, 3))
+        >>> Y = Transformer(N=1, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+        >>> lam = 0.1
+        >>> r = sgd_rate_gap(tf, X, Y, 3, lam=lam, n_batches=200)
+        >>> sorted(r)[:4]
+        ['batch', 'delta', 'e2_step', 'expected_rate']
+        >>> sgd_rate_gap(tf, X, Y, 6, lam=lam, n_batches=50)["quantile"] < 1e-9
+        True
+    """
     X, Y = model.check_XY(X, Y)
     n = X.shape[0]
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= n:
@@ -74,9 +95,16 @@ def sgd_rate_gap(model, X, Y, batch, *, lam, delta=0.05, n_batches=2000, seed=0)
 def theorem_e2_sgd(setup, seed=0, *, T, lr, batch_fraction, delta=0.05, n_eval=5,
                    n_batches=1000, kernel="definition"):
     """An SGD run (eq. 2 with ``|B| = round(batch_fraction n)``) and, at each
-    output time, :func:`sgd_rate_gap`; returns ``(result, rows)`` with one dict
+    output time, :func:`sgd_rate_gap`; returns ``(result, rows, lam)``: the run, one dict
     per output time (``t`` added) and ``lambda`` of Assumption 5.1 for
-    ``kernel`` at ``theta(0)``."""
+    ``kernel`` at ``theta(0)``.
+
+        >>> setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=0.1)
+        >>> res, rows, lam = theorem_e2_sgd(setup, 0, T=0.2, lr=0.05, batch_fraction=0.5, n_eval=2,
+        ...                                n_batches=50)
+        >>> res.status, len(rows), sorted(rows[0])[:3]
+        (0, 3, ['batch', 'delta', 'e2_step'])
+    """
     from .kernel import kernel_eigenvalues
     from .lemmas import build, check_setup
     from .training import train

@@ -8,9 +8,10 @@ The public callables of the layers a user calls directly each carry a docstring 
   (`` `name` ``, ``.name`` or ``name(``);
 - paper 003's theorem checks: ``__all__`` of every module of
   ``attndyn.numeric.attention.theorems``;
-- paper 000: ``__all__`` of the modules of ``attndyn.numeric.scaling`` and the names of
-  ``attndyn.numeric.transformer.__all__``;
-- ``attndyn.numeric.core``: ``__all__`` of the labelled exports, results, plots and claims.
+- paper 000: ``__all__`` of the modules of ``attndyn.numeric.scaling`` and of
+  ``attndyn.numeric.transformer`` (with the names of ``attndyn.numeric.transformer.__all__``);
+- ``attndyn.numeric.core``: ``__all__`` of the labelled exports, results, plots, claims and
+  the check registry.
 
 ``EXEMPT`` lists the callables without an example (one line of reason each: an example
 would cost more than about 2 s). ``SLOW`` lists those whose example runs only with
@@ -44,12 +45,15 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 EXEMPT: dict[str, str] = {}
 
 #: callables whose example runs only in the slow suite (about 3 s of CPU or more each: the
-#: small budget of an SGD d-scan or of the untied truncation ladder)
+#: small budget of an SGD d-scan or of the untied truncation ladder, transformer training
+#: over several depths or data sizes)
 SLOW: set[str] = {
     "attndyn.numeric.attention.theorems.cor3.check_cor3",
     "attndyn.numeric.attention.theorems.cor4.check_cor4",
     "attndyn.numeric.attention.theorems.cor7.check_cor7",
     "attndyn.numeric.attention.theorems.cor8_bound.check_cor8",
+    "attndyn.numeric.transformer.ntk.rate_vs_depth",
+    "attndyn.numeric.transformer.regime_scaling.scaling_empirical_figure",
 }
 
 
@@ -87,7 +91,8 @@ def _scope() -> dict[str, object]:
         for n in _own(mod):
             if re.search(rf"`{re.escape(n)}\b|\.{re.escape(n)}\b|\b{re.escape(n)}\(", text):
                 out[f"{mod.__name__}.{n}"] = getattr(mod, n)
-    for package in ("attndyn.numeric.attention.theorems", "attndyn.numeric.scaling"):
+    for package in ("attndyn.numeric.attention.theorems", "attndyn.numeric.scaling",
+                    "attndyn.numeric.transformer"):
         for mod in _submodules(package):
             for n in _own(mod):
                 out[f"{mod.__name__}.{n}"] = getattr(mod, n)
@@ -95,7 +100,7 @@ def _scope() -> dict[str, object]:
     for n in tr.__all__:
         obj = getattr(tr, n)
         out[f"{obj.__module__}.{n}"] = obj
-    for m in ("labelled", "results", "plots", "claims"):
+    for m in ("labelled", "results", "plots", "claims", "checks"):
         mod = importlib.import_module(f"attndyn.numeric.core.{m}")
         for n in _own(mod):
             out[f"{mod.__name__}.{n}"] = getattr(mod, n)
