@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import time as _time
 from functools import cached_property
@@ -707,8 +707,7 @@ class TiedHierarchy(Hierarchy):
         worst_name = ""
         t_conv = float(t_eval[-1])
         for o in ladder:
-            h = self.model.hierarchy(o)
-            assert isinstance(h, TiedHierarchy)  # the model's hierarchies are of this class
+            h = cast(TiedHierarchy, self.model.hierarchy(o))  # a tied model's hierarchy
             # both word lists are canonical: a dict lookup, not one canonicalisation per word
             if o > self.order:
                 pos = {tuple(w): i for i, w in enumerate(h.words)}
