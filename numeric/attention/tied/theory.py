@@ -137,8 +137,9 @@ class TiedTheory(Theory):
         return self.model.hierarchy(order, max_terms=max_terms)
 
     def spectral_density(self, law, t_eval, **options):
-        """The eigenvalue law of ``S_k(t)`` (exact for a commuting law):
-        :func:`~attndyn.numeric.attention.tied.spectral.tied_spectral_density`."""
+        """The eigenvalue law of ``S_k(t)`` as ``d -> infinity``: exact for a commuting law,
+        from deterministic equivalents with a stated error for a free (non-commuting) one
+        (:func:`~attndyn.numeric.attention.tied.spectral.tied_spectral_density`)."""
         from attndyn.numeric.attention.tied.spectral import tied_spectral_density
         return tied_spectral_density(self.model, law, t_eval, **options)
 
