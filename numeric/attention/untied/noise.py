@@ -960,18 +960,29 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
 
 class UntiedNoise(Correction):
     """``correction="noise"`` of the untied theory (issue 16, slow time only): the
-    mini-batch noise terms to first order in ``eta d / B``. ``theory="hierarchy"``: the
+    mini-batch noise to first order in ``eta d / B``. ``theory="hierarchy"``: the
     truncated hierarchy with the noise terms (:func:`noise_hierarchy`); ``"flow"`` and
-    ``"slaved"``: the flow plus the hierarchy's noise shift at ``noise_order`` (default
-    ``max(order, 6)``, checked against ``noise_order - 1`` unless ``noise_check`` is
-    False; :func:`noise_shift`)."""
+    ``"slaved"``: the flow plus a noise shift, chosen by ``noise_method``:
+
+    - ``"hierarchy"``: the hierarchy's shift at ``noise_order`` (default ``max(order, 6)``,
+      checked against ``noise_order - 1`` unless ``noise_check`` is False; :func:`noise_shift`),
+      a short-time tool;
+    - ``"flow"``: the linear-noise flow on the pairs, any horizon
+      (:func:`~attndyn.numeric.attention.untied.noise_flow.noise_flow_shift`; options
+      ``noise_seed``, ``noise_paths``, ``noise_dt``, ``noise_sub_batch``);
+    - ``"auto"`` (default): the hierarchy's shift where it reaches the horizon with a
+      truncation gap below its largest shift, the flow's otherwise."""
 
     name = "noise"
 
     def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
-              time="slow", noise_order=None, noise_check=True, **options):
+              time="slow", noise_order=None, noise_check=True, noise_method="auto",
+              noise_seed=0, noise_paths=None, noise_dt=None, noise_sub_batch=None, **options):
         if time != "slow" or eta is None or batch is None:
             raise ValueError("correction='noise' (untied) needs eta, batch and the slow time")
+        if noise_method not in ("auto", "hierarchy", "flow"):
+            raise ValueError("noise_method must be 'auto', 'hierarchy' or 'flow', got "
+                             f"{noise_method!r}")
         model = theory.model
         pairs = model.check_factors(init, "init")
         d = pairs[0][0].shape[0]
@@ -982,18 +993,60 @@ class UntiedNoise(Correction):
                                                         **options))
         res = theory.uncorrected(pairs, t, name=name, order=order, check=check, words=words,
                                  time=time, **options)
-        sh = noise_shift(model, pairs, t[:res.t.size] if res.t.size else t[:1],
-                         eta=eta, batch=batch, check=bool(noise_check),
-                         order=max(int(order), 6) if noise_order is None else noise_order)
-        names = list(res.names)
-        for row_name, row in zip(sh["names"], sh["delta"]):
-            if row_name in names and res.t.size:
-                res.y[names.index(row_name)] = res.y[names.index(row_name)] + row[:res.t.size]
+        tt = t[:res.t.size] if res.t.size else t[:1]
+        sh, why = None, ""
+        if noise_method in ("auto", "hierarchy"):
+            try:
+                sh = noise_shift(model, pairs, tt, eta=eta, batch=batch, check=bool(noise_check),
+                                 order=max(int(order), 6) if noise_order is None else noise_order)
+            except (IntegrationError, RootError) as exc:
+                if noise_method == "hierarchy":
+                    raise
+                why = " ".join(str(exc).split())[:160]
+            if (sh is not None and noise_method == "auto" and sh["truncation_gap"] is not None
+                    and sh["truncation_gap"] > np.max(np.abs(sh["delta"]))):
+                why = (f"the hierarchy's truncation gap {sh['truncation_gap']:.2g} exceeds its "
+                       f"largest shift {np.max(np.abs(sh['delta'])):.2g}")
+                sh = None
+        if sh is None:
+            from attndyn.numeric.attention.untied.noise_flow import (NOISE_FLOW_DEFAULTS,
+                                                                     noise_flow_shift)
+            kw = {"paths": noise_paths, "dt": noise_dt, "sub_batch": noise_sub_batch}
+            kw = {k: (NOISE_FLOW_DEFAULTS[k] if v is None else v) for k, v in kw.items()}
+            sh = noise_flow_shift(model, pairs, tt, eta=eta, batch=batch, seed=noise_seed,
+                                  order=max(int(order), 2), **kw)
+        _add_shift(model, res, sh)
         res.params.update({"correction": "noise", "eta": float(eta), "batch": int(batch),
-                           "eta_d_over_B": float(eta) * d / int(batch)})
+                           "eta_d_over_B": float(eta) * d / int(batch),
+                           "noise_method": "flow" if "se" in sh else "hierarchy"})
+        if "se" in sh:
+            res.diagnostics["noise_shift_se"] = dict(zip(sh["names"], sh["se"][:, :res.t.size]))
+            res.diagnostics["noise_shift_lr"] = dict(zip(sh["names"], sh["lr"][:, :res.t.size]))
+            res.message += (f"; plus the linear-noise flow's shift (eta d / B = "
+                            f"{sh['eta_d_over_B']:.3g}, {sh['paths']} noise paths, fast step "
+                            f"{sh['dt']:g}" + (f"; the hierarchy's shift not used: {why}"
+                                                if why else "") + ")")
+            return res
         res.diagnostics["noise_truncation_gap"] = sh["truncation_gap"]
         gap = sh["truncation_gap"]
         res.message += (f"; plus the noise shift of the order-{sh['order']} hierarchy "
                         f"(eta d / B = {sh['eta_d_over_B']:.3g}, truncation gap "
                         + ("not checked)" if gap is None else f"{gap:.2g})"))
         return res
+
+
+def _add_shift(model, res, sh):
+    """Add the rows of the shift ``sh`` to the rows of ``res`` of the same name; the loss row
+    (``Phi`` of ``m``, ``q1``, ``q2``) is recomputed from the shifted rows."""
+    names = list(res.names)
+    n = res.t.size
+    if not n:
+        return
+    for row_name, row in zip(sh["names"], sh["delta"]):
+        if row_name in names:
+            res.y[names.index(row_name)] = res.y[names.index(row_name)] + row[:n]
+    if "loss" in names:
+        i = names.index("loss")
+        res.y = np.delete(res.y, i, axis=0)
+        res.names = names[:i] + names[i + 1:]
+        with_loss_row(model, res)

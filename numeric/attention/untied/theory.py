@@ -59,9 +59,15 @@ def compare_theory(model, init, t, *, theory: str, order: int, check="auto", wor
     mini-batch noise terms of :mod:`attndyn.numeric.attention.untied.noise`, to first
     order in ``eta d / B``. ``theory="hierarchy"``: the truncated hierarchy with the
     noise terms (:func:`~attndyn.numeric.attention.untied.noise.noise_hierarchy`);
-    ``"flow"``/``"slaved"``: the flow plus the hierarchy's noise shift at ``noise_order``
-    (default ``max(order, 6)``, checked against ``noise_order - 1`` unless ``noise_check``
-    is False; :func:`~attndyn.numeric.attention.untied.noise.noise_shift`).
+    ``"flow"``/``"slaved"``: the flow plus a noise shift chosen by ``noise_method``:
+    ``"hierarchy"``, the truncated hierarchy's shift at ``noise_order`` (default
+    ``max(order, 6)``, checked against ``noise_order - 1`` unless ``noise_check`` is False;
+    :func:`~attndyn.numeric.attention.untied.noise.noise_shift`), a short-time tool;
+    ``"flow"``, the linear-noise flow on the pairs at any horizon
+    (:func:`~attndyn.numeric.attention.untied.noise_flow.noise_flow_shift`, options
+    ``noise_seed``, ``noise_paths``, ``noise_dt``, ``noise_sub_batch``); ``"auto"``
+    (default), the hierarchy's where it reaches the horizon with a truncation gap below its
+    shift, the flow's otherwise.
     """
     if time not in ("slow", "fast"):
         raise ValueError(f"time must be 'slow' or 'fast', got {time!r}")
