@@ -55,7 +55,15 @@ __all__ = ["Loss", "mse_teacher_student", "softmax_teacher_student", "matrix_den
 
 @dataclass(frozen=True, eq=False)
 class Loss:
-    """A named loss ``loss(G)``; ``min_K`` and ``L`` (None = any) constrain the array."""
+    """A named loss ``loss(G)``; ``min_K`` and ``L`` (None = any) constrain the array.
+
+        >>> from attndyn.symbolic.symbols import g_array
+        >>> loss = Loss("square", lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2, min_K=2, L=1)
+        >>> loss.fn(g_array(1, 2))
+        (G_000 - G_001)**2
+        >>> mse_teacher_student("h1").name
+        'mse:h1,h1'
+    """
 
     name: str
     fn: Callable

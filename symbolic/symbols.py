@@ -29,6 +29,10 @@ class Activation:
     ``smooth`` is False when a derivative of order <= 2 contains distributions
     (ReLU, absolute value): such activations go by closed forms or by Stein's
     identity with first derivatives, never by a second-derivative quadrature.
+
+        >>> relu = Activation("relu", sp.Max(0, X), smooth=False)
+        >>> relu.expr.subs(X, -2), relu.expr.subs(X, 3), relu.smooth
+        (0, 3, False)
     """
 
     name: str
@@ -63,7 +67,14 @@ def is_polynomial_activation(expr: sp.Expr) -> bool:
 
 
 def hermite_activation(k: int, normalised: bool = True) -> Activation:
-    """``h_k = He_k/sqrt(k!)`` (paper 003, Figure 2), or ``He_k`` with ``normalised=False``."""
+    """``h_k = He_k/sqrt(k!)`` (paper 003, Figure 2), or ``He_k`` with ``normalised=False``.
+
+        >>> h2 = hermite_activation(2)
+        >>> h2.expr
+        sqrt(2)*x**2/2 - sqrt(2)/2
+        >>> hermite_activation(3, normalised=False).expr
+        x**3 - 3*x
+    """
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
         raise ValueError(f"hermite order k must be an int in [0, 64], got {k!r}")
     he = sp.expand(sp.hermite_prob(k, X))

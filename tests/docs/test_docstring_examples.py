@@ -4,8 +4,9 @@ The public callables of the layers a user calls directly each carry a docstring 
 ``>>>`` example, and the examples run:
 
 - ``attndyn.symbolic``: the names in a module's ``__all__`` (defined in that module, not
-  re-exported) that README.md, ARCHITECTURE.md or a page under docs/ names as code
-  (`` `name` ``, ``.name`` or ``name(``);
+  re-exported) that README.md, ARCHITECTURE.md or a page under docs/ names: as code
+  (`` `name` ``, ``.name`` or ``name(``), or as a word when the name cannot be an English
+  word (it has an underscore or a capital);
 - paper 003's theorem checks: ``__all__`` of every module of
   ``attndyn.numeric.attention.theorems``;
 - paper 000: ``__all__`` of the modules of ``attndyn.numeric.scaling`` and of
@@ -89,7 +90,9 @@ def _scope() -> dict[str, object]:
     text = _docs_text()
     for mod in _submodules("attndyn.symbolic"):
         for n in _own(mod):
-            if re.search(rf"`{re.escape(n)}\b|\.{re.escape(n)}\b|\b{re.escape(n)}\(", text):
+            w = re.escape(n)
+            ident = "_" in n or n != n.lower()
+            if re.search(rf"`{w}\b|\.{w}\b|\b{w}\(" + (rf"|\b{w}\b" if ident else ""), text):
                 out[f"{mod.__name__}.{n}"] = getattr(mod, n)
     for package in ("attndyn.numeric.attention.theorems", "attndyn.numeric.scaling",
                     "attndyn.numeric.transformer"):
