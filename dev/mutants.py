@@ -75,8 +75,7 @@ MUTATIONS = (
              _t(UNTIED, "test_psi_beta_against_the_matrices")),
     Mutation("fast-flow-slope", "fast flow (28): rate 2 tA instead of tA + tB",
              "numeric/attention/untied/fastslow.py",
-             "def _fast_rhs(th, tA, tB, q1, q2, m_full, tr):\n    D = tA + tB\n",
-             "def _fast_rhs(th, tA, tB, q1, q2, m_full, tr):\n    D = 2.0 * tA\n",
+             "    D = tA + tB\n    K = th.K\n", "    D = 2.0 * tA\n    K = th.K\n",
              _t(UNTIED, "test_fast_flow_initial_slope_against_the_m_gradient")),
     Mutation("tied-noise-cyclic", "tied noise_terms: the rest Q of a word in the wrong cyclic "
              "order",
