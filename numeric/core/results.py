@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections import abc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class LazySequence(abc.Sequence):
     def __getitem__(self, i: Any) -> Any:
         return self._get()[i]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._get())
 
     def __contains__(self, x: object) -> bool:

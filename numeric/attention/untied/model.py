@@ -29,7 +29,7 @@ import numpy as np
 
 from attndyn.numeric.attention.base import (AttentionModel, check_order_arg, finite_word_traces,
                                             obs_key, SGDRunner, TimeScale)
-from attndyn.numeric.attention.untied.fastslow import critical_mean, fast_flow
+from attndyn.numeric.attention.untied.fastslow import CriticalMean, critical_mean, fast_flow
 from attndyn.numeric.attention.untied.theory import UntiedTheory
 from attndyn.numeric.core.validate import check_loss, check_model_args, real_array
 from attndyn.symbolic.hierarchy import check_order
@@ -221,7 +221,7 @@ class UntiedModel(AttentionModel):
         :func:`attndyn.numeric.attention.untied.fastslow.fast_flow`."""
         return fast_flow(self, pairs, t_eval, **kw)
 
-    def critical_mean(self, pairs_or_state: Any, **kw: Any) -> Any:
+    def critical_mean(self, pairs_or_state: Any, **kw: Any) -> CriticalMean:
         """``m*(q)`` of eq. (29), the root the fast flow reaches from ``m(0)``, with
         its label; see :func:`attndyn.numeric.attention.untied.fastslow.critical_mean`."""
         return critical_mean(self, pairs_or_state, **kw)
