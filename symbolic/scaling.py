@@ -111,7 +111,8 @@ def solve_threshold() -> sp.Expr:
 
 
 def critical_data_size() -> sp.Expr:
-    r"""``N*(C) = (6 C xi^2 / W0(6 (L d)^6 C / xi^10))^(1/6)``.
+    r"""``N*(C) = (6 C xi^2 / W0(6 (L d)^6 C / xi^10))^(1/6)``: the exact inverse of
+    eq. (3) (Theorem 7.1 / F.7).
 
         >>> critical_data_size()
         6**(1/6)*C**(1/6)*xi**(1/3)*(1/LambertW(6*C*L**6*d**6/xi**10))**(1/6)
@@ -216,7 +217,7 @@ def stage_two_bound() -> sp.Expr:
 
 
 def stage_two_bound_paper() -> sp.Expr:
-    """Stage II as printed: ``c_stat xi^(5/3) (C / W(C/xi^10))^(-1/6)``.
+    """Stage II of Theorem 7.1 as printed: ``c_stat xi^(5/3) (C / W(C/xi^10))^(-1/6)``.
 
         >>> stage_two_bound_paper()
         c_stat*xi**(5/3)/(C**(1/6)*(1/LambertW(C/xi**10))**(1/6))
@@ -225,7 +226,7 @@ def stage_two_bound_paper() -> sp.Expr:
 
 
 def threshold_jump() -> sp.Expr:
-    """Stage I just below ``C*(N)`` over stage II just above it:
+    """Stage I just below ``C*(N)`` over stage II just above it (Theorem 7.1 / F.7):
     ``C_poly L_0 (N L d / xi^2)^(1 - alpha) / (c_stat L d)``.
 
         >>> threshold_jump()
@@ -274,7 +275,8 @@ def model_law_boundary() -> sp.Expr:
 
 
 def model_law_crossover() -> sp.Expr:
-    """``M`` where ``xi^2 M^-zeta = xi^2 / N`` (the proof's ``xi^2/N <= xi eps``).
+    """``M`` where ``xi^2 M^-zeta = xi^2 / N`` (the proof's ``xi^2/N <= xi eps``;
+    Theorem 7.2 / F.8).
 
         >>> model_law_crossover()
         N**(1/zeta)
@@ -284,7 +286,7 @@ def model_law_crossover() -> sp.Expr:
 
 
 def noise_drag_data(power: sp.Expr = sp.Rational(1, 2)) -> sp.Expr:
-    """Data law with ``xi = xi0 N^power``; ``power = 1/2`` gives ``c_stat xi0^2``.
+    """Data law with ``xi = xi0 N^power`` (section 7.2); ``power = 1/2`` gives ``c_stat xi0^2``.
 
         >>> noise_drag_data()
         c_stat*xi_0**2
@@ -293,7 +295,7 @@ def noise_drag_data(power: sp.Expr = sp.Rational(1, 2)) -> sp.Expr:
 
 
 def noise_drag_compute(power: sp.Expr = sp.Rational(1, 10), form: str = "exact") -> sp.Expr:
-    """Stage II with ``xi = xi0 C^power``; ``power = 1/10`` is free of ``C``.
+    """Stage II with ``xi = xi0 C^power`` (section 7.2); ``power = 1/10`` is free of ``C``.
 
         >>> noise_drag_compute()
         6**(5/6)*c_stat*xi_0**(5/3)*LambertW(6*L**6*d**6/xi_0**10)**(1/6)/6
@@ -336,7 +338,7 @@ def lambertw_asymptotic(z: sp.Expr, order: int = 3) -> sp.Expr:
 
 
 def stage_two_asymptotic(order: int = 2) -> sp.Expr:
-    """Stage-II bound for ``C -> inf`` with W replaced by
+    """Stage-II bound of Theorem 7.1 for ``C -> inf`` with W replaced by
     :func:`lambertw_asymptotic` of the given order:
     ``c_stat 6^(-1/6) xi^(5/3) C^(-1/6) W~^(1/6)``.
 
@@ -354,7 +356,7 @@ def stage_two_asymptotic(order: int = 2) -> sp.Expr:
 
 
 def stage_two_leading() -> sp.Expr:
-    r"""Leading behaviour of the stage-II bound as ``C -> inf``:
+    r"""Leading behaviour of the stage-II bound of Theorem 7.1 as ``C -> inf``:
 
     .. math:: c_{\rm stat}\, 6^{-1/6} \xi^{5/3} C^{-1/6} (\log C)^{1/6},
 

@@ -330,7 +330,7 @@ def critical_data_size(C, xi, L, d):
 
 
 def optimal_data_size(C, xi, L, d):
-    """Compute-optimal data size for compute ``C``: ``N*(C)``.
+    """Compute-optimal data size for compute ``C``: ``N*(C)`` (Theorem 7.1 / F.7).
 
     For fixed ``C`` the bound is ``c_stat xi^2 / N`` (decreasing in ``N``)
     while ``N <= N*(C)`` and the stage-I bound ``prefactor loss0
@@ -362,7 +362,8 @@ def paper_critical_data_size(C, xi):
 
 
 def paper_form_ratio(C, xi, L, d):
-    """``paper_critical_data_size(C, xi) / critical_data_size(C, xi, L, d)``.
+    """``paper_critical_data_size(C, xi) / critical_data_size(C, xi, L, d)``: the
+    paper's form of ``N*(C)`` (proof of Theorem F.7) against the exact inverse of eq. (3).
 
     Tends to ``6^(-1/6) = 0.7418`` as ``C -> inf`` (both ``W``'s grow like
     ``log C``; ``C = inf`` returns this limit), and to ``L d`` as ``C -> 0``.
@@ -605,7 +606,7 @@ def threshold_jump(N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
 
 
 def continuity_constant(L, d, *, prefactor, loss0):
-    """The ``c_stat`` that makes the stages meet at ``C*(N)`` when ``alpha = 1``:
+    """The ``c_stat`` that makes the stages of Theorem 7.1 meet at ``C*(N)`` when ``alpha = 1``:
     ``prefactor loss0 / (L d)`` (see :func:`threshold_jump`).
 
         >>> float(continuity_constant(2, 3, prefactor=1.0, loss0=3.0))
@@ -695,7 +696,7 @@ def time_law_valid(M, N, *, m_const):
 
 
 def data_law_valid(M, N, T, xi, *, m_const, t_const):
-    """``M >= m_const N^3`` and ``T >= t_const N^2 / xi`` (data law; the
+    """``M >= m_const N^3`` and ``T >= t_const N^2 / xi`` (data law of Theorem 7.2; the
     ``Omega~`` also hides logarithms, which ``t_const`` must absorb).
 
         >>> bool(data_law_valid(1e3, 10.0, 100.0, 1.0, m_const=1.0, t_const=1.0))
@@ -710,7 +711,7 @@ def data_law_valid(M, N, T, xi, *, m_const, t_const):
 
 
 def model_law_boundary(N, zeta):
-    """The paper's limit of the model law: ``N^(3/(2 zeta))``.
+    """The paper's limit of the model law (Theorem 7.2): ``N^(3/(2 zeta))``.
 
         >>> float(model_law_boundary(10.0, 0.25))
         1000000.0
@@ -721,7 +722,7 @@ def model_law_boundary(N, zeta):
 
 
 def model_law_crossover(N, zeta):
-    """Where ``xi^2 M^-zeta`` meets the data floor ``xi^2 / N``:
+    """Where ``xi^2 M^-zeta`` meets the data floor ``xi^2 / N`` (Theorem 7.2 / F.8):
     ``M = N^(1/zeta)``. This is the boundary the proof computes
     (``xi^2/N <= xi eps`` with ``eps = xi/M^zeta``); the theorem states
     ``N^(3/(2 zeta))`` instead (see docs/scaling.md).
@@ -795,7 +796,7 @@ def noise_drag_compute(C, xi0, L, d, power=0.1, *, c_stat, form="exact"):
 
 
 def noise_drag_exponent(power, law="data"):
-    """Power-law exponent of the bound along a drag path.
+    """Power-law exponent of the bound along a drag path (section 7.2).
 
     ``law="data"``: ``xi = xi0 N^p`` gives ``N^(2p - 1)`` (no decay for
     ``p >= 1/2``). ``law="compute"``: ``xi = xi0 C^p`` gives

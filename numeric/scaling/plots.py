@@ -148,7 +148,7 @@ def plot_data_law(N, xis, *, c_stat, drag_xi0=None, ax=None):
 
 
 def plot_model_law(M, N, xi, zetas, ax=None):
-    """Model law ``xi^2 M^-zeta`` for several ``zeta``, drawn where it is valid
+    """Model law ``xi^2 M^-zeta`` of Theorem 7.2 for several ``zeta``, drawn where it is valid
     (``M < N^(3/(2 zeta))``) and dotted beyond; the data floor ``xi^2/N`` is
     the grey line.
 

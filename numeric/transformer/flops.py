@@ -26,7 +26,7 @@ __all__ = ["flops_per_sample", "flops_breakdown"]
 
 
 def flops_breakdown(N, L, d, m):
-    """A dict of the FLOPs per sequence: ``forward``, ``backward``, ``total``
+    """A dict of the FLOPs per sequence (Lemma E.1): ``forward``, ``backward``, ``total``
     and ``lemma_e1 = N L m d``.
 
         >>> fb = flops_breakdown(2, 4, 8, 16)
@@ -46,7 +46,7 @@ def flops_breakdown(N, L, d, m):
 
 
 def flops_per_sample(N, L, d, m, *, backward=True) -> int:
-    """FLOPs of one forward (and, by default, backward) pass on one sequence;
+    """FLOPs of one forward (and, by default, backward) pass on one sequence (Lemma E.1);
     see the module docstring. ``C`` in FLOPs for ``k`` gradient steps on
     batches of ``B`` sequences is ``k B flops_per_sample(...)``.
 

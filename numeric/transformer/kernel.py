@@ -356,7 +356,7 @@ def lemma41(model, X, Y, *, kernel="definition"):
 
 
 def kernel_along(result, X, layer, *, part="full"):
-    """``H_nu(t)`` at every output time of a training run made with
+    """``H_nu(t)`` of Definition B.5 at every output time of a training run made with
     ``observe=("theta",)``: an array of shape (n_t, nL, nL).
 
         >>> import numpy as np

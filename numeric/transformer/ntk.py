@@ -34,7 +34,8 @@ __all__ = ["arccos_kernel", "ntk_predictor", "ntk_approximation", "rate_vs_depth
 
 
 def arccos_kernel(A, B):
-    """``<a, b> (pi - theta_ab) / (2 pi)`` for rows of ``A`` (p, d) and ``B`` (q, d).
+    """The ReLU arc-cosine kernel of :func:`ntk_predictor` (Corollary E.3),
+    ``<a, b> (pi - theta_ab) / (2 pi)`` for rows of ``A`` (p, d) and ``B`` (q, d).
 
         >>> a = np.array([[1.0, 0.0]])
         >>> b = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])

@@ -48,8 +48,8 @@ def per_sample_gradients(model, X, Y):
 
 
 def sgd_rate_gap(model, X, Y, batch, *, lam, delta=0.05, n_batches=2000, seed=0):
-    r"""The gap ``dL/dt|_B - E[dL/dt]`` at the model's parameters for batches of
-    ``batch`` sequences; see the module docstring. Returns a dict with
+    r"""Theorem E.2's SGD step measured: the gap ``dL/dt|_B - E[dL/dt]`` at the model's
+    parameters for batches of ``batch`` sequences; see the module docstring. Returns a dict with
     ``loss``, ``expected_rate = |grad L|^2``, ``quantile`` (the ``1 - delta``
     quantile of ``|gap|`` over ``n_batches`` uniform batches), ``std_exact``
     (finite-population formula), ``hoeffding`` and ``e2_step = (omega lam/4)

@@ -50,7 +50,7 @@ __all__ = ["FeasibleSet", "feasible_set", "minimise", "LandscapeMinimum", "check
 
 @dataclass
 class FeasibleSet:
-    """The feasible set ``Q`` of one parameterisation with the teachers fixed.
+    """The feasible set ``Q`` of Corollary 1 for one parameterisation, the teachers fixed.
 
     ``symbols``: the potential's order-parameter symbols (SymPy); ``free``: which ones are
     optimised (they involve a trainable index); ``fixed``: the teachers' values of the
@@ -217,7 +217,7 @@ def _all_symbols(model, pot):
 
 @dataclass
 class LandscapeMinimum:
-    """The constrained minimum: ``phi``, the minimiser (symbol name -> value), the
+    """The constrained minimum of Corollary 1: ``phi``, the minimiser (symbol name -> value), the
     starts that converged, the constraint violation at the minimiser and the set.
 
         >>> from attndyn import TiedModel

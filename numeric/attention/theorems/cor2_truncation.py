@@ -64,9 +64,9 @@ def _spectral(mats) -> float:
 
 
 def measure_truncation(model, mats, T: float, orders, n_t: int = 21, max_length: int = 3):
-    """Truncations at ``orders`` against the exact finite-d matrix flow from ``mats`` on
-    ``[0, T]``: per order and word length ``<= max_length`` the largest error; the measured
-    ``R = sup_t max_k ||S_k(t)||_op`` of the flow; statuses.
+    """Corollary 2 (eq. 14) measured: truncations at ``orders`` against the exact finite-d
+    matrix flow from ``mats`` on ``[0, T]``: per order and word length ``<= max_length``
+    the largest error; the measured ``R = sup_t max_k ||S_k(t)||_op`` of the flow; statuses.
 
         >>> from attndyn import TiedModel
         >>> from attndyn.symbolic.losses import mse_teacher_student

@@ -324,8 +324,8 @@ def _wls(X, y, w):
 
 
 def fit_scaling(dims, samples, *, se_floor: float = 1e-3) -> dict:
-    """Fit ``log N_wr`` against ``log d``: the laws of :data:`SCALING_MODELS`, a free
-    power of ``log d`` and a free power of ``d``.
+    """Corollary 3's law (eq. 21) tested: fit ``log N_wr`` against ``log d``: the laws of
+    :data:`SCALING_MODELS`, a free power of ``log d`` and a free power of ``d``.
 
     ``samples[i]`` holds the per-seed ``N_wr`` at ``dims[i]``. Each point is the
     mean of ``log N`` over its seeds. Its standard error comes from a pooled model

@@ -103,7 +103,7 @@ def cone_projection(q1, q2):
 
 
 def cone_distance(q1, q2) -> float:
-    """Frobenius distance of the pair ``(q1, q2)`` to the cone ``Q``:
+    """Frobenius distance of the pair ``(q1, q2)`` to the cone ``Q`` (eqs. 536-537):
     ``sqrt(||q1 - p1||_F^2 + ||q2 - p2||_F^2)`` with ``(p1, p2) = P(q1, q2)``.
 
         >>> q1 = np.eye(2)

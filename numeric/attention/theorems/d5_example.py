@@ -47,7 +47,7 @@ __all__ = ["example_loss", "population_loss", "population_gradient", "pl_constan
 
 
 def example_loss():
-    """The loss of the example, ``(G_1 - G_2)^2`` (student index 0, teacher 1).
+    """The loss of the example, ``(G_1 - G_2)^2`` (eq. 392; student index 0, teacher 1).
 
         >>> from attndyn.symbolic.symbols import g_array
         >>> example_loss()(g_array(1, 2))

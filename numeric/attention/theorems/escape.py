@@ -198,7 +198,8 @@ class EscapeLaw(_LawMethods):
 def direct_escape_law(c: float, d: int, *, scale_student: float = 1.0,
                       scale_teacher: float = 1.0, eta=None, c0: float = 1.0,
                       batch: int = 16, n_quad: int = 400) -> EscapeLaw:
-    """The predicted law of the direct-S escape time at dimension ``d`` (module docstring).
+    """The predicted law of the direct-S escape time at dimension ``d`` (Corollary 7's
+    setting, overlap of eq. 413; module docstring).
 
     ``eta`` defaults to ``c0 / (d log d)``. Needs ``0 < c < E a`` (the limit overlap
     ``s_2^2 / 2`` must exceed the threshold) and ``d >= 4``. ``n_quad``: trapezoid
@@ -386,7 +387,8 @@ def _riccati_noise(S0, lam, T, n_u=17):
 
 @dataclass(frozen=True)
 class TiedEscapeLaw(_LawMethods):
-    """The predicted law of the tied escape time ``T`` (linear activation; module docstring).
+    """The predicted law of the tied escape time ``T`` (Corollary 3, eq. 18; linear
+    activation; module docstring).
 
     ``start`` holds the finite-d flow's crossing times from ``len(start)`` independent draws
     of the start at dimension ``d`` (the start's law pushed through the closed-form flow);

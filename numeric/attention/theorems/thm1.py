@@ -86,7 +86,8 @@ def _moment(tr, word, d, cache, gaussian_only=False):
 
 
 def finite_d_bias(poly_terms, mats, phi) -> dict:
-    """``E_d[loss] - Phi(q)`` for ``loss = sum_c coef * prod_k G_k^(a_k)``.
+    """``E_d[loss] - Phi(q)`` for ``loss = sum_c coef * prod_k G_k^(a_k)``: the finite-d
+    bias of Theorem 1 / Corollary 5 (eq. 78).
 
     ``poly_terms``: ``[(exponents, coef), ...]`` (total degree <= 4 here); ``mats``: the
     ``K`` PSD matrices; ``phi(q)``: the potential. Returns the bias and its parts from the

@@ -99,7 +99,8 @@ def _steps_factor(model) -> float:
 
 @dataclass(frozen=True)
 class WeakRecoveryPrediction:
-    """A predicted weak-recovery sample count (labelled; ``save``/``load`` as JSON).
+    """A predicted weak-recovery sample count (Corollaries 3, 4 and 7; labelled;
+    ``save``/``load`` as JSON).
 
     ``T`` is the flow time of the crossing in ``time`` (``inf``: not reached by
     ``T_max``); ``steps[i] = ceil(T d_i / (f eta_i))`` with ``f = 4`` (tied) or 1,
