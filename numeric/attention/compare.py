@@ -43,6 +43,7 @@ from attndyn.numeric.core.validate import resolve_rng
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from numpy.typing import NDArray
 
     from attndyn.numeric.attention.base import AttentionModel, Correction, Theory
     from attndyn.numeric.core.types import ArrayLike, PathLike, RngLike
@@ -131,7 +132,7 @@ class Comparison:
             raise KeyError(f"no observable {name!r} in this comparison; have "
                            f"{', '.join(self.names)}") from None
 
-    def z(self, name: str) -> np.ndarray:
+    def z(self, name: str) -> NDArray[np.float64]:
         """SGD minus theory in seed units at every time: ``z(t) = mean_i D_i / (sd_i D_i /
         sqrt n)``, ``D_i`` run ``i`` minus the theory (NaN where the seed spread is 0, and
         for one seed). With ``theory="limit"`` and a dict ``init`` every seed has its own
@@ -275,7 +276,7 @@ def load_comparison(path: PathLike) -> Comparison:
             if not isinstance(head, dict) or head.get("format") != COMPARISON_FORMAT:
                 raise ValueError(f"wrong format tag (expected {COMPARISON_FORMAT})")
 
-            def arr(key: str, ndim: int) -> np.ndarray:
+            def arr(key: str, ndim: int) -> NDArray[np.float64]:
                 return safeio.npz_array(f, key, ndim)
 
             def traj(h: dict[str, Any], t: str, y: str) -> Trajectory:

@@ -20,6 +20,8 @@ from attndyn.symbolic.words import Alphabet, canonical
 from . import safeio
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from .types import PathLike
 
 __all__ = ["Trajectory", "load_result", "TruncationNotConverged", "IntegrationError"]
@@ -257,12 +259,12 @@ class Trajectory:
             raise KeyError(f"word {w} (canonical {c}) is not among this result's observables; "
                            f"longest stored word has length {max(map(len, self.words))}") from None
 
-    def moment(self, word: Sequence[int]) -> np.ndarray:
+    def moment(self, word: Sequence[int]) -> NDArray[np.float64]:
         """Trajectory of ``mu_word`` (any word; canonicalised)."""
         row: np.ndarray = self.y[self._word_index(word)]
         return row
 
-    def observable(self, name: str, *indices: int) -> np.ndarray:
+    def observable(self, name: str, *indices: int) -> NDArray[np.float64]:
         """Trajectory of an observable by name, e.g. ``observable("q_12")`` or
         ``observable("q", 0, 1)`` (0-based indices)."""
         if indices:

@@ -31,7 +31,7 @@ from attndyn.kernels.lambertw import (INV_E, check_lambertw_args, lambertw0_ufun
                                       lambertwm1_ufunc)
 
 if TYPE_CHECKING:
-    from numpy.typing import ArrayLike
+    from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["lambertw", "lambertw_checked", "INV_E"]
 
@@ -45,7 +45,7 @@ def _checked_args(z: ArrayLike, branch: object) -> tuple[np.ndarray, int]:
     return checked
 
 
-def lambertw(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
+def lambertw(z: ArrayLike, branch: int = 0) -> NDArray[np.float64] | np.float64:
     """Real Lambert W, ``W_branch(z)``, elementwise, as float64.
 
     Parameters
@@ -92,7 +92,7 @@ def lambertw(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
     return w
 
 
-def lambertw_checked(z: ArrayLike, branch: int = 0) -> np.ndarray | np.float64:
+def lambertw_checked(z: ArrayLike, branch: int = 0) -> NDArray[np.float64] | np.float64:
     """Like :func:`lambertw` but raise :class:`ValueError` outside the domain.
 
     The message names the argument ``z``, gives the first offending value

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from attndyn.numeric.core.types import ArrayLike, PathLike, RngLike
 
 __all__ = ["Transformer", "ForwardCache", "good_scalings", "positional_embedding",
@@ -106,7 +108,7 @@ def _check_dtype(dtype: Any) -> type[np.floating[Any]]:
     return scalar
 
 
-def positional_embedding(L: int, d: int, kind: str = "sinusoidal") -> np.ndarray:
+def positional_embedding(L: int, d: int, kind: str = "sinusoidal") -> NDArray[np.floating[Any]]:
     """Fixed positional embedding ``E`` (L x d).
 
     ``"sinusoidal"``: ``E[l, 2k] = sin(l / 10000^(2k/d))``, ``E[l, 2k+1] = cos(...)``
@@ -374,7 +376,7 @@ class Transformer:
         self.W = [x[1].astype(self.dtype) for x in new]
         self.A = [x[2].astype(self.dtype) for x in new]
 
-    def theta(self) -> np.ndarray:
+    def theta(self) -> NDArray[np.floating[Any]]:
         """The flat trainable vector ``theta`` in R^M: for each layer
         ``vec(U_nu)`` then ``vec(W_nu)``, row-major (the paper's ``vec``)."""
         return np.concatenate([np.concatenate([u.ravel(), w.ravel()])
@@ -449,7 +451,7 @@ class Transformer:
         return model
 
     # -- input checks -----------------------------------------------------
-    def check_X(self, X: ArrayLike, name: str = "X") -> np.ndarray:
+    def check_X(self, X: ArrayLike, name: str = "X") -> NDArray[np.floating[Any]]:
         """``X`` as a float64 array of shape (n, L, d) (a single (L, d) input is
         promoted to n = 1); errors name the argument."""
         try:
@@ -504,7 +506,7 @@ class Transformer:
             Lams.append(Lam)
         return ForwardCache(Lam=Lams, P=Ps, O=Os, Z=Zs, mu=mus, F=self.eps * Lam)
 
-    def forward(self, X: ArrayLike) -> np.ndarray:
+    def forward(self, X: ArrayLike) -> NDArray[np.floating[Any]]:
         """``F(X, theta)`` of eq. (1); X of shape (n, L, d) -> (n, L, d)."""
         return self._forward(self.check_X(X)).F
 
@@ -514,7 +516,7 @@ class Transformer:
         """All section 4.1 quantities for the inputs X (a :class:`ForwardCache`)."""
         return self._forward(self.check_X(X))
 
-    def compact_output(self, X: ArrayLike) -> np.ndarray:
+    def compact_output(self, X: ArrayLike) -> NDArray[np.floating[Any]]:
         """The compacted output ``F = eps sum_{nu=0}^N mu_nu`` (section 4.1), shape (nL, d)."""
         X = self.check_X(X)
         c = self._forward(X)
@@ -609,7 +611,7 @@ class Transformer:
 
     # -- kernels ------------------------------------------------------------
     def kernel(self, X: ArrayLike, layer: int, *, part: str = "full", kernel: str = "definition"
-               ) -> np.ndarray:
+               ) -> NDArray[np.floating[Any]]:
         """The layer kernel ``H_nu`` of Definition B.5 (nL x nL, rows
         ``p = i L + l``; ``layer`` 0-based). ``part="W"`` gives the
         ``<beta, beta>`` part ``H'_nu`` of Assumption 5.1, ``part="U"`` the

@@ -57,6 +57,8 @@ from attndyn.symbolic.codegen import njit_source
 from attndyn.symbolic.potential import _call_loss, direct_potential, g_array, guard_for_numba
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["SModel", "obs_key"]
@@ -206,7 +208,7 @@ class SModel(AttentionModel):
         return fn
 
     @cached_property
-    def gradient_parameters(self) -> np.ndarray:
+    def gradient_parameters(self) -> NDArray[np.float64]:
         if self._numeric:
             return np.ascontiguousarray(self.potential.parameters(), dtype=np.float64)
         return np.array([float(v) for v in self.params.values()], dtype=np.float64)
@@ -413,7 +415,7 @@ class SModel(AttentionModel):
                 S[k] = y[j * d * d:(j + 1) * d * d].reshape(d, d)
             return S
 
-        def rhs(tau: float, y: np.ndarray) -> np.ndarray:
+        def rhs(tau: float, y: np.ndarray) -> NDArray[np.float64]:
             S = unpack(y)
             _, Psi, Om = _order_parameters(S)
             A, B, _ = self.gradients(Psi, Om)

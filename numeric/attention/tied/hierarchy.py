@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import SimpleNamespace
 
+    from numpy.typing import NDArray
+
     from attndyn.numeric.attention.base import TiedModelLike
     from attndyn.numeric.attention.limitcore import LimitTrajectory
     from attndyn.numeric.core.types import ArrayLike
@@ -168,12 +170,12 @@ class TiedHierarchy(Hierarchy):
         return "$$" + self.latex() + "$$"
 
     # -- initial conditions ---------------------------------------------------
-    def moments_from_matrices(self, matrices: Sequence[ArrayLike]) -> np.ndarray:
+    def moments_from_matrices(self, matrices: Sequence[ArrayLike]) -> NDArray[np.float64]:
         """``mu_alpha = Tr(S_{a_1}...S_{a_n})/d`` for every word, with shared products."""
         mats = self.model.check_matrices(matrices)
         return finite_word_traces(mats, self.words, "S")
 
-    def initial_state(self, mu0: Any) -> np.ndarray:
+    def initial_state(self, mu0: Any) -> NDArray[np.float64]:
         """Coerce an initial condition: an array in state order, a dict
         ``{word: value}``, a callable ``words -> values``, or a list of the
         ``K`` matrices ``S_k``."""
@@ -216,7 +218,7 @@ class TiedHierarchy(Hierarchy):
         return kernel_array(y, "mu0", ndim=1)
 
     # -- integration ----------------------------------------------------------
-    def rhs(self, y: ArrayLike) -> np.ndarray:
+    def rhs(self, y: ArrayLike) -> NDArray[np.float64]:
         """``dmu/dt`` at state ``y`` (for checks; the integrator calls the kernel)."""
         from attndyn.kernels.rhs import rhs_into
         y = kernel_array(y, "y")  # read-only and memory-mapped y are copied

@@ -26,6 +26,8 @@ from attndyn.numeric.core.validate import check_model_args, kernel_array
 from attndyn.symbolic.hierarchy import check_order
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from attndyn.numeric.core.types import ArrayLike
     from attndyn.symbolic.potential import TiedPotential
 
@@ -217,12 +219,12 @@ class TiedModel(AttentionModel):
         return fn
 
     @cached_property
-    def gradient_parameters(self) -> np.ndarray:
+    def gradient_parameters(self) -> NDArray[np.float64]:
         if self._numeric_potential is not None:
             return np.ascontiguousarray(self._numeric_potential.parameters(), dtype=np.float64)
         return np.array([float(v) for v in self.params.values()], dtype=np.float64)
 
-    def gamma(self, q: ArrayLike) -> np.ndarray:
+    def gamma(self, q: ArrayLike) -> NDArray[np.float64]:
         """``Gamma(q)`` (eq. 91) at a numeric ``K x K`` overlap matrix."""
         # read-only or memory-mapped q is copied into the array the kernel's signature takes
         q = kernel_array(q, "q", shape=(self.K, self.K), finite=True)

@@ -24,6 +24,8 @@ from attndyn.numeric.core.validate import (_check_pos_float, check_finite_result
 from attndyn.symbolic import untied as su
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from attndyn.numeric.attention.base import UntiedModelLike
     from attndyn.numeric.core.types import ArrayLike
 
@@ -126,7 +128,7 @@ class UntiedHierarchy(Hierarchy):
         st = self.initial_state(state)
         return critical_mean(self.model, st, **kw)
 
-    def rhs(self, state: Any) -> np.ndarray:
+    def rhs(self, state: Any) -> NDArray[np.float64]:
         """``d mu / d tau`` (eq. 32) at ``state`` over ``.words``, with the means
         slaved to the root ``m*`` that the fast phase reaches from ``state.m0``."""
         st = self.initial_state(state)

@@ -38,6 +38,8 @@ from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import Alphabet, canonical_words
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from attndyn.numeric.attention.untied.hierarchy import UntiedHierarchy
     from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import ArrayLike
@@ -307,7 +309,7 @@ class _UntiedRunner(SGDRunner):
         _k.untied_steps(self.W, self.uoff, self.voff, self.width, self.kidx, self.n_tr, C, F,
                         ident, eta, gamma, B, n, lossfn, lp, state, blowup, losses, info, *ws)
 
-    def observables(self) -> np.ndarray:
+    def observables(self) -> NDArray[np.float64]:
         K = self.model.K
         d = self.d
         mats = []
