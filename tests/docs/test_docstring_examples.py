@@ -53,6 +53,7 @@ SLOW: set[str] = {
     "attndyn.numeric.attention.theorems.cor4.check_cor4",
     "attndyn.numeric.attention.theorems.cor7.check_cor7",
     "attndyn.numeric.attention.theorems.cor8_bound.check_cor8",
+    "attndyn.numeric.attention.theorems.cor8_bound.truncation_ladder",
     "attndyn.numeric.transformer.ntk.rate_vs_depth",
     "attndyn.numeric.transformer.regime_scaling.scaling_empirical_figure",
 }
