@@ -112,9 +112,14 @@ def _corrected(model, init, t, eta, batch, name, correction, **kw):
 
 def _fig3_settings(mode, seeds, overrides):
     """The figure's settings (recorded in its JSON) and its SGD seeds."""
+    noise_kw = {k: overrides.pop(k) for k in ("noise_paths", "noise_dt") if k in overrides}
     s = _settings("fig3", mode, overrides)
     seed_list = _seeds(seeds, 0, s.pop("seeds"))
     d = s["d"]
+    # the linear-noise flow's shift (correction="noise" at any horizon): noise paths and the
+    # fast-time step (0.1 instead of 0.2 moved the h1 shifts by at most 0.3 %, d = 80)
+    s.update(noise_paths=int(noise_kw.get("noise_paths", 8)),
+             noise_dt=float(noise_kw.get("noise_dt", 0.2)), noise_seed=5000 + d)
     s.update(init_seed=3000 + d, sgd_seeds=seed_list, init="standard gaussian_init pairs",
              time="slow tau = eta n/d", observable="q1_12 + q2_12",
              eta_d_over_B=s["eta"] * d / s["batch"],
@@ -124,9 +129,10 @@ def _fig3_settings(mode, seeds, overrides):
 
 
 def _theory_vs_sgd(run, act, s, seed_list, runs):
-    """SGD from the figure's one start against the slaved flow from the same matrices (and,
-    where the teacher gives a first-order signal as d -> infinity, its noise correction):
-    the numbers of the claims for ``act``."""
+    """SGD from the figure's one start against the slaved flow from the same matrices, and
+    against it plus the untied linear-noise flow's shift (``correction="noise"``, any
+    horizon; with the finite-width correction as well where the loss has one): the numbers
+    of the claims for ``act``."""
     from attndyn.numeric.attention.figures.common import seed_z
     from attndyn.numeric.attention.training import gaussian_init
     from attndyn.numeric.attention.untied.fastslow import untied_flow
@@ -151,18 +157,69 @@ def _theory_vs_sgd(run, act, s, seed_list, runs):
     out = {"err": max_abs(th[:n] - pm[:n]) if same else float("inf"),
            "z": seed_z(Y, th[:n])[:2] if same else (float("inf"),) * 2,
            "tsig": _teacher_signal(m, pairs, act), "tsig_lim": _teacher_signal(m, None, act)}
-    if abs(out["tsig_lim"]) >= 1e-9:  # the claim that uses the corrected theory
-        fn, why = _corrected(m, pairs, tt, s["eta"], s["batch"], "slaved", "noise", time="slow")
-        if fn is not None and fn.t.size == tt.size:
-            run.curves[f"{act}/theory_slaved_noise"] = fn
-            out["z_noise"] = seed_z(Y, _sym_overlap(fn)[:n])[:2]
-        else:
-            out["no_noise"] = why or f"stopped at tau = {fn.t[-1]:.3g}: {fn.message}"
+    if same:
+        out.update(_noise_curves(run, act, m, pairs, tt, f, Y, s))
     pre = (np.abs(th[:n]) < 0.1) & (np.abs(pm[:n]) < 0.1)
     out["err_pre"] = max_abs((th[:n] - pm[:n])[pre]) if pre.any() else float("nan")
     out["esc_th"] = _first_cross(tt[:n], np.abs(th[:n]), 0.1)
     out["final"] = (float(pm[-1]), float(th[-1]) if th.size else float("nan"))
     out["esc"] = _first_cross(tt, np.abs(pm), 0.1)
+    return out
+
+
+#: the linear-noise flow's shift is drawn up to this d (16 s CPU per curve at d = 80)
+_NOISE_FLOW_MAX_D = 128
+
+
+def _noise_curves(run, act, m, pairs, tt, f, Y, s):
+    """The slaved flow plus the linear-noise flow's shift (``correction="noise"``,
+    ``noise_method="flow"``) and, where the loss has a finite-width correction (degree
+    3-6), the finite-d slaved flow plus the same shift (``"noise+finite-d"``): curves and
+    rms z against the SGD runs ``Y``; the shift's stated error in seed standard errors."""
+    import copy
+
+    from attndyn.numeric.attention.figures.common import seed_z
+    from attndyn.numeric.attention.untied.noise import _add_shift
+    from attndyn.numeric.attention.untied.noise_flow import noise_flow_shift
+
+    n = Y.shape[1]
+    if s["d"] > _NOISE_FLOW_MAX_D:
+        return {"no_noise": f"d = {s['d']} > {_NOISE_FLOW_MAX_D}: the linear-noise flow costs "
+                            "about d^4 (d^3 products over d / dt steps); not run"}
+    c0 = time.process_time()
+    try:
+        sh = noise_flow_shift(m, pairs, tt, eta=s["eta"], batch=s["batch"],
+                              seed=s["noise_seed"], paths=int(s["noise_paths"]),
+                              dt=float(s["noise_dt"]), sub_batch=s["d"])
+    except (ValueError, ArithmeticError, RuntimeError) as exc:
+        return {"no_noise": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
+    out = {"noise_cpu_s": time.process_time() - c0}
+    fn = copy.deepcopy(f)
+    _add_shift(m, fn, sh)
+    fn.params.update(correction="noise", noise_method="flow")
+    run.curves[f"{act}/theory_slaved_noise"] = fn
+    out["z_noise"] = seed_z(Y, _sym_overlap(fn)[:n])[:2]
+    i1, i2 = sh["names"].index("q1_12"), sh["names"].index("q2_12")
+    shift = sh["delta"][i1] + sh["delta"][i2]
+    se_seed = Y.std(axis=0, ddof=1)[1:] / math.sqrt(Y.shape[0])
+    se_sh = np.hypot(sh["se"][i1], sh["se"][i2])[1:n]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["noise_se_in_seed_se"] = float(np.max(np.where(se_seed > 0, se_sh / se_seed, 0.0)))
+    out["noise_shift_max"] = max_abs(shift[:n])
+    out["noise_lr_max"] = max_abs((sh["lr"][i1] + sh["lr"][i2])[:n])
+    from attndyn.numeric.attention.untied.fastslow import untied_flow
+    ff = untied_flow(m, pairs, np.asarray(tt) * s["d"], mode="full")  # with the fast layer
+    if ff.status == 0 and ff.t.size == len(tt):
+        out["z_full"] = seed_z(Y, _sym_overlap(ff)[:n])[:2]
+        out["z_full_noise"] = seed_z(Y, (_sym_overlap(ff) + shift)[:n])[:2]
+    fd, _ = _corrected(m, pairs, tt, s["eta"], s["batch"], "slaved", "finite-d", time="slow")
+    if fd is not None and fd.t.size == tt.size and act != "h1":  # h1: degree 2, no finite-d term
+        run.curves[f"{act}/theory_slaved_finite_d"] = fd
+        out["z_fd"] = seed_z(Y, _sym_overlap(fd)[:n])[:2]
+        fdn = copy.deepcopy(fd)
+        _add_shift(m, fdn, sh)
+        run.curves[f"{act}/theory_slaved_noise_finite_d"] = fdn
+        out["z_noise_fd"] = seed_z(Y, _sym_overlap(fdn)[:n])[:2]
     return out
 
 
@@ -262,6 +319,15 @@ def fig3(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         teacher_signal_limit={a: p["tsig_lim"] for a, p in per.items()},
         theory_rms_z={a: p["z"][0] for a, p in per.items()},
         theory_noise_rms_z={a: p["z_noise"][0] for a, p in per.items() if "z_noise" in p},
+        theory_finite_d_rms_z={a: p["z_fd"][0] for a, p in per.items() if "z_fd" in p},
+        theory_noise_finite_d_rms_z={a: p["z_noise_fd"][0] for a, p in per.items()
+                                     if "z_noise_fd" in p},
+        theory_full_rms_z={a: p["z_full"][0] for a, p in per.items() if "z_full" in p},
+        theory_full_noise_rms_z={a: p["z_full_noise"][0] for a, p in per.items()
+                                 if "z_full_noise" in p},
+        noise_shift={a: {k: p[k] for k in ("noise_shift_max", "noise_lr_max",
+                                           "noise_se_in_seed_se", "noise_cpu_s") if k in p}
+                     for a, p in per.items()},
         noise_correction_unavailable={a: p["no_noise"] for a, p in per.items() if "no_noise" in p},
         theory_err={a: p["err"] for a, p in per.items()},
         theory_err_before_escape={a: p["err_pre"] for a, p in per.items()},
@@ -309,7 +375,11 @@ def _fig3_claims(run, s, seed_list, per, lim, mc):
             + ", ".join(sig) + ")",
             all(min(per[a]["z"][0], per[a].get("z_noise", inf2)[0]) <= Z_OK for a in sig),
             ", ".join(f"{a}: slaved flow {fmt_z(*per[a]['z'])}"
-                      + (f", with correction=\"noise\" {fmt_z(*per[a]['z_noise'])}"
+                      + (f", with correction=\"noise\" (the linear-noise flow's shift, at most "
+                         f"{_fmt(per[a]['noise_shift_max'])} on the overlap, its learning-rate "
+                         f"part {_fmt(per[a]['noise_lr_max'])}; stated error at most "
+                         f"{per[a]['noise_se_in_seed_se']:.2f} seed standard errors) "
+                         f"{fmt_z(*per[a]['z_noise'])}"
                          if "z_noise" in per[a]
                          else f", correction=\"noise\" not drawn ({per[a].get('no_noise', '')})")
                       + f"; max |theory - SGD| = {_fmt(per[a]['err'])}, escape tau SGD "
@@ -380,7 +450,11 @@ def _loss_gap_claim(s, hs, per, mc):
             + f", slope in d {sl[a]:.2f}" for a in hs)
         + "; at d = " + str(s["d"]) + " the theory misses SGD by "
         + ", ".join(f"{a}: {_fmt(per[a]['err'])}, {fmt_z(*per[a]['z'])} (escape tau SGD "
-                    f"{per[a]['esc']:.3g} / theory {per[a]['esc_th']:.3g})" for a in hs),
+                    f"{per[a]['esc']:.3g} / theory {per[a]['esc_th']:.3g})"
+                    + "".join(f"; {lab} {fmt_z(*per[a][key])}" for key, lab in (
+                        ("z_noise", "with correction=\"noise\""),
+                        ("z_fd", "with correction=\"finite-d\""),
+                        ("z_noise_fd", "with both")) if key in per[a]) for a in hs),
         f"standard Gaussian starts at each d ({s['mc_n']} inputs); the escape of h2, h3 is "
         "seeded by O(1/d) terms, the same order as this non-Gaussian correction, so at these "
         "d the theory is not expected to follow SGD through the escape")
@@ -430,6 +504,10 @@ def _plot_fig3(run, fig=None):
             fn = run.curves[f"{act}/theory_slaved_noise"]
             ax.plot(fn.t, _sym_overlap(fn), color=f"C{i}", ls=":", lw=1.5,
                     label=f"{act}: theory, correction=\"noise\"")
+        if f"{act}/theory_slaved_noise_finite_d" in run.curves:
+            fn = run.curves[f"{act}/theory_slaved_noise_finite_d"]
+            ax.plot(fn.t, _sym_overlap(fn), color=f"C{i}", ls="-.", lw=1.0,
+                    label=f"{act}: theory, noise + finite-d")
     ax.set_xlabel("slow time $\\tau = \\eta n/d$")
     ax.set_ylabel("$\\mathrm{Tr}[(M_1+M_1^T)(M_2+M_2^T)]/(2d)$")
     ax.legend(fontsize=7)
