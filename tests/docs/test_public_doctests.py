@@ -2,7 +2,8 @@
 item 2): the doctests of each object's own docstring, found by ``doctest.DocTestFinder``
 (methods not included), run with ELLIPSIS and NORMALIZE_WHITESPACE. The examples are
 small (d <= 16, a few steps): about 2 s of CPU for all of them once the numba caches are
-warm."""
+warm. The public callables of the layers below (symbolic, theorem checks, scaling,
+transformer, core) are covered by test_docstring_examples.py."""
 
 from __future__ import annotations
 
