@@ -996,16 +996,18 @@ def tied_potential(loss: Callable[..., Any] | sp.Expr, K: int, L: int = 1, C: An
     TiedPotential (exact routes) or :class:`NumericRoute` (numeric route, built by
     :func:`attndyn.numeric.attention.potentials.build_potential`), with ``.route``.
 
-        >>> from attndyn.symbolic.losses import mse_teacher_student
-        >>> pot = tied_potential(mse_teacher_student("h2"), K=2)
-        >>> pot.route
-        'wick'
-        >>> pot.phi
-        3*q_11**2 - 2*q_11*q_22 - 4*q_12**2 + 3*q_22**2
-        >>> pot.gamma
-        Matrix([
-        [6*q_11 - 2*q_22,          -4*q_12],
-        [        -4*q_12, -2*q_11 + 6*q_22]])
+    Examples
+    --------
+    >>> from attndyn.symbolic.losses import mse_teacher_student
+    >>> pot = tied_potential(mse_teacher_student("h2"), K=2)
+    >>> pot.route
+    'wick'
+    >>> pot.phi
+    3*q_11**2 - 2*q_11*q_22 - 4*q_12**2 + 3*q_22**2
+    >>> pot.gamma
+    Matrix([
+    [6*q_11 - 2*q_22,          -4*q_12],
+    [        -4*q_12, -2*q_11 + 6*q_22]])
     """
     return cast("TiedPotential | NumericRoute", _build(
                   "tied", loss, K, L, C, params, route, order, False,

@@ -43,7 +43,8 @@ class CheckResult:
     :data:`VERDICTS`; "not applicable" needs a ``detail`` that says which premise
     failed. ``data`` holds JSON-serialisable numbers behind the verdict.
 
-        >>> r = CheckResult("demo", "eq. (1)", "held", 2, 0.5, "largest ratio measured / bound", bound=1.0)
+        >>> r = CheckResult("demo", "eq. (1)", "held", 2, 0.5, "largest ratio measured / bound",
+        ...                 bound=1.0)
         >>> r.verdict in VERDICTS, r.worst <= r.bound
         (True, True)
     """
@@ -220,7 +221,8 @@ def run_checks(only=None, budget: str = "default", seed=0, time_budget_s: float 
 def checks_table(results, as_json: bool = False) -> str:
     """One table: check, paper reference, instances, worst measured, bound, verdict.
 
-        >>> r = CheckResult("demo", "eq. (1)", "held", 2, 0.5, "largest ratio measured / bound", bound=1.0)
+        >>> r = CheckResult("demo", "eq. (1)", "held", 2, 0.5, "largest ratio measured / bound",
+        ...                 bound=1.0)
         >>> print(checks_table([r]))
         check  paper     inst      worst      bound  verdict
         demo   eq. (1)      2        0.5          1  held

@@ -289,11 +289,13 @@ def threshold_compute(N, xi, L, d):
     L, d : array_like, >= 1
         Sequence length and width.
 
-        >>> C = threshold_compute(10.0, xi=1.0, L=1, d=1)
-        >>> round(float(C), 1), round(1e6 * math.log(10.0), 1)
-        (2302585.1, 2302585.1)
-        >>> bool(threshold_compute(0.5, xi=1.0, L=1, d=1) <= 0)
-        True
+    Examples
+    --------
+    >>> C = threshold_compute(10.0, xi=1.0, L=1, d=1)
+    >>> round(float(C), 1), round(1e6 * math.log(10.0), 1)
+    (2302585.1, 2302585.1)
+    >>> bool(threshold_compute(0.5, xi=1.0, L=1, d=1) <= 0)
+    True
     """
     N, xi, L, d = _N(N), _xi(xi), _L(L), _d(d)
     return _call("threshold_compute_ufunc", N, xi, L, d)
@@ -319,11 +321,13 @@ def critical_data_size(C, xi, L, d):
     xi : array_like, > 0
     L, d : array_like, >= 1
 
-        >>> N = critical_data_size(1e8, xi=1.0, L=2, d=3)
-        >>> round(float(threshold_compute(N, 1.0, 2, 3)) / 1e8, 10)
-        1.0
-        >>> round(float(critical_data_size(0.0, xi=1.0, L=2, d=3)), 6), round(1 / 6, 6)
-        (0.166667, 0.166667)
+    Examples
+    --------
+    >>> N = critical_data_size(1e8, xi=1.0, L=2, d=3)
+    >>> round(float(threshold_compute(N, 1.0, 2, 3)) / 1e8, 10)
+    1.0
+    >>> round(float(critical_data_size(0.0, xi=1.0, L=2, d=3)), 6), round(1 / 6, 6)
+    (0.166667, 0.166667)
     """
     C, xi, L, d = _C(C), _xi(xi), _L(L), _d(d)
     return _call("critical_data_size_ufunc", C, xi, L, d)
@@ -354,7 +358,8 @@ def paper_critical_data_size(C, xi):
     (:func:`paper_form_ratio`), and ``C*(N_paper) -> C / 6``. The paper
     absorbs the difference into ``O(.)``. ``N_paper(0) = xi^2``.
 
-        >>> round(float(paper_critical_data_size(1e300, 1.0) / critical_data_size(1e300, 1.0, 1, 1)), 3)
+        >>> N_paper = paper_critical_data_size(1e300, 1.0)
+        >>> round(float(N_paper / critical_data_size(1e300, 1.0, 1, 1)), 3)
         0.742
     """
     C, xi = _C(C), _xi(xi)
@@ -430,8 +435,11 @@ def training_loss_bound(T, eps, *, alpha, loss0):
     loss0 : array_like, >= 0
         Initial loss ``L(0, D)``. Required.
 
-        >>> round(float(training_loss_bound(2.0, 0.5, alpha=1.0, loss0=1.0)), 6), round(math.exp(-0.5), 6)
-        (0.606531, 0.606531)
+    Examples
+    --------
+    >>> b = training_loss_bound(2.0, 0.5, alpha=1.0, loss0=1.0)   # exp(-alpha eps^2 T) L_0
+    >>> round(float(b), 6), round(math.exp(-0.5), 6)
+    (0.606531, 0.606531)
     """
     T = _T(T)
     eps = _pos("eps", eps, "output scaling coefficient")
@@ -494,10 +502,12 @@ def stage_one_bound(C, N, xi, *, alpha, prefactor, loss0):
     loss0 : >= 0
         ``L(0, D)``.
 
-        >>> round(float(stage_one_bound(1e6, 10.0, 1.0, alpha=1.0, prefactor=2.0, loss0=1.0)), 6)
-        0.735759
-        >>> round(2 * math.exp(-1.0), 6)
-        0.735759
+    Examples
+    --------
+    >>> round(float(stage_one_bound(1e6, 10.0, 1.0, alpha=1.0, prefactor=2.0, loss0=1.0)), 6)
+    0.735759
+    >>> round(2 * math.exp(-1.0), 6)
+    0.735759
     """
     C, N, xi = _C(C), _N(N), _xi(xi)
     alpha = _pos("alpha", alpha, "convergence-rate constant Theta(lambda)")
@@ -536,7 +546,8 @@ def stage_two_bound_paper(C, xi, *, c_stat):
     Equals ``c_stat xi^2 / N_paper(C)`` (:func:`paper_critical_data_size`);
     asymptotically ``6^(1/6) = 1.348`` times :func:`stage_two_bound`.
 
-        >>> round(float(stage_two_bound_paper(1e300, 1.0, c_stat=1.0) / stage_two_bound(1e300, 1.0, 1, 1, c_stat=1.0)), 3)  # at C = 1e300
+        >>> exact = stage_two_bound(1e300, 1.0, 1, 1, c_stat=1.0)
+        >>> round(float(stage_two_bound_paper(1e300, 1.0, c_stat=1.0) / exact), 3)  # at C = 1e300
         1.347
         >>> round(6 ** (1 / 6), 3)
         1.348
@@ -590,9 +601,10 @@ def threshold_jump(N, xi, L, d, *, alpha, prefactor, loss0, c_stat):
     varies with ``N`` as ``N^(1-alpha)``).
 
         >>> c = continuity_constant(1, 1, prefactor=1.0, loss0=1.0)
-        >>> round(float(threshold_jump(10.0, 1.0, 1, 1, alpha=1.0, prefactor=1.0, loss0=1.0, c_stat=c)), 12)
+        >>> kw = dict(prefactor=1.0, loss0=1.0, c_stat=c)
+        >>> round(float(threshold_jump(10.0, 1.0, 1, 1, alpha=1.0, **kw)), 12)
         1.0
-        >>> round(float(threshold_jump(10.0, 1.0, 1, 1, alpha=0.5, prefactor=1.0, loss0=1.0, c_stat=c)), 4)
+        >>> round(float(threshold_jump(10.0, 1.0, 1, 1, alpha=0.5, **kw)), 4)
         3.1623
         >>> round(10 ** 0.5, 4)
         3.1623
@@ -640,8 +652,8 @@ def time_law(T, N, xi, *, c_stat, alpha=1.0, prefactor=1.0, loss0=1.0, literal=F
     ``O(xi^2/N)`` constant) is required. Check ``M = Omega(N^3)`` with
     :func:`time_law_valid`.
 
-        >>> round(float(time_law(0.0, 10.0, 1.0, c_stat=1.0)), 4), round(float(time_law(1e6, 10.0, 1.0, c_stat=1.0)), 4)
-        (1.1, 0.1)
+        >>> [round(float(time_law(T, 10.0, 1.0, c_stat=1.0)), 4) for T in (0.0, 1e6)]
+        [1.1, 0.1]
     """
     T, N, xi = _T(T), _N(N), _xi(xi)
     c_stat = _pos("c_stat", _required("c_stat", c_stat, "of O(xi^2/N)"), "constant of O(xi^2/N)")
@@ -905,7 +917,8 @@ def evaluate(names, **values):
     numpy. Returns ``{name: ndarray}``. A missing input or constant raises
     :class:`ValueError` naming it.
 
-        >>> out = evaluate(["data_law", "threshold_compute"], N=np.array([10.0, 100.0]), xi=1.0, L=1, d=1, c_stat=1.0)
+        >>> out = evaluate(["data_law", "threshold_compute"], N=np.array([10.0, 100.0]), xi=1.0,
+        ...                L=1, d=1, c_stat=1.0)
         >>> out["data_law"]
         array([0.1 , 0.01])
         >>> sorted(out)
@@ -934,7 +947,8 @@ def evaluate_grid(names, **values):
     is ``{input: 1-D array}`` and each result has shape
     ``tuple(len(a) for a in axes.values())``.
 
-        >>> axes, res = evaluate_grid(["data_law"], N=np.array([10.0, 100.0]), xi=np.array([1.0, 2.0, 3.0]), c_stat=1.0)
+        >>> axes, res = evaluate_grid(["data_law"], N=np.array([10.0, 100.0]),
+        ...                            xi=np.array([1.0, 2.0, 3.0]), c_stat=1.0)
         >>> list(axes), res["data_law"].shape
         (['N', 'xi'], (2, 3))
     """

@@ -42,7 +42,8 @@ def plot_two_stage(C, xis, N, L, d, *, alpha, prefactor, loss0, c_stat, frontier
     ``c_stat xi^2 / N*(C)`` (dashed), which decays like ``C^(-1/6)`` up to
     the Lambert-W logarithm.
 
-        >>> ax = plot_two_stage(np.logspace(2, 12, 20), [0.5, 1.0], 10.0, 1, 1, alpha=1.0, prefactor=1.0, loss0=1.0, c_stat=1.0)
+        >>> ax = plot_two_stage(np.logspace(2, 12, 20), [0.5, 1.0], 10.0, 1, 1, alpha=1.0,
+        ...                     prefactor=1.0, loss0=1.0, c_stat=1.0)
         >>> ax.get_xscale(), bool(ax.get_ylabel())
         ('log', True)
     """
@@ -180,7 +181,8 @@ def plot_single_variable_laws(T, N, M, xi, *, c_stat, zetas=(0.1, 0.2, 0.3), N_t
     ``N_model`` (default: the smallest ``N``), the data law for ``xi/2``,
     ``xi``, ``2 xi`` (plus the drag with ``drag_xi0``).
 
-        >>> axes = plot_single_variable_laws(np.linspace(0, 500, 10), np.logspace(1, 3, 5), np.logspace(1, 6, 5), 1.0, c_stat=1.0)
+        >>> axes = plot_single_variable_laws(np.linspace(0, 500, 10), np.logspace(1, 3, 5),
+        ...                                  np.logspace(1, 6, 5), 1.0, c_stat=1.0)
         >>> len(axes)
         3
     """

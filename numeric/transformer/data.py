@@ -89,11 +89,13 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
     seed : int, SeedSequence or Generator
         Draws inputs, then noise, then test inputs.
 
-        >>> from attndyn.numeric.transformer import Transformer
-        >>> teacher = Transformer(N=1, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=0)
-        >>> data = make_data(teacher, 5, xi=0.0, seed=1, n_test=7)
-        >>> bool(np.allclose(data.Y, teacher(data.X)))
-        True
+    Examples
+    --------
+    >>> from attndyn.numeric.transformer import Transformer
+    >>> teacher = Transformer(N=1, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+    >>> data = make_data(teacher, 5, xi=0.0, seed=1, n_test=7)
+    >>> bool(np.allclose(data.Y, teacher(data.X)))
+    True
     """
     n = _int_ge1(n, "n")
     n_test = _int_ge1(n_test, "n_test")

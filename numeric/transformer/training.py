@@ -254,16 +254,18 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     Returns a :class:`Trajectory` of kind ``"transformer_flow"`` or
     ``"transformer_sgd"``; the trained model is ``result.diagnostics["matrices"]["model"]``.
 
-        >>> import numpy as np
-        >>> from attndyn.numeric.transformer import Transformer
-        >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
-        >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
-        >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
-        >>> res = train(tf, (X, Y), T=0.5, n_eval=2)
-        >>> res.status, len(res.t)
-        (0, 3)
-        >>> bool(res.observable("loss")[-1] < res.observable("loss")[0])
-        True
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attndyn.numeric.transformer import Transformer
+    >>> tf = Transformer(N=2, L=2, d=3, m=8, eps=1.0, omega=1.0, kappa=0.5, rng=0)
+    >>> X = np.random.default_rng(1).standard_normal((5, 2, 3))
+    >>> Y = Transformer(N=2, L=2, d=3, m=4, eps=1.0, omega=1.0, kappa=0.5, rng=2)(X)
+    >>> res = train(tf, (X, Y), T=0.5, n_eval=2)
+    >>> res.status, len(res.t)
+    (0, 3)
+    >>> bool(res.observable("loss")[-1] < res.observable("loss")[0])
+    True
     """
     observe, blowup, max_grad, record_set = _check_train_args(model, method, observe, blowup,
                                                               max_grad, record)

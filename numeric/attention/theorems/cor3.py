@@ -349,7 +349,8 @@ def fit_scaling(dims, samples, *, se_floor: float = 1e-3) -> dict:
 
         >>> dims = [40, 57, 80, 113, 160]
         >>> rng = np.random.default_rng(0)
-        >>> samples = [3.0 * d ** 2 * np.log(d) * np.exp(0.01 * rng.standard_normal(4)) for d in dims]
+        >>> samples = [3.0 * d ** 2 * np.log(d) * np.exp(0.01 * rng.standard_normal(4))
+        ...            for d in dims]
         >>> fit = fit_scaling(dims, samples)
         >>> fit["preferred"], round(fit["models"]["d^2 log d"]["A"], 1), round(fit["k_hat"], 1)
         ('d^2 log d', 3.0, 1.0)

@@ -244,7 +244,8 @@ def weak_recovery(model, init_or_law, c: float, d, *, eta=None, c0: float = 1.0,
         >>> from attndyn import TiedModel
         >>> from attndyn.symbolic.losses import mse_teacher_student
         >>> model = TiedModel(2, [0], mse_teacher_student("h1"))
-        >>> p = weak_recovery(model, math.sqrt(0.5), 0.1, [100, 200], batch=16, T_max=1.0, n_grid=11)
+        >>> p = weak_recovery(model, math.sqrt(0.5), 0.1, [100, 200], batch=16, T_max=1.0,
+        ...                   n_grid=11)
         >>> p.law, p.d, [round(s / p.samples[0], 2) for s in p.samples]
         ('N = B T d^2 log d / (4 c0)', [100.0, 200.0], [1.0, 4.6])
     """
