@@ -112,7 +112,11 @@ _HERMITE_RE = re.compile(r"(h|He)(\d+)\Z")
 
 
 def allowed_functions() -> list:
-    """Names of the functions a loss string may call."""
+    """Names of the functions a loss string may call.
+
+        >>> {"exp", "tanh", "relu"} <= set(allowed_functions())
+        True
+    """
     return sorted(_FUNCTIONS, key=str.lower) + [f"h<k>, He<k> (k <= {MAX_HERMITE})"]
 
 
@@ -466,6 +470,14 @@ def parse_expression(text: str, *, what: str = "expression",
         ``shorthand`` when ``L = 1``).
 
     Returns the expression; raises ``ValueError`` (one line) on anything else.
+
+        >>> x = sp.Symbol("x")
+        >>> parse_expression("tanh(x)**2 + 1", symbols={"x": x})
+        tanh(x)**2 + 1
+        >>> parse_expression("__import__('os')", symbols={"x": x})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: expression: function '__import__' is not allowed ...
     """
     expr, _ = _parse(text, what, symbols, params, auto_params, G, shorthand)
     return expr
@@ -513,6 +525,11 @@ def parse_loss(text: str, K: int, L: int, params: Sequence[str | sp.Symbol] | No
     a parameter, the convention of :func:`attndyn.symbolic.losses.loss_from_spec`).
     ``shorthand`` (default: ``L == 1``) also accepts ``G1..GK`` for ``G[0,0,k-1]``.
     The result is checked with :func:`check_loss_expression`.
+
+        >>> parse_loss("(G[0,0,0] - G[0,0,1])**2", K=2, L=1)
+        ((G_000 - G_001)**2, ())
+        >>> parse_loss("(G1 - b*G2)**2", K=2, L=1, params=["b"])
+        ((G_000 - G_001*b)**2, (b,))
     """
     K = _int_ge1(K, "K")
     L = _int_ge1(L, "L")
@@ -544,7 +561,15 @@ _FLOAT_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?\Z")
 
 def parse_float(text: object, name: str, lo: float | None = None, hi: float | None = None,
                 nonzero: bool = False) -> float:
-    """A plain decimal number (no expression) in ``[lo, hi]``; ``ValueError`` naming ``name``."""
+    """A plain decimal number (no expression) in ``[lo, hi]``; ``ValueError`` naming ``name``.
+
+        >>> parse_float("0.25", "eta", lo=0.0)
+        0.25
+        >>> parse_float("-1", "eta", lo=0.0)
+        Traceback (most recent call last):
+            ...
+        ValueError: eta must be a finite number >= 0, got -1
+    """
     s = str(text).strip()
     rng = (f" in [{lo:g}, {hi:g}]" if lo is not None and hi is not None else
            f" >= {lo:g}" if lo is not None else f" <= {hi:g}" if hi is not None else "")
@@ -559,7 +584,11 @@ def parse_float(text: object, name: str, lo: float | None = None, hi: float | No
 
 
 def parse_int(text: object, name: str, lo: int, hi: int) -> int:
-    """A plain integer literal in ``[lo, hi]``; ``ValueError`` naming ``name``."""
+    """A plain integer literal in ``[lo, hi]``; ``ValueError`` naming ``name``.
+
+        >>> parse_int("12", "order", 1, 64)
+        12
+    """
     s = str(text).strip()
     if len(s) > 12 or not re.fullmatch(r"[+-]?\d+", s):
         raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {_short(s, 40)}")
@@ -600,7 +629,14 @@ def growth_order(expr: sp.Expr, syms: Sequence[sp.Symbol] | set[sp.Symbol]) -> f
     functions have order 0, ``log`` of a polynomial 0 (slower than any power), ``exp`` of a
     non-constant argument ``inf``. :func:`check_gaussian_expectation` and the potential use it:
     ``E[exp(P(G))]`` of a Gaussian ``G`` is finite for every covariance when ``P`` grows
-    slower than ``|G|^2``."""
+    slower than ``|G|^2``.
+
+        >>> g0, g1 = sp.symbols("g0 g1", real=True)
+        >>> growth_order(g0 ** 3 * g1, [g0, g1]), growth_order(sp.tanh(g0), [g0, g1])
+        (4.0, 0.0)
+        >>> growth_order(sp.exp(g0), [g0])
+        inf
+    """
     symset = set(syms)
 
     def g(e: sp.Expr) -> float:
@@ -644,7 +680,17 @@ def check_gaussian_expectation(expr: sp.Expr, gsyms: Sequence[sp.Symbol] | set[s
     of the potential fail (``ZeroDivisionError``, NaN). Positivity is decided by SymPy's
     assumptions on real ``G`` (``1 + G**2``, ``exp(G)``, ``G**2`` are recognised); write a
     positive expression in such a form if it is refused. Raises a one-line ``ValueError``
-    naming the term."""
+    naming the term.
+
+        >>> from attndyn.symbolic.gaussian import g_array
+        >>> g0, g1 = g_array(1, 2)[0, 0, 0], g_array(1, 2)[0, 0, 1]
+        >>> check_gaussian_expectation(sp.tanh(g0) * g1, [g0, g1])
+        G_001*tanh(G_000)
+        >>> check_gaussian_expectation(1 / g0, [g0, g1])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: loss: the term '1/G_000' divides by 'G_000', which vanishes for some real G...
+    """
     gsyms = set(gsyms)
     seen = set()
     for node in sp.preorder_traversal(expr):
@@ -694,6 +740,15 @@ def check_loss_expression(expr: object, K: int, L: int,
     not depend on any ``G[i,j,k]``, (when ``params`` is given) for free
     symbols that are neither ``G`` nor declared parameters, and for terms without
     a Gaussian expectation on the whole line (:func:`check_gaussian_expectation`).
+
+        >>> from attndyn.symbolic.gaussian import g_array
+        >>> G = g_array(1, 2)
+        >>> check_loss_expression((G[0, 0, 0] - G[0, 0, 1]) ** 2, K=2, L=1)
+        (G_000 - G_001)**2
+        >>> check_loss_expression(sp.Integer(3), K=2, L=1)
+        Traceback (most recent call last):
+            ...
+        ValueError: loss: the expression '3' does not depend on any G[i,j,k] (K = 2, L = 1)
     """
     if not isinstance(expr, sp.Expr):
         raise TypeError(f"{what} must be a SymPy scalar expression, got {type(expr).__name__}")
@@ -718,7 +773,16 @@ class LossIndexError(IndexError, ValueError):
 
 class LossArray(ImmutableDenseNDimArray):
     """The ``L x L x K`` array ``G`` given to loss callables: SymPy's immutable
-    array whose out-of-range index error names the index, ``K`` and ``L``."""
+    array whose out-of-range index error names the index, ``K`` and ``L``.
+
+        >>> G = loss_array(1, 2)
+        >>> isinstance(G, LossArray), G[0, 0, 1]
+        (True, G_001)
+        >>> G[0, 0, 2]  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        attndyn.symbolic.parse.LossIndexError: loss: index G[0,0,2] out of range: K = 2, L = 1...
+    """
 
     def __getitem__(self, index: Any) -> Any:
         idx = index if isinstance(index, tuple) else (index,)
@@ -739,7 +803,11 @@ class LossArray(ImmutableDenseNDimArray):
 
 def loss_array(L_or_G: Any, K: int | None = None) -> LossArray:
     """:class:`LossArray` of the :func:`~attndyn.symbolic.gaussian.g_array` symbols,
-    from ``(L, K)`` or from an existing array."""
+    from ``(L, K)`` or from an existing array.
+
+        >>> loss_array(1, 2).shape
+        (1, 1, 2)
+    """
     if K is None:
         G = L_or_G
         if isinstance(G, LossArray):

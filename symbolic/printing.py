@@ -54,7 +54,11 @@ def _letters(word: Sequence[int], K: int, names: Sequence[str] | None) -> list:
 
 
 def word_label(word: Sequence[int], K: int, names: Sequence[str] | None = None) -> str:
-    """Plain-text name: ``mu_1``, ``q_12``, ``mu_112`` (letters joined by ``_`` if K > 9)."""
+    """Plain-text name: ``mu_1``, ``q_12``, ``mu_112`` (letters joined by ``_`` if K > 9).
+
+        >>> word_label((0,), 2), word_label((0, 1), 2), word_label((0, 0, 1), 2)
+        ('mu_1', 'q_12', 'mu_112')
+    """
     sep = "_" if (K > 9 or names is not None) else ""
     body = sep.join(_letters(word, K, names))
     head = "q" if len(word) == 2 and names is None else "mu"
@@ -62,11 +66,24 @@ def word_label(word: Sequence[int], K: int, names: Sequence[str] | None = None) 
 
 
 def word_symbol(word: Sequence[int], K: int, names: Sequence[str] | None = None) -> sp.Symbol:
+    """The SymPy symbol (real) named :func:`word_label`: the moment ``mu_alpha``
+    (``q_kl`` for a word of length 2) of eq. (8) as a variable of the printed equations.
+
+        >>> word_symbol((0, 1), 2)
+        q_12
+    """
     import sympy as sp
     return sp.Symbol(word_label(word, K, names), real=True)
 
 
 def word_latex(word: Sequence[int], K: int, names: Sequence[str] | None = None) -> str:
+    r"""LaTeX name of a word's moment in the paper's notation: ``\bar q_{kl}`` for a word of
+    length 2, ``\bar\mu_{...}`` otherwise (1-based letters; comma-separated if ``K > 9`` or
+    with ``names``).
+
+        >>> print(word_latex((0, 1), 2))
+        \bar q_{12}
+    """
     sep = "," if (K > 9 or names is not None) else ""
     body = sep.join(_letters(word, K, names))
     head = r"\bar q" if len(word) == 2 and names is None else r"\bar\mu"
@@ -85,7 +102,13 @@ def _sympy_matrix(m: Any, K: int) -> sp.ImmutableMatrix:
 
 
 def gamma_symbols(K: int) -> sp.ImmutableMatrix:
-    """Symmetric matrix of symbols ``Gamma_kl`` (1-based names)."""
+    """Symmetric matrix of symbols ``Gamma_kl`` (1-based names).
+
+        >>> gamma_symbols(2)
+        Matrix([
+        [Gamma_11, Gamma_12],
+        [Gamma_12, Gamma_22]])
+    """
     import sympy as sp
 
     def s(k: int, l: int) -> sp.Symbol:
@@ -102,6 +125,11 @@ def tied_equations(structure: _StructureLike, gamma_matrix: Any = None, q_matrix
     ``Gamma(q)`` (with its ``q`` symbols) to get closed forms, in which case the
     ``q`` symbols are renamed to the moment symbols ``q_kl``. ``decay`` defaults to
     the symbol ``gamma``.
+
+        >>> from attndyn.symbolic.hierarchy import tied_structure
+        >>> eqs = tied_equations(tied_structure(2, [0], 2))
+        >>> len(eqs), eqs[0]
+        (5, Eq(Derivative(mu_1(t), t), -2*Gamma_11*q_11 - 2*Gamma_12*q_12 - gamma*mu_1/2))
     """
     import sympy as sp
     if decay is None:
@@ -135,6 +163,13 @@ def tied_equations(structure: _StructureLike, gamma_matrix: Any = None, q_matrix
 
 
 def equations_text(eqs: Sequence[Any]) -> str:
+    """Plain text of :func:`tied_equations`, one line ``dmu_alpha/dt = ...`` per
+    equation (eq. 11 truncated by eq. 13).
+
+        >>> from attndyn.symbolic.hierarchy import tied_structure
+        >>> print(equations_text(tied_equations(tied_structure(2, [0], 2))[:1]))
+        dmu_1/dt = -2*Gamma_11*q_11 - 2*Gamma_12*q_12 - gamma*mu_1/2
+    """
     import sympy as sp
     lines = []
     for eq in eqs:
@@ -144,6 +179,15 @@ def equations_text(eqs: Sequence[Any]) -> str:
 
 
 def equations_latex(eqs: Sequence[Any], structure: _StructureLike) -> str:
+    """LaTeX of :func:`tied_equations` in an ``aligned`` environment, moments in the
+    paper's notation (:func:`word_latex`).
+
+        >>> from attndyn.symbolic.hierarchy import tied_structure
+        >>> st = tied_structure(2, [0], 2)
+        >>> tex = equations_latex(tied_equations(st)[:1], st)
+        >>> "Gamma" in tex
+        True
+    """
     import sympy as sp
     K = structure.K
     names = {word_symbol(w, K): sp.Symbol(word_latex(w, K)) for w in structure.words}
@@ -236,6 +280,10 @@ def hierarchy_text(structure: _StructureLike, gamma: dict[Any, str] | None = Non
     ``gamma``: optional mapping ``(k, l) -> str`` (``k <= l``) with the closed form of
     ``Gamma_kl`` in the moment names; then each row is grouped by Gamma entry,
     ``(Gamma_kl(q))*(c*mu_a + ...)``. The decay term is ``c/2*gamma*mu``.
+
+        >>> from attndyn.symbolic.hierarchy import tied_structure
+        >>> print(next(iter(hierarchy_text(tied_structure(2, [0], 2)))))
+        dmu_1/dt = -2*Gamma_11*q_11 - 2*Gamma_12*q_12 - gamma*mu_1/2
     """
     K = structure.K
     names = [word_label(w, K) for w in structure.words]
@@ -261,7 +309,13 @@ def hierarchy_latex(structure: _StructureLike, gamma: dict[Any, str] | None = No
                     decay: str = r"\gamma") -> Iterator[str]:
     """The same rows as :func:`hierarchy_text` in LaTeX (an ``aligned`` environment, as a
     generator of lines), in the paper's notation ``\\bar\\mu``, ``\\bar q``, ``\\Gamma_{kl}``.
-    ``gamma``: optional mapping ``(k, l) -> LaTeX`` of the closed forms."""
+    ``gamma``: optional mapping ``(k, l) -> LaTeX`` of the closed forms.
+
+        >>> from attndyn.symbolic.hierarchy import tied_structure
+        >>> lines = list(hierarchy_latex(tied_structure(2, [0], 2)))
+        >>> len(lines) > 2
+        True
+    """
     from fractions import Fraction
     K = structure.K
     names = [word_latex(w, K) for w in structure.words]
@@ -294,7 +348,15 @@ def closed_form_gamma(structure: _StructureLike, gamma_matrix: Any, q_matrix: An
                       latex: bool = False) -> dict[tuple[int, int], str]:
     """``(k, l) -> str`` (``k <= l``): a potential's ``Gamma(q)`` with ``q`` renamed to the
     moment names, printed once per entry by SymPy, for :func:`hierarchy_text` and
-    :func:`hierarchy_latex`."""
+    :func:`hierarchy_latex`.
+
+        >>> from attndyn.symbolic.hierarchy import tied_structure
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> from attndyn.symbolic.potential import tied_potential
+        >>> pot = tied_potential(mse_teacher_student("h2"), K=2)
+        >>> closed_form_gamma(tied_structure(2, [0], 2), pot.gamma, pot.q)
+        {(0, 0): '6*q_11 - 2*q_22', (0, 1): '-4*q_12', (1, 1): '-2*q_11 + 6*q_22'}
+    """
     import sympy as sp
     K = structure.K
     ren = {}

@@ -69,6 +69,12 @@ class Alphabet:
     """``K`` letters ``0..K-1`` with a transpose involution ``inv``.
 
     ``inv=None`` means every letter is its own transpose (tied attention).
+
+        >>> tied, untied = Alphabet(2), Alphabet(4, inv=[1, 0, 3, 2])
+        >>> tied.K, untied.K
+        (2, 4)
+        >>> canonical((1, 0, 0), tied)
+        (0, 0, 1)
     """
 
     __slots__ = ("K", "inv", "_identity")
@@ -119,7 +125,11 @@ def _as_alphabet(alphabet: Alphabet | int) -> Alphabet:
 
 
 def least_rotation(word: Sequence[int]) -> tuple:
-    """Lexicographically least rotation of ``word`` (Booth's algorithm, O(n))."""
+    """Lexicographically least rotation of ``word`` (Booth's algorithm, O(n)).
+
+        >>> least_rotation((2, 0, 1, 0))
+        (0, 1, 0, 2)
+    """
     s = tuple(word)
     n = len(s)
     if n <= 1:
@@ -162,7 +172,11 @@ def canonical(word: Sequence[int], alphabet: Alphabet | None = None) -> tuple:
 
 def necklaces(n: int, K: int) -> Iterator[tuple]:
     """All necklaces (least rotations) of length ``n`` over ``K`` letters, in
-    lexicographic order (FKM algorithm)."""
+    lexicographic order (FKM algorithm).
+
+        >>> list(necklaces(3, 2))
+        [(0, 0, 0), (0, 0, 1), (0, 1, 1), (1, 1, 1)]
+    """
     K = _check_K(K)
     if n < 1:
         return
@@ -191,6 +205,9 @@ def canonical_words(max_len: int, alphabet: Alphabet | int, min_len: int = 1, *,
     The size is checked first (:func:`check_word_count`): above ``max_words``
     (default: what fits in the available memory as Python tuples) it raises
     :class:`SizeError` before enumerating anything.
+
+        >>> canonical_words(3, 2)
+        [(0,), (1,), (0, 0), (0, 1), (1, 1), (0, 0, 0), (0, 0, 1), (0, 1, 1), (1, 1, 1)]
     """
     alphabet = _as_alphabet(alphabet)
     max_len = _check_len(max_len, "max_len")
@@ -205,7 +222,11 @@ def canonical_words(max_len: int, alphabet: Alphabet | int, min_len: int = 1, *,
 
 
 def count_canonical(n: int, alphabet: Alphabet | int) -> int:
-    """Number of canonical words of exactly length ``n`` (closed form, :func:`orbit_count`)."""
+    """Number of canonical words of exactly length ``n`` (closed form, :func:`orbit_count`).
+
+        >>> [count_canonical(n, 2) for n in range(1, 9)]
+        [2, 3, 4, 6, 8, 13, 18, 30]
+    """
     alphabet = _as_alphabet(alphabet)
     return orbit_count(n, alphabet)
 
@@ -230,7 +251,11 @@ def _divisors(n: int) -> list:
 
 def bracelet_count(n: int, K: int) -> int:
     """Number of bracelets of length ``n`` over ``K`` colours (OEIS A000029 for
-    K = 2), from Burnside's lemma over the dihedral group."""
+    K = 2), from Burnside's lemma over the dihedral group.
+
+        >>> [bracelet_count(n, 2) for n in range(1, 9)]
+        [2, 3, 4, 6, 8, 13, 18, 30]
+    """
     K = _check_K(K)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -253,7 +278,11 @@ def _max_len_for(K: int) -> int:
 
 
 def encode(digits: np.ndarray, K: int) -> np.ndarray:
-    """Encode an ``(N, n)`` array of letters as base-``K`` integers."""
+    """Encode an ``(N, n)`` array of letters as base-``K`` integers.
+
+        >>> encode(np.array([[0, 1, 1], [1, 0, 0]]), 2)
+        array([3, 4])
+    """
     digits = np.asarray(digits, dtype=np.int64)
     n = digits.shape[-1]
     if n > _max_len_for(K):
@@ -267,7 +296,12 @@ def decode(codes: np.ndarray, n: int, K: int) -> np.ndarray:
 
     The letters are filled position by position into contiguous rows and the result is
     that array's transposed view (each fill a contiguous pass; strided fills were most of
-    the first integrate's word list at order 24, measured)."""
+    the first integrate's word list at order 24, measured).
+
+        >>> decode(np.array([3, 4]), 3, 2)
+        array([[0, 1, 1],
+               [1, 0, 0]])
+    """
     codes = np.asarray(codes, dtype=np.int64)
     out = np.empty((n, codes.size), dtype=np.int64)
     c = codes.ravel().copy()
@@ -337,7 +371,13 @@ def _transpose_codes(codes: np.ndarray, n: int, alphabet: Alphabet) -> np.ndarra
 
 
 def canonical_codes(codes: np.ndarray, n: int, alphabet: Alphabet) -> np.ndarray:
-    """Vectorised :func:`canonical` on base-``K`` codes of words of length ``n``."""
+    """Vectorised :func:`canonical` on base-``K`` codes of words of length ``n``.
+
+        >>> codes = encode(np.array([[1, 0, 0], [0, 1, 1]]), 2)
+        >>> decode(canonical_codes(codes, 3, Alphabet(2)), 3, 2)
+        array([[0, 0, 1],
+               [0, 1, 1]])
+    """
     K = alphabet.K
     codes = np.asarray(codes, dtype=np.int64)
     r1 = _min_rotation_codes(codes, n, K)
@@ -356,6 +396,9 @@ def canonical_code_blocks(max_len: int, alphabet: Alphabet | int, min_len: int =
     when equal, ``j + 1`` when larger); it is a necklace when ``p`` divides its
     length. A necklace is canonical when no rotation of its transpose is
     smaller. The size is checked first (:func:`check_word_count`).
+
+        >>> [(n, decode(c, n, 2).tolist()) for n, c in canonical_code_blocks(2, 2)]
+        [(1, [[0], [1]]), (2, [[0, 0], [0, 1], [1, 1]])]
     """
     alphabet = _as_alphabet(alphabet)
     max_len = _check_len(max_len, "max_len")
@@ -396,7 +439,11 @@ def canonical_code_blocks(max_len: int, alphabet: Alphabet | int, min_len: int =
 # sizes before building
 
 class SizeError(ValueError):
-    """A requested enumeration or hierarchy would not fit (raised before building)."""
+    """A requested enumeration or hierarchy would not fit (raised before building).
+
+        >>> issubclass(SizeError, ValueError)
+        True
+    """
 
 
 def _check_len(n: object, name: str) -> int:
@@ -414,7 +461,11 @@ def _tuple_bytes(n: int) -> int:
 
 def available_memory() -> int:
     """Bytes of memory available to this process now: ``MemAvailable`` of
-    ``/proc/meminfo`` (or ``sysconf`` pages), capped by a cgroup v2 limit."""
+    ``/proc/meminfo`` (or ``sysconf`` pages), capped by a cgroup v2 limit.
+
+        >>> available_memory() > 0
+        True
+    """
     avail = None
     try:
         with open("/proc/meminfo") as f:
@@ -450,6 +501,9 @@ def orbit_count(n: int, alphabet: Alphabet | int) -> int:
     ``n f K^((n-1)/2)`` (``n`` odd) or ``(n/2) (f^2 K^(n/2-1) + K^(n/2))``
     (``n`` even); the count is their sum over ``2n``. For ``inv`` the identity
     (``f = K``) these are the bracelet numbers (OEIS A000029 for ``K = 2``).
+
+        >>> orbit_count(4, 2), orbit_count(4, Alphabet(4, inv=[1, 0, 3, 2]))
+        (6, 39)
     """
     alphabet = _as_alphabet(alphabet)
     n = _check_len(n, "n")
@@ -472,6 +526,11 @@ def word_count(max_len: int, alphabet: Alphabet | int, min_len: int = 1,
     With ``cap`` it stops as soon as the total exceeds ``cap`` and returns a
     number ``> cap`` (a lower bound), so that a huge ``max_len`` costs nothing:
     every length ``n`` holds at least ``K**n / (2n)`` words.
+
+        >>> word_count(3, 2)
+        9
+        >>> word_count(10 ** 6, 2, cap=100) > 100
+        True
     """
     alphabet = _as_alphabet(alphabet)
     max_len = _check_len(max_len, "max_len")
@@ -499,6 +558,13 @@ def check_word_count(max_len: int, alphabet: Alphabet, min_len: int = 1, *,
     The limit is ``max_words`` when given, else the number of words whose
     ``bytes_per_word`` fit in :func:`available_memory`. Returns the count;
     raises :class:`SizeError` (a ``ValueError``) with the estimate otherwise.
+
+        >>> check_word_count(3, Alphabet(2))
+        9
+        >>> check_word_count(30, Alphabet(2), max_words=10 ** 6)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        attndyn.symbolic.words.SizeError: words up to length 30 over K = 2 letters: at least 1.42e+06 classes...
     """
     if max_words is None:
         limit = max(available_memory() // max(int(bytes_per_word), 1), 1)

@@ -18,7 +18,8 @@ The public callables of the layers a user calls directly each carry a docstring 
 would cost more than about 2 s). ``SLOW`` lists those whose example runs only with
 ``-m slow``. The examples run with ELLIPSIS and NORMALIZE_WHITESPACE in the globals of
 their module, as ``python -m doctest`` would; names already in ``attndyn.__all__`` are run
-by test_public_doctests.py and are only counted here. Measured with one numba and BLAS
+by test_public_doctests.py and are only counted here. The other public callables of
+``attndyn.symbolic`` that carry an example (``EXTRA``) run too. Measured with one numba and BLAS
 thread: the default examples take about 21 s of CPU once the numba caches are warm, plus
 about 3 s the first time a process loads the scaling kernels.
 """
@@ -113,17 +114,31 @@ def _scope() -> dict[str, object]:
     return out
 
 
-SCOPE = _scope()
-_TOP = {id(getattr(attndyn, n)) for n in attndyn.__all__ if n != "__version__"}
-RUN = sorted(q for q, obj in SCOPE.items() if q not in EXEMPT and id(obj) not in _TOP)
-
-
 def _has_example(obj) -> bool:
     return ">>>" in (obj.__doc__ or "")
 
 
+def _extra(scope: dict) -> dict:
+    """The other public callables of ``attndyn.symbolic`` that carry an example: not
+    required, but run like the others."""
+    out = {}
+    for mod in _submodules("attndyn.symbolic"):
+        for n in _own(mod):
+            q = f"{mod.__name__}.{n}"
+            if q not in scope and _has_example(getattr(mod, n)):
+                out[q] = getattr(mod, n)
+    return out
+
+
+SCOPE = _scope()
+EXTRA = _extra(SCOPE)
+_ALL = {**SCOPE, **EXTRA}
+_TOP = {id(getattr(attndyn, n)) for n in attndyn.__all__ if n != "__version__"}
+RUN = sorted(q for q, obj in _ALL.items() if q not in EXEMPT and id(obj) not in _TOP)
+
+
 def _tests(qualname: str) -> list:
-    obj = SCOPE[qualname]
+    obj = _ALL[qualname]
     finder = doctest.DocTestFinder(recurse=False, exclude_empty=True)
     return [t for t in finder.find(obj, qualname, module=inspect.getmodule(obj)) if t.examples]
 
@@ -155,7 +170,7 @@ def _run(qualname: str) -> None:
     assert res.failed == 0 and res.attempted >= 1, (qualname, res)
 
 
-@pytest.mark.parametrize("qualname", [q for q in RUN if q not in SLOW and _has_example(SCOPE[q])])
+@pytest.mark.parametrize("qualname", [q for q in RUN if q not in SLOW and _has_example(_ALL[q])])
 def test_example_runs(qualname):
     _run(qualname)
 
