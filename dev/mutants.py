@@ -407,12 +407,12 @@ def _select(only):
 
 
 def print_table(rows, out=sys.stdout):
-    w = max(len(r["id"]) for r in rows)
-    wf = max(len(r["file"]) for r in rows)
-    print(f"{'mutation':<{w}}  {'file':<{wf}}  {'verdict':<16}  {'s':>6}  killing test", file=out)
+    w, wf, wv = (max(len(r[k]) for r in rows) for k in ("id", "file", "verdict"))
+    print(f"{'mutation':<{w}}  {'file':<{wf}}  {'verdict':<{wv}}  {'s':>6}  killing test",
+          file=out)
     for r in rows:
         tests = ", ".join(t.split("::", 1)[1] for t in r["tests"])
-        print(f"{r['id']:<{w}}  {r['file']:<{wf}}  {r['verdict']:<16}  {r['seconds']:>6.1f}  "
+        print(f"{r['id']:<{w}}  {r['file']:<{wf}}  {r['verdict']:<{wv}}  {r['seconds']:>6.1f}  "
               f"{tests}", file=out)
     killed = sum(r["verdict"].startswith("killed") for r in rows)
     print(f"{killed}/{len(rows)} killed", file=out)
