@@ -54,7 +54,13 @@ LAW_KINDS = ("tied", "untied", "direct", "general")
 # -- symbols -----------------------------------------------------------------
 def sym_matrix(K: int, name: str, entrywise: bool = False) -> sp.ImmutableMatrix:
     """``K x K`` matrix of symbols ``name_kl`` (1-based names). Symmetric (one
-    symbol per unordered pair) unless ``entrywise``."""
+    symbol per unordered pair) unless ``entrywise``.
+
+        >>> sym_matrix(2, "Psi"), sym_matrix(2, "M", entrywise=True)[0, 1]
+        (Matrix([
+        [Psi_11, Psi_12],
+        [Psi_12, Psi_22]]), M_12)
+    """
     def label(a: int, b: int) -> str:
         return f"{name}_{a + 1}{b + 1}" if K < 10 else f"{name}_{a + 1}_{b + 1}"
 
@@ -68,11 +74,22 @@ def sym_matrix(K: int, name: str, entrywise: bool = False) -> sp.ImmutableMatrix
 
 def q_matrix(K: int, name: str = "q") -> sp.ImmutableMatrix:
     """Symmetric ``K x K`` matrix of overlap symbols ``q_kl`` (1-based names, as
-    in the paper: ``q_12`` is the overlap of indices 0 and 1)."""
+    in the paper: ``q_12`` is the overlap of indices 0 and 1).
+
+        >>> q_matrix(2)
+        Matrix([
+        [q_11, q_12],
+        [q_12, q_22]])
+    """
     return sym_matrix(K, name)
 
 
 def vector_symbols(n: int, name: str) -> sp.ImmutableMatrix:
+    """Column of ``n`` symbols ``name_1 .. name_n`` (1-based names, as in the paper).
+
+        >>> vector_symbols(2, "m").T
+        Matrix([[m_1, m_2]])
+    """
     return sp.ImmutableMatrix(n, 1, lambda a, _: sp.Symbol(f"{name}_{a + 1}", real=True))
 
 
@@ -141,7 +158,17 @@ def check_covariance(C: Any, L: int, name: str = "C") -> sp.ImmutableMatrix:
 
     The entries are read one by one against a whitelist of number types
     (:func:`_covariance_rows`); no user container ever reaches ``sympify`` or
-    ``Matrix``, so text nested at any depth is refused, never evaluated."""
+    ``Matrix``, so text nested at any depth is refused, never evaluated.
+
+        >>> check_covariance([[1, 0.5], [0.5, 1]], 2)
+        Matrix([
+        [  1, 0.5],
+        [0.5,   1]])
+        >>> check_covariance([[1, 2], [2, 1]], 2)
+        Traceback (most recent call last):
+            ...
+        ValueError: C must be positive semi-definite (smallest eigenvalue -1)
+    """
     if C is None:
         return sp.ImmutableMatrix(sp.eye(L))
     rows = _covariance_rows(C, L, name)
@@ -162,7 +189,15 @@ def check_covariance(C: Any, L: int, name: str = "C") -> sp.ImmutableMatrix:
 
 def check_psd(S: ArrayLike, name: str, what: str = "covariance of G", rtol: float = 1e-10
               ) -> NDArray[np.float64]:
-    """Raise ``ValueError`` naming ``name`` if the symmetric matrix ``S`` is not PSD."""
+    """Raise ``ValueError`` naming ``name`` if the symmetric matrix ``S`` is not PSD.
+
+        >>> check_psd(np.eye(2), "C").tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        >>> check_psd(np.array([[1.0, 2.0], [2.0, 1.0]]), "C")
+        Traceback (most recent call last):
+            ...
+        ValueError: C: the covariance of G implied by C is not positive semi-definite (smallest eigenvalue -1)
+    """
     S = np.asarray(S, dtype=float)
     if not np.all(np.isfinite(S)):
         raise ValueError(f"{name}: the {what} is not finite (NaN or inf in {name})")
@@ -192,6 +227,12 @@ class GaussianLaw:
     matrix_parameters : names of the symmetric matrix parameters (symmetric convention)
     substitution : ``{G symbol: representative}`` for merged duplicates
     entrywise : whether matrix parameters carry one symbol per ordered entry
+
+        >>> law = tied_law(1, 2)
+        >>> isinstance(law, GaussianLaw), law.variables, law.cov
+        (True, (G_000, G_001), Matrix([
+        [2*q_11, 2*q_12],
+        [2*q_12, 2*q_22]]))
     """
 
     kind: str
@@ -350,6 +391,12 @@ def tied_law(L: int, K: int, C: Any = None, entrywise: bool = False,
 
     With ``merge`` (default) the exact duplicates ``G_jik = G_ijk`` are merged
     into the representatives with ``i <= j``.
+
+        >>> law = tied_law(1, 2)
+        >>> law.cov
+        Matrix([
+        [2*q_11, 2*q_12],
+        [2*q_12, 2*q_22]])
     """
     C = check_covariance(C, L)
     q = sym_matrix(K, "q", entrywise)
@@ -370,7 +417,14 @@ def untied_law(L: int, K: int, C: Any = None, entrywise: bool = False,
                merge: bool = True) -> GaussianLaw:
     """Untied law (section 4.1): mean ``C_ij m_k``, covariance
     ``C_ii'C_jj' q1_kl + C_ij'C_ji' q2_kl`` with ``q1 = Tr(M_k M_l^T)/d`` and
-    ``q2 = Tr(M_k M_l)/d``."""
+    ``q2 = Tr(M_k M_l)/d``.
+
+        >>> law = untied_law(1, 2)
+        >>> law.mean.T, law.cov
+        (Matrix([[m_1, m_2]]), Matrix([
+        [q1_11 + q2_11, q1_12 + q2_12],
+        [q1_12 + q2_12, q1_22 + q2_22]]))
+    """
     C = check_covariance(C, L)
     m = vector_symbols(K, "m")
     q1 = sym_matrix(K, "q1", entrywise)
@@ -394,7 +448,11 @@ def direct_law(L: int, K: int, C: Any = None, entrywise: bool = False,
                merge: bool = True) -> GaussianLaw:
     """Direct optimisation over S (appendix E): centred, covariance
     ``C_ii'C_jj' Omega_kl + C_ij'C_ji' Psi_kl`` with ``Omega = Tr(S_k S_l^T)/d``,
-    ``Psi = Tr(S_k S_l)/d``."""
+    ``Psi = Tr(S_k S_l)/d``.
+
+        >>> direct_law(1, 1).cov
+        Matrix([[Omega_11 + Psi_11]])
+    """
     C = check_covariance(C, L)
     Om = sym_matrix(K, "Omega", entrywise)
     Ps = sym_matrix(K, "Psi", entrywise)
@@ -417,7 +475,12 @@ def general_law(L: int, K: int, C: Any = None, entrywise: bool = False,
     ``Cov(G_a, G_b) = C_ii'C_jj' Omega_ab + C_ij'C_ji' Psi_ab`` with
     ``a = (ijk)``, ``b = (i'j'k')``, ``mu_a = Tr S_a / sqrt(d)``,
     ``Omega_ab = Tr(S_a S_b^T)/d``, ``Psi_ab = Tr(S_a S_b)/d``; the order
-    parameters are indexed by the flat index ``(i*L + j)*K + k``."""
+    parameters are indexed by the flat index ``(i*L + j)*K + k``.
+
+        >>> law = general_law(1, 1)
+        >>> law.mean.T, law.cov
+        (Matrix([[mu_1]]), Matrix([[Omega_11 + Psi_11]]))
+    """
     C = check_covariance(C, L)
     idx = _flat(L, K)
     P = len(idx)
@@ -439,6 +502,12 @@ def general_law(L: int, K: int, C: Any = None, entrywise: bool = False,
 
 def make_law(kind: str, L: int, K: int, C: Any = None, entrywise: bool = False,
              merge: bool = True) -> GaussianLaw:
+    """Dispatch on ``kind`` in ``("tied", "untied", "direct", "general")`` to the law's
+    builder (:func:`tied_law`, :func:`untied_law`, :func:`direct_law`, :func:`general_law`).
+
+        >>> make_law("tied", 1, 2).kind, make_law("direct", 1, 2).kind
+        ('tied', 'direct')
+    """
     builders = {"tied": tied_law, "untied": untied_law, "direct": direct_law,
                 "general": general_law}
     if kind not in builders:
@@ -453,6 +522,10 @@ def merge_duplicates(law: GaussianLaw) -> GaussianLaw:
     For the tied law this identifies ``G_jik`` with ``G_ijk``; the remaining
     representatives keep the first flat index. Rows are compared symbolically
     (symmetrised in ``(k, l)`` for entrywise laws).
+
+        >>> full = tied_law(2, 1, merge=False)
+        >>> len(full.variables), len(merge_duplicates(full).variables)
+        (4, 3)
     """
     P = law.P
     cov = law.cov

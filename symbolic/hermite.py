@@ -62,17 +62,34 @@ __all__ = [
 
 
 class NoClosedForm(ValueError):
-    """The expectation has no closed form in this engine (the message says which part)."""
+    """The expectation has no closed form in this engine (the message says which part).
+
+        >>> x = sp.Symbol("x", real=True)
+        >>> expect_1d(sp.log(1 + x ** 2), x, 0, 1)
+        Traceback (most recent call last):
+            ...
+        attndyn.symbolic.hermite.NoClosedForm: no closed form for E[x^0 * log(x**2 + 1)] with x Gaussian
+    """
 
 
 # -- Hermite polynomials ---------------------------------------------------------
 def he(n: int, x: _Expr) -> sp.Expr:
-    """Probabilists' Hermite polynomial ``He_n(x)``."""
+    """Probabilists' Hermite polynomial ``He_n(x)``.
+
+        >>> x = sp.Symbol("x")
+        >>> [sp.expand(he(n, x)) for n in range(4)]
+        [1, x, x**2 - 1, x**3 - 3*x]
+    """
     return sp.expand(sp.hermite_prob(n, x))
 
 
 def normalised_he(n: int, x: _Expr) -> sp.Expr:
-    """``h_n = He_n / sqrt(n!)`` (paper 003: h1 = x, h2 = (x^2-1)/sqrt2, h3 = (x^3-3x)/sqrt6)."""
+    """``h_n = He_n / sqrt(n!)`` (paper 003: h1 = x, h2 = (x^2-1)/sqrt2, h3 = (x^3-3x)/sqrt6).
+
+        >>> x = sp.Symbol("x")
+        >>> normalised_he(2, x), normalised_he(3, x)
+        (sqrt(2)*x**2/2 - sqrt(2)/2, sqrt(6)*x**3/6 - sqrt(6)*x/2)
+    """
     return sp.expand(he(n, x) / sp.sqrt(sp.factorial(n)))
 
 
@@ -166,6 +183,12 @@ def _collapse_heaviside(expr: _Expr) -> sp.Expr:
 
 
 def is_polynomial_in(expr: _Expr, x: _Expr) -> bool:
+    """True when ``expr`` is a polynomial in ``x`` (the Wick route applies).
+
+        >>> x = sp.Symbol("x")
+        >>> is_polynomial_in(x ** 3 - x, x), is_polynomial_in(sp.tanh(x), x)
+        (True, False)
+    """
     expr = _as_sympy(expr, "expression")
     if not expr.has(x):
         return True
@@ -174,7 +197,12 @@ def is_polynomial_in(expr: _Expr, x: _Expr) -> bool:
 
 # -- 1-D closed forms -----------------------------------------------------------------
 def gauss_moment(p: int, m: _Expr, v: _Expr) -> sp.Expr:
-    """``E[X^p]`` for ``X ~ N(m, v)``."""
+    """``E[X^p]`` for ``X ~ N(m, v)``.
+
+        >>> m, v = sp.symbols("m v", positive=True)
+        >>> gauss_moment(4, 0, v), sp.expand(gauss_moment(2, m, v))
+        (3*v**2, m**2 + v)
+    """
     tot = sp.Integer(0)
     for j in range(0, p + 1, 2):
         tot += sp.binomial(p, j) * m ** (p - j) * v ** sp.Rational(j, 2) * sp.factorial2(j - 1)
@@ -292,6 +320,11 @@ def expect_1d(h: _Expr, x: _Expr, m: _Expr, v: _Expr) -> sp.Expr:
     Handles polynomials times at most one of ``Heaviside(+-x)``,
     ``DiracDelta(x, j)``, ``erf(a x)``, ``exp(quadratic)``, and ``erf(a x)^2``
     when centred. Raises :class:`NoClosedForm` otherwise.
+
+        >>> x = sp.Symbol("x", real=True)
+        >>> v = sp.Symbol("v", positive=True)
+        >>> sp.simplify(expect_1d(x * sp.Heaviside(x), x, 0, v))
+        sqrt(2)*sqrt(v)/(2*sqrt(pi))
     """
     h = _collapse_heaviside(sp.expand(normalise_nonsmooth(h)))
     h = _collapse_heaviside(sp.expand(h))
@@ -311,6 +344,11 @@ def hermite_coefficients(f: _Expr, n_max: int, x: _Expr, v: _Expr, m: _Expr = 0
 
     ``f`` is an expression in ``x``; exact (no quadrature). For a polynomial of
     degree ``d`` the coefficients vanish beyond ``d``.
+
+        >>> x = sp.Symbol("x", real=True)
+        >>> v = sp.Symbol("v", positive=True)
+        >>> hermite_coefficients(x ** 3, 4, x, v)
+        [0, 3*v**(3/2), 0, v**(3/2), 0]
     """
     f = normalise_nonsmooth(_as_sympy(f, "f"))
     out = []
@@ -393,6 +431,11 @@ def pair_closed(f: _Expr, g: _Expr, x: _Expr, y: _Expr, mx: _Expr, my: _Expr, vx
     Polynomial pairs by Wick; one polynomial side by conditioning; two
     non-polynomial sides by the centred table (ReLU/erf). Raises
     :class:`NoClosedForm` otherwise.
+
+        >>> x, y = sp.symbols("x y", real=True)
+        >>> c = sp.Symbol("c", real=True)
+        >>> pair_closed(x ** 2, y ** 2, x, y, 0, 0, 1, 1, c)
+        2*c**2 + 1
     """
     total = sp.Integer(0)
     for tf in _terms_of(f, x):
@@ -438,6 +481,12 @@ def pair_mehler(f: _Expr, g: _Expr, x: _Expr, y: _Expr, mx: _Expr, my: _Expr, vx
     terminates (a polynomial side of degree <= order), then ``bound`` is 0;
     otherwise ``bound`` is the Parseval bound ``|rho|^(N+1) sqrt(T_f T_g)``
     (a SymPy expression), or None if ``E[f^2]`` or ``E[g^2]`` has no closed form.
+
+        >>> x, y = sp.symbols("x y", real=True)
+        >>> c = sp.Symbol("c", real=True)
+        >>> series, bound, exact = pair_mehler(x ** 2, y ** 2, x, y, 0, 0, 1, 1, c, 4)
+        >>> sp.expand(series), bound, exact
+        (2*c**2 + 1, 0, True)
     """
     f = normalise_nonsmooth(_as_sympy(f, "f"))
     g = normalise_nonsmooth(_as_sympy(g, "g"))
@@ -483,7 +532,12 @@ def _gh(n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
 
 
 def gauss_hermite(n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Probabilists' Gauss-Hermite rule for ``N(0, 1)``: nodes and weights summing to 1."""
+    """Probabilists' Gauss-Hermite rule for ``N(0, 1)``: nodes and weights summing to 1.
+
+        >>> z, w = gauss_hermite(10)
+        >>> round(float(w.sum()), 12), round(float(w @ z ** 2), 12), round(float(w @ z ** 4), 12)
+        (1.0, 1.0, 3.0)
+    """
     if n < 1 or n > 350:
         raise ValueError(f"n must be in 1..350 (numpy's rule overflows beyond), got {n}")
     return _gh(int(n))
@@ -504,7 +558,12 @@ def hermite_coefficients_numeric(func: Callable[[np.ndarray], Any], n_max: int,
                                  m: float = 0.0, v: float = 1.0, n_quad: int = 200
                                  ) -> tuple[NDArray[np.float64], float]:
     """Normalised coefficients ``b_n = E[f(m + sqrt(v) z) h_n(z)]``, n = 0..n_max,
-    and ``E[f(X)^2]``, by Gauss-Hermite quadrature (``func`` vectorised numpy)."""
+    and ``E[f(X)^2]``, by Gauss-Hermite quadrature (``func`` vectorised numpy).
+
+        >>> b, f2 = hermite_coefficients_numeric(lambda x: x ** 2, 3)
+        >>> np.round(b, 6) + 0.0, round(f2, 6)
+        (array([1.      , 0.      , 1.414214, 0.      ]), 3.0)
+    """
     z, w = gauss_hermite(min(350, max(n_quad, n_max + 2)))
     fz = np.asarray(func(m + math.sqrt(v) * z), dtype=float)
     H = _normalised_he_table(z, n_max)
@@ -518,6 +577,10 @@ def mehler_numeric(f: Callable[[np.ndarray], Any], g: Callable[[np.ndarray], Any
 
     Returns ``(value, bound)``; ``|exact - value| <= bound`` up to the quadrature
     error of the coefficients (negligible for smooth functions at ``n_quad``).
+
+        >>> value, bound = mehler_numeric(np.tanh, np.tanh, 1.0, 1.0, 0.5, 7)
+        >>> bound < 1e-2, round(value, 3)
+        (True, 0.186)
     """
     if vx <= 0 or vy <= 0:
         raise ValueError("mehler_numeric needs positive variances")
@@ -541,6 +604,10 @@ def multivariate_hermite_coefficients(func: Callable[[np.ndarray], Any], dim: in
     values. Returns ``{nu: b_nu}`` for all multi-indices ``|nu| <= order``, with
     ``b_nu = E[F(z) h_nu(z)]`` and ``h_nu = prod_i h_{nu_i}(z_i)`` (tensor
     Gauss-Hermite with ``n_quad`` nodes per axis).
+
+        >>> b = multivariate_hermite_coefficients(lambda z: z[:, :1] * z[:, 1:2], 2, 2)
+        >>> {nu: np.round(v, 6).tolist() for nu, v in b.items() if abs(v).max() > 1e-9}
+        {(1, 1): [1.0]}
     """
     z1, w1 = gauss_hermite(n_quad)
     grids = np.meshgrid(*([z1] * dim), indexing="ij")
@@ -564,7 +631,12 @@ def multivariate_hermite_coefficients(func: Callable[[np.ndarray], Any], dim: in
 
 
 def mehler_series_multivariate(bf: dict, bg: dict, rho: float) -> float:
-    """``sum_nu rho^|nu| <b_nu^f, b_nu^g>`` (Mehler for ``z2 = rho z1 + sqrt(1-rho^2) z'``)."""
+    """``sum_nu rho^|nu| <b_nu^f, b_nu^g>`` (Mehler for ``z2 = rho z1 + sqrt(1-rho^2) z'``).
+
+        >>> b = multivariate_hermite_coefficients(lambda z: z[:, :1], 1, 3)
+        >>> round(mehler_series_multivariate(b, b, 0.3), 12)
+        0.3
+    """
     return float(sum(rho ** sum(nu) * float(np.dot(bf[nu], bg[nu])) for nu in bf if nu in bg))
 
 
@@ -574,5 +646,9 @@ def eq23_series(coeffs: dict, rho: float) -> float:
     ``coeffs`` are the normalised coefficients ``b_nu = E[A(z) h_nu(z)]`` of
     ``A(z) = grad F(sqrt(q22) B^(1/2) z) B^(1/2)`` (flattened); in the paper's
     convention ``H_nu = E[A He_nu]/nu!``, so ``nu! ||H_nu||^2 = ||b_nu||^2``.
+
+        >>> b = multivariate_hermite_coefficients(lambda z: np.ones((len(z), 1)), 1, 2)
+        >>> round(eq23_series(b, 0.5), 12)
+        0.5
     """
     return 0.5 * float(sum(rho ** sum(nu) * float(np.dot(b, b)) for nu, b in coeffs.items()))

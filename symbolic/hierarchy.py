@@ -55,7 +55,15 @@ BUILD_SECONDS_PER_TERM = 2e-7
 
 
 def check_K(K: object, name: str = "K") -> int:
-    """An alphabet size ``1 <= K <= MAX_K``."""
+    """An alphabet size ``1 <= K <= MAX_K``.
+
+        >>> check_K(2)
+        2
+        >>> check_K(0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: K must be an int in 1..255...
+    """
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)):
         raise TypeError(f"{name} must be an int in 1..{MAX_K}, got {K!r}")
     if not 1 <= K <= MAX_K:
@@ -65,6 +73,16 @@ def check_K(K: object, name: str = "K") -> int:
 
 
 def check_order(order: object, name: str = "order") -> int:
+    """A truncation order ``M >= 1`` (eq. 13) as an int; ``TypeError`` (not an int) or
+    ``ValueError`` (below 1) naming ``name`` otherwise.
+
+        >>> check_order(12)
+        12
+        >>> check_order(0)
+        Traceback (most recent call last):
+            ...
+        ValueError: order must be an int >= 1, got 0
+    """
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= 1, got {order!r}")
     if order < 1:
@@ -73,6 +91,16 @@ def check_order(order: object, name: str = "order") -> int:
 
 
 def check_trainable(trainable: Sequence[int] | int, K: int) -> tuple[int, ...]:
+    """The trainable letters (one index or a sequence) as a sorted tuple of distinct ints
+    in ``0..K-1``; ``TypeError`` or ``ValueError`` otherwise.
+
+        >>> check_trainable([0], 2), check_trainable(1, 3)
+        ((0,), (1,))
+        >>> check_trainable([2], 2)
+        Traceback (most recent call last):
+            ...
+        ValueError: trainable index 2 out of range: allowed 0..1
+    """
     items: Any = trainable  # validated here: anything may arrive
     if isinstance(items, (int, np.integer)) and not isinstance(items, bool):
         items = (items,)
@@ -100,6 +128,10 @@ def estimate_tied_size(K: int, n_trainable: int, order: int, cap: int | None = N
     upper estimate of the stored terms: each word of length ``n < M`` has on
     average ``n * n_trainable / K`` trainable letters, each giving ``2K`` Gamma
     terms, plus one decay term. With ``cap`` it stops once ``n_terms > cap``.
+
+        >>> n_moments, n_terms = estimate_tied_size(2, 1, 4)
+        >>> n_moments == tied_structure(2, [0], 4).n_moments, n_terms >= n_moments
+        (True, True)
     """
     A = Alphabet(check_K(K))
     M = check_order(order)
@@ -125,6 +157,13 @@ def check_tied_size(K: int, trainable: Sequence[int], order: int,
     peak (``BUILD_BYTES_PER_TERM``) fits in the available memory. Returns the
     estimate ``(n_moments, n_terms)``; raises :class:`SizeError` (a
     ``ValueError``) naming the sizes, memory and time otherwise.
+
+        >>> check_tied_size(2, [0], 4)[0]
+        15
+        >>> check_tied_size(2, [0], 40, max_terms=10 ** 6)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        attndyn.symbolic.words.SizeError: the order-40 tied hierarchy (K = 2, trainable [0]) has ~3.12e+04 moments and ~1.14e+06 terms...
     """
     K = check_K(K)
     tr = check_trainable(trainable, K)
@@ -177,6 +216,10 @@ class TiedStructure:
     gather:
         ``K*K`` state indices of ``q_kl = mu_(k,l)`` (row-major), ``-1`` where
         the truncation sets them to 0 (``order < 2``).
+
+        >>> st = tied_structure(2, [0], 3)
+        >>> isinstance(st, TiedStructure), st.K, st.order, st.n_moments
+        (True, 2, 3, 9)
     """
 
     def __init__(self, K: int, trainable: Sequence[int], order: int, codes: list[np.ndarray],
@@ -186,6 +229,9 @@ class TiedStructure:
         self.codes, self.offsets = codes, offsets
         self.indptr, self.src, self.slot = indptr, src, slot
         self.slot_coef, self.slot_ent, self.gather = slot_coef, slot_ent, gather
+        #: ``(path, stamp)`` of the cache file holding these arrays (set by
+        #: :func:`tied_structure`), under which kernels may keep layouts made from them
+        self.cache_id: tuple[str, str] | None = None
 
     def __repr__(self) -> str:
         return (f"TiedStructure(K={self.K}, trainable={self.trainable}, order={self.order}, "
@@ -391,6 +437,10 @@ def tied_structure(K: int, trainable: Sequence[int], order: int, *,
     build peak stays a few tens of bytes per stored term. With ``cache_dir``
     (a private folder) the arrays are saved there and reused, keyed by
     ``(K, trainable, order, STRUCTURE_VERSION)``.
+
+        >>> st = tied_structure(2, [0], 4)
+        >>> st.n_moments, st.words[:5]
+        (15, [(0,), (1,), (0, 0), (0, 1), (1, 1)])
     """
     K = check_K(K)
     M = check_order(order)
@@ -402,14 +452,26 @@ def tied_structure(K: int, trainable: Sequence[int], order: int, *,
         if os.path.exists(path):
             s = TiedStructure.load(path, K, tr, M)
             if s is not None:
+                s.cache_id = _cache_stamp(path)
                 return s
     s = _build(K, tr, M)
     if path is not None:
         try:
             s.save(path)
+            s.cache_id = _cache_stamp(path)
         except OSError:
             pass  # the cache is an optimisation only
     return s
+
+
+def _cache_stamp(path: str) -> tuple[str, str] | None:
+    """``(path, stamp)`` naming the contents of a structure file: its key (in ``path``),
+    size and modification time, so that a rewritten file gets new derived files."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return path, f"{os.path.basename(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
 _CACHE_MIN_TERMS = 20000  # smaller structures build faster than a file loads
@@ -598,6 +660,13 @@ def gamma_program(gamma: Any, q: Any, subs: dict[Any, Any] | None = None,
     ``mono_coef[m] * prod(x[mono_vars[mono_ptr[m]:mono_ptr[m+1]]])`` added to
     ``Gamma.ravel()[mono_out[m]]``. ``None`` if an entry is not a polynomial in
     ``q`` with finite real coefficients (then the Runge-Kutta integrators apply).
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> from attndyn.symbolic.potential import tied_potential
+        >>> pot = tied_potential(mse_teacher_student("h2"), K=2)
+        >>> prog = gamma_program(pot.gamma, pot.q)
+        >>> len(prog)
+        4
     """
     import sympy as sp
 
