@@ -419,12 +419,7 @@ def _const_layout(s, program) -> tuple:
     if hit is not None and len(hit[0]) == len(arrs) and all(
             r() is a for r, a in zip(hit[0], arrs)):
         return hit[1]
-    ptr, var, coef, out = program
-    g = np.zeros(s.n_grad + s.consts.size)
-    for m in range(coef.size):  # constant program: every monomial is a bare coefficient
-        g[out[m]] += coef[m]
-    g[s.n_grad:] = s.consts
-    tab = s.slot_coef * g[s.slot_ent]
+    tab = _const_values(s, program)
     from .rhs import group_rows
     # compiled: one pass counting each row's nonzero terms, one copying them (the numpy
     # gathers, masks and sorts before cost 0.74 s of a first integrate at order 24, now 0.07)
@@ -440,23 +435,65 @@ def _const_layout(s, program) -> tuple:
     return out_t
 
 
-def prepare_taylor(system, program) -> SimpleNamespace:
+def _const_values(s, program) -> np.ndarray:
+    """``slot_coef[slot] * g[slot_ent[slot]]`` per slot for a constant program, with
+    ``g = (Gamma, consts)`` added up as the kernel's order-0 step does."""
+    ptr, var, coef, out = program
+    g = np.zeros(s.n_grad + s.consts.size)
+    for m in range(coef.size):  # constant program: every monomial is a bare coefficient
+        g[out[m]] += coef[m]
+    g[s.n_grad:] = s.consts
+    tab: np.ndarray = s.slot_coef * g[s.slot_ent]
+    return tab
+
+
+def _const_operator(s, program, cache):
+    """``(clay, touch)``: the constant operator's layout (renumbered by ``touch`` from
+    :data:`~attndyn.kernels.rhs.PERMUTE_TERMS` terms on, else ``touch`` is ``None``), read
+    from the files of ``cache`` when they hold it, else made (and written there)."""
+    files = None
+    if cache is not None and s.src.size >= CACHE_MIN_TERMS:
+        from . import _layoutcache
+        files = _layoutcache.const_files(cache, s, _const_values(s, program))
+        hit = _layoutcache.load_const_operator(files, s)
+        if hit is not None:
+            return hit
+    clay = _const_layout(s, program)
+    touch = None
+    if clay[2].size >= _rhs.PERMUTE_TERMS:  # the moments in first-touch order
+        touch = _const_touch(s, program, clay)
+        clay = (touch.rows, clay[1], touch.src, clay[3])
+    if files is not None:
+        _layoutcache.save_const_operator(files, clay, touch)
+    return clay, touch
+
+
+#: structure terms from which :func:`prepare_taylor` keeps the constant operator on disk
+#: (below, making it costs a few ms: less than reading and checking its files)
+CACHE_MIN_TERMS = 1_000_000
+
+
+def prepare_taylor(system, program, cache: tuple[str, str] | None = None) -> SimpleNamespace:
     """The checked, fixed arguments of the Taylor kernel for a fused ``system`` and a Gamma
     ``program``: every array validated (:func:`~attndyn.kernels.rhs.check_system`,
     :func:`check_program`) and the layout made once, for :func:`run_prepared`. The
-    arrays must not be changed afterwards (a hierarchy owns and never rebinds them)."""
+    arrays must not be changed afterwards (a hierarchy owns and never rebinds them).
+
+    ``cache = (path, stamp)`` keeps the constant operator (its grouped layout and touch
+    order) in files named after ``path`` (a file of the caller's cache folder) and a
+    digest of ``stamp`` (which must name the structure arrays' contents, e.g. the
+    structure file's key and modification time) and the operator's values; a file that
+    does not match or is damaged is rebuilt (:func:`load_const_operator`)."""
     check_system(system)
     const = _checked_program(program, system.gather.size, system.n_grad)
     s = system
     touch = None
     gather = s.gather
     if const:  # only the constant operator is used: the full layout is not even made
-        clay = _const_layout(s, program)
+        clay, touch = _const_operator(s, program, cache)
         lay = _NO_LAYOUT[:3] + (s.slot[:0],)
         n_par = clay[2].size
-        if n_par >= _rhs.PERMUTE_TERMS:  # the moments in first-touch order (rhs.touch_order)
-            touch = _const_touch(s, program, clay)
-            clay = (touch.rows, clay[1], touch.src, clay[3])
+        if touch is not None:
             gather = touch.gather
     else:
         touch, *lay, gather = _rhs.permuted_args(s)

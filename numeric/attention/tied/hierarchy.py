@@ -270,7 +270,9 @@ class TiedHierarchy(Hierarchy):
         (:func:`attndyn.kernels.taylor.prepare_taylor`): a repeated integrate pays only for
         its state and output times."""
         from attndyn.kernels.taylor import prepare_taylor
-        return prepare_taylor(self._taylor_system, self._gamma_program)
+        # the constant operator is kept next to the structure's cache file (if any)
+        return prepare_taylor(self._taylor_system, self._gamma_program,
+                              cache=getattr(self.structure, "cache_id", None))
 
     @cached_property
     def _gamma_program(self) -> tuple[np.ndarray, ...] | None:
