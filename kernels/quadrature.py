@@ -10,13 +10,18 @@ Everything else travels in one float64 parameter vector ``p`` (built by
 ``attndyn.numeric.potentials``)::
 
     header (16): version, P, r, n_nodes, n_in, n_out, mode, n_ip, proj, K, eig_tol,
-                 workspace size
+                 workspace size, d (split dimensions, 0: none), n_eta, node offset
     S   (n_in, P, P)  covariance:  Sigma = sym(sum_t x_t S_t)
     M   (n_in, P)     mean:        mu    = sum_t x_t M_t
     W   (r, P)        orthonormal rows: the loss depends on G only through W G
     Z   (n_nodes, r)  standard normal quadrature nodes, w (n_nodes) weights
+                      ((n_nodes, d) with a split, see below); with a node offset
+                      ``z0 > 0`` they sit at ``p[z0:]`` instead, and the maps that follow
+                      move up: one copy of the maps serves many rules (the ladders)
     R   (n_out, 1 + P + P*P): rows [R0, Rg, RH], out = R0 Phi + Rg E[grad] + RH E[Hess]
     ip  (n_ip)        the loss parameters
+    D   (d, r)        with a split: the directions of u the loss is not quadratic in
+    E   (n_eta, r - d) with a split: a rule exact to degree 2 for N(0, I_(r-d))
 
 Per call (one compiled function, :func:`law_eval`): build ``Sigma, mu`` from the inputs ``x``, project the inputs on the
 PSD cone as the paper does outside it (``proj``: 1 tied, eq. 92; 2 untied and
@@ -28,6 +33,17 @@ distributions) ``H`` comes from first derivatives only:
 ``E[z (W grad f)^T] = sqrt(lam) V^T H_u`` (Gaussian integration by parts), so
 ``H_u = V lam^(-1/2) E[z (W grad f)^T]``; this needs ``C_u`` definite and
 writes NaN otherwise.
+
+Split rule (``d > 0``, Hessian mode only): a loss that is a polynomial of degree
+at most 2 in ``u`` once the ``d`` combinations ``D u`` are fixed (the two-layer
+attention example: quadratic in every form but the softmax arguments) is
+integrated exactly along the other directions. Per call, ``B = D V sqrt(lam)``;
+the top ``d`` eigenvectors ``Q1`` of ``B^T B`` span the directions of ``z`` the
+loss is not quadratic along, the rest ``Q2`` complete them; ``z = Q1 xi + Q2 eta``
+with ``xi`` from the nodes ``Z`` (tensor Gauss-Hermite in ``d`` dimensions) and
+``eta`` from the ``n_eta`` points ``E`` (mean 0, covariance ``I``: exact for the
+quadratic dependence of the loss, its gradient and its Hessian on ``eta``), each
+node's weight shared equally by its ``n_eta`` points.
 """
 
 from __future__ import annotations
@@ -50,13 +66,17 @@ def workspace_size(P, r, n_in, n_out, K):
     nh = P * (P + 1) // 2
     nm = 1 + P + P * P
     return (n_in + 2 * nmax * nmax + nmax + 2 * K * K + P * P + P + r + 2 * r * r + r
-            + (P + nh) + P + 2 * r + P + nh + r * r + nm + r * r)
+            + (P + nh) + P + 2 * r + P + nh + r * r + nm + r * r + r * r + 2 * r)
 
 
-def pack_header(P, r, n_nodes, n_in, n_out, mode, n_ip, proj, K, eig_tol=1e-12):
+def pack_header(P, r, n_nodes, n_in, n_out, mode, n_ip, proj, K, eig_tol=1e-12, split=0,
+                n_eta=0, node_offset=0):
+    """The 16 header entries of :func:`law_eval`'s parameter vector (module docstring);
+    ``split``, ``n_eta``: the split rule's ``d`` and number of points (0: no split);
+    ``node_offset``: where the nodes and weights start (0: after ``W``)."""
     h = np.zeros(HEADER)
-    h[:12] = [1.0, P, r, n_nodes, n_in, n_out, mode, n_ip, proj, K, eig_tol,
-              workspace_size(P, r, n_in, n_out, K)]
+    h[:15] = [1.0, P, r, n_nodes, n_in, n_out, mode, n_ip, proj, K, eig_tol,
+              workspace_size(P, r, n_in, n_out, K), split, n_eta, node_offset]
     return h
 
 
@@ -86,9 +106,15 @@ def law_eval(x, p, out, ws, f):
     proj = int(p[8])
     K = int(p[9])
     eig_tol = p[10]
+    d = int(p[12])
+    ne = int(p[13]) if d > 0 else 1
     nm = 1 + P + P * P
     nh = P * (P + 1) // 2
-    if (out.size != n_out and out.size != nm + n_out) or ws.size < int(p[11]):
+    bad_split = d < 0 or d > r or (d > 0 and (mode != 0 or ne < 1))
+    z0 = int(p[14])
+    bad_nodes = z0 < 0 or z0 + NN * ((d if d > 0 else r) + 1) > p.size
+    if (out.size != n_out and out.size != nm + n_out) or ws.size < int(p[11]) or bad_split \
+            or bad_nodes:
         # wrong buffer sizes: no exception here (it would stop numba from caching
         # the generated callers), NaN instead
         for k in range(out.size):
@@ -101,13 +127,26 @@ def law_eval(x, p, out, ws, f):
     o += n_in * P
     oW = o
     o += r * P
-    oZ = o
-    o += NN * r
-    ow = o
-    o += NN
+    dz = d if d > 0 else r
+    if z0 > 0:
+        oZ = z0
+        ow = z0 + NN * dz
+    else:
+        oZ = o
+        o += NN * dz
+        ow = o
+        o += NN
     oR = o
     o += n_out * nm
     ip = p[o:o + n_ip]
+    oD = o + n_ip
+    oE = oD + d * r
+    m_eta = r - d if d > 0 else 0
+    if oE + ne * m_eta > p.size or (z0 > 0 and z0 < oE + ne * m_eta):
+        # the split's tail (or the maps, with the nodes elsewhere) runs past p
+        for k in range(out.size):
+            out[k] = np.nan
+        return
 
     # workspace layout (flat arrays)
     nmax = r if r > K else K
@@ -154,6 +193,12 @@ def law_eval(x, p, out, ws, f):
     w0 += nm
     Hu = ws[w0:w0 + r * r]
     w0 += r * r
+    Ar = ws[w0:w0 + r * r]   # the map z -> u in the split frame (Af itself without a split)
+    w0 += r * r
+    u0 = ws[w0:w0 + r]
+    w0 += r
+    order = ws[w0:w0 + r]
+    w0 += r
 
     # -- inputs, projected on the PSD cone (the paper's extension) --------------
     for i in range(n_in):
@@ -165,9 +210,25 @@ def law_eval(x, p, out, ws, f):
         Sig[i] = 0.0
     for i in range(P):
         mu[i] = 0.0
-    # jobs: the projections, then the integration covariance C_u (r x r)
-    for job in range(n_proj + 1):
-        if job < n_proj:
+    # jobs: the projections, the integration covariance C_u (r x r), then with a split
+    # B^T B (r x r), B = D Af, whose top d eigenvectors span the non-quadratic directions
+    for job in range(n_proj + 1 + (1 if d > 0 else 0)):
+        if job > n_proj:
+            n = r
+            for i in range(r):
+                for j in range(i, r):
+                    acc = 0.0
+                    for k in range(d):
+                        bi = 0.0
+                        bj = 0.0
+                        for a in range(r):
+                            dka = p[oD + k * r + a]
+                            bi += dka * Af[a * r + i]
+                            bj += dka * Af[a * r + j]
+                        acc += bi * bj
+                    A[i * n + j] = acc
+                    A[j * n + i] = acc
+        elif job < n_proj:
             n = K
             for i in range(K):
                 for j in range(K):
@@ -263,19 +324,42 @@ def law_eval(x, p, out, ws, f):
                     else:
                         xx[o1 + i] = Qp[i] + Qm[i]
                         xx[o2 + i] = Qp[i] - Qm[i]
-        else:
+        elif job == n_proj:
             for i in range(r):
                 lamu[i] = lam[i]
             for i in range(r * r):
                 Vu[i] = V[i]
+            for j in range(r):
+                sq = np.sqrt(lamu[j]) if lamu[j] > 0.0 else 0.0
+                for i in range(r):
+                    Af[i * r + j] = Vu[i * r + j] * sq
+            for i in range(r * r):
+                Ar[i] = Af[i]
+        else:
+            # columns of Ar: Af times the eigenvectors, the d largest eigenvalues first
+            for i in range(r):
+                order[i] = -1.0
+            for k in range(r):
+                best = -1
+                for i in range(r):
+                    taken = False
+                    for kk in range(k):
+                        if int(order[kk]) == i:
+                            taken = True
+                    if not taken and (best < 0 or lam[i] > lam[best]):
+                        best = i
+                order[k] = best
+            for k in range(r):
+                c = int(order[k])
+                for i in range(r):
+                    acc = 0.0
+                    for a in range(r):
+                        acc += Af[i * r + a] * V[a * n + c]
+                    Ar[i * r + k] = acc
     lmax = 0.0
     for i in range(r):
         if abs(lamu[i]) > lmax:
             lmax = abs(lamu[i])
-    for j in range(r):
-        sq = np.sqrt(lamu[j]) if lamu[j] > 0.0 else 0.0
-        for i in range(r):
-            Af[i * r + j] = Vu[i * r + j] * sq
 
     # -- quadrature ---------------------------------------------------------------
     phi = 0.0
@@ -287,12 +371,22 @@ def law_eval(x, p, out, ws, f):
         T[k] = 0.0
     for k in range(P + nh):
         buf[k] = 0.0
-    for nn in range(NN):
-        zo = oZ + nn * r
+    for t in range(NN * ne):
+        # node nn of the rule, point e of the split's eta rule (one point without a split)
+        nn = t // ne
+        e = t - nn * ne
+        zo = oZ + nn * dz
+        if e == 0:
+            for i in range(r):
+                acc = muu[i]
+                for j in range(dz):
+                    acc += Ar[i * r + j] * p[zo + j]
+                u0[i] = acc
+        eo = oE + e * m_eta
         for i in range(r):
-            acc = muu[i]
-            for j in range(r):
-                acc += Af[i * r + j] * p[zo + j]
+            acc = u0[i]
+            for j in range(m_eta):
+                acc += Ar[i * r + d + j] * p[eo + j]
             u[i] = acc
         for a in range(P):
             acc = 0.0
@@ -300,7 +394,7 @@ def law_eval(x, p, out, ws, f):
                 acc += p[oW + i * P + a] * u[i]
             G[a] = acc
         val = f(G, ip, buf)
-        wn = p[ow + nn]
+        wn = p[ow + nn] / ne
         phi += wn * val
         for a in range(P):
             g[a] += wn * buf[a]

@@ -24,7 +24,10 @@ How it works:
    RQMC, chosen by that dimension) is refined at a reference point until the
    requested accuracy ``tol`` is met (:func:`attndyn.numeric.attention.potentials.quadrature.choose_rule`);
    ``error`` is that estimate and :meth:`NumericPotential.gradients` with
-   ``with_error=True`` re-estimates it at any point;
+   ``with_error=True`` re-estimates it at any point; a loss quadratic in all but at
+   most four of more than four directions (the two-layer attention example) takes the
+   split rule instead: Gauss-Hermite over those few, exact over the rest
+   (:meth:`NumericPotential._split_directions`);
 4. non-smooth losses: a loss must be continuous (checked symbolically); if its
    gradient has jumps (ReLU, absolute value), the Hessian is a distribution and
    is never printed: the expectation of the Hessian comes from Stein's identity
@@ -95,17 +98,24 @@ def grad(x, p, out):
     acc2 = np.empty(n)
     err = np.empty(n)
     j = int(p[10])
+    # one copy of the law's maps (at ob), shared by every rung: each evaluation points
+    # its header at the rung's nodes (count p[ob + 3], offset p[ob + 14])
+    ob = ot + 4 * nr
+    mp = p[ob:]
     have_prev = False
     while True:
-        off = int(p[ot + 3 * j])
-        ln = int(p[ot + 3 * j + 1])
-        npart = int(p[ot + 3 * j + 2])
+        zo = p[ot + 4 * j]
+        nn = p[ot + 4 * j + 1]
+        npart = int(p[ot + 4 * j + 2])
+        stride = p[ot + 4 * j + 3]
         if npart == 1:
-            law_eval(x, p[off:off + ln], cur, ws, integrand)
+            mp[3] = nn
+            mp[14] = zo
+            law_eval(x, mp, cur, ws, integrand)
             if not have_prev:
-                o0 = int(p[ot + 3 * (j - 1)])
-                l0 = int(p[ot + 3 * (j - 1) + 1])
-                law_eval(x, p[o0:o0 + l0], prev, ws, integrand)
+                mp[3] = p[ot + 4 * (j - 1) + 1]
+                mp[14] = p[ot + 4 * (j - 1)]
+                law_eval(x, mp, prev, ws, integrand)
             for k in range(n):
                 err[k] = abs(cur[k] - prev[k])
         else:
@@ -114,7 +124,9 @@ def grad(x, p, out):
                 acc[k] = 0.0
                 acc2[k] = 0.0
             for m in range(npart):
-                law_eval(x, p[off + m * ln:off + (m + 1) * ln], tmp, ws, integrand)
+                mp[3] = nn
+                mp[14] = zo + m * stride
+                law_eval(x, mp, tmp, ws, integrand)
                 for k in range(n):
                     acc[k] += tmp[k]
                     acc2[k] += tmp[k] * tmp[k]
@@ -189,6 +201,18 @@ def grad_box(x, p, out):
     oq = int(p[3])
     grad(x, p[oq:oq + int(p[4])], out)
 """
+
+
+def _node_count(rule) -> int:
+    """float64 entries of a rule's nodes and weights (all its scramblings)."""
+    return sum(pr.size * (pr.dim + 1) for pr in (rule.parts or [rule]))
+
+
+def _simplex(m: int) -> np.ndarray:
+    """The ``m + 1`` vertices (rows) of a regular simplex in ``R^m`` with mean 0 and
+    covariance ``I``: a rule exact for polynomials of degree <= 2 under ``N(0, I_m)``."""
+    Q, _ = np.linalg.qr(np.vstack([np.ones(m + 1), np.eye(m + 1)[:m]]).T)
+    return np.ascontiguousarray(math.sqrt(m + 1) * Q[:, 1:])
 
 
 def _drop_delta(e):
@@ -331,6 +355,7 @@ class NumericPotential:
             mode = self._compile("hessian")
         self._R = self._output_map(hessian)
         self.n_out = self._R.shape[0]
+        self._split = self._split_directions() if method == "auto" else None
         self.x_refs = self._references(reference)
         self.x_ref = self.x_refs[0]
         self._calibrate(method, max_points, atol)
@@ -391,10 +416,12 @@ class NumericPotential:
         self.mode = mode
         P = len(variables)
         outs = list(grads)
+        self._hess_exprs = {}
         if mode == "hessian":
             for a in range(P):
                 for b in range(a, P):
                     outs.append(_drop_delta(sp.diff(grads[a], variables[b])))
+                    self._hess_exprs[(a, b)] = outs[-1]
         src = njit_source("integrand", variables, self.params, [safe_powers(o) for o in outs],
                           value=safe_powers(e),
                           doc=f"loss, gradient{' and Hessian' if mode == 'hessian' else ''} "
@@ -425,7 +452,14 @@ class NumericPotential:
             return np.concatenate(vals)
 
         self._max_points = int(max_points)
-        self.rule = choose_rule(self.dim, evaluate, tol=self.tol, method=method, seed=self.seed,
+        dim = self.dim
+        if self._split is not None:
+            # Gauss-Hermite over the directions the loss is not quadratic along (the
+            # others are integrated exactly by the split rule, see _split_directions)
+            # (max_points counts integrand evaluations: n_eta per node)
+            dim, method = self._split[0].shape[0], "tensor"
+            max_points = max(1, max_points // len(self._split[1]))
+        self.rule = choose_rule(dim, evaluate, tol=self.tol, method=method, seed=self.seed,
                                 max_points=max_points)
         self.error = float(self.rule.error)
         self.method = self.rule.method
@@ -464,6 +498,83 @@ class NumericPotential:
                     return np.eye(P)
             self.notes.append(f"the loss depends on G through {r} of {P} linear combinations")
         return W
+
+    #: most directions a split rule integrates by tensor Gauss-Hermite
+    _SPLIT_MAX_D = 4
+
+    def _split_directions(self):
+        """``(D, E)`` of the split rule (``attndyn.kernels.quadrature``), or ``None``.
+
+        With the Hessian printed, the variables ``Y`` the loss is jointly quadratic in
+        (every ``d^2 loss / dy_a dy_b`` free of ``Y``, so its third derivatives along
+        ``Y`` vanish) are found symbolically; the loss depends on the others ``X``
+        through ``d`` combinations (the span of sampled gradients, invariance checked),
+        the rows of ``D`` in the integration coordinates ``u`` (``G = W^T u``). Given
+        ``D u`` the loss, its gradient and its Hessian are polynomials of degree <= 2 in
+        the remaining ``dim - d`` directions, which the ``dim - d + 1`` points ``E`` of a
+        regular simplex (mean 0, covariance ``I``) integrate exactly. Taken where it
+        pays: Hessian mode, ``dim > 4``, ``1 <= d <= 4``.
+        """
+        if self.mode != "hessian" or self.dim <= 4:
+            return None
+        P, vs = self.P, list(self.law.variables)
+        H = self._hess_exprs
+        fs = {k: e.free_symbols for k, e in H.items()}
+        Y = {a for a in range(P) if vs[a] not in fs[(a, a)]}
+        while Y:
+            bad: dict = {}
+            for (a, b), f in fs.items():
+                if a in Y and b in Y:
+                    for c in Y:
+                        if vs[c] in f:
+                            bad[c] = bad.get(c, 0) + 1
+            if not bad:
+                break
+            Y.discard(max(bad, key=lambda c: (bad[c], -c)))
+        X = [a for a in range(P) if a not in Y]
+        if not Y or not X:
+            return None
+        Vx = self._nonlinear_combinations(X)
+        if Vx is None or not 1 <= Vx.shape[0] <= min(self._SPLIT_MAX_D, self.dim - 1):
+            return None
+        DG = np.zeros((Vx.shape[0], P))
+        DG[:, X] = Vx
+        D = DG @ self.W.T
+        s = np.linalg.svd(D, compute_uv=False)
+        if s[-1] <= 1e-9 * s[0]:
+            return None
+        d = D.shape[0]
+        self.notes.append(f"split rule: the loss is quadratic along {self.dim - d} of its "
+                          f"{self.dim} integration directions given the other {d}: Gauss-Hermite "
+                          f"over those {d}, exact over the rest ({self.dim - d + 1} points)")
+        return np.ascontiguousarray(D), _simplex(self.dim - d)
+
+    def _nonlinear_combinations(self, X):
+        """Orthonormal rows spanning the combinations of the variables ``X`` the loss
+        depends on (sampled gradients), or ``None`` when the invariance check fails."""
+        P = self.P
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 54321]))
+        buf = np.zeros(P + P * (P + 1) // 2)
+        grads = np.empty((max(48, 6 * len(X)), len(X)))
+        for i in range(len(grads)):
+            G = np.ascontiguousarray(1.5 * rng.standard_normal(P))
+            self._integrand(G, self._ip, buf)
+            grads[i] = buf[:P][X]
+        if not np.all(np.isfinite(grads)):
+            return None
+        _, s, Vt = np.linalg.svd(grads, full_matrices=False)
+        if s.size == 0 or s[0] == 0:
+            return None
+        Vx = Vt[:int(np.sum(s > 1e-9 * s[0]))]
+        for _ in range(8):
+            G = rng.standard_normal(P)
+            G2 = G.copy()
+            G2[X] = Vx.T @ (Vx @ G[X])
+            f1 = self._integrand(np.ascontiguousarray(G), self._ip, buf)
+            f2 = self._integrand(np.ascontiguousarray(G2), self._ip, buf)
+            if abs(f1 - f2) > 1e-9 * max(1.0, abs(f1)):
+                return None
+        return Vx
 
     def _output_map(self, hessian):
         P, n_in = self.P, self.n_in
@@ -510,13 +621,34 @@ class NumericPotential:
     def _flatten(self, values):
         return np.ascontiguousarray(self.law.flatten_inputs(values))
 
+    def _evaluations(self, rule: QuadratureRule) -> int:
+        """Integrand evaluations of one call with ``rule`` (each node of a split rule
+        stands for its ``dim - d + 1`` points)."""
+        return rule.size * (len(self._split[1]) if self._split is not None else 1)
+
     def _pack(self, rule: QuadratureRule):
-        head = pack_header(self.P, self.dim, rule.size, self.n_in, self.n_out,
+        """The parameter vector of :func:`~attndyn.kernels.quadrature.law_eval` for ``rule``
+        (nodes inline)."""
+        return self._pack_maps(rule.size, rule.dim, rule)
+
+    def _pack_maps(self, n_nodes, dim, rule=None, node_offset=0):
+        """Header and maps, with ``rule``'s nodes inline (or none: the nodes of ``n_nodes``
+        points in ``dim`` dimensions then sit at ``node_offset``, see the ladder)."""
+        split, tail = 0, []
+        if self._split is not None:
+            D, E = self._split
+            if dim != D.shape[0]:
+                raise ValueError(f"a split potential takes {D.shape[0]}-dimensional rules, "
+                                 f"got {dim}")
+            split, tail = D.shape[0], [D.ravel(), E.ravel()]
+        head = pack_header(self.P, self.dim, n_nodes, self.n_in, self.n_out,
                            0 if self.mode == "hessian" else 1, self._ip.size, _PROJ[self.kind],
-                           self.K)
-        return np.ascontiguousarray(np.concatenate([
-            head, self._S.ravel(), self._M.ravel(), self.W.ravel(), rule.nodes.ravel(),
-            rule.weights, self._R.ravel(), self._ip]))
+                           self.K, split=split, n_eta=len(self._split[1]) if split else 0,
+                           node_offset=node_offset)
+        nodes = [] if rule is None else [rule.nodes.ravel(), rule.weights]
+        return np.ascontiguousarray(np.concatenate(
+            [head, self._S.ravel(), self._M.ravel(), self.W.ravel()] + nodes
+            + [self._R.ravel(), self._ip] + tail))
 
     def _call(self, x, p, out):
         """The kernel called from Python with the integrand as a first-class value."""
@@ -575,10 +707,14 @@ class NumericPotential:
     #: the ladder's header: marker, rungs, first usable rung, rtol, atol, calls,
     #: calls over the tolerance, worst error/limit, worst error, last error, start rung,
     #: workspace size, n_out, offset of the rung table, highest rung used, calls met at
-    #: the start rung in a row
-    #: float64 entries of all packed rungs together (48 MB): row softmax with L = 2 (4-D
+    #: the start rung in a row; then the rung table (node offset, nodes, parts, part stride
+    #: per rung), one copy of the law's maps, and the nodes and weights of every rung
+    #: float64 entries of the ladder (48 MB): row softmax with L = 2 (4-D
     #: tensor Gauss-Hermite) needs the rungs 40 and 48 nodes per axis (596,232 points) to meet
-    #: tol 1e-6 at variance ratio 100 or |rho| = 0.98; 3 million stopped at 32 (issue 25)
+    #: tol 1e-6 at variance ratio 100 or |rho| = 0.98; 3 million stopped at 32 (issue 25).
+    #: The maps are counted once: before they were packed with every rung and every RQMC
+    #: scrambling (1.2 million entries each for the two-layer attention example, whose
+    #: ladder then held its calibrated rung alone and missed the tolerance; issue 25)
     _LADDER_BUDGET = 6_000_000
 
     def _ladder_rules(self):
@@ -591,13 +727,13 @@ class NumericPotential:
         else:
             rungs, first = [r0], 1
         prune = 1e-2 * self.atol if self.atol > 0 else 1e-2 * self.tol
-        total = sum(self._pack(r).size * max(len(r.parts), 1) for r in rungs)
+        total = self._pack_maps(0, r0.dim).size + sum(_node_count(r) for r in rungs)
         cur = r0
         while True:
             nxt = self._finer(cur, prune)
-            if nxt is None or nxt.size > self._max_points:
+            if nxt is None or self._evaluations(nxt) > self._max_points:
                 break
-            size = (self.n_in * self.P * self.P + nxt.size * (self.dim + 1)) * max(len(nxt.parts), 1)
+            size = _node_count(nxt)
             if total + size > self._LADDER_BUDGET:
                 break
             nxt.coarse = cur
@@ -611,18 +747,22 @@ class NumericPotential:
     def _pack_ladder(self):
         rungs, first = self._ladder_rules()
         self.ladder = [r.describe() for r in rungs]
+        dim = rungs[0].dim
+        maps = self._pack_maps(rungs[0].size, dim, node_offset=1)
         vecs, table = [], []
-        off = 16 + 3 * len(rungs)
+        off = maps.size             # node offsets are relative to the maps' start
         for r in rungs:
             parts = r.parts or [r]
-            pv = [self._pack(pr) for pr in parts]
-            table += [off, pv[0].size, len(pv)]
-            off += sum(v.size for v in pv)
-            vecs += pv
+            stride = parts[0].size * (dim + 1)
+            table += [off, parts[0].size, len(parts), stride]
+            for pr in parts:
+                vecs += [pr.nodes.ravel(), pr.weights]
+            off += stride * len(parts)
+        maps[14] = table[0]
         head = np.zeros(16)
         head[:15] = [-2.0, len(rungs), first, self.rtol, self.atol, 0, 0, 0, 0, 0, first,
                      self._p[11], self.n_out, 16, first]
-        return np.ascontiguousarray(np.concatenate([head, np.array(table, float)] + vecs))
+        return np.ascontiguousarray(np.concatenate([head, np.array(table, float), maps] + vecs))
 
     # -- error reports ---------------------------------------------------------------
     @property
@@ -705,15 +845,15 @@ class NumericPotential:
         doublings on)."""
         if rule.method == "tensor":
             n = next((m for m in _TENSOR_LADDER if m > rule.level), None)
-            if n is None or (self.dim <= 2 and n > 96):
+            if n is None or (rule.dim <= 2 and n > 96):
                 # beyond ~100 Gauss-Hermite nodes per axis: trapezoid in 1-2 dimensions
                 # (spectral for integrands analytic in a strip, see trapezoid_rule)
-                return trapezoid_rule(self.dim, 0, prune=prune) if self.dim <= 2 else None
-            return tensor_rule(self.dim, n, prune=prune)
+                return trapezoid_rule(rule.dim, 0, prune=prune) if rule.dim <= 2 else None
+            return tensor_rule(rule.dim, n, prune=prune)
         if rule.method == "trapezoid":
             if rule.level >= 4:
                 return None
-            return trapezoid_rule(self.dim, rule.level + 1, prune=prune)
+            return trapezoid_rule(rule.dim, rule.level + 1, prune=prune)
         if rule.method == "sparse":
             return smolyak_rule(self.dim, rule.level + 1)
         parts = rqmc_rules(self.dim, rule.level + levels, max(len(rule.parts), 2), self.seed)
@@ -776,7 +916,7 @@ class NumericPotential:
                 nxt = self._finer(rule, prune, levels)
                 if nxt is not None:
                     nxt.coarse = rule
-                if nxt is None or nxt.size > max_points:
+                if nxt is None or self._evaluations(nxt) > max_points:
                     cache[key] = None
                 else:   # an RQMC rule is evaluated by its scramblings (not packed merged)
                     cache[key] = (nxt, None if nxt.parts else self._pack(nxt))

@@ -191,8 +191,10 @@ def test_two_layer_attention_potential_L2_gradient_vs_finite_differences():
     ex = two_layer_attention(1)
     K = 2 * ex.extra["forms_per_network"]
     pot = untied_potential(ex, K, 2, tol=2e-3, seed=3)
-    # a continuous gradient where RQMC is the rule: the Hessian itself, not Stein's estimate
-    assert pot.route == "numeric" and pot.method == "rqmc" and pot.mode == "hessian"
+    # a continuous gradient: the Hessian itself, not Stein's estimate; the split rule
+    # (Gauss-Hermite over the 4 softmax arguments, exact over the other 14 directions)
+    assert pot.route == "numeric" and pot.method == "tensor" and pot.mode == "hessian"
+    assert pot.dim == 18 and pot.rule.dim == 4
     rng = np.random.default_rng(1)
     A = rng.standard_normal((K, K)) / K
     vals = dict(m=rng.standard_normal(K) * 0.3, q1=A @ A.T + 0.3 * np.eye(K), q2=0.05 * np.eye(K))

@@ -8,7 +8,9 @@ loss ``(1/2)||y_s - y_t||_F^2``; ``G`` is drawn from the untied law (section 4.1
 central differences with common random numbers (the same draws at both points), in the
 symmetric convention (an off-diagonal ``q1_kl`` entry is half the derivative along
 ``E_kl + E_lk``). Agreement is judged in standard errors: the Monte Carlo's and the
-quadrature's own (its RQMC estimate is three standard errors). The quadrature must meet
+quadrature's own (its estimate taken as three standard errors; the rule is the split rule,
+Gauss-Hermite over the four softmax arguments and exact over the other 14 directions,
+since issue 25's compiled-route fix; RQMC before). The quadrature must meet
 its stated tolerance at every point, with no warning and nothing ``over_tolerance`` (before
 the Hessian was integrated directly, Stein's estimate stopped at 1.1e-2 at unequal
 variances and 2.0e-2 at correlation 0.97, against 6e-3 = atol + rtol max|out|)."""
