@@ -30,7 +30,11 @@ __all__ = ["X", "Activation", "activation", "hermite_activation", "known_activat
            "relu", "is_polynomial_activation"]
 
 def relu(g: sp.Expr) -> sp.Expr:
-    """``max(0, g)`` as SymPy ``Max`` (its derivative is ``Heaviside``)."""
+    """``max(0, g)`` as SymPy ``Max`` (its derivative is ``Heaviside``).
+
+        >>> relu(X).subs(X, -1), relu(X).subs(X, 2), sp.diff(relu(X), X)
+        (0, 2, Heaviside(x))
+    """
     return sp.Max(0, g)
 
 
@@ -50,6 +54,12 @@ def _named() -> dict:
 
 
 def known_activations() -> list:
+    """The activation names :func:`activation` accepts, then the patterns ``h<k>``,
+    ``He<k>`` (Hermite) and ``<polynomial in x>``.
+
+        >>> {"relu", "tanh", "h<k>"} <= set(known_activations())
+        True
+    """
     return sorted(_named()) + ["h<k>", "He<k>", "<polynomial in x>"]
 
 
@@ -58,6 +68,15 @@ def activation(spec: str | sp.Expr | Activation, argument: str = "activation") -
     :class:`Activation` or a SymPy expression in :data:`X`.
 
     Raises ``ValueError`` naming ``argument`` for an unknown name.
+
+        >>> activation("h2").expr
+        sqrt(2)*x**2/2 - sqrt(2)/2
+        >>> activation("x**3 - 3*x").is_polynomial
+        True
+        >>> activation("swish")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: unknown activation 'swish' for argument 'activation'...
     """
     if isinstance(spec, Activation):
         return spec

@@ -61,6 +61,13 @@ def _comment(s: object) -> str:
 
 
 def source_hash(text: str) -> str:
+    """The first 20 hex digits of the SHA-256 of ``text``: the key of a generated
+    source file in the cache.
+
+        >>> h = source_hash("def f(x, p, out): pass")
+        >>> len(h), h == source_hash("def f(x, p, out): pass")
+        (20, True)
+    """
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 

@@ -66,7 +66,13 @@ def scalar(c: float | Any) -> _Spec:
 
 
 def narayana_moment(n: int, sigma: float | Any = 1, aspect: float | Any = 1) -> Any:
-    """``lim Tr(S^n)/d`` for ``S = W W^T`` (Marchenko-Pastur moments)."""
+    """``lim Tr(S^n)/d`` for ``S = W W^T`` (Marchenko-Pastur moments).
+
+        >>> [narayana_moment(n) for n in range(1, 5)]
+        [1, 2, 5, 14]
+        >>> narayana_moment(2, aspect=2)
+        6
+    """
     if n == 0:
         return 1
     s2 = sigma * sigma
@@ -215,5 +221,9 @@ class FreeInit:
 
 
 def free_moments(specs: Sequence[_Spec], words: Iterable[Sequence[int]]) -> list[float]:
-    """Limit moments ``mu_w`` of independent initialisations ``specs``."""
+    """Limit moments ``mu_w`` of independent initialisations ``specs``.
+
+        >>> free_moments([wishart(), scalar(2)], [(0,), (1,), (0, 1), (0, 0, 1)])
+        [1.0, 2.0, 2.0, 4.0]
+    """
     return FreeInit(specs)(words)

@@ -129,7 +129,15 @@ def mse_teacher_student(student: str | Activation = "h2", teacher: str | Activat
 
 
 def row_softmax(M: Sequence[Sequence[_Expr]], beta: _Expr | float = 1) -> list[list[_Expr]]:
-    """Row-wise softmax of a SymPy ``L x L`` matrix (list of rows)."""
+    """Row-wise softmax of a SymPy ``L x L`` matrix (list of rows).
+
+        >>> a, b = sp.symbols("a b")
+        >>> R = row_softmax([[a, b], [b, a]])
+        >>> sp.simplify(R[0][0] + R[0][1])
+        1
+        >>> R[0][0].subs({a: 0, b: 0})
+        1/2
+    """
     L = len(M)
     out = []
     for i in range(L):
@@ -216,7 +224,13 @@ def matrix_denoising(ell: str | _Expr = "-a") -> Loss:
 def denoising_order_parameters(S: ArrayLike, S_star: ArrayLike
                                ) -> dict[str, NDArray[np.float64]]:
     """Untied order parameters of eq. (67) for ``K = L = 1``: ``m = Tr[S* S]/d``,
-    ``q1 = q2 = ||S||_F^2 / d^3`` (so that ``Var = 2||S||_F^2/d^3``)."""
+    ``q1 = q2 = ||S||_F^2 / d^3`` (so that ``Var = 2||S||_F^2/d^3``).
+
+        >>> S = np.eye(4)
+        >>> op = denoising_order_parameters(S, 2 * S)
+        >>> {k: np.round(v, 6).tolist() for k, v in op.items()}
+        {'m': [2.0], 'q1': [[0.0625]], 'q2': [[0.0625]]}
+    """
     S = np.asarray(S, dtype=float)
     S_star = np.asarray(S_star, dtype=float)
     d = S.shape[0]
@@ -228,7 +242,12 @@ def denoising_order_parameters(S: ArrayLike, S_star: ArrayLike
 
 
 class TwoLayerAttention(Loss):
-    """See :func:`two_layer_attention`."""
+    """See :func:`two_layer_attention`.
+
+        >>> loss = two_layer_attention(heads=1)
+        >>> isinstance(loss, TwoLayerAttention), loss.min_K
+        (True, 10)
+    """
 
 
 def two_layer_attention(heads: int = 1, output: str = "linear", L: int | None = None) -> Loss:

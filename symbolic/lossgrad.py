@@ -32,7 +32,11 @@ __all__ = ["LossGradient", "loss_gradient", "flat_index"]
 
 
 def flat_index(i: int, j: int, k: int, L: int, K: int) -> int:
-    """Position of ``G_ijk`` in the flattened vector (``(i*L + j)*K + k``)."""
+    """Position of ``G_ijk`` in the flattened vector (``(i*L + j)*K + k``).
+
+        >>> flat_index(1, 0, 1, L=2, K=2)
+        5
+    """
     return (i * L + j) * K + k
 
 
@@ -59,6 +63,10 @@ class LossGradient:
         ``dL/dG`` in the same order.
     params : tuple of sympy.Symbol
         Extra runtime parameters of the loss (``p`` in the compiled function).
+
+        >>> lg = loss_gradient(lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2, K=2)
+        >>> isinstance(lg, LossGradient), lg.symbols, lg.grad
+        (True, (G_000, G_001), (2*G_000 - 2*G_001, -2*G_000 + 2*G_001))
     """
 
     K: int
@@ -98,6 +106,10 @@ def loss_gradient(loss: Callable, K: int, L: int = 1,
     ``loss`` receives the ``L x L x K`` SymPy array of :func:`g_array` (the same
     argument as for the potentials). Free symbols other than ``G`` must be
     declared in ``params``; anything else raises ``ValueError``.
+
+        >>> lg = loss_gradient(lambda G: G[0, 0, 0] ** 2 * G[0, 0, 1], K=2)
+        >>> lg.expr, lg.grad
+        (G_000**2*G_001, (2*G_000*G_001, G_000**2))
     """
     K = _check_int(K, "K", 1)
     L = _check_int(L, "L", 1)

@@ -90,7 +90,14 @@ _GradEntry = tuple[str, _Matrix, list[tuple[tuple[int, int], _Expr, _Expr]]]
 
 
 class RouteError(ValueError):
-    """A route cannot treat this loss (the message says why and what to use)."""
+    """A route cannot treat this loss (the message says why and what to use).
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> tied_potential(mse_teacher_student("tanh"), K=2, route="wick")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        attndyn.symbolic.potential.RouteError: route 'wick' needs a polynomial loss in G...
+    """
 
 
 @dataclass
@@ -134,6 +141,12 @@ def tied_covariance(L: int, K: int, C: Any = None, q: _Matrix | None = None
 
     Returns ``(symbols, Sigma)`` with ``Sigma`` a SymPy matrix in ``q``
     (degenerate: ``G_ijk = G_jik``).
+
+        >>> syms, Sigma = tied_covariance(1, 2)
+        >>> syms, Sigma
+        ([G_000, G_001], Matrix([
+        [2*q_11, 2*q_12],
+        [2*q_12, 2*q_22]]))
     """
     C = check_covariance(C, L)
     q = q_matrix(K) if q is None else q
@@ -200,6 +213,10 @@ def safe_powers(e: sp.Expr) -> sp.Expr:
     expands ``b**2`` to ``b*b`` without parentheses, so that ``y/b**2`` came out
     as ``y/b*b``; ``b**2.0`` prints with the right precedence (LLVM turns a
     power 2.0 back into a product).
+
+        >>> y, b = sp.symbols("y b")
+        >>> safe_powers(y / b ** 2)
+        y/b**2.0
     """
     return _as_sympy(e, "expression").replace(
         lambda a: a.is_Pow and a.exp.is_Integer and 2 <= abs(int(a.exp)) <= 4,
@@ -209,7 +226,12 @@ def safe_powers(e: sp.Expr) -> sp.Expr:
 def guard_for_numba(e: sp.Expr) -> sp.Expr:
     """Prepare an expression for numba: clamp arguments that rounding can push
     out of the domain on the PSD boundary (``acos/asin`` arguments to [-1, 1],
-    square roots of sums to >= 0) and apply :func:`safe_powers`."""
+    square roots of sums to >= 0) and apply :func:`safe_powers`.
+
+        >>> x = sp.Symbol("x", real=True)
+        >>> guard_for_numba(sp.acos(x))
+        acos(Min(1, Max(-1, x)))
+    """
     e = _as_sympy(e, "expression")
     e = e.replace(lambda a: isinstance(a, (sp.acos, sp.asin)),
                   lambda a: a.func(sp.Min(1, sp.Max(-1, a.args[0]))))
@@ -242,6 +264,13 @@ class TiedPotential:
     ``grad(x, p, out)`` takes the ``K*K`` overlaps ``x = q.ravel()`` and writes
     ``Gamma.ravel()``. ``route`` is the route that produced it;
     ``error_bound`` (hermite route with truncation) bounds ``|Phi_exact - phi|``.
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> pot = tied_potential(mse_teacher_student("h1"), K=2)
+        >>> isinstance(pot, TiedPotential), pot.phi, pot.gamma
+        (True, q_11 - 2*q_12 + q_22, Matrix([
+        [ 1, -1],
+        [-1,  1]]))
     """
 
     K: int
@@ -426,7 +455,16 @@ AnyPotential = Union[TiedPotential, SymbolicPotential, NumericRoute]
 
 
 def potential_text(pot: TiedPotential | SymbolicPotential, latex: bool = False) -> str:
-    """Phi and the gradients in closed form, one per line (``attndyn derive``)."""
+    """Phi and the gradients in closed form, one per line (``attndyn derive``).
+
+        >>> from attndyn.symbolic.losses import mse_teacher_student
+        >>> print(potential_text(tied_potential(mse_teacher_student("h1"), K=2)))
+        # route: wick
+        Phi(q) = q_11 - 2*q_12 + q_22
+        Gamma_11 = 1
+        Gamma_12 = -1
+        Gamma_22 = 1
+    """
     lines = []
     pr = sp.latex if latex else sp.sstr
     head = {"tied": "Phi(q)", "untied": "Phi(m, q1, q2)", "direct": "Phi(Omega, Psi)",
@@ -1066,7 +1104,12 @@ def general_potential(loss: Callable[..., Any] | sp.Expr, K: int, L: int = 1, C:
                       mode: str = "auto", max_points: int = 400_000
                       ) -> SymbolicPotential | NumericRoute:
     """Theorem 1 potential ``Phi(mu, Omega, Psi)`` (eqs. 3-5) with gradients in
-    every order parameter (indexed by the flat ``(ijk)``)."""
+    every order parameter (indexed by the flat ``(ijk)``).
+
+        >>> pot = general_potential(lambda G: G[0, 0, 0] ** 2, K=1)
+        >>> pot.kind, pot.phi
+        ('general', Omega_11 + Psi_11 + mu_1**2)
+    """
     return cast("SymbolicPotential | NumericRoute", _build(
                   "general", loss, K, L, C, params, route, order, hessian,
                   _numeric_kw(param_values, tol, method, seed, reference, mode, max_points)))

@@ -90,7 +90,11 @@ def threshold_compute() -> sp.Expr:
 
 
 def threshold_equation() -> sp.Expr:
-    """``Eq(C, C*(N))``: the boundary between the stages of Theorem 7.1."""
+    """``Eq(C, C*(N))``: the boundary between the stages of Theorem 7.1.
+
+        >>> threshold_equation()
+        Eq(C, N**6*log(L*N*d/xi**2)/xi**2)
+    """
     return sp.Eq(C, threshold_compute())
 
 
@@ -162,7 +166,13 @@ def verify_inverse(candidate: sp.Expr | None = None) -> bool:
 
 
 def threshold_time() -> sp.Expr:
-    """``T*(N) = N^2 log(N L d / xi^2) / xi^2`` (Condition 1 of Thm F.7)."""
+    """``T*(N) = N^2 log(N L d / xi^2) / xi^2`` (Condition 1 of Thm F.7).
+
+        >>> threshold_time()
+        N**2*log(L*N*d/xi**2)/xi**2
+        >>> sp.simplify(threshold_compute() / (N ** 3 * N * threshold_time()))
+        1
+    """
     return N ** 2 * sp.log(N * L * d / xi ** 2) / xi ** 2
 
 
@@ -270,7 +280,11 @@ def model_law() -> sp.Expr:
 
 
 def model_law_boundary() -> sp.Expr:
-    """The stated limit ``N^(3/(2 zeta))`` of the model law."""
+    """The stated limit ``N^(3/(2 zeta))`` of the model law.
+
+        >>> model_law_boundary()
+        N**(3/(2*zeta))
+    """
     return N ** (3 / (2 * zeta))
 
 

@@ -55,7 +55,11 @@ class Activation:
 
 
 def is_polynomial_activation(expr: sp.Expr) -> bool:
-    """Whether ``expr`` (a SymPy expression in :data:`X`) is a polynomial in ``X``."""
+    """Whether ``expr`` (a SymPy expression in :data:`X`) is a polynomial in ``X``.
+
+        >>> is_polynomial_activation(X ** 2 - 1), is_polynomial_activation(sp.tanh(X))
+        (True, False)
+    """
     expr = as_sympy(expr, "activation expression")
     if X not in expr.free_symbols:
         return True
@@ -84,7 +88,12 @@ def hermite_activation(k: int, normalised: bool = True) -> Activation:
 
 
 def g_array(L: int, K: int) -> sp.ImmutableDenseNDimArray:
-    """The ``L x L x K`` array of pre-activation symbols ``G_ijk`` (0-based)."""
+    """The ``L x L x K`` array of pre-activation symbols ``G_ijk`` (0-based).
+
+        >>> G = g_array(2, 1)
+        >>> G.shape, G[0, 1, 0]
+        ((2, 2, 1), G_010)
+    """
     return sp.ImmutableDenseNDimArray(
         [[[sp.Symbol(f"G_{i}{j}{k}" if max(L, K) <= 10 else f"G_{i}_{j}_{k}", real=True)
            for k in range(K)] for j in range(L)] for i in range(L)])

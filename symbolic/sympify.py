@@ -33,7 +33,15 @@ def reject_strings(value: _T, name: str) -> _T:
     The walk is iterative and visits every entry (no depth or count cut-off), so text
     cannot hide deep in a container. Prefer reading a container against a whitelist of
     number types (as :func:`~attndyn.symbolic.gaussian.check_covariance` does); this is
-    the check for values that are passed on unchanged."""
+    the check for values that are passed on unchanged.
+
+        >>> reject_strings([1, (2, 3.5)], "values")
+        [1, (2, 3.5)]
+        >>> reject_strings([1, ["x"]], "values")
+        Traceback (most recent call last):
+            ...
+        TypeError: values must hold numbers, not strings (text is never evaluated), got 'x'
+    """
     stack = [value]
     seen = set()
     while stack:
@@ -84,7 +92,16 @@ def as_sympy(value: object, name: str = "expression", _depth: int = 0) -> Any:
 
     Only whitelisted types are converted; ``sympify`` never sees a user value (SymPy's
     ``sympify(..., strict=True)`` still parses strings inside tuples and dicts). A string
-    raises ``TypeError`` (parse it with :func:`parse_expression`)."""
+    raises ``TypeError`` (parse it with :func:`parse_expression`).
+
+        >>> from fractions import Fraction
+        >>> as_sympy(Fraction(1, 3)), as_sympy([1, Fraction(1, 2)])
+        (1/3, (1, 1/2))
+        >>> as_sympy("x + 1")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        TypeError: expression: strings are not evaluated...
+    """
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{name}: strings are not evaluated; pass a SymPy expression or a number "
                         "(or parse the text with attndyn.symbolic.parse.parse_expression)")

@@ -74,7 +74,12 @@ _Col = np.ndarray
 
 
 def untied_alphabet(K: int) -> Alphabet:
-    """The ``4K`` letters ``M_k, M_k^T, A_k, B_k`` with the transpose involution."""
+    """The ``4K`` letters ``M_k, M_k^T, A_k, B_k`` with the transpose involution.
+
+        >>> a = untied_alphabet(1)
+        >>> a.K
+        4
+    """
     inv = []
     for k in range(int(K)):
         inv += [4 * k + MT, 4 * k + M, 4 * k + A, 4 * k + B]
@@ -82,7 +87,11 @@ def untied_alphabet(K: int) -> Alphabet:
 
 
 def letter_names(K: int) -> list:
-    """Plain names, 1-based: ``M1, Mt1, A1, B1, M2, ...``."""
+    """Plain names, 1-based: ``M1, Mt1, A1, B1, M2, ...``.
+
+        >>> letter_names(2)
+        ['M1', 'Mt1', 'A1', 'B1', 'M2', 'Mt2', 'A2', 'B2']
+    """
     out = []
     for k in range(K):
         out += [f"M{k + 1}", f"Mt{k + 1}", f"A{k + 1}", f"B{k + 1}"]
@@ -90,6 +99,12 @@ def letter_names(K: int) -> list:
 
 
 def letter_latex(K: int) -> list:
+    r"""LaTeX names of the ``4K`` untied letters in the order of :func:`letter_names`:
+    ``M_{k}``, ``M_{k}^\top``, ``A_{k}``, ``B_{k}``.
+
+        >>> print(letter_latex(1)[1])
+        M_{1}^\top
+    """
     out = []
     for k in range(K):
         out += [f"M_{{{k + 1}}}", f"M_{{{k + 1}}}^\\top", f"A_{{{k + 1}}}", f"B_{{{k + 1}}}"]
@@ -107,6 +122,16 @@ def word_name(word: Sequence[int], K: int) -> str:
 
 
 def check_untied_order(order: object, name: str = "order") -> int:
+    """A truncation order ``M >= 2`` of the untied hierarchy (eq. 892: the overlaps are
+    words of length 2); ``TypeError`` or ``ValueError`` naming ``name`` otherwise.
+
+        >>> check_untied_order(4)
+        4
+        >>> check_untied_order(1)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: order must be an int >= 2 for the untied hierarchy...
+    """
     M_ = check_order(order, name)
     if M_ < 2:
         raise ValueError(f"{name} must be an int >= 2 for the untied hierarchy (the overlaps "
@@ -115,7 +140,11 @@ def check_untied_order(order: object, name: str = "order") -> int:
 
 
 def untied_words(K: int, order: int) -> list:
-    """Canonical words over ``{M_k, M_k^T, A_k, B_k}`` of length ``1..order``."""
+    """Canonical words over ``{M_k, M_k^T, A_k, B_k}`` of length ``1..order``.
+
+        >>> untied_words(1, 2)[:6]
+        [(0,), (2,), (3,), (0, 0), (0, 1), (0, 2)]
+    """
     return canonical_words(check_order(order), untied_alphabet(K))
 
 
@@ -125,7 +154,11 @@ def _mr(l: int, r: int) -> int:
 
 
 def bias_substitution(word: Sequence[int], i: int) -> list:
-    """``T_i^bias`` of eq. (31) by its definition: the list of words it sums."""
+    """``T_i^bias`` of eq. (31) by its definition: the list of words it sums.
+
+        >>> bias_substitution((0, 1), 0)
+        [(2, 1), (3, 1)]
+    """
     w = tuple(word)
     k, kind = divmod(w[i], 4)
     if kind in (M, MT):
@@ -136,7 +169,11 @@ def bias_substitution(word: Sequence[int], i: int) -> list:
 
 
 def diff_substitution(word: Sequence[int], i: int, l: int, r: int) -> list:
-    """``T^diff_{i,l,r}`` of eq. (31) by its definition: the list of words it sums."""
+    """``T^diff_{i,l,r}`` of eq. (31) by its definition: the list of words it sums.
+
+        >>> diff_substitution((0, 1), 0, 0, 1)
+        [(0, 3, 1), (2, 0, 1)]
+    """
     w = tuple(word)
     k, kind = divmod(w[i], 4)
     rb = 3 - r
@@ -153,6 +190,13 @@ def diff_substitution(word: Sequence[int], i: int, l: int, r: int) -> list:
 
 
 def gather_size(K: int) -> int:
+    """Length ``2K + 2K^2 + 4K^2`` of :attr:`UntiedStructure.gather`: the state indices of
+    ``mu_{A_k}``, ``mu_{B_k}``, ``q1_kl``, ``q2_kl`` and the mixed words the compiled
+    coefficient function reads.
+
+        >>> gather_size(2)
+        28
+    """
     return 2 * K + 2 * K * K + 4 * K * K
 
 
@@ -187,6 +231,10 @@ class UntiedStructure:
     ``indptr, src, ent, coef`` are the CSR form of ``dy[i] = sum_t coef[t] *
     g[ent[t]] * y[src[t]]`` with ``g = (beta, a1.ravel(), a2.ravel(), gamma)``;
     see the module docstring for ``gather``.
+
+        >>> st = untied_structure(2, [0], 2)
+        >>> isinstance(st, UntiedStructure), st.order, len(st.words)
+        (True, 2, 17)
     """
 
     K: int
@@ -268,6 +316,9 @@ def closed_letters(K: int, trainable: Iterable[int]) -> tuple[int, ...]:
     ``M_l^(r)`` of any index ``l``, so the words over these letters are closed
     under (32) and contain every input of ``m*``, ``beta`` and ``a^(r)``. Words
     holding a fixed index's ``A_l`` or ``B_l`` never feed back into them.
+
+        >>> closed_letters(2, [0])
+        (0, 1, 2, 3, 4, 5)
     """
     tr = set(trainable)
     out = []
@@ -292,7 +343,11 @@ def _sub_alphabet(K: int, letters: Sequence[int]
 
 def estimate_size(n_letters: int, order: int) -> float:
     """About how many canonical words of length <= ``order`` over ``n_letters`` letters
-    (classes under rotation and reversal: ``n^w / (2 w)`` per length), before building."""
+    (classes under rotation and reversal: ``n^w / (2 w)`` per length), before building.
+
+        >>> round(estimate_size(6, 4))
+        210
+    """
     return float(sum(n_letters ** w / (2.0 * w) for w in range(1, order + 1)))
 
 
@@ -312,6 +367,10 @@ def untied_structure(K: int, trainable: Sequence[int] | int, order: int,
 
     The size is estimated first (:func:`estimate_size`) and refused above
     ``max_moments`` (about 2e6 moments, some 40e6 terms, by default).
+
+        >>> st = untied_structure(2, [0], 2)
+        >>> [word_name(w, 2) for w in st.words][:4]
+        ['mu_M1', 'mu_A1', 'mu_B1', 'mu_M2']
     """
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
         raise ValueError(f"K must be an int >= 1, got {K!r}")
@@ -486,6 +545,10 @@ def reference_terms(K: int, trainable: Sequence[int] | int, order: int,
 
     Returns ``{(target word, entry, source word): coef}`` with the entries as
     :meth:`UntiedStructure.entry` names them.
+
+        >>> ref = reference_terms(2, [0], 2)
+        >>> len(ref) > 0, all(isinstance(c, int) for c in ref.values())
+        (True, True)
     """
     alphabet = untied_alphabet(K)
     Mo = check_untied_order(order)
@@ -530,7 +593,12 @@ def _word_tex(w: Sequence[int], K: int) -> str:
 
 
 def coefficient_symbols(K: int) -> tuple:
-    """``beta_k`` and ``a^(r)_kl`` symbols (1-based names ``beta_1``, ``a1_12``)."""
+    """``beta_k`` and ``a^(r)_kl`` symbols (1-based names ``beta_1``, ``a1_12``).
+
+        >>> beta, a = coefficient_symbols(1)
+        >>> beta, sorted(str(s) for s in a.values())
+        ([beta_1], ['a1_11', 'a2_11'])
+    """
     beta = [sp.Symbol(f"beta_{k + 1}", real=True) for k in range(K)]
     a = {(r, k, l): sp.Symbol(f"a{r}_{k + 1}{l + 1}" if K < 10 else f"a{r}_{k + 1}_{l + 1}",
                               real=True)
@@ -545,6 +613,10 @@ def untied_equations(structure: UntiedStructure, decay: Any = sp.Symbol("gamma",
     The substitutions ``T^bias`` and ``T^diff`` are written out as the words
     they produce; ``beta_k`` (eq. 30) and ``a^(r)_kl = dPhi/dq^(r)_kl`` stay
     symbols (they depend on the state through ``m*(q)``, eq. 29).
+
+        >>> eqs = untied_equations(untied_structure(2, [0], 2))
+        >>> len(eqs)
+        17
     """
     K = structure.K
     syms = [_word_symbol(w, K) for w in structure.words]
@@ -569,10 +641,25 @@ def untied_equations(structure: UntiedStructure, decay: Any = sp.Symbol("gamma",
 
 
 def untied_text(eqs: Sequence[Any]) -> str:
+    """Plain text of :func:`untied_equations`, one line ``dmu_alpha/dtau = ...`` per
+    equation (eq. 32 truncated by eq. 892).
+
+        >>> text = untied_text(untied_equations(untied_structure(2, [0], 2))[:1])
+        >>> text.split(" = ")[0], "- beta_1*mu_A1" in text
+        ('dmu_M1/dtau', True)
+    """
     return "\n".join(f"d{eq.lhs.expr.func.__name__}/dtau = {sp.sstr(eq.rhs)}" for eq in eqs)
 
 
 def untied_latex(eqs: Sequence[Any], structure: UntiedStructure) -> str:
+    r"""LaTeX of :func:`untied_equations` in an ``aligned`` environment, with
+    ``beta_k`` and ``a^(r)_kl = dPhi/dq^(r)_kl`` in the paper's notation.
+
+        >>> st = untied_structure(2, [0], 2)
+        >>> tex = untied_latex(untied_equations(st)[:1], st)
+        >>> tex.startswith("\\begin{aligned}")
+        True
+    """
     K = structure.K
     ren = {_word_symbol(w, K): sp.Symbol(_word_tex(w, K)) for w in structure.words}
     beta, a = coefficient_symbols(K)
