@@ -51,12 +51,21 @@ _stamped: set = set()
 
 class CompileError(RuntimeError):
     """numba failed to compile a generated function (a bug in the code
-    generator or an expression numba cannot type)."""
+    generator or an expression numba cannot type).
+
+        >>> CompileError.__mro__[1].__name__
+        'RuntimeError'
+    """
 
 
 def cache_dir() -> pathlib.Path | None:
     """The private folder for generated sources (``None``: no folder at all;
-    then generated code is compiled in memory, without caching)."""
+    then generated code is compiled in memory, without caching).
+
+        >>> d = cache_dir()
+        >>> d is None or d.is_dir()
+        True
+    """
     return private_dir("generated", "ATTNDYN_CACHE_DIR")
 
 
@@ -72,7 +81,13 @@ def _numba_subpath(py_file: str) -> str:
 
 def numba_cache_folder(py_file) -> tuple[pathlib.Path, str | None]:
     """Where numba caches the functions of ``py_file``, and why that folder
-    is unsafe (``None`` if it is safe); the folder is created (``0o700``)."""
+    is unsafe (``None`` if it is safe); the folder is created (``0o700``).
+
+        >>> import attndyn.kernels.rhs as rhs
+        >>> folder, unsafe = numba_cache_folder(rhs.__file__)
+        >>> folder.is_dir(), unsafe is None or isinstance(unsafe, str)
+        (True, True)
+    """
     py_file = str(py_file)
     root = numba_cache_root()
     if root:  # UserProvidedCacheLocator
@@ -142,6 +157,15 @@ def load_generated(source: str, funcname: str):
     """Write ``source`` to its hash-named file (once) and return ``funcname``.
 
     Raises :class:`CompileError` if numba cannot compile it.
+
+        >>> import numpy as np, sympy as sp
+        >>> from attndyn.symbolic.codegen import njit_source
+        >>> x, a = sp.symbols("x a")
+        >>> f = load_generated(njit_source("demo_square", [x], [a], [a * x ** 2]), "demo_square")
+        >>> out = np.zeros(1)
+        >>> f(np.array([3.0]), np.array([2.0]), out)
+        >>> out
+        array([18.])
     """
     h = source_hash(source)
     key = (h, funcname)

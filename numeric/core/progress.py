@@ -10,7 +10,19 @@ __all__ = ["Progress", "quiet_by_environment"]
 
 def quiet_by_environment() -> bool:
     """Whether ``ATTNDYN_PROGRESS`` turns the automatic progress bars off (``0``,
-    ``false``, ``no``, ``off``)."""
+    ``false``, ``no``, ``off``).
+
+        >>> import os
+        >>> from unittest import mock
+        >>> with mock.patch.dict(os.environ, {"ATTNDYN_PROGRESS": "0"}):
+        ...     quiet_by_environment()
+        ...
+        True
+        >>> with mock.patch.dict(os.environ, {"ATTNDYN_PROGRESS": "1"}):
+        ...     quiet_by_environment()
+        ...
+        False
+    """
     return os.environ.get("ATTNDYN_PROGRESS", "").strip().lower() in ("0", "false", "no", "off")
 
 
@@ -22,6 +34,14 @@ class Progress:
     ``ATTNDYN_PROGRESS`` is ``0`` (set in sweep workers and by ``attndyn sweep
     --no-progress``). Redrawn at most every ``min_interval`` s.
     Use as a context manager or call :meth:`close`.
+
+        >>> import io
+        >>> with Progress(3, "demo", enabled=True, stream=io.StringIO()) as bar:
+        ...     for _ in range(3):
+        ...         bar.update()
+        ...
+        >>> bar.n
+        3
     """
 
     def __init__(self, total: int, desc: str = "", *, enabled: bool | None = None, stream=None,

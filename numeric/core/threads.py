@@ -40,7 +40,11 @@ NUMBA_ENV = "ATTNDYN_NUMBA_THREADS"
 
 
 def available_cores() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    """CPUs this process may run on (its affinity mask where the OS has one).
+
+        >>> available_cores() >= 1
+        True
+    """
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - macOS, Windows

@@ -9,16 +9,18 @@ The public callables of the layers a user calls directly each carry a docstring 
   ``attndyn.numeric.attention.theorems``;
 - paper 000: ``__all__`` of the modules of ``attndyn.numeric.scaling`` and of
   ``attndyn.numeric.transformer`` (with the names of ``attndyn.numeric.transformer.__all__``);
-- ``attndyn.numeric.core``: ``__all__`` of the labelled exports, results, plots, claims and
-  the check registry.
+- ``attndyn.numeric.core``: ``__all__`` of the labelled exports, results, plots, claims,
+  the check registry, notebook display, threads, compile-and-cache and progress.
 
 ``EXEMPT`` lists the callables without an example (one line of reason each: an example
 would cost more than about 2 s). ``SLOW`` lists those whose example runs only with
 ``-m slow``. The examples run with ELLIPSIS and NORMALIZE_WHITESPACE in the globals of
 their module, as ``python -m doctest`` would; names already in ``attndyn.__all__`` are run
 by test_public_doctests.py and are only counted here. Measured with one numba and BLAS
-thread: the 337 default examples take about 17 s of CPU once the numba caches are warm
-(the first load of the scaling kernels in a process included, about 2-3 s of it).
+thread: the 348 default examples take about 17 s of CPU once the numba caches are warm
+(the first load of the scaling kernels in a process included, about 2-3 s of it); with
+cold caches (after a kernel changed) about 48 s, the compilations being shared with the
+rest of the suite.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def _scope() -> dict[str, object]:
     for n in tr.__all__:
         obj = getattr(tr, n)
         out[f"{obj.__module__}.{n}"] = obj
-    for m in ("labelled", "results", "plots", "claims", "checks"):
+    for m in ("labelled", "results", "plots", "claims", "checks", "display", "threads",
+              "compile", "progress"):
         mod = importlib.import_module(f"attndyn.numeric.core.{m}")
         for n in _own(mod):
             out[f"{mod.__name__}.{n}"] = getattr(mod, n)
