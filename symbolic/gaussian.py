@@ -228,11 +228,13 @@ class GaussianLaw:
     substitution : ``{G symbol: representative}`` for merged duplicates
     entrywise : whether matrix parameters carry one symbol per ordered entry
 
-        >>> law = tied_law(1, 2)
-        >>> isinstance(law, GaussianLaw), law.variables, law.cov
-        (True, (G_000, G_001), Matrix([
-        [2*q_11, 2*q_12],
-        [2*q_12, 2*q_22]]))
+    Examples
+    --------
+    >>> law = tied_law(1, 2)
+    >>> isinstance(law, GaussianLaw), law.variables, law.cov
+    (True, (G_000, G_001), Matrix([
+    [2*q_11, 2*q_12],
+    [2*q_12, 2*q_22]]))
     """
 
     kind: str

@@ -217,9 +217,11 @@ class TiedStructure:
         ``K*K`` state indices of ``q_kl = mu_(k,l)`` (row-major), ``-1`` where
         the truncation sets them to 0 (``order < 2``).
 
-        >>> st = tied_structure(2, [0], 3)
-        >>> isinstance(st, TiedStructure), st.K, st.order, st.n_moments
-        (True, 2, 3, 9)
+    Examples
+    --------
+    >>> st = tied_structure(2, [0], 3)
+    >>> isinstance(st, TiedStructure), st.K, st.order, st.n_moments
+    (True, 2, 3, 9)
     """
 
     def __init__(self, K: int, trainable: Sequence[int], order: int, codes: list[np.ndarray],

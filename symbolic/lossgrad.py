@@ -64,9 +64,11 @@ class LossGradient:
     params : tuple of sympy.Symbol
         Extra runtime parameters of the loss (``p`` in the compiled function).
 
-        >>> lg = loss_gradient(lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2, K=2)
-        >>> isinstance(lg, LossGradient), lg.symbols, lg.grad
-        (True, (G_000, G_001), (2*G_000 - 2*G_001, -2*G_000 + 2*G_001))
+    Examples
+    --------
+    >>> lg = loss_gradient(lambda G: (G[0, 0, 0] - G[0, 0, 1]) ** 2, K=2)
+    >>> isinstance(lg, LossGradient), lg.symbols, lg.grad
+    (True, (G_000, G_001), (2*G_000 - 2*G_001, -2*G_000 + 2*G_001))
     """
 
     K: int

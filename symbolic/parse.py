@@ -471,13 +471,15 @@ def parse_expression(text: str, *, what: str = "expression",
 
     Returns the expression; raises ``ValueError`` (one line) on anything else.
 
-        >>> x = sp.Symbol("x")
-        >>> parse_expression("tanh(x)**2 + 1", symbols={"x": x})
-        tanh(x)**2 + 1
-        >>> parse_expression("__import__('os')", symbols={"x": x})  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-            ...
-        ValueError: expression: function '__import__' is not allowed ...
+    Examples
+    --------
+    >>> x = sp.Symbol("x")
+    >>> parse_expression("tanh(x)**2 + 1", symbols={"x": x})
+    tanh(x)**2 + 1
+    >>> parse_expression("__import__('os')", symbols={"x": x})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: expression: function '__import__' is not allowed ...
     """
     expr, _ = _parse(text, what, symbols, params, auto_params, G, shorthand)
     return expr
