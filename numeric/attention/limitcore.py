@@ -11,10 +11,16 @@ so neither parameterisation imports the other.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar, overload
 
 import numpy as np
 
 from attndyn.numeric.core.results import Trajectory
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from attndyn.numeric.core.types import ArrayLike, PathLike
 
 __all__ = ["LimitTrajectory", "SpectralDensity", "ks_distance", "wasserstein_distance",
            "mp_edges", "mp_quadrature", "mp_bin_means", "haar_orthogonal", "richardson",
@@ -31,13 +37,17 @@ class LimitTrajectory(Trajectory):
     """
 
     @property
-    def error(self) -> dict:
+    def error(self) -> dict[str, np.ndarray]:
         e = np.asarray(self.diagnostics.get("error", np.full(self.y.shape, np.nan)), float)
         return {n: e[i] for i, n in enumerate(self.names)}
 
-    def moment_error(self, word) -> np.ndarray:
+    def moment_error(self, word: Sequence[int]) -> np.ndarray:
         e = np.asarray(self.diagnostics.get("error", np.full(self.y.shape, np.nan)), float)
-        return e[self._word_index(word)]
+        row: np.ndarray = e[self._word_index(word)]
+        return row
+
+
+_Law = TypeVar("_Law", bound="SpectralDensity")
 
 
 class SpectralDensity(Trajectory):
@@ -79,19 +89,20 @@ class SpectralDensity(Trajectory):
     def cdf_values(self) -> np.ndarray:
         return np.asarray(self.diagnostics["cdf"], dtype=float)
 
-    def cdf(self, y, t_index: int = -1) -> np.ndarray:
+    def cdf(self, y: ArrayLike, t_index: int = -1) -> np.ndarray:
         """``F_t(y)`` at any points ``y`` for the output time ``t[t_index]`` (exact at the
         stored points, interpolated linearly between them; atoms included)."""
         tr_y = np.asarray(self.diagnostics["tracer_y"], dtype=float)[:, t_index]
         tr_F = np.asarray(self.diagnostics["tracer_cdf"], dtype=float)[:, t_index]
         atom_x, atom_m = np.asarray(self.diagnostics["atom"], dtype=float)[:, t_index]
         total_c = float(self.params.get("continuous_mass", 1.0 - atom_m))
-        y = np.asarray(y, dtype=float)
-        F = np.interp(y, tr_y, tr_F, left=0.0, right=total_c)
-        return F + np.where(y >= atom_x, atom_m, 0.0)
+        ya = np.asarray(y, dtype=float)
+        F = np.interp(ya, tr_y, tr_F, left=0.0, right=total_c)
+        out: np.ndarray = F + np.where(ya >= atom_x, atom_m, 0.0)
+        return out
 
     @classmethod
-    def load(cls, path) -> "SpectralDensity":
+    def load(cls: type[_Law], path: PathLike) -> _Law:
         from attndyn.numeric.core.results import load_result
         r = load_result(path)
         if r.kind != "spectral_density":
@@ -100,7 +111,7 @@ class SpectralDensity(Trajectory):
                                                  "seed", "status", "message", "diagnostics",
                                                  "inv")})
 
-    def plot(self, t_index: int = -1, ax=None, **kw):
+    def plot(self, t_index: int = -1, ax: Axes | None = None, **kw: Any) -> Axes:
         """The density at ``t[t_index]`` (and an atom as a marker); returns the axes."""
         import matplotlib.pyplot as plt
         if ax is None:
@@ -114,14 +125,14 @@ class SpectralDensity(Trajectory):
         return ax
 
 
-def _check_eigenvalues(eigenvalues) -> np.ndarray:
+def _check_eigenvalues(eigenvalues: ArrayLike) -> np.ndarray:
     ev = np.sort(np.asarray(eigenvalues, dtype=float).ravel())
     if ev.size == 0 or not np.all(np.isfinite(ev)):
         raise ValueError("eigenvalues must be a non-empty array of finite numbers")
     return ev
 
 
-def ks_distance(res, eigenvalues, t_index: int = -1) -> float:
+def ks_distance(res: SpectralDensity, eigenvalues: ArrayLike, t_index: int = -1) -> float:
     """Kolmogorov-Smirnov distance ``sup_y |F_emp(y) - F_t(y)|`` between the eigenvalues of
     a finite-``d`` matrix and a :class:`SpectralDensity` at ``t[t_index]``."""
     ev = _check_eigenvalues(eigenvalues)
@@ -131,7 +142,8 @@ def ks_distance(res, eigenvalues, t_index: int = -1) -> float:
     return float(max(np.max(np.abs(i / n - F)), np.max(np.abs((i - 1) / n - F))))
 
 
-def wasserstein_distance(res, eigenvalues, t_index: int = -1, n_points: int = 20001) -> float:
+def wasserstein_distance(res: SpectralDensity, eigenvalues: ArrayLike, t_index: int = -1,
+                         n_points: int = 20001) -> float:
     """``W_1 = int |F_emp(y) - F_t(y)| dy`` between the eigenvalues of a finite-``d`` matrix
     and a :class:`SpectralDensity` at ``t[t_index]`` (trapezoid rule on ``n_points`` points
     spanning both supports)."""
@@ -145,14 +157,14 @@ def wasserstein_distance(res, eigenvalues, t_index: int = -1, n_points: int = 20
     return float(np.sum((diff[1:] + diff[:-1]) / 2 * np.diff(y)))
 
 
-def mp_edges(sigma: float, aspect: float):
+def mp_edges(sigma: float, aspect: float) -> tuple[float, float, float]:
     """``(lambda_-, lambda_+) = sigma^2 (1 -+ sqrt(aspect))^2`` and the atom ``(1 - aspect)_+`` at 0."""
     s2 = sigma * sigma
     ra = math.sqrt(aspect)
     return s2 * (1 - ra) ** 2, s2 * (1 + ra) ** 2, max(0.0, 1.0 - aspect)
 
 
-def _mp_theta_weight(theta, sigma, aspect):
+def _mp_theta_weight(theta: np.ndarray, sigma: float, aspect: float) -> np.ndarray:
     """Marchenko-Pastur density times dx/dtheta, ``x = lm + D sin^2(theta/2)``."""
     lm, lp, _ = mp_edges(sigma, aspect)
     D = lp - lm
@@ -161,7 +173,8 @@ def _mp_theta_weight(theta, sigma, aspect):
     return D * D * 4 * s * s * c * c / (8 * math.pi * sigma * sigma * (lm + D * s * s))
 
 
-def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int = 20):
+def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int = 20
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights for ``int f(x) drho_MP(x)`` (continuous part plus the atom).
 
     Composite Gauss-Legendre in ``theta`` on ``[pi 2^-(j+1), pi 2^-j]``,
@@ -174,14 +187,15 @@ def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int 
     D = lp - lm
     g, gw = np.polynomial.legendre.leggauss(per_panel)
     edges = [math.pi * 2.0 ** -j for j in range(panels)] + [0.0]
-    th, w = [], []
+    th_panels: list[np.ndarray] = []
+    w_panels: list[np.ndarray] = []
     for hi, lo in zip(edges[:-1], edges[1:]):
         half = (hi - lo) / 2
         t = lo + half * (g + 1)
-        th.append(t)
-        w.append(gw * half * _mp_theta_weight(t, sigma, aspect))
-    th = np.concatenate(th)
-    w = np.concatenate(w)
+        th_panels.append(t)
+        w_panels.append(gw * half * _mp_theta_weight(t, sigma, aspect))
+    th = np.concatenate(th_panels)
+    w = np.concatenate(w_panels)
     x = lm + D * np.sin(th / 2) ** 2
     if atom > 0:
         x = np.concatenate([[0.0], x])
@@ -189,7 +203,7 @@ def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int 
     return x, w
 
 
-def _mp_cdf_theta(theta, sigma, aspect):
+def _mp_cdf_theta(theta: np.ndarray, sigma: float, aspect: float) -> np.ndarray:
     """Mass of the continuous part on ``[lambda_-, x(theta)]`` (closed form)."""
     lm, lp, _ = mp_edges(sigma, aspect)
     s2 = sigma * sigma
@@ -203,11 +217,12 @@ def _mp_cdf_theta(theta, sigma, aspect):
     return np.where(theta >= math.pi, min(1.0, aspect), out)
 
 
-def _mp_first_theta(theta, sigma, aspect):
+def _mp_first_theta(theta: np.ndarray, sigma: float, aspect: float) -> np.ndarray:
     """``int_{lambda_-}^{x(theta)} x drho`` (closed form): ``D^2/(8 pi s^2) (theta/2 - sin(2 theta)/4)``."""
     lm, lp, _ = mp_edges(sigma, aspect)
     D = lp - lm
-    return D * D / (8 * math.pi * sigma * sigma) * (theta / 2 - np.sin(2 * theta) / 4)
+    out: np.ndarray = D * D / (8 * math.pi * sigma * sigma) * (theta / 2 - np.sin(2 * theta) / 4)
+    return out
 
 
 def mp_bin_means(sigma: float, aspect: float, d: int) -> np.ndarray:
@@ -232,7 +247,8 @@ def mp_bin_means(sigma: float, aspect: float, d: int) -> np.ndarray:
     th[pc <= 0] = 0.0
     th[pc >= mass] = math.pi
     first = _mp_first_theta(th, sigma, aspect)
-    return np.diff(first) * d
+    out: np.ndarray = np.diff(first) * d
+    return out
 
 
 def haar_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -242,7 +258,7 @@ def haar_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
     return Q * np.sign(np.diag(R))
 
 
-def richardson(values, sizes):
+def richardson(values: ArrayLike, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Extrapolate ``values[i] ~ Y(sizes[i])`` to ``d = inf`` with
     ``Y(d) = Y_inf + sum_{j=1}^{m-1} c_j d^{-j}``; returns ``Y_inf`` and the
     weights ``w`` with ``Y_inf = sum_i w_i values[i]``."""
@@ -253,10 +269,12 @@ def richardson(values, sizes):
     e0[0] = 1.0
     wts = np.linalg.solve(V.T, e0)  # w^T V = e0^T: exact for polynomials of degree m-1 in h
     vals = np.asarray(values, float)
-    return np.tensordot(wts, vals, axes=(0, 0)), wts
+    Y: np.ndarray = np.tensordot(wts, vals, axes=(0, 0))
+    return Y, wts
 
 
-def extrapolate(means, ses, sizes, rotations):
+def extrapolate(means: ArrayLike, ses: ArrayLike, sizes: Sequence[int], rotations: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Richardson limit of per-size means and its error estimate (docstring of :mod:`.tied.limit`):
     ``t * stat + sys`` with ``stat`` the standard error propagated through the Richardson
     weights and taken uniform in time per observable (its maximum over the output
@@ -265,36 +283,36 @@ def extrapolate(means, ses, sizes, rotations):
     change of the extrapolation without the smallest size (two sizes: the whole
     correction ``|Y_inf - Y(d_2)|``), plus rounding. Returns ``(Y, err, stat, sys, w)``."""
     from scipy.stats import t as student_t
-    means = np.asarray(means, float)
-    ses = np.asarray(ses, float)
-    Y, wts = richardson(means, sizes)
-    stat = np.sqrt(np.tensordot(wts ** 2, ses ** 2, axes=(0, 0)))
+    means_a = np.asarray(means, float)
+    ses_a = np.asarray(ses, float)
+    Y, wts = richardson(means_a, sizes)
+    stat = np.sqrt(np.tensordot(wts ** 2, ses_a ** 2, axes=(0, 0)))
     if stat.ndim == 2 and stat.shape[1]:
         stat = np.repeat(stat.max(axis=1, keepdims=True), stat.shape[1], axis=1)
     dof = len(sizes) * (rotations - 1)
     factor = float(student_t.ppf(0.975, dof)) if dof >= 1 else 0.0
     if len(sizes) >= 3:
-        Y2, _ = richardson(means[1:], sizes[1:])
+        Y2, _ = richardson(means_a[1:], sizes[1:])
         sys = np.abs(Y - Y2)
     else:
-        sys = np.abs(Y - means[-1])
+        sys = np.abs(Y - means_a[-1])
     sys = sys + 1e-12 * np.maximum(1.0, np.abs(Y))  # rounding of the traces
     return Y, factor * stat + sys, factor * stat, sys, wts
 
 
-def check_sizes(sizes) -> list:
+def check_sizes(sizes: Sequence[int] | None) -> list[int]:
     """The finite sizes of the deterministic equivalents, sorted: at least two distinct
     ints >= 2 (default ``(200, 400)``); the Richardson extrapolation in ``d`` needs two."""
     try:
-        sizes = sorted(int(s) for s in ((200, 400) if sizes is None else sizes))
+        out = sorted(int(s) for s in ((200, 400) if sizes is None else sizes))
     except (TypeError, ValueError):
         raise TypeError("sizes must be a sequence of ints >= 2") from None
-    if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
-        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {sizes}")
-    return sizes
+    if len(out) < 2 or out[0] < 2 or len(set(out)) != len(out):
+        raise ValueError(f"sizes must hold at least two distinct ints >= 2, got {out}")
+    return out
 
 
-def _check_int(v, name, lo, hi=None):
+def _check_int(v: object, name: str, lo: int, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
             hi is not None and v > hi):
         rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
@@ -302,7 +320,7 @@ def _check_int(v, name, lo, hi=None):
     return int(v)
 
 
-def _seed_rec(seed):
+def _seed_rec(seed: Any) -> int | None:
     try:
         return int(seed)
     except (TypeError, ValueError):
@@ -323,17 +341,19 @@ def quantile_levels(levels: int) -> np.ndarray:
     return np.concatenate([[0.0], (np.arange(levels) + 0.5) / levels, [1.0]])
 
 
-def spectrum_quantiles(ev, p) -> np.ndarray:
+def spectrum_quantiles(ev: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Quantiles at ``p`` of the ascending eigenvalues ``ev``: the ``i``-th eigenvalue sits
     at probability ``(i + 1/2)/n``, linear in between, the edges at ``p = 0, 1``.
 
     >>> spectrum_quantiles(np.array([1.0, 2.0, 3.0, 4.0]), quantile_levels(2))
     array([1. , 1.5, 3.5, 4. ])
     """
-    return np.interp(p * ev.size - 0.5, np.arange(ev.size), ev)
+    q: np.ndarray = np.interp(p * ev.size - 0.5, np.arange(ev.size), ev)
+    return q
 
 
-def equivalent_quantiles(means, ses, sizes, rotations, extrapolation):
+def equivalent_quantiles(means: np.ndarray, ses: np.ndarray, sizes: Sequence[int], rotations: int,
+                         extrapolation: str) -> tuple[np.ndarray, np.ndarray]:
     """The ``d -> infinity`` quantiles from the equivalents' per-size mean quantiles
     ``means`` (``(n_sizes, n_levels, n_t)``) and their standard errors over rotations:
     ``(Q, err)``, ``Q`` made non-decreasing in the level.
@@ -360,7 +380,7 @@ def equivalent_quantiles(means, ses, sizes, rotations, extrapolation):
     return np.maximum.accumulate(Q, axis=0), err
 
 
-def quantile_cdf_error(res, Q, err) -> np.ndarray:
+def quantile_cdf_error(res: SpectralDensity, Q: np.ndarray, err: np.ndarray) -> np.ndarray:
     """The stated quantile error in CDF units, per output time: ``err(Q)`` times the
     density of ``res`` at ``Q``, worst interior level."""
     return np.array([
@@ -368,7 +388,8 @@ def quantile_cdf_error(res, Q, err) -> np.ndarray:
         for j in range(Q.shape[1])])
 
 
-def _cells_cdf(lo, hi, mass, y, chunk: int = 256):
+def _cells_cdf(lo: np.ndarray, hi: np.ndarray, mass: np.ndarray, y: np.ndarray, chunk: int = 256
+               ) -> tuple[np.ndarray, np.ndarray]:
     """``F(y) = sum_c mass_c clip((y - lo_c)/(hi_c - lo_c), 0, 1)``: the CDF of a map linear
     on each cell ``c`` (a step where ``lo_c = hi_c``), and its density."""
     width = hi - lo
@@ -385,8 +406,29 @@ def _cells_cdf(lo, hi, mass, y, chunk: int = 256):
 
 
 
-def _spectral_result(ts, cells, quant, grid, n_grid, status, message, params, diag,
-                     seed=None, cls=SpectralDensity) -> SpectralDensity:
+_SD = TypeVar("_SD", bound=SpectralDensity)
+_Cells = tuple[np.ndarray, np.ndarray, np.ndarray]
+_Quantiles = tuple[np.ndarray, np.ndarray]
+
+
+@overload
+def _spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
+                     grid: ArrayLike | None, n_grid: int, status: int, message: str,
+                     params: dict[str, Any], diag: dict[str, Any], seed: int | None = None
+                     ) -> SpectralDensity: ...
+
+
+@overload
+def _spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
+                     grid: ArrayLike | None, n_grid: int, status: int, message: str,
+                     params: dict[str, Any], diag: dict[str, Any], seed: int | None = None, *,
+                     cls: type[_SD]) -> _SD: ...
+
+
+def _spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
+                     grid: ArrayLike | None, n_grid: int, status: int, message: str,
+                     params: dict[str, Any], diag: dict[str, Any], seed: int | None = None,
+                     cls: type[SpectralDensity] = SpectralDensity) -> SpectralDensity:
     """The :class:`SpectralDensity` (or its subclass ``cls``) from per-time cells
     (commuting) or quantiles (free)."""
     n_t = ts.size
@@ -403,38 +445,39 @@ def _spectral_result(ts, cells, quant, grid, n_grid, status, message, params, di
         lo, hi, mass = cells
         support = np.vstack([lo.min(axis=1), hi.max(axis=1)])
     else:
+        assert quant is not None  # both None returned above
         p, Q = quant
         support = np.vstack([Q[0], Q[-1]])
-    if grid is None:
-        grid = np.linspace(float(support[0].min()), float(support[1].max()), n_grid)
-    grid = np.asarray(grid, dtype=float)
-    if grid.ndim != 1 or grid.size < 1 or not np.all(np.isfinite(grid)):
+    gr = np.asarray(np.linspace(float(support[0].min()), float(support[1].max()), n_grid)
+                    if grid is None else grid, dtype=float)
+    if gr.ndim != 1 or gr.size < 1 or not np.all(np.isfinite(gr)):
         raise ValueError("grid must be a 1-d array of finite numbers")
-    dens = np.zeros((grid.size, n_t))
-    cdf = np.zeros((grid.size, n_t))
-    tr_y, tr_F = [], []
+    dens = np.zeros((gr.size, n_t))
+    cdf = np.zeros((gr.size, n_t))
+    tr_y: list[np.ndarray] = []
+    tr_F: list[np.ndarray] = []
     for j in range(n_t):
         if cells is not None:
             pts = np.unique(np.concatenate([lo[j], hi[j]]))
             F, _ = _cells_cdf(lo[j], hi[j], mass, pts)
-            cdf[:, j], dens[:, j] = _cells_cdf(lo[j], hi[j], mass, grid)
+            cdf[:, j], dens[:, j] = _cells_cdf(lo[j], hi[j], mass, gr)
         else:
             pts, F = Q[:, j], p
-            cdf[:, j] = np.interp(grid, pts, F, left=0.0, right=1.0)
+            cdf[:, j] = np.interp(gr, pts, F, left=0.0, right=1.0)
             k = 5  # dp/dQ over quantiles k levels apart
             mid = (Q[k:, j] + Q[:-k, j]) / 2
             dq = Q[k:, j] - Q[:-k, j]
             rho = np.where(dq > 0, (p[k:] - p[:-k]) / np.where(dq > 0, dq, 1.0), 0.0)
-            inside = (grid >= Q[0, j]) & (grid <= Q[-1, j])
-            dens[inside, j] = np.interp(grid[inside], mid, rho)
+            inside = (gr >= Q[0, j]) & (gr <= Q[-1, j])
+            dens[inside, j] = np.interp(gr[inside], mid, rho)
         tr_y.append(pts)
         tr_F.append(F)
     n_pts = max(len(a) for a in tr_y)
     # pad per-time point lists to one array (repeat the last point: F is flat there)
     ty = np.array([np.pad(a, (0, n_pts - a.size), mode="edge") for a in tr_y]).T
     tf = np.array([np.pad(a, (0, n_pts - a.size), mode="edge") for a in tr_F]).T
-    diag.update({"grid": grid, "cdf": cdf, "tracer_y": ty, "tracer_cdf": tf,
+    diag.update({"grid": gr, "cdf": cdf, "tracer_y": ty, "tracer_cdf": tf,
                  "atom": np.vstack([np.zeros(n_t), np.zeros(n_t)]), "support": support})
-    return cls(t=np.asarray(ts, float), y=dens, names=[f"rho({z:.6g})" for z in grid],
+    return cls(t=np.asarray(ts, float), y=dens, names=[f"rho({z:.6g})" for z in gr],
                kind="spectral_density", params=params, status=int(status), message=message,
                diagnostics=diag, seed=seed)

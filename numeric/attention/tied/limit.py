@@ -65,7 +65,7 @@ This is Figure 4's setting (paper 003, appendix D.3, with a random teacher).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -83,8 +83,15 @@ from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
 if TYPE_CHECKING:
-    from attndyn.numeric.attention.base import AttentionModel
+    from attndyn.numeric.attention.base import AttentionModel, TiedModelLike
     from attndyn.numeric.core.types import ArrayLike, RngLike
+
+#: per-node solver output: times, values or traces, status and message
+_NodeRun = tuple[np.ndarray, np.ndarray, int, str]
+_Rhs = Callable[[float, np.ndarray], np.ndarray]
+_Event = Callable[[float, np.ndarray], float]
+#: the free solver's overlaps q, traces t and log g at a state (B, N, psi)
+_QMat = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 __all__ = ["limit_flow", "tied_limit_flow", "LimitTrajectory", "mp_edges", "mp_quadrature", "mp_bin_means",
            "commuting_limit", "free_limit", "extrapolate", "per_node_flow", "law_of_factors",
@@ -95,7 +102,7 @@ __all__ = ["limit_flow", "tied_limit_flow", "LimitTrajectory", "mp_edges", "mp_q
 # ---------------------------------------------------------------------------
 # the Marchenko-Pastur law
 
-def _spec_params(spec: _Spec):
+def _spec_params(spec: _Spec) -> tuple[float, float]:
     if spec.kind != "wishart":
         raise ValueError("not a Wishart spec")
     sigma, a = float(spec.a), float(spec.b)
@@ -107,7 +114,7 @@ def _spec_params(spec: _Spec):
 # ---------------------------------------------------------------------------
 # laws
 
-def _check_law(model, law) -> FreeInit:
+def _check_law(model: TiedModelLike, law: object) -> FreeInit:
     if not isinstance(law, FreeInit):
         raise TypeError("law must be an attndyn.symbolic.initial.FreeInit (wishart/scalar specs)")
     if len(law.specs) != model.K:
@@ -122,11 +129,11 @@ def _check_law(model, law) -> FreeInit:
     return law
 
 
-def _random_letters(law) -> list:
+def _random_letters(law: FreeInit) -> list[int]:
     return [k for k, s in enumerate(law.specs) if s.kind == "wishart" and float(s.a) != 0.0]
 
 
-def is_commuting(law) -> bool:
+def is_commuting(law: FreeInit) -> bool:
     """True when at most one letter is non-scalar: the flow then stays in the
     commutative algebra of that matrix (solved exactly by :func:`commuting_limit`)."""
     return len(_random_letters(law)) <= 1
@@ -135,7 +142,7 @@ def is_commuting(law) -> bool:
 # ---------------------------------------------------------------------------
 # commuting case: self-consistent per-eigenvalue ODE
 
-def _node_values(law, panels, per_panel):
+def _node_values(law: FreeInit, panels: int, per_panel: int) -> tuple[np.ndarray, np.ndarray]:
     K = len(law.specs)
     rl = _random_letters(law)
     if rl:
@@ -154,12 +161,16 @@ def _node_values(law, panels, per_panel):
     return lam, w
 
 
-def _commuting_run(model, law, t_eval, words, rtol, atol, panels, per_panel, blowup):
+def _commuting_run(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray,
+                   words: Sequence[Sequence[int]], rtol: float, atol: float, panels: int,
+                   per_panel: int, blowup: float) -> _NodeRun:
     lam0, w = _node_values(law, panels, per_panel)
     return per_node_flow(model, lam0, w, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
 
 
-def per_node_values(model, lam0, w, t_eval, *, rtol=1e-12, atol=1e-14, blowup=1e100):
+def per_node_values(model: TiedModelLike, lam0: ArrayLike, w: ArrayLike, t_eval: ArrayLike, *,
+                    rtol: float = 1e-12, atol: float = 1e-14, blowup: float = 1e100
+                    ) -> _NodeRun:
     """The per-eigenvalue ODE on nodes ``lam0`` (``K x n``: the value of letter ``k`` on
     the eigenvector of node ``j``) with weights ``w``,
 
@@ -168,75 +179,79 @@ def per_node_values(model, lam0, w, t_eval, *, rtol=1e-12, atol=1e-14, blowup=1e
 
     returns ``(t, lam, status, message)``, ``lam`` of shape ``(K, n, n_t)``. Nodes of zero
     weight are tracers: they follow the flow without changing ``q``."""
-    lam0 = np.asarray(lam0, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
-    t_eval = np.asarray(t_eval, dtype=np.float64)
+    lam0_a = np.asarray(lam0, dtype=np.float64)
+    w_a = np.asarray(w, dtype=np.float64)
+    t_a = np.asarray(t_eval, dtype=np.float64)
     K = model.K
     tr = list(model.trainable)
     gfun, gp = model.gradient_function, model.gradient_parameters
     gout = np.empty(K * K)
     hg = model.weight_decay / 2.0
-    n = w.size
+    n = w_a.size
 
-    def full(y):
-        lam = lam0.copy()
+    def full(y: np.ndarray) -> np.ndarray:
+        lam: np.ndarray = lam0_a.copy()
         lam[tr] = y.reshape(len(tr), n)
         return lam
 
-    def rhs(t, y):
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
         lam = full(y)
-        q = (lam * w) @ lam.T
+        q = (lam * w_a) @ lam.T
         gfun(np.ascontiguousarray(q.ravel()), gp, gout)
         G = gout.reshape(K, K)
         drive = G[tr] @ lam  # sum_l Gamma_kl lambda_l, for trainable k
-        return (-(2.0 * drive + hg) * lam[tr]).ravel()
+        out: np.ndarray = (-(2.0 * drive + hg) * lam[tr]).ravel()
+        return out
 
-    def blow(t, y):
-        return blowup - np.abs(y).max()
-    blow.terminal = True
+    def blow(t: float, y: np.ndarray) -> float:
+        return float(blowup - np.abs(y).max())
+    blow.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
 
-    if tr and t_eval[-1] > 0:
+    if tr and t_a[-1] > 0:
         from scipy.integrate import solve_ivp  # here: importing scipy costs ~0.4 s at start-up
 
         from attndyn.numeric.attention.odesolve import _deadline, budgeted, check_horizon_work
         if _deadline() is None:  # no time limit: refuse a horizon of unbounded work
-            check_horizon_work(rhs, lam0[tr].ravel(), float(t_eval[-1]), "DOP853",
+            check_horizon_work(rhs, lam0_a[tr].ravel(), float(t_a[-1]), "DOP853",
                                "limit flow")
-        sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), lam0[tr].ravel(),
+        sol = solve_ivp(budgeted(rhs), (0.0, float(t_a[-1])), lam0_a[tr].ravel(),
                         method="DOP853",
-                        t_eval=t_eval, rtol=rtol, atol=atol, events=blow)
+                        t_eval=t_a, rtol=rtol, atol=atol, events=blow)
         Y, ts, st, msg = sol.y, sol.t, sol.status, sol.message
         good = np.all(np.isfinite(Y), axis=0)
         n_ok = int(np.argmin(good)) if not good.all() else good.size
         Y, ts = Y[:, :n_ok], ts[:n_ok]
-        status = 0 if (st == 0 and n_ok == t_eval.size) else (-3 if st == 1 or n_ok < ts.size else -1)
+        status = 0 if (st == 0 and n_ok == t_a.size) else (-3 if st == 1 or n_ok < ts.size else -1)
         message = "success" if status == 0 else f"stopped at t = {ts[-1] if ts.size else 0:.4g}: {msg}"
     else:
-        Y = np.repeat(lam0[tr].ravel()[:, None], t_eval.size, axis=1)
-        ts, status, message = t_eval.copy(), 0, "success"
-    lam = np.repeat(lam0[:, :, None], ts.size, axis=2)
+        Y = np.repeat(lam0_a[tr].ravel()[:, None], t_a.size, axis=1)
+        ts, status, message = t_a.copy(), 0, "success"
+    lam = np.repeat(lam0_a[:, :, None], ts.size, axis=2)
     lam[tr] = Y.reshape(len(tr), n, ts.size)
     return ts, lam, status, message
 
 
-def per_node_flow(model, lam0, w, t_eval, words, *, rtol=1e-12, atol=1e-14, blowup=1e100):
+def per_node_flow(model: TiedModelLike, lam0: ArrayLike, w: ArrayLike, t_eval: ArrayLike,
+                  words: Sequence[Sequence[int]], *, rtol: float = 1e-12, atol: float = 1e-14,
+                  blowup: float = 1e100) -> _NodeRun:
     """The traces ``mu_w = sum_j w_j prod_i lambda_{w_i}(j)`` of :func:`per_node_values`:
     returns ``(t, traces, status, message)``. With equal weights ``1/n`` it is the tied
     matrix flow of the diagonal matrices ``diag(lam0[k])``."""
-    w = np.asarray(w, dtype=np.float64)
-    ts, lam, status, message = per_node_values(model, lam0, w, t_eval, rtol=rtol, atol=atol,
+    w_a = np.asarray(w, dtype=np.float64)
+    ts, lam, status, message = per_node_values(model, lam0, w_a, t_eval, rtol=rtol, atol=atol,
                                                blowup=blowup)
     out = np.empty((len(words), ts.size))
     for j in range(ts.size):
         for i, wd in enumerate(words):
-            prod = np.ones(w.size)
+            prod = np.ones(w_a.size)
             for a in wd:
                 prod = prod * lam[a, :, j]
-            out[i, j] = prod @ w
+            out[i, j] = prod @ w_a
     return ts, out, status, message
 
 
-def commuting_limit(model, law, t_eval, *, order: int = 2, words=None, rtol: float = 1e-12,
+def commuting_limit(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, *, order: int = 2,
+                    words: Sequence[Sequence[int]] | None = None, rtol: float = 1e-12,
                     atol: float = 1e-14, panels: int = 48, per_panel: int = 20,
                     blowup: float = 1e100) -> LimitTrajectory:
     """Exact ``d -> infinity`` solution when at most one letter of ``law`` is
@@ -273,7 +288,7 @@ def commuting_limit(model, law, t_eval, *, order: int = 2, words=None, rtol: flo
 # ---------------------------------------------------------------------------
 # one trainable student and one random teacher: exact, by free subordination
 
-def _free_structure(model, law):
+def _free_structure(model: TiedModelLike, law: FreeInit) -> tuple[int, int] | None:
     """``(student, teacher)`` when the free solver applies: exactly one trainable letter
     (Wishart), exactly one other non-scalar letter (a fixed Wishart teacher), the rest
     scalar; else ``None``."""
@@ -293,14 +308,17 @@ class _StepCap(Exception):
     pass
 
 
-def _free_system(model, law, panels, per_panel, blowup, max_nfev):
+def _free_system(model: TiedModelLike, law: FreeInit, panels: int, per_panel: int, blowup: float,
+                 max_nfev: int) -> tuple[_Rhs, _QMat, _Event, dict[str, Any], float, int]:
     """The free solver's right-hand side on ``(B, N, psi)``: ``(rhs, qmat, blow, state,
     omega0, n_mu)``; ``qmat(y)`` gives the overlaps and traces, ``state["omega"]`` the warm
     start of the subordination solve (``omega0`` resets it)."""
     from attndyn.kernels.subordination import subordination_solve_log
 
     K = model.K
-    s0, te = _free_structure(model, law)
+    st = _free_structure(model, law)
+    assert st is not None  # the callers checked it
+    s0, te = st
     x, wx = mp_quadrature(*_spec_params(law.specs[s0]), panels, per_panel)
     mu, wm = mp_quadrature(*_spec_params(law.specs[te]), panels, per_panel)
     scal = {k: float(s.a) if s.kind == "scalar" else 0.0 for k, s in enumerate(law.specs)
@@ -310,16 +328,16 @@ def _free_system(model, law, panels, per_panel, blowup, max_nfev):
     gout = np.empty(K * K)
     quarter_gamma = model.weight_decay / 4.0
     omega0 = -1.0 / max(float(wx @ x), 1e-300)
-    state = {"omega": omega0, "nfev": 0}
+    state: dict[str, Any] = {"omega": omega0, "nfev": 0}
 
-    def solve(psi, logg):
+    def solve(psi: np.ndarray, logg: np.ndarray) -> tuple[float, float, float]:
         """Subordination at z = 0: omega with G_Y(omega) = G_X(1/G_Y(omega) - omega), and
         the traces (compiled: attndyn.kernels.subordination), phi = expm1(psi)."""
         om, t0, q00, q01 = subordination_solve_log(psi, logg, mu, wm, x, wx, state["omega"])
         state["omega"] = om
         return t0, q00, q01
 
-    def qmat(y):
+    def qmat(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # the state carries psi = log1p(phi) and the solve takes log g: phi grows like
         # exp(2 |B| mu) and passed the blow-up bound (then double precision) near t = 14
         B, N, psi = y[0], y[1], y[2:]
@@ -337,7 +355,7 @@ def _free_system(model, law, panels, per_panel, blowup, max_nfev):
                 q[k, l] = q[l, k] = c * tv[l]
         return q, tv, g
 
-    def rhs(t, y):
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
         state["nfev"] += 1
         if state["nfev"] > max_nfev:  # near a finite-time singularity the steps shrink
             raise _StepCap(float(t))
@@ -354,13 +372,15 @@ def _free_system(model, law, panels, per_panel, blowup, max_nfev):
         out[2:] = a * np.exp(g - y[2:])  # d psi/dt = a g / (1 + phi)
         return out
 
-    def blow(t, y):
-        return blowup - np.abs(y).max()
-    blow.terminal = True
+    def blow(t: float, y: np.ndarray) -> float:
+        return float(blowup - np.abs(y).max())
+    blow.terminal = True  # type: ignore[attr-defined]  # solve_ivp's event attribute
     return rhs, qmat, blow, state, omega0, mu.size
 
 
-def _free_segments(rhs, y0, t_eval, rtol, atol, blow, blowup, max_nfev):
+def _free_segments(rhs: _Rhs, y0: np.ndarray, t_eval: np.ndarray, rtol: float, atol: float,
+                   blow: _Event, blowup: float, max_nfev: int
+                   ) -> tuple[list[np.ndarray], list[float], int, str]:
     """Integrate the free solver segment by segment between output times, so that a failure
     keeps what came before: ``(Ys, ts, status, message)``."""
     status, message = 0, "success"
@@ -370,7 +390,8 @@ def _free_segments(rhs, y0, t_eval, rtol, atol, blow, blowup, max_nfev):
     if _deadline() is None and t_eval[-1] > 0:  # no time limit: refuse unbounded work
         check_horizon_work(rhs, y0, float(t_eval[-1]), "DOP853", "limit flow")
     rhs = budgeted(rhs)
-    Ys, ts = [], []
+    Ys: list[np.ndarray] = []
+    ts: list[float] = []
     y, tcur = y0, 0.0
     try:
         for t_out in t_eval:
@@ -394,7 +415,9 @@ def _free_segments(rhs, y0, t_eval, rtol, atol, blow, blowup, max_nfev):
     return Ys, ts, status, message
 
 
-def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfev=None):
+def _free_run(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray, rtol: float, atol: float,
+              panels: int, per_panel: int, blowup: float, max_nfev: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray, int, str, list[tuple[int, ...]]]:
     """Self-consistent ODE of the free solver (module docstring of :func:`free_limit`).
     ``max_nfev``: default 1000 evaluations per unit of the horizon, at least 5000 (a smooth
     run on Fig. 4's law takes about 440 per unit; a fixed 5000 stopped it near t = 11)."""
@@ -404,19 +427,20 @@ def _free_run(model, law, t_eval, rtol, atol, panels, per_panel, blowup, max_nfe
                                                         max_nfev)
     words = [w for w in canonical_words(2, model.alphabet)]
     y0 = np.concatenate([[0.0, 0.0], np.zeros(n_mu)])
-    Ys, ts, status, message = _free_segments(rhs, y0, t_eval, rtol, atol, blow, blowup,
-                                             max_nfev)
+    Ys, t_done, status, message = _free_segments(rhs, y0, t_eval, rtol, atol, blow, blowup,
+                                                 max_nfev)
     state["omega"] = omega0
-    out = np.empty((len(words), len(ts)))
+    out = np.empty((len(words), len(t_done)))
     for j, Y in enumerate(Ys):
         q, tv, _ = qmat(Y)
         for i, wd in enumerate(words):
             out[i, j] = tv[wd[0]] if len(wd) == 1 else q[wd[0], wd[1]]
-    ts = np.array(ts, dtype=float)
+    ts = np.array(t_done, dtype=float)
     return ts, out, status, message, words
 
 
-def free_limit(model, law, t_eval, *, rtol: float = 1e-11, atol: float = 1e-13,
+def free_limit(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, *, rtol: float = 1e-11,
+               atol: float = 1e-13,
                panels: int = 48, per_panel: int = 20, blowup: float = 1e100) -> LimitTrajectory:
     """Exact ``d -> infinity`` solution for one trainable Wishart student ``S`` and one
     fixed Wishart teacher ``T`` (free from it), other letters scalar, any loss.
@@ -471,17 +495,18 @@ def free_limit(model, law, t_eval, *, rtol: float = 1e-11, atol: float = 1e-13,
 # ---------------------------------------------------------------------------
 # non-commuting case: deterministic equivalents, rotations, Richardson
 
-def deterministic_equivalents(model, law, d: int, rng) -> list:
+def deterministic_equivalents(model: TiedModelLike, law: FreeInit, d: int, rng: RngLike
+                              ) -> list[np.ndarray]:
     """``K`` symmetric ``d x d`` matrices with the limiting spectra (bin means of
     the law) and independent Haar rotations between the random letters. A
     fixed (teacher) random letter, when there is one, is left diagonal (the
     fast flow then needs no rotation of its own)."""
     law = _check_law(model, law)
-    rng = np.random.default_rng(rng)
+    gen = np.random.default_rng(rng)
     rl = _random_letters(law)
     fixed_rl = [k for k in rl if k not in model.trainable]
     base = fixed_rl[0] if fixed_rl else (rl[0] if rl else None)
-    mats = []
+    mats: list[np.ndarray] = []
     for k, s in enumerate(law.specs):
         if s.kind == "scalar":
             mats.append(float(s.a) * np.eye(d))
@@ -491,15 +516,17 @@ def deterministic_equivalents(model, law, d: int, rng) -> list:
         if k == base:
             mats.append(np.diag(lam))
         else:
-            lam = lam[rng.permutation(d)]
-            Q = haar_orthogonal(d, rng)
+            lam = lam[gen.permutation(d)]
+            Q = haar_orthogonal(d, gen)
             S = (Q * lam) @ Q.T
             mats.append((S + S.T) / 2)
     return mats
 
 
-def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, atol, blowup,
-                     max_dim):
+def _equivalents_run(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray,
+                     words: Sequence[Sequence[int]], sizes: Sequence[int], rotations: int,
+                     seed: RngLike, rtol: float, atol: float, blowup: float, max_dim: int
+                     ) -> tuple[tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None, str, int]:
     from attndyn.numeric.attention.tied.flow import tied_fast_flow
     for d in sizes:
         if d > max_dim:
@@ -507,10 +534,12 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
                              f"(a {d} x {d} flow needs about {16 * d * d * 14 / 2**30:.1f} GiB)")
     ss = resolve_seed(seed)
     kids = ss.spawn(len(sizes))
-    means, ses, per_size = [], [], []
+    means: list[np.ndarray] = []
+    ses: list[np.ndarray] = []
+    per_size: list[np.ndarray] = []
     nfev = 0
     for d, kid in zip(sizes, kids):
-        runs = []
+        run_list: list[np.ndarray] = []
         for r_ss in kid.spawn(rotations):
             mats = deterministic_equivalents(model, law, d, np.random.default_rng(r_ss))
             fo = tied_fast_flow(model, mats, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
@@ -520,8 +549,8 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
                 raise TimeLimitReached(_deadline()[1])
             if fo.status != 0:
                 return None, f"flow at d = {d} failed: {fo.message}", nfev
-            runs.append(fo.traces)
-        runs = np.array(runs)
+            run_list.append(fo.traces)
+        runs = np.array(run_list)
         means.append(runs.mean(axis=0))
         ses.append(runs.std(axis=0, ddof=1) / math.sqrt(rotations) if rotations > 1
                    else np.zeros_like(runs[0]))
@@ -529,13 +558,14 @@ def _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol, at
     return (np.array(means), np.array(ses), per_size), "", nfev
 
 
-def _words(model, order, words):
+def _words(model: TiedModelLike, order: int, words: Sequence[Sequence[int]] | None
+           ) -> list[tuple[int, ...]]:
     if words is None:
         return canonical_words(check_order(order), model.alphabet)
     return [model.alphabet.check_word(w, "words") for w in words]
 
 
-def _law_record(law):
+def _law_record(law: FreeInit) -> list[dict[str, Any]]:
     return [{"kind": s.kind, "a": float(s.a), "b": None if s.b is None else float(s.b)}
             for s in law.specs]
 
@@ -583,11 +613,14 @@ def limit_flow(model: AttentionModel, law: Any, t_eval: ArrayLike,
             max_dim=max_dim, raise_on_failure=raise_on_failure)
 
 
-def tied_limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: float = 1e-12, *,
-               order: int = 2, words=None, rotations: int = 2, seed=0, method: str = "auto",
-               panels: int = 48, per_panel: int = 20, blowup: float = 1e100,
-               max_dim: int = 4096, raise_on_failure: bool = False,
-               time_limit: float | None = None) -> LimitTrajectory:
+def tied_limit_flow(model: TiedModelLike, law: Any, t_eval: ArrayLike,
+                    sizes: Sequence[int] | None = None, rtol: float = 1e-9,
+                    atol: float = 1e-12, *, order: int = 2,
+                    words: Sequence[Sequence[int]] | None = None, rotations: int = 2,
+                    seed: RngLike = 0, method: str = "auto", panels: int = 48,
+                    per_panel: int = 20, blowup: float = 1e100, max_dim: int = 4096,
+                    raise_on_failure: bool = False,
+                    time_limit: float | None = None) -> LimitTrajectory:
     """The ``d -> infinity`` trajectory of the tied hierarchy (eq. 11) from a law.
 
     An :class:`~attndyn.UntiedModel` goes to
@@ -635,13 +668,13 @@ def tied_limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: fl
         gives status -4 and no outputs.
     """
     from attndyn.numeric.attention.odesolve import TimeLimitReached, time_budget
-    kw = dict(sizes=sizes, rtol=rtol, atol=atol, order=order, words=words,
-              rotations=rotations, seed=seed, method=method, panels=panels,
-              per_panel=per_panel, blowup=blowup, max_dim=max_dim,
-              raise_on_failure=raise_on_failure)
     with time_budget(time_limit):
         try:
-            return _tied_limit_flow(model, law, t_eval, **kw)
+            return _tied_limit_flow(model, law, t_eval, sizes=sizes, rtol=rtol, atol=atol,
+                                    order=order, words=words, rotations=rotations, seed=seed,
+                                    method=method, panels=panels, per_panel=per_panel,
+                                    blowup=blowup, max_dim=max_dim,
+                                    raise_on_failure=raise_on_failure)
         except TimeLimitReached as exc:
             wl = _words(model, order, words)
             res = LimitTrajectory(
@@ -656,8 +689,10 @@ def tied_limit_flow(model, law, t_eval, sizes=None, rtol: float = 1e-9, atol: fl
             return res
 
 
-def _check_limit_args(model, law, t_eval, method, rtol, atol, rotations, seed, panels,
-                      per_panel, max_dim, blowup):
+def _check_limit_args(model: TiedModelLike, law: Any, t_eval: ArrayLike, method: str, rtol: float,
+                      atol: float, rotations: int, seed: RngLike, panels: int, per_panel: int,
+                      max_dim: int, blowup: float
+                      ) -> tuple[np.ndarray, FreeInit, float, float, int, int, int, int, float]:
     """The validated arguments of :func:`tied_limit_flow` (one-line errors naming each)."""
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)
@@ -680,7 +715,9 @@ def _check_limit_args(model, law, t_eval, method, rtol, atol, rotations, seed, p
     return t_eval, law, rtol, atol, rotations, panels, per_panel, max_dim, blowup
 
 
-def _free_rows(model, law, t_eval, order, words, rtol, atol, panels, per_panel, blowup):
+def _free_rows(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray, order: int,
+               words: Sequence[Sequence[int]] | None, rtol: float, atol: float, panels: int,
+               per_panel: int, blowup: float) -> LimitTrajectory:
     """``method="free"``: the exact rows up to length 2, in the order asked for."""
     wl = _words(model, order, words)
     if any(len(w) > 2 for w in wl):
@@ -697,8 +734,10 @@ def _free_rows(model, law, t_eval, order, words, rtol, atol, panels, per_panel, 
     return res
 
 
-def _equivalents_limit(model, law, t_eval, order, words, sizes, rotations, seed, rtol, atol,
-                       blowup, max_dim, raise_on_failure) -> LimitTrajectory:
+def _equivalents_limit(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray, order: int,
+                       words: Sequence[Sequence[int]] | None, sizes: Sequence[int] | None,
+                       rotations: int, seed: RngLike, rtol: float, atol: float, blowup: float,
+                       max_dim: int, raise_on_failure: bool) -> LimitTrajectory:
     """``method="equivalents"``: deterministic equivalents at ``sizes``, Richardson in ``d``."""
     words = _words(model, order, words)
     sizes = check_sizes(sizes)
@@ -740,9 +779,11 @@ def _equivalents_limit(model, law, t_eval, order, words, sizes, rotations, seed,
     return res
 
 
-def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rotations, seed,
-                     method, panels, per_panel, blowup, max_dim,
-                     raise_on_failure) -> LimitTrajectory:
+def _tied_limit_flow(model: TiedModelLike, law: Any, t_eval: ArrayLike, *,
+                     sizes: Sequence[int] | None, rtol: float, atol: float, order: int,
+                     words: Sequence[Sequence[int]] | None, rotations: int, seed: RngLike,
+                     method: str, panels: int, per_panel: int, blowup: float, max_dim: int,
+                     raise_on_failure: bool) -> LimitTrajectory:
     """Validate, choose the solver (``"auto"``: commuting, free, equivalents or free rows
     joined with equivalents for the longer words) and run it."""
     t_eval, law, rtol, atol, rotations, panels, per_panel, max_dim, blowup = _check_limit_args(
@@ -754,12 +795,14 @@ def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rot
         free_ok = _free_structure(model, law) is not None
         if free_ok and not short and not is_commuting(law):
             # exact rows where the free solver has them, equivalents for the longer words
-            kw = dict(rtol=rtol, atol=atol, panels=panels, per_panel=per_panel, blowup=blowup)
-            a = limit_flow(model, law, t_eval, words=[w for w in wl if len(w) <= 2],
-                           method="free", **kw)
-            b = limit_flow(model, law, t_eval, sizes, words=[w for w in wl if len(w) > 2],
-                           method="equivalents", rotations=rotations, seed=seed,
-                           max_dim=max_dim, **kw)
+            m = check_model(model)  # a model: it came through limit_flow or the theory
+            a = limit_flow(m, law, t_eval, rtol=rtol, atol=atol,
+                           words=[w for w in wl if len(w) <= 2], method="free", panels=panels,
+                           per_panel=per_panel, blowup=blowup)
+            b = limit_flow(m, law, t_eval, sizes, rtol=rtol, atol=atol,
+                           words=[w for w in wl if len(w) > 2], method="equivalents",
+                           rotations=rotations, seed=seed, panels=panels, per_panel=per_panel,
+                           blowup=blowup, max_dim=max_dim)
             res = _join_rows(model, wl, a, b)
             if raise_on_failure and res.status != 0:
                 raise IntegrationError(res.message)
@@ -781,7 +824,8 @@ def _tied_limit_flow(model, law, t_eval, *, sizes, rtol, atol, order, words, rot
                               atol, blowup, max_dim, raise_on_failure)
 
 
-def _join_rows(model, words, a, b) -> LimitTrajectory:
+def _join_rows(model: TiedModelLike, words: Sequence[Sequence[int]], a: LimitTrajectory,
+               b: LimitTrajectory) -> LimitTrajectory:
     """Rows of ``words`` from ``a`` (free, words of length <= 2) and ``b`` (equivalents),
     with the method of each row in ``diagnostics["row_method"]``."""
     if a.status != 0 or b.status != 0:
@@ -814,26 +858,28 @@ def _join_rows(model, words, a, b) -> LimitTrajectory:
 # TiedHierarchy.integrate(method=...): flow, limit and auto
 
 
-def law_of_factors(model, factors) -> FreeInit:
+def law_of_factors(model: object, factors: Sequence[ArrayLike]) -> FreeInit:
     """The Wishart law of Gaussian factors ``W_k`` (``d x d_k``): ``wishart(sigma_k, d_k/d)``
     with ``sigma_k^2 = t_k d / d_k`` from the measured trace ``t_k = |W_k|^2 / d``. It is
     the law the factors were drawn from when their entries are i.i.d. centred Gaussian
     (:func:`attndyn.numeric.gaussian_init`); for other factors it is only a moment match."""
     from attndyn.symbolic.initial import wishart
     specs = []
-    for W in factors:
-        W = np.asarray(W, float)
+    for factor in factors:
+        W = np.asarray(factor, float)
         d, r = W.shape
         t = float(np.sum(W * W)) / d
         specs.append(wishart(math.sqrt(t * d / r), r / d))
     return FreeInit(specs)
 
 
-def limit_theory(model, factors, t_eval, *, order=2, law=None, **kwargs) -> LimitTrajectory:
+def limit_theory(model: AttentionModel, factors: Sequence[ArrayLike], t_eval: ArrayLike, *,
+                 order: int = 2, law: FreeInit | None = None, **kwargs: Any
+                 ) -> LimitTrajectory:
     """``compare(..., theory="limit")``: :func:`limit_flow` from ``law`` or, by default,
     from :func:`law_of_factors` of the SGD's initial factors."""
     given = law is not None
-    law = law if given else law_of_factors(model, factors)
-    r = limit_flow(model, law, t_eval, order=order, **kwargs)
-    r.message += f"; law {_law_record(law)}" + ("" if given else " (from the initial factors)")
+    the_law = law if law is not None else law_of_factors(model, factors)
+    r = limit_flow(model, the_law, t_eval, order=order, **kwargs)
+    r.message += f"; law {_law_record(the_law)}" + ("" if given else " (from the initial factors)")
     return r

@@ -60,8 +60,8 @@ import numpy as np
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from attndyn.numeric.attention.base import AttentionModel
-    from attndyn.numeric.core.types import ArrayLike, PathLike, RngLike
+    from attndyn.numeric.attention.base import AttentionModel, TiedModelLike
+    from attndyn.numeric.core.types import ArrayLike, RngLike
     from attndyn.symbolic.initial import FreeInit
 from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
 from attndyn.numeric.attention.limitcore import SpectralDensity as _SharedSpectralDensity
@@ -115,10 +115,11 @@ class SpectralDensity(_SharedSpectralDensity):
         return ax
 
 
-def _invert(spline, th_sorted, y_sorted, targets, iters: int = 8):
+def _invert(spline: Any, th_sorted: np.ndarray, y_sorted: np.ndarray, targets: np.ndarray,
+            iters: int = 8) -> np.ndarray:
     """``theta`` with ``spline(theta) = target`` for a monotone spline: linear start,
     then safeguarded Newton steps (kept inside the tracer range)."""
-    th = np.interp(targets, y_sorted, th_sorted)
+    th: np.ndarray = np.interp(targets, y_sorted, th_sorted)
     lo, hi = th_sorted.min(), th_sorted.max()
     for _ in range(iters):
         d1 = spline(th, 1)
@@ -127,8 +128,10 @@ def _invert(spline, th_sorted, y_sorted, targets, iters: int = 8):
     return th
 
 
-def _tracer_values(model, law, wl, letter, t_eval, tracers, lm, lp, rtol, atol, panels,
-                   per_panel, blowup):
+def _tracer_values(model: TiedModelLike, law: FreeInit, wl: int, letter: int, t_eval: np.ndarray,
+                   tracers: int, lm: float, lp: float, rtol: float, atol: float, panels: int,
+                   per_panel: int, blowup: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, str]:
     """The per-node map ``x -> lambda_letter(t, x)`` on zero-weight tracers: ``(theta, ts, V,
     status, message)``, ``V`` rows the lower edge, the tracers, the upper edge and ``x = 0``."""
     lam_q, w_q = _node_values(law, panels, per_panel)
@@ -145,7 +148,8 @@ def _tracer_values(model, law, wl, letter, t_eval, tracers, lm, lp, rtol, atol, 
     return theta, ts, vals[letter][w_q.size:], status, message   # V: (n_tracer + 3, n_t)
 
 
-def _tracer_splines(theta, y_tr, sigma, aspect):
+def _tracer_splines(theta: np.ndarray, y_tr: np.ndarray, sigma: float, aspect: float
+                    ) -> tuple[np.ndarray, list[Any]]:
     """Per output time: whether the tracer map is monotone, and its cubic spline in theta."""
     n_t = y_tr.shape[1]
     wth = _mp_theta_weight(theta, sigma, aspect)
@@ -162,7 +166,9 @@ def _tracer_splines(theta, y_tr, sigma, aspect):
     return monotone, splines
 
 
-def _laws_on_grid(grid, theta, y_tr, y_atom, monotone, splines, sigma, aspect, atom):
+def _laws_on_grid(grid: np.ndarray, theta: np.ndarray, y_tr: np.ndarray, y_atom: np.ndarray,
+                  monotone: np.ndarray, splines: list[Any], sigma: float, aspect: float,
+                  atom: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Density and CDF on ``grid`` at every output time, and the tracers' own CDF:
     ``(dens, cdf, tracer_y, tracer_cdf)``."""
     tracers, n_t = y_tr.shape
@@ -197,7 +203,8 @@ def _laws_on_grid(grid, theta, y_tr, y_atom, monotone, splines, sigma, aspect, a
     return dens, cdf, tracer_y, tracer_cdf
 
 
-def _spectral_args(model, law, t_eval, letter, tracers, n_grid):
+def _spectral_args(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, letter: int | None,
+                   tracers: int, n_grid: int) -> tuple[np.ndarray, FreeInit, int, int, int, int]:
     """The validated arguments of :func:`spectral_density` and the Wishart letter ``wl``."""
     t_eval = check_t_eval(t_eval)
     law = _check_law(model, law)
@@ -215,21 +222,22 @@ def _spectral_args(model, law, t_eval, letter, tracers, n_grid):
     return t_eval, law, wl, letter, tracers, n_grid
 
 
-def _report_grid(grid, y_lo, y_hi, n_grid):
+def _report_grid(grid: ArrayLike | None, y_lo: np.ndarray, y_hi: np.ndarray, n_grid: int
+                 ) -> np.ndarray:
     """The points where the law is reported: ``grid``, or ``n_grid`` over the support."""
     n_t = y_lo.size
     if grid is None:
         lo = float(np.nanmin(np.minimum(y_lo, y_hi))) if n_t else 0.0
         hi = float(np.nanmax(np.maximum(y_lo, y_hi))) if n_t else 1.0
         grid = np.linspace(lo, hi, n_grid)
-    grid = np.asarray(grid, dtype=float)
-    if grid.ndim != 1 or grid.size < 1 or not np.all(np.isfinite(grid)):
+    gr = np.asarray(grid, dtype=float)
+    if gr.ndim != 1 or gr.size < 1 or not np.all(np.isfinite(gr)):
         raise ValueError("grid must be a 1-d array of finite numbers")
-    return grid
+    return gr
 
 
 def spectral_density(model: AttentionModel, law: Any, t_eval: ArrayLike,
-                     **options: Any) -> SpectralDensity:
+                     **options: Any) -> _SharedSpectralDensity:
     """The ``d -> infinity`` spectral law of ``S_k(t)`` from the initial law ``law``, through
     the model's theory (``model.theory.spectral_density``): tied models run
     :func:`tied_spectral_density` (below: the eigenvalue law, exact for a commuting law,
@@ -252,10 +260,12 @@ def spectral_density(model: AttentionModel, law: Any, t_eval: ArrayLike,
     from attndyn.numeric.attention.base import AttentionModel as _Model
     if not isinstance(model, _Model):
         raise TypeError(f"model must be an attndyn model, got {type(model).__name__}")
-    return model.theory.spectral_density(law, t_eval, **options)
+    # the shared class: a tied model gives this module's subclass, an untied one the base
+    res: _SharedSpectralDensity = model.theory.spectral_density(law, t_eval, **options)
+    return res
 
 
-def tied_spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLike, *,
+def tied_spectral_density(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, *,
                           letter: int | None = None,
                           grid: Sequence[float] | np.ndarray | None = None,
                           n_grid: int = 400, tracers: int = 2001, rtol: float | None = None,
@@ -369,8 +379,10 @@ def tied_spectral_density(model: AttentionModel, law: FreeInit, t_eval: ArrayLik
 # ---------------------------------------------------------------------------
 # free case: the spectra of the deterministic equivalents along the matrix flow
 
-def _free_args(model, law, letter, n_grid, sizes, rotations, levels, extrapolation, rtol,
-               atol, max_dim):
+def _free_args(model: TiedModelLike, law: FreeInit, letter: int | None, n_grid: int,
+               sizes: Sequence[int] | None, rotations: int, levels: int, extrapolation: str,
+               rtol: float | None, atol: float | None, max_dim: int
+               ) -> tuple[int, int, list[int], int, int, float, float]:
     """The validated free-case arguments (one-line errors naming each)."""
     tr = list(model.trainable)
     if letter is None:
@@ -394,7 +406,8 @@ def _free_args(model, law, letter, n_grid, sizes, rotations, levels, extrapolati
     return letter, n_grid, sizes, rotations, levels, rtol, atol
 
 
-def _flow_spectra(model, mats, t_eval, letter, rtol, atol, blowup):
+def _flow_spectra(model: TiedModelLike, mats: list[np.ndarray], t_eval: np.ndarray, letter: int,
+                  rtol: float, atol: float, blowup: float) -> list[np.ndarray] | str:
     """The ascending eigenvalues of ``S_letter(t)`` at every output time along the tied
     matrix flow from ``mats`` (its fast form; the eigenvalues need no rotation back), or
     the failure message."""
@@ -412,25 +425,30 @@ def _flow_spectra(model, mats, t_eval, letter, rtol, atol, blowup):
     return [np.linalg.eigvalsh(full(sol.y[:, n], False)[letter]) for n in range(t_eval.size)]
 
 
-def _equivalents_spectra(model, law, t_eval, letter, sizes, rotations, seed, p, rtol, atol,
-                         blowup):
+def _equivalents_spectra(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray, letter: int,
+                         sizes: Sequence[int], rotations: int, seed: RngLike, p: np.ndarray,
+                         rtol: float, atol: float, blowup: float
+                         ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray] | None, str]:
     """Per size: the mean over rotations of the quantiles at ``p`` of the spectrum of
     ``S_letter(t)`` along the equivalents' flows, their standard error, and the mean traces
     ``Tr S^k / d`` (``k = 1..4``): ``((means, ses, traces), message)``. The matrices are
     those of :func:`~attndyn.numeric.attention.tied.limit.limit_flow`'s equivalents with
     the same ``sizes``, ``rotations`` and ``seed``."""
     kids = resolve_seed(seed).spawn(len(sizes))
-    means, ses, traces = [], [], []
+    means: list[np.ndarray] = []
+    ses: list[np.ndarray] = []
+    traces: list[np.ndarray] = []
     for d, kid in zip(sizes, kids):
-        runs, tr = [], []
+        run_list: list[np.ndarray] = []
+        tr: list[list[list[float]]] = []
         for r_ss in kid.spawn(rotations):
             mats = deterministic_equivalents(model, law, d, np.random.default_rng(r_ss))
             spectra = _flow_spectra(model, mats, t_eval, letter, rtol, atol, blowup)
             if isinstance(spectra, str):
                 return None, f"matrix flow at d = {d} failed: {spectra}"
-            runs.append(np.array([spectrum_quantiles(ev, p) for ev in spectra]).T)
+            run_list.append(np.array([spectrum_quantiles(ev, p) for ev in spectra]).T)
             tr.append([[np.mean(ev ** k) for ev in spectra] for k in range(1, 5)])
-        runs = np.array(runs)                    # (rotations, levels + 2, n_t)
+        runs = np.array(run_list)                # (rotations, levels + 2, n_t)
         means.append(runs.mean(axis=0))
         ses.append(runs.std(axis=0, ddof=1) / math.sqrt(rotations) if rotations > 1
                    else np.zeros_like(runs[0]))
@@ -438,7 +456,7 @@ def _equivalents_spectra(model, law, t_eval, letter, sizes, rotations, seed, p, 
     return (np.array(means), np.array(ses), np.array(traces)), ""
 
 
-def quantile_moments(p, Q, k_max: int = 4) -> np.ndarray:
+def quantile_moments(p: np.ndarray, Q: np.ndarray, k_max: int = 4) -> np.ndarray:
     """``int y^k dF`` (``k = 1..k_max``) of the law whose CDF is linear between the points
     ``(Q_i, p_i)``: on each piece ``y`` is uniform, with ``E y^k = sum_j Q_i^j
     Q_{i+1}^(k-j) / (k + 1)``. ``Q``: ``(n_levels, n_t)``; returns ``(k_max, n_t)``.
@@ -455,7 +473,8 @@ def quantile_moments(p, Q, k_max: int = 4) -> np.ndarray:
                             axis=0) for k in range(1, k_max + 1)])
 
 
-def _moment_errors(p, Q, err, Q_top, traces_top):
+def _moment_errors(p: np.ndarray, Q: np.ndarray, err: np.ndarray, Q_top: np.ndarray,
+                   traces_top: np.ndarray) -> np.ndarray:
     """The stated error of :func:`quantile_moments`: the quantile error carried to first
     order (``sum dp k |Q|^(k-1) err``) plus the discretisation into quantiles, measured at
     the largest size (its quantile law's moments against its own ``Tr S^k / d``)."""
@@ -463,11 +482,15 @@ def _moment_errors(p, Q, err, Q_top, traces_top):
     qa = np.maximum(np.abs(Q[:-1]), np.abs(Q[1:]))
     ea = np.maximum(err[:-1], err[1:])
     carried = np.array([np.sum(dp * k * qa ** (k - 1) * ea, axis=0) for k in range(1, 5)])
-    return carried + np.abs(quantile_moments(p, Q_top) - traces_top)
+    out: np.ndarray = carried + np.abs(quantile_moments(p, Q_top) - traces_top)
+    return out
 
 
-def _free_spectral(model, law, t_eval, letter, grid, n_grid, sizes, rotations, levels, seed,
-                   extrapolation, rtol, atol, blowup, max_dim) -> SpectralDensity:
+def _free_spectral(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, letter: int | None,
+                   grid: ArrayLike | None, n_grid: int, sizes: Sequence[int] | None,
+                   rotations: int, levels: int, seed: RngLike, extrapolation: str,
+                   rtol: float | None, atol: float | None, blowup: float,
+                   max_dim: int) -> SpectralDensity:
     """spectral_density for a free (non-commuting) law: quantiles of the equivalents."""
     t_eval = check_t_eval(t_eval)
     letter, n_grid, sizes, rotations, levels, rtol, atol = _free_args(
@@ -505,7 +528,8 @@ def _free_spectral(model, law, t_eval, letter, grid, n_grid, sizes, rotations, l
     return res
 
 
-def _density_mass(res, levels, k: int = 5):
+def _density_mass(res: _SharedSpectralDensity, levels: int, k: int = 5
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """``int rho dy`` on the grid (trapezoid) per time, and the error it may carry: the
     density is ``dp/dQ`` over ``k`` levels, held constant on the half-window at each edge,
     which misplaces at most the half-window's mass ``(k - 1/2)/(2 levels)`` per edge, plus
