@@ -15,6 +15,7 @@ copy of the maps."""
 import numpy as np
 import pytest
 
+from attndyn import UntiedModel
 from attndyn.numeric.attention.potentials import untied_potential
 from attndyn.symbolic.losses import two_layer_attention
 from test_two_layer_reference import KH, K, L, _losses, _mc, _points
@@ -69,14 +70,17 @@ def _check(pot, name, n_mc):
     d = np.diag(q1)
     rho = q1[0, KH] / np.sqrt(q1[0, 0] * q1[KH, KH])
     assert d.max() / d.min() >= 29 or abs(rho) >= 0.98     # an extreme point
-    f, p = pot.gradient_function(), pot.parameters()
+    # the model's own compiled call (UntiedModel(potential=...): the ladder it integrates with)
+    ex = two_layer_attention(1)
+    co = UntiedModel(K, list(range(KH, K)), ex, L=L, potential=pot).theory.coefficients
+    assert co.potential is pot
     pot.reset_report()
-    out = np.empty(pot.n_out)
-    f(np.ascontiguousarray(pot.law.flatten_inputs(vals)), p, out)
-    est, lim = float(p[9]), pot.atol + pot.rtol * float(np.max(np.abs(out)))
+    c = co.gradients(vals["m"], vals["q1"], vals["q2"])
+    g = {"m": c["grad_m"], "q1": c["a1"], "q2": c["a2"]}
     rep = pot.error_report()
+    est = rep["max_error"]
+    lim = pot.atol + pot.rtol * max(float(np.max(np.abs(v))) for v in c.values())
     assert rep["calls"] == 1 and rep["over_tolerance"] == 0 and est <= lim, (rep, est, lim)
-    g = pot._unflatten(out)
     Z = np.random.default_rng(2026).standard_normal((n_mc, L * L * K))
     zs = []
     for par, ix in CHECKS:
