@@ -6,17 +6,47 @@ the law of the factors, with the corrections of the finite learning rate and wid
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from typing import Any
+
 import numpy as np
 
 from attndyn.numeric.attention.base import NONE, FeasibleSpec, Theory
 from attndyn.numeric.attention.tied.assumptions import tied_diagnostics
-from attndyn.numeric.attention.tied.finite_width import FiniteWidth
 from attndyn.numeric.attention.tied.flow import tied_matrix_flow
-from attndyn.numeric.attention.tied.noise_flow import TiedNoise, TiedNoiseFiniteD
 from attndyn.numeric.attention.tied.runner import theory_rows
 from attndyn.numeric.core.results import Trajectory
 
 __all__ = ["TiedTheory"]
+
+
+class _Corrections(Mapping):
+    """``name -> correction`` of a tied model; the noise and finite-d ones are made (their
+    modules imported) on first use: 30 ms of CPU that an integrate without them, and the
+    start-up, do not need. One object per name for the life of the process."""
+
+    _names = ("none", "noise", "noise+finite-d", "finite-d")
+
+    def __init__(self) -> None:
+        self._made: dict[str, Any] | None = None
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "none":
+            return NONE
+        if name not in self._names:
+            raise KeyError(name)
+        if self._made is None:
+            from attndyn.numeric.attention.tied.finite_width import FiniteWidth
+            from attndyn.numeric.attention.tied.noise_flow import TiedNoise, TiedNoiseFiniteD
+            self._made = {"noise": TiedNoise(), "noise+finite-d": TiedNoiseFiniteD(),
+                          "finite-d": FiniteWidth()}
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 class TiedTheory(Theory):
@@ -26,8 +56,7 @@ class TiedTheory(Theory):
     named as the SGD observables, with ``p_kl`` and ``loss = Phi(q)``."""
 
     names = ("flow", "hierarchy", "limit")
-    corrections = {"none": NONE, "noise": TiedNoise(), "noise+finite-d": TiedNoiseFiniteD(),
-                   "finite-d": FiniteWidth()}
+    corrections: Mapping[str, Any] = _Corrections()
     feasible = FeasibleSpec(grams=(("q",),), nonnegative=True,
                            text="tied: q = Tr(S_k S_l)/d PSD and entrywise >= 0 (Gram matrix "
                                 "of PSD matrices)")
