@@ -168,12 +168,12 @@ def test_softmax_correction_against_monte_carlo_d20():
 @pytest.mark.slow
 def test_softmax_residual_falls_faster_than_one_over_d():
     """d = 20, 40, 80: the uncorrected gap falls about as 1/d, the corrected residual
-    about as 1/d^2 (2e6 draws per point, control variates)."""
+    about as 1/d^2 (1e6 draws per point, control variates)."""
     ew = fw.edgeworth_loss(_softmax())
     gaps, ress, ses = [], [], []
     for d in (20, 40, 80):
         S = _mats(d, 0)
-        mc, se = _mc_loss(ew, S, 2_000_000, 11)
+        mc, se = _mc_loss(ew, S, 1_000_000, 11)
         p = ew.potential(S)
         gaps.append(mc - p["gaussian"])
         ress.append(mc - p["gaussian"] - p["total"])
