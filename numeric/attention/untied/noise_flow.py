@@ -92,7 +92,7 @@ class _Drift:
     """The full flow's drift ``F(U, V)`` of the trainable pair (fast time) and the exact
     finite-d batch noise at the pairs."""
 
-    def __init__(self, model, pairs, k, eta, B):
+    def __init__(self, model, pairs, k, eta, B, finite_d=False):
         from attndyn.numeric.attention.untied.coefficients import coefficients
         self.model, self.k, self.eta, self.B = model, k, eta, B
         self.th = coefficients(model)
@@ -102,8 +102,19 @@ class _Drift:
         self.lk = _loss_derivative(model, k)
         self.sd = math.sqrt(d)
         self.gam = model.weight_decay / d
+        self.fd = None
+        if finite_d:  # the gradient flow of the exact finite-d loss Phi_d (degree <= 6)
+            from attndyn.numeric.attention.untied import finite_width as fw
+            c0 = fw.untied_finite_width_taylor(model)
+            shape = pairs[k][0].shape
+            self.fd = fw._flow_rhs(self.pairs, [k], shape, int(np.prod(shape)), c0,
+                                   max(len(c0) - 1, 2), True, "full", model.weight_decay, d,
+                                   {"m": None, "fail": False})
 
     def __call__(self, U, V):
+        if self.fd is not None:
+            y = self.fd(0.0, np.concatenate([U.ravel(), V.ravel()]))
+            return y[:U.size].reshape(U.shape), y[U.size:].reshape(V.shape)
         from attndyn.numeric.attention.untied.fastslow import _flow_terms, _products, _velocity
         cur = list(self.pairs)
         cur[self.k] = (U, V)
@@ -280,7 +291,7 @@ def _shift_rows(model, words, F, th, paths_state):
 
 def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int = 8,
                      dt: float = 0.1, sub_batch: int = 4, order: int = 2,
-                     max_bytes: float = 2 * 2**30) -> dict:
+                     finite_d: bool = False, max_bytes: float = 2 * 2**30) -> dict:
     """The first-order shift of the untied SGD mean from the finite-d flow, ``E O(tau) -
     O(theta_f(tau))``, over long horizons: the linear-noise flow of the module docstring
     (batch noise with its exact finite-d covariance, plus the learning-rate term ``-(eta/2)
@@ -292,6 +303,9 @@ def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int =
     "delta" (n_names x n_t, the mean over paths), "se" (its standard error over paths),
     "lr" (the learning-rate part alone), "paths", "dt", "eta_d_over_B", "cpu_s"}``; the rows
     are the words up to ``order`` and ``m_k, tA_k, tB_k, q1_kl, q2_kl`` (SGD's names).
+    ``finite_d=True``: the drift ``F`` is that of the exact finite-d loss ``Phi_d`` (a loss of
+    degree <= 6 in ``G``, :func:`~.finite_width.untied_finite_width_flow`, ``mode="full"``),
+    so the shift is taken along the finite-d flow (``"noise+finite-d"``).
 
     Examples
     --------
@@ -315,7 +329,9 @@ def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int =
     k = model.trainable[0]
     d = pairs[0][0].shape[0]
     rng = np.random.default_rng(resolve_seed(seed))
-    F = _Drift(model, pairs, k, eta, B)
+    if not isinstance(finite_d, bool):
+        raise TypeError(f"finite_d must be a bool, got {type(finite_d).__name__}")
+    F = _Drift(model, pairs, k, eta, B, finite_d)
     grid, out_idx = _grid(tau_eval * d, dt)
     th = (pairs[k][0].copy(), pairs[k][1].copy())
     zero = (np.zeros_like(th[0]), np.zeros_like(th[1]))
@@ -344,4 +360,5 @@ def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int =
     return {"t": tau_eval.copy(), "names": names, "delta": rows.mean(axis=0),
             "se": rows.std(axis=0, ddof=1) / math.sqrt(paths), "lr": lrs.mean(axis=0),
             "paths": paths, "dt": dt, "sub_batch": sub_batch, "eta_d_over_B": eta * d / B,
+            "finite_d": finite_d,
             "cpu_s": time.process_time() - c0}

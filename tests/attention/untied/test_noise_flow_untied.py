@@ -184,3 +184,20 @@ def test_agrees_with_the_hierarchy_shift_at_short_times():
         b = f["delta"][f["names"].index(n)][1:]
         rel = (b - a) / np.abs(a)
         assert np.all(rel > -0.02) and np.all(rel < 0.15), (n, rel)
+
+
+def test_finite_d_drift_is_the_gaussian_one_for_a_quadratic_loss():
+    """h1 is of degree 2 in G: the finite-d drift equals the Gaussian one, and so does the
+    shift along it (same noise paths); h2's finite-d drift differs."""
+    model = h1_model()
+    pairs = attndyn.gaussian_init(model, 8, rng=3)
+    tau = [0.0, 0.05]
+    a = noise_flow_shift(model, pairs, tau, eta=0.02, batch=2, paths=2, seed=1)
+    b = noise_flow_shift(model, pairs, tau, eta=0.02, batch=2, paths=2, seed=1, finite_d=True)
+    np.testing.assert_allclose(b["delta"], a["delta"], rtol=1e-7, atol=1e-12)
+    m2 = attndyn.UntiedModel(2, [0], mse_teacher_student("h2"))
+    p2 = attndyn.gaussian_init(m2, 8, rng=3)
+    g, f = _Drift(m2, p2, 0, 0.02, 2), _Drift(m2, p2, 0, 0.02, 2, finite_d=True)
+    assert np.max(np.abs(g(*p2[0])[0] - f(*p2[0])[0])) > 1e-3 * np.max(np.abs(g(*p2[0])[0]))
+    with pytest.raises(TypeError, match="finite_d must be a bool"):
+        noise_flow_shift(model, pairs, tau, eta=0.02, batch=2, finite_d="yes")
