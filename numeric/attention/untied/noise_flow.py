@@ -169,8 +169,8 @@ def _grid(t_fast, dt):
 
 def _check_args(model, pairs, tau_eval, eta, batch, paths, dt, sub_batch, max_bytes):
     from attndyn.numeric.attention.base import check_model
-    from attndyn.numeric.attention.untied.noise import _check_eta_batch
-    eta, B = _check_eta_batch(eta, batch)
+    from attndyn.numeric.core.validate import check_batch, check_eta
+    eta, B = check_eta(eta), check_batch(batch)
     model = check_model(model)
     if model.sgd_form != "pairs":
         raise ValueError(f"noise_flow_shift needs an UntiedModel, got {type(model).__name__}")
@@ -320,7 +320,6 @@ def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int =
     import time
 
     from attndyn.numeric.attention.base import resolve_seed
-    from attndyn.numeric.attention.untied.model import _untied_names
     c0 = time.process_time()
     model, pairs, tau_eval, eta, B, paths, dt, sub_batch = _check_args(
         model, pairs, tau_eval, eta, batch, paths, dt, sub_batch, max_bytes)
@@ -336,7 +335,7 @@ def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int =
     th = (pairs[k][0].copy(), pairs[k][1].copy())
     zero = (np.zeros_like(th[0]), np.zeros_like(th[1]))
     state = [(zero, zero, zero) for _ in range(paths)]
-    names = [n for n in _untied_names(model, words) if n != "loss"]
+    names = [n for n in model.observable_names(order) if n != "loss"]
     n_t = tau_eval.size
     rows = np.zeros((paths, len(names), n_t))
     lrs = np.zeros((paths, len(names), n_t))
