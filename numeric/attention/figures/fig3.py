@@ -167,8 +167,10 @@ def _theory_vs_sgd(run, act, s, seed_list, runs):
     return out
 
 
-#: the linear-noise flow's shift is drawn up to this d (16 s CPU per curve at d = 80)
+#: the linear-noise flow's shift is drawn up to this d (21 s CPU per curve at d = 80), its
+#: finite-d version (the shift along the flow of Phi_d: 51 s for h2, 167 s for h3) up to the next
 _NOISE_FLOW_MAX_D = 128
+_NOISE_FD_MAX_D = 80
 
 
 def _noise_curves(run, act, m, pairs, tt, f, Y, s):
@@ -217,6 +219,10 @@ def _noise_curves(run, act, m, pairs, tt, f, Y, s):
         run.curves[f"{act}/theory_slaved_finite_d"] = fd
         out["z_fd"] = seed_z(Y, _sym_overlap(fd)[:n])[:2]
         out["z_fd_plus_shift"] = seed_z(Y, (_sym_overlap(fd) + shift)[:n])[:2]
+        if s["d"] > _NOISE_FD_MAX_D:
+            out["no_noise_fd"] = (f"d = {s['d']} > {_NOISE_FD_MAX_D}: the finite-d linear-noise "
+                                  "flow is not run (167 s CPU for h3 at d = 80, about d^4)")
+            return out
         try:  # the shift along the finite-d flow itself (its drift is that of Phi_d)
             c1 = time.process_time()
             sh_fd = noise_flow_shift(m, pairs, tt, eta=s["eta"], batch=s["batch"],
