@@ -312,6 +312,28 @@ def check_sizes(sizes: Sequence[int] | None) -> list[int]:
     return out
 
 
+def check_quantile_args(sizes: Sequence[int] | None, rotations: object, levels: object,
+                        extrapolation: str, rtol: float | None, atol: float | None
+                        ) -> tuple[list[int], int, int, float, float]:
+    """The shared arguments of a free law's spectral density from the quantiles of its
+    deterministic equivalents (tied and untied), checked with one-line errors naming each:
+    ``(sizes, rotations, levels, rtol, atol)``; ``levels`` may not exceed the smallest size
+    (the quantiles of a ``d``-point spectrum)."""
+    from attndyn.numeric.core.validate import _check_pos_float
+
+    rotations = _check_int(rotations, "rotations", 1)
+    levels = _check_int(levels, "levels", 10, 100_000)
+    if extrapolation not in ("largest", "richardson"):
+        raise ValueError("extrapolation must be 'largest' or 'richardson', got "
+                         f"{extrapolation!r}")
+    rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
+    atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
+    out = check_sizes(sizes)
+    if levels > out[0]:
+        raise ValueError(f"levels must be at most the smallest size {out[0]}, got {levels}")
+    return out, rotations, levels, rtol, atol
+
+
 def _check_int(v: object, name: str, lo: int, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
             hi is not None and v > hi):

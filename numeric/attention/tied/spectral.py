@@ -66,7 +66,8 @@ if TYPE_CHECKING:
 from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
 from attndyn.numeric.attention.limitcore import SpectralDensity as _SharedSpectralDensity
 from attndyn.numeric.attention.limitcore import (_check_int, _mp_cdf_theta, _mp_theta_weight,
-                                                 _seed_rec, _spectral_result, check_sizes,
+                                                 _seed_rec, _spectral_result,
+                                                 check_quantile_args, check_sizes,
                                                  equivalent_quantiles, ks_distance, mp_edges,
                                                  quantile_cdf_error, quantile_levels,
                                                  spectrum_quantiles)
@@ -389,20 +390,13 @@ def _free_args(model: TiedModelLike, law: FreeInit, letter: int | None, n_grid: 
         letter = tr[0] if tr else _random_letters(law)[0]
     letter = _check_int(letter, "letter", 0, model.K - 1)
     n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
-    rotations = _check_int(rotations, "rotations", 1)
-    levels = _check_int(levels, "levels", 10, 100_000)
-    if extrapolation not in ("largest", "richardson"):
-        raise ValueError("extrapolation must be 'largest' or 'richardson', got "
-                         f"{extrapolation!r}")
-    rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
-    atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
     sizes = check_sizes(sizes)
     max_dim = _check_int(max_dim, "max_dim", 2)
-    if sizes[-1] > max_dim:
+    if sizes[-1] > max_dim:  # the work bound first
         raise ValueError(f"sizes: d = {sizes[-1]} exceeds max_dim = {max_dim} (a d x d flow "
                          f"needs about {16 * sizes[-1] ** 2 * 14 / 2**30:.1f} GiB)")
-    if levels > sizes[0]:
-        raise ValueError(f"levels must be at most the smallest size {sizes[0]}, got {levels}")
+    sizes, rotations, levels, rtol, atol = check_quantile_args(sizes, rotations, levels,
+                                                               extrapolation, rtol, atol)
     return letter, n_grid, sizes, rotations, levels, rtol, atol
 
 

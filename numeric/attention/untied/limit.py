@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from attndyn.numeric.attention.limitcore import (LimitTrajectory, SpectralDensity, _check_int,
-                                                 check_sizes,
+                                                 check_quantile_args, check_sizes,
                                                  _seed_rec, extrapolate, haar_orthogonal,
                                                  ks_distance, mp_bin_means,
                                                  wasserstein_distance)
@@ -965,16 +965,8 @@ def _free_spectral(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray, l
                    extrapolation: str, rtol: float | None, atol: float | None, max_dim: int,
                    params: dict[str, Any], diag: dict[str, Any]) -> SpectralDensity:
     """spectral_density for an UntiedLaw: quantiles of the equivalents over sizes."""
-    rotations = _check_int(rotations, "rotations", 1)
-    levels = _check_int(levels, "levels", 10, 100_000)
-    if extrapolation not in ("largest", "richardson"):
-        raise ValueError("extrapolation must be 'largest' or 'richardson', got "
-                         f"{extrapolation!r}")
-    rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
-    atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
-    sizes = check_sizes(sizes)
-    if levels > sizes[0]:
-        raise ValueError(f"levels must be at most the smallest size {sizes[0]}, got {levels}")
+    sizes, rotations, levels, rtol, atol = check_quantile_args(sizes, rotations, levels,
+                                                               extrapolation, rtol, atol)
     out, msg, notes = _equivalents_spectrum(model, law, t_eval, letter, spectrum, sizes,
                                             rotations, seed, levels, rtol, atol, max_dim)
     params.update({"method": "equivalents", "sizes": sizes, "rotations": rotations,

@@ -77,7 +77,7 @@ def _loss_derivative(model, k):
     for name, v in model.params.items():
         subs[sp.Symbol(str(name), real=True)] = float(v)
         subs[sp.Symbol(str(name))] = float(v)
-    expr = sp.sympify(expr).subs(subs)
+    expr = expr.subs(subs)
     if expr.free_symbols - set(syms):
         raise ValueError(f"the loss derivative has unknown symbols {sorted(map(str, expr.free_symbols - set(syms)))}")
     fn = sp.lambdify(syms, expr, "numpy")
