@@ -45,10 +45,22 @@ the horizon).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from attndyn.numeric.core.validate import check_t_eval
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike, RngLike
+
+# one pair (U_k, V_k); a point or tangent (U, V) of the trainable pair, built by tuple
+# comprehensions (so of any length to the checker); a path's state (delta, Delta, Delta_lr).
+# The model is an UntiedModel, read as Any: this module does not import it (the import
+# graph's layering)
+_Pair = tuple[np.ndarray, np.ndarray]
+_Tan = tuple[np.ndarray, ...]
+_PathState = tuple[_Tan, _Tan, _Tan]
 
 __all__ = ["noise_flow_shift", "NOISE_FLOW_DEFAULTS"]
 
@@ -59,13 +71,13 @@ _H = 1e-2
 NOISE_FLOW_DEFAULTS = {"paths": 8, "dt": 0.1, "sub_batch": 4}
 
 
-def _check_int(x, name, lo, hi):
+def _check_int(x: object, name: str, lo: int, hi: int) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not lo <= x <= hi:
         raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {x!r}")
     return int(x)
 
 
-def _loss_derivative(model, k):
+def _loss_derivative(model: Any, k: int) -> Callable[[np.ndarray], np.ndarray]:
     """``l_k(G)`` as a numpy callable of the ``K`` pre-activations (arrays)."""
     import sympy as sp
 
@@ -73,7 +85,7 @@ def _loss_derivative(model, k):
     G = g_array(1, model.K)
     syms = [G[0, 0, j] for j in range(model.K)]
     expr = sp.diff(_call_loss(model.loss, G), syms[k])
-    subs = {}
+    subs: dict[Any, float] = {}
     for name, v in model.params.items():
         subs[sp.Symbol(str(name), real=True)] = float(v)
         subs[sp.Symbol(str(name))] = float(v)
@@ -82,7 +94,7 @@ def _loss_derivative(model, k):
         raise ValueError(f"the loss derivative has unknown symbols {sorted(map(str, expr.free_symbols - set(syms)))}")
     fn = sp.lambdify(syms, expr, "numpy")
 
-    def lk(Gs):
+    def lk(Gs: np.ndarray) -> np.ndarray:
         out = fn(*[Gs[:, j] for j in range(model.K)])
         return np.broadcast_to(np.asarray(out, float), Gs.shape[:1])
     return lk
@@ -92,7 +104,8 @@ class _Drift:
     """The full flow's drift ``F(U, V)`` of the trainable pair (fast time) and the exact
     finite-d batch noise at the pairs."""
 
-    def __init__(self, model, pairs, k, eta, B, finite_d=False):
+    def __init__(self, model: Any, pairs: Sequence[_Pair], k: int, eta: float, B: int,
+                 finite_d: bool = False) -> None:
         from attndyn.numeric.attention.untied.coefficients import coefficients
         self.model, self.k, self.eta, self.B = model, k, eta, B
         self.th = coefficients(model)
@@ -102,7 +115,7 @@ class _Drift:
         self.lk = _loss_derivative(model, k)
         self.sd = math.sqrt(d)
         self.gam = model.weight_decay / d
-        self.fd = None
+        self.fd: Callable[[float, np.ndarray], np.ndarray] | None = None
         if finite_d:  # the gradient flow of the exact finite-d loss Phi_d (degree <= 6)
             from attndyn.numeric.attention.untied import finite_width as fw
             c0 = fw.untied_finite_width_taylor(model)
@@ -111,7 +124,7 @@ class _Drift:
                                    max(len(c0) - 1, 2), True, "full", model.weight_decay, d,
                                    {"m": None, "fail": False})
 
-    def __call__(self, U, V):
+    def __call__(self, U: np.ndarray, V: np.ndarray) -> _Tan:
         if self.fd is not None:
             y = self.fd(0.0, np.concatenate([U.ravel(), V.ravel()]))
             return y[:U.size].reshape(U.shape), y[U.size:].reshape(V.shape)
@@ -124,24 +137,28 @@ class _Drift:
                               g["grad_m"] / self.sd, 2.0 / self.d, self.gam)
         return dU, dV
 
-    def noise(self, U, V, rng, nb):
+    def noise(self, U: np.ndarray, V: np.ndarray, rng: np.random.Generator, nb: int
+              ) -> np.ndarray:
         """One step's batch fluctuation ``dZ`` (covariance ``Sigma_1 / B``): the difference of
         two independent means of ``nb`` samples of ``z``, times ``sqrt(nb / (2 B))``."""
         d = self.d
-        Ms = [self.fixed_M.get(j) if j != self.k else U @ V.T for j in range(self.model.K)]
+        Ms = [self.fixed_M[j] if j != self.k else U @ V.T for j in range(self.model.K)]
         X = rng.standard_normal((2 * nb, d))
         Gs = np.stack([np.einsum("bi,bi->b", X @ Mj, X) for Mj in Ms], axis=1) / self.sd
         w = self.lk(Gs) / self.sd
         w = w * np.concatenate([np.ones(nb), -np.ones(nb)]) / nb
-        return math.sqrt(nb / (2.0 * self.B)) * ((X.T * w) @ X)
+        dZ: np.ndarray = math.sqrt(nb / (2.0 * self.B)) * ((X.T * w) @ X)
+        return dZ
 
 
-def _observables(model, pairs, words):
+def _observables(model: Any, pairs: Sequence[_Pair], words: Sequence[Sequence[int]]
+                 ) -> np.ndarray:
     """Words, ``m``, ``tA``, ``tB``, ``q1``, ``q2`` of the pairs (the SGD rows, no loss)."""
     from attndyn.numeric.attention.base import finite_word_traces
     K = model.K
     d = pairs[0][0].shape[0]
-    mats, Ms = [], []
+    mats: list[np.ndarray] = []
+    Ms: list[np.ndarray] = []
     for U, V in pairs:
         Mk = U @ V.T
         Ms.append(Mk)
@@ -155,19 +172,21 @@ def _observables(model, pairs, words):
     return np.concatenate([w, m, tA, tB, q1.ravel(), q2.ravel()])
 
 
-def _grid(t_fast, dt):
+def _grid(t_fast: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """The fast-time grid: every output time, each interval split in steps <= ``dt``; and the
     index of each output time in it."""
     te = np.unique(np.concatenate([[0.0], t_fast]))
-    grid = [0.0]
+    steps = [0.0]
     for a, c in zip(te[:-1], te[1:]):
         n = max(1, int(math.ceil((c - a) / dt - 1e-9)))
-        grid.extend(list(np.linspace(a, c, n + 1)[1:]))
-    grid = np.array(grid)
+        steps.extend(list(np.linspace(a, c, n + 1)[1:]))
+    grid = np.array(steps)
     return grid, np.searchsorted(grid, t_fast - 1e-12 * max(1.0, float(te[-1])))
 
 
-def _check_args(model, pairs, tau_eval, eta, batch, paths, dt, sub_batch, max_bytes):
+def _check_args(model: Any, pairs: Sequence[Any], tau_eval: ArrayLike, eta: float, batch: int,
+                paths: int, dt: float, sub_batch: int, max_bytes: float
+                ) -> tuple[Any, Sequence[_Pair], np.ndarray, float, int, int, float, int]:
     from attndyn.numeric.attention.base import check_model
     from attndyn.numeric.core.validate import check_batch, check_eta
     eta, B = check_eta(eta), check_batch(batch)
@@ -201,7 +220,8 @@ def _check_args(model, pairs, tau_eval, eta, batch, paths, dt, sub_batch, max_by
     return model, pairs, tau_eval, eta, B, paths, float(dt), sub_batch
 
 
-def _heun_step(F, th, th1, paths_state, h, eta, rng, sub_batch):
+def _heun_step(F: _Drift, th: _Tan, th1: _Tan, paths_state: Sequence[_PathState], h: float,
+               eta: float, rng: np.random.Generator, sub_batch: int) -> list[_PathState]:
     """One step of the deterministic flow (``th`` -> ``th1`` given), of each path's
     ``(delta, Delta, Delta_lr)``; the noise increment ``-(W V, W U)`` at the step's start."""
     U, V = th
@@ -210,7 +230,7 @@ def _heun_step(F, th, th1, paths_state, h, eta, rng, sub_batch):
     F1 = F(U1, V1)
     k_steps = h / eta  # SGD steps per grid step: the noise adds up over them
 
-    def jf(Ua, Va, Fa):  # the learning-rate drift -(eta/2) J F, by a central difference
+    def jf(Ua: np.ndarray, Va: np.ndarray, Fa: _Tan) -> _Tan:  # the learning-rate drift -(eta/2) J F, by a central difference
         nrm = math.sqrt(np.sum(Fa[0] ** 2) + np.sum(Fa[1] ** 2))
         if nrm == 0.0:
             return (np.zeros_like(Ua), np.zeros_like(Va))
@@ -220,7 +240,8 @@ def _heun_step(F, th, th1, paths_state, h, eta, rng, sub_batch):
         return tuple(-(eta / 2.0) * (p - m) / (2.0 * e) for p, m in zip(Fp, Fm))
     L0, L1 = jf(U, V, F0), jf(U1, V1, F1)
 
-    def rates(Ua, Va, Fa, dl, Dl, Ll):
+    def rates(Ua: np.ndarray, Va: np.ndarray, Fa: _Tan, dl: _Tan, Dl: _Tan, Ll: _Tan
+              ) -> tuple[_Tan, _Tan, _Tan]:
         # central differences at the scale _H: J x = (F(th + h x) - F(th - h x)) / (2 h)
         # to O(h^2), (1/2) F''[x, x] = (F(th + h x) + F(th - h x) - 2 F) / (2 h^2) (exact
         # for a cubic F): the scheme is linear in the noise, as the expansion is
@@ -253,7 +274,7 @@ def _heun_step(F, th, th1, paths_state, h, eta, rng, sub_batch):
     return out
 
 
-def _rk4(F, th, h):
+def _rk4(F: _Drift, th: _Tan, h: float) -> _Tan:
     U, V = th
     k1 = F(U, V)
     k2 = F(U + h / 2 * k1[0], V + h / 2 * k1[1])
@@ -263,21 +284,23 @@ def _rk4(F, th, h):
                  for x, a, b, c, e in zip((U, V), k1, k2, k3, k4))
 
 
-def _shift_rows(model, words, F, th, paths_state):
+def _shift_rows(model: Any, words: Sequence[Sequence[int]], F: _Drift, th: _Tan,
+               paths_state: Sequence[_PathState]) -> tuple[np.ndarray, np.ndarray]:
     """Per path, the first-order shift ``O'[Delta + Delta_lr] + (1/2) O''[delta, delta]`` of
     every observable (central differences at the scale ``_H``; exact for the quadratic
     ``tA``, ``tB``, ``q*_kl``) and its learning-rate part ``O'[Delta_lr]``."""
     k = F.k
     base_pairs = list(F.pairs)
 
-    def obs(U, V):
+    def obs(U: np.ndarray, V: np.ndarray) -> np.ndarray:
         cur = list(base_pairs)
         cur[k] = (U, V)
         return _observables(model, cur, words)
 
-    def lin(X):  # O'[X]
-        return (obs(th[0] + _H * X[0], th[1] + _H * X[1])
-                - obs(th[0] - _H * X[0], th[1] - _H * X[1])) / (2.0 * _H)
+    def lin(X: _Tan) -> np.ndarray:  # O'[X]
+        out: np.ndarray = (obs(th[0] + _H * X[0], th[1] + _H * X[1])
+                           - obs(th[0] - _H * X[0], th[1] - _H * X[1])) / (2.0 * _H)
+        return out
     o0 = obs(*th)
     rows, lr = [], []
     for dl, Dl, Ll in paths_state:
@@ -289,9 +312,10 @@ def _shift_rows(model, words, F, th, paths_state):
     return np.array(rows), np.array(lr)
 
 
-def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int = 8,
+def noise_flow_shift(model: Any, pairs: Sequence[Any], tau_eval: ArrayLike, *,
+                     eta: float, batch: int, seed: RngLike = 0, paths: int = 8,
                      dt: float = 0.1, sub_batch: int = 4, order: int = 2,
-                     finite_d: bool = False, max_bytes: float = 2 * 2**30) -> dict:
+                     finite_d: bool = False, max_bytes: float = 2 * 2**30) -> dict[str, Any]:
     """The first-order shift of the untied SGD mean from the finite-d flow, ``E O(tau) -
     O(theta_f(tau))``, over long horizons: the linear-noise flow of the module docstring
     (batch noise with its exact finite-d covariance, plus the learning-rate term ``-(eta/2)
@@ -332,9 +356,9 @@ def noise_flow_shift(model, pairs, tau_eval, *, eta, batch, seed=0, paths: int =
         raise TypeError(f"finite_d must be a bool, got {type(finite_d).__name__}")
     F = _Drift(model, pairs, k, eta, B, finite_d)
     grid, out_idx = _grid(tau_eval * d, dt)
-    th = (pairs[k][0].copy(), pairs[k][1].copy())
+    th: _Tan = (pairs[k][0].copy(), pairs[k][1].copy())
     zero = (np.zeros_like(th[0]), np.zeros_like(th[1]))
-    state = [(zero, zero, zero) for _ in range(paths)]
+    state: list[_PathState] = [(zero, zero, zero) for _ in range(paths)]
     names = [n for n in model.observable_names(order) if n != "loss"]
     n_t = tau_eval.size
     rows = np.zeros((paths, len(names), n_t))
