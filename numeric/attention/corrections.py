@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
 from attndyn.numeric.attention.base import check_model
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["qf_moment", "quadratic_loss", "BatchMeans", "check_table", "OBSERVABLES",
            "MAX_FW_DEGREE", "polynomial_taylor", "shift_taylor", "cumulant_terms", "qf_scale",
@@ -23,7 +27,7 @@ __all__ = ["qf_moment", "quadratic_loss", "BatchMeans", "check_table", "OBSERVAB
 OBSERVABLES = ("t", "q_self", "q_cross")
 
 
-def _partitions(items):
+def _partitions(items: list[int]) -> Iterator[list[list[int]]]:
     """All set partitions of the list ``items`` (Bell(n) of them)."""
     if not items:
         yield []
@@ -35,7 +39,7 @@ def _partitions(items):
             yield part[:i] + [[first] + part[i]] + part[i + 1:]
 
 
-def qf_moment(mats, centred=None) -> float:
+def qf_moment(mats: Sequence[ArrayLike], centred: Sequence[bool] | None = None) -> float:
     """``E[prod_i (x^T Z_i x - [centred_i] Tr Z_i)]`` for ``x ~ N(0, I_d)``, exactly.
 
     Joint cumulants of Gaussian quadratic forms with symmetric ``Z_i``:
@@ -44,17 +48,17 @@ def qf_moment(mats, centred=None) -> float:
     moments are sums over set partitions of products of cumulants. A centred
     factor has first cumulant 0. Up to 6 factors (Bell(6) = 203 partitions).
     """
-    mats = [np.asarray(m, dtype=np.float64) for m in mats]
-    n = len(mats)
+    arrs = [np.asarray(m, dtype=np.float64) for m in mats]
+    n = len(arrs)
     if n > 6:
         raise ValueError(f"qf_moment: at most 6 factors, got {n}")
     centred = [False] * n if centred is None else [bool(c) for c in centred]
     if len(centred) != n:
         raise ValueError("centred must have one flag per matrix")
-    sym = [0.5 * (m + m.T) for m in mats]
-    cache = {}
+    sym = [0.5 * (m + m.T) for m in arrs]
+    cache: dict[tuple[int, ...], float] = {}
 
-    def kappa(block):
+    def kappa(block: list[int]) -> float:
         key = tuple(block)
         if key in cache:
             return cache[key]
@@ -84,7 +88,7 @@ def qf_moment(mats, centred=None) -> float:
     return total
 
 
-def quadratic_loss(model):
+def quadratic_loss(model: object) -> tuple[np.ndarray, np.ndarray]:
     """``(H, b)`` of a tied loss that is a polynomial of degree <= 2 in ``G`` (``L = 1``):
     ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly. ``ValueError`` otherwise."""
     import sympy as sp
@@ -125,20 +129,20 @@ class BatchMeans:
     returns ``mean`` (sum over orders), ``se``, ``by_order``, ``se_by_order``
     (shared by the tied, direct-S and untied one-step checks)."""
 
-    def __init__(self, n_obs: int, n_orders: int):
+    def __init__(self, n_obs: int, n_orders: int) -> None:
         self.sums = np.zeros((n_obs, n_orders))
         self.sqo = np.zeros((n_obs, n_orders))
         self.sq = np.zeros(n_obs)
         self.n = 0
 
-    def add(self, ords) -> None:
+    def add(self, ords: np.ndarray) -> None:
         tot = ords.sum(axis=2)
         self.sums += ords.sum(axis=0)
         self.sqo += (ords ** 2).sum(axis=0)
         self.sq += (tot ** 2).sum(axis=0)
         self.n += ords.shape[0]
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         n = float(self.n)
         by_order = self.sums / n
         mean = by_order.sum(axis=1)
@@ -148,7 +152,7 @@ class BatchMeans:
                 "se_by_order": np.sqrt(var_o / n), "n_batches": self.n}
 
 
-def check_table(rows) -> str:
+def check_table(rows: Sequence[dict[str, Any]]) -> str:
     """:func:`one_step_check` rows as a text table."""
     head = (f"{'cfg':>3} {'B':>4} {'obs':<6}{'empirical':>12}{'se':>10}{'z flow':>9}"
             f"{'z mean-S':>10}{'z corr':>8}{'eta3 pred':>10}{'eta3 meas':>10}{'eta4':>7}")
@@ -168,7 +172,7 @@ def check_table(rows) -> str:
 MAX_FW_DEGREE = 6
 
 
-def polynomial_taylor(model, max_degree: int = MAX_FW_DEGREE) -> list:
+def polynomial_taylor(model: object, max_degree: int = MAX_FW_DEGREE) -> list[np.ndarray]:
     """``[c_0, ..., c_D]``: the Taylor tensors ``c_j = D^j loss(G = 0)`` (shape ``(K,) * j``,
     symmetric) of an ``L = 1`` loss that is a polynomial of degree ``D <= max_degree`` in
     ``G``; ``ValueError`` for any other loss."""
@@ -203,23 +207,23 @@ def polynomial_taylor(model, max_degree: int = MAX_FW_DEGREE) -> list:
     return c
 
 
-def shift_taylor(c: list, m) -> list:
+def shift_taylor(c: Sequence[np.ndarray], m: ArrayLike) -> list[np.ndarray]:
     """The Taylor tensors at ``G = m`` from those at 0: ``c_j(m) = sum_i c_(j+i) . m^i / i!``."""
     import math as _math
-    m = np.asarray(m, dtype=float)
+    mv = np.asarray(m, dtype=float)
     out = []
     for j in range(len(c)):
         acc = np.array(c[j], dtype=float)
         for i in range(1, len(c) - j):
             t = c[j + i]
             for _ in range(i):
-                t = t @ m  # contract the last axis
+                t = t @ mv  # contract the last axis
             acc = acc + t / _math.factorial(i)
         out.append(acc)
     return out
 
 
-def _int_partitions(n, smallest=2):
+def _int_partitions(n: int, smallest: int = 2) -> Iterator[tuple[int, ...]]:
     """Integer partitions of ``n`` into parts ``>= smallest`` (non-increasing tuples)."""
     if n == 0:
         yield ()
@@ -230,7 +234,8 @@ def _int_partitions(n, smallest=2):
                 yield (first,) + rest
 
 
-def _contract(c, parts, kappas):
+def _contract(c: np.ndarray, parts: Sequence[int], kappas: dict[int, np.ndarray]
+              ) -> np.ndarray:
     """``c`` contracted with ``kappas[n]`` for each ``n`` in ``parts`` (leading axes)."""
     t = c
     for n in parts:
@@ -239,7 +244,7 @@ def _contract(c, parts, kappas):
 
 
 @functools.lru_cache(maxsize=None)
-def _patterns(j):
+def _patterns(j: int) -> tuple[tuple[tuple[int, ...], float, dict[int, int]], ...]:
     """``[(lambda, coef, {n: mult})]`` for the block-size patterns of ``j`` (parts ``>= 2``)."""
     import math as _math
     out = []
@@ -251,7 +256,9 @@ def _patterns(j):
     return tuple(out)
 
 
-def cumulant_terms(c: list, kappas: dict, *, gaussian: bool = True):
+def cumulant_terms(c: Sequence[np.ndarray], kappas: dict[int, np.ndarray], *,
+                   gaussian: bool = True
+                   ) -> tuple[dict[tuple[int, ...], float], dict[int, np.ndarray]]:
     """``E[p(G)]`` from the Taylor tensors ``c`` of ``p`` at the mean of ``G`` and the joint
     cumulants ``kappas[n]`` (``n >= 2``), exactly for a polynomial ``p``:
     ``E p = sum_j (1/j!) <c_j, E (G - m)^(x j)>`` with the moments as sums over set
@@ -263,7 +270,8 @@ def cumulant_terms(c: list, kappas: dict, *, gaussian: bool = True):
     ``grads[n]`` the derivative of their sum by the free entries of ``kappas[n]``. The
     kappas need not be symmetric (only their symmetric parts enter). ``gaussian=False``
     leaves out the patterns made of 2's only (the Gaussian-equivalent potential)."""
-    terms, grads = {}, {}
+    terms: dict[tuple[int, ...], float] = {}
+    grads: dict[int, Any] = {}
     for j in range(2, len(c)):
         if not np.any(c[j]):
             continue  # no derivative of this order: none of its patterns contributes
@@ -285,19 +293,20 @@ def qf_scale(n: int, d: int) -> float:
     """``2^(n-1) (n-1)! / d^(n/2)``: ``kappa_n(G_w) = qf_scale * sym Tr(A_w1 ... A_wn)`` for
     ``G_k = (x^T A_k x - Tr A_k)/sqrt(d)``, ``A_k`` symmetric."""
     import math as _math
-    return 2.0 ** (n - 1) * _math.factorial(n - 1) / d ** (n / 2.0)
+    scale: float = 2.0 ** (n - 1) * _math.factorial(n - 1) / d ** (n / 2.0)
+    return scale
 
 
-def word_traces(mats, nmax: int) -> dict:
+def word_traces(mats: Sequence[np.ndarray], nmax: int) -> dict[int, np.ndarray]:
     """``{n: T_n}`` for ``2 <= n <= nmax``: ``T_n[w] = Tr(A_w1 ... A_wn)`` over all ``K^n``
     words, from the products of length ``<= ceil(nmax / 2)`` (``Tr(P_u P_v) = <P_u, P_v^T>``)."""
     K = len(mats)
     half = (nmax + 1) // 2
-    prods = {(k,): np.asarray(mats[k]) for k in range(K)}
+    prods: dict[tuple[int, ...], np.ndarray] = {(k,): np.asarray(mats[k]) for k in range(K)}
     for length in range(2, half + 1):
         for w in itertools.product(range(K), repeat=length):
             prods[w] = prods[w[:-1]] @ mats[w[-1]]
-    out = {}
+    out: dict[int, np.ndarray] = {}
     for n in range(2, nmax + 1):
         h = (n + 1) // 2
         T = np.empty((K,) * n)
@@ -310,44 +319,47 @@ def word_traces(mats, nmax: int) -> dict:
     return out
 
 
-def word_sum(g, mats):
+def word_sum(g: ArrayLike, mats: Sequence[np.ndarray]) -> Any:
     """``sum_w g[w] A_w1 ... A_wm`` over all words ``w`` (Horner from the left; zero
     branches skipped); ``g`` of shape ``(K,) * m``, ``m >= 1``."""
-    g = np.asarray(g, dtype=float)
-    if g.ndim == 1:
-        return sum(g[k] * mats[k] for k in range(len(mats)) if g[k] != 0.0)
-    out = 0.0
+    ga = np.asarray(g, dtype=float)
+    if ga.ndim == 1:
+        return sum(ga[k] * mats[k] for k in range(len(mats)) if ga[k] != 0.0)
+    out: Any = 0.0
     for k in range(len(mats)):
-        if np.any(g[k] != 0.0):
-            out = out + mats[k] @ word_sum(g[k], mats)
+        if np.any(ga[k] != 0.0):
+            out = out + mats[k] @ word_sum(ga[k], mats)
     return out
 
 
 # ---------------------------------------------------------------------------
 # finite width for any smooth loss: the Edgeworth correction through O(1/d)
 
-def sym_tensor(T) -> np.ndarray:
+def sym_tensor(T: ArrayLike) -> np.ndarray:
     """The symmetric part of a tensor: the mean over all permutations of its axes."""
-    T = np.asarray(T, dtype=float)
-    if T.ndim <= 1:
-        return T.copy()
-    perms = list(itertools.permutations(range(T.ndim)))
-    return sum(np.transpose(T, p) for p in perms) / len(perms)
+    Ta: np.ndarray = np.asarray(T, dtype=float)
+    if Ta.ndim <= 1:
+        same: np.ndarray = Ta.copy()
+        return same
+    perms = list(itertools.permutations(range(Ta.ndim)))
+    total: Any = sum(np.transpose(Ta, p) for p in perms)  # an array (the perms are >= 2)
+    out: np.ndarray = total / len(perms)
+    return out
 
 
-def hermite_moments(g, Z, w, nmax: int = 6) -> dict:
+def hermite_moments(g: ArrayLike, Z: ArrayLike, w: ArrayLike, nmax: int = 6) -> dict[int, Any]:
     """``{n: m_n}`` for ``0 <= n <= nmax <= 6``: ``m_n = sum_i w_i g_i Z_i^(x n) ~
     E[g(xi) xi^(x n)]``, ``xi ~ N(0, I_r)``, from a rule ``(Z, w)`` and the integrand's
     values ``g`` at its nodes (products of node powers, one matrix product per ``n``)."""
-    Z = np.asarray(Z, dtype=float)
+    Za = np.asarray(Z, dtype=float)
     wg = np.asarray(w, dtype=float) * np.asarray(g, dtype=float)
-    N, r = Z.shape
+    N, r = Za.shape
     if not 0 <= nmax <= 6:
         raise ValueError(f"nmax must be in 0..6, got {nmax}")
-    Zp = {0: np.ones((N, 1)), 1: Z}
+    Zp = {0: np.ones((N, 1)), 1: Za}
     for n in range(2, (nmax + 1) // 2 + 1):
-        Zp[n] = (Zp[n - 1][:, :, None] * Z[:, None, :]).reshape(N, r ** n)
-    out = {}
+        Zp[n] = (Zp[n - 1][:, :, None] * Za[:, None, :]).reshape(N, r ** n)
+    out: dict[int, Any] = {}
     for n in range(nmax + 1):
         h = n // 2
         m = (Zp[n - h] * wg[:, None]).T @ Zp[h]
@@ -355,13 +367,13 @@ def hermite_moments(g, Z, w, nmax: int = 6) -> dict:
     return out
 
 
-def _q33(m, r):
+def _q33(m: dict[int, Any], r: int) -> np.ndarray:
     """The ``r^3 x r^3`` matrix ``Q`` of ``E[g <K3 (x) K3, He_6(xi)>] = k^T Q k`` (``k`` the
     flattened symmetric ``K3``), from the moments ``m`` of :func:`hermite_moments`: the
     fifteen pairings of ``He_6`` grouped by how many pairs close inside one ``K3``."""
     I = np.eye(r)
     m0, m2, m4 = m[0], m[2], m[4]
-    Q = m[6].reshape(r ** 3, r ** 3).copy()
+    Q: np.ndarray = m[6].reshape(r ** 3, r ** 3).copy()
     Q += -6.0 * np.einsum("ef,abcd->aefbcd", I, m4).reshape(r ** 3, r ** 3)
     Q += -9.0 * np.einsum("ax,bcde->abcxde", I, m4).reshape(r ** 3, r ** 3)
     Q += 9.0 * np.einsum("ef,gh,ab->aefbgh", I, I, m2).reshape(r ** 3, r ** 3)
@@ -372,7 +384,8 @@ def _q33(m, r):
     return Q
 
 
-def edgeworth_terms(m: dict, K3, K4, *, kappa3: bool = True):
+def edgeworth_terms(m: dict[int, Any], K3: ArrayLike, K4: ArrayLike, *, kappa3: bool = True
+                    ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
     """The order-``1/d`` Edgeworth correction of ``E[g(xi)]`` for a standard normal
     ``xi`` when the true variable has the extra (whitened) cumulants ``K3``, ``K4``::
 
@@ -400,22 +413,22 @@ def edgeworth_terms(m: dict, K3, K4, *, kappa3: bool = True):
     ...                                  terms["kappa3^2"] - 0.04 * 0.5 ** 6 * e / 72)]
     [True, True]
     """
-    K3 = sym_tensor(K3)
-    K4 = sym_tensor(K4)
-    r = K4.shape[0]
+    K3s = sym_tensor(K3)
+    K4s = sym_tensor(K4)
+    r = K4s.shape[0]
     I = np.eye(r)
-    t = np.einsum("abb->a", K3)
-    f3 = (np.sum(K3 * m[3]) - 3.0 * t @ m[1]) / 6.0
+    t = np.einsum("abb->a", K3s)
+    f3 = (np.sum(K3s * m[3]) - 3.0 * t @ m[1]) / 6.0
     g3 = sym_tensor(m[3] - 3.0 * np.einsum("a,bc->abc", m[1], I)) / 6.0
     h4 = (m[4] - 6.0 * np.einsum("ab,cd->abcd", m[2], I)
           + 3.0 * m[0] * np.einsum("ab,cd->abcd", I, I))
-    f4 = float(np.sum(K4 * h4)) / 24.0
+    f4 = float(np.sum(K4s * h4)) / 24.0
     G4 = sym_tensor(h4) / 24.0
     Q = _q33(m, r)
-    k = K3.ravel()
+    k = K3s.ravel()
     f33 = float(k @ Q @ k) / 72.0
     g33 = ((Q + Q.T) @ k / 72.0).reshape(r, r, r)
     if not kappa3:
-        return {"kappa3": 0.0, "kappa4": f4, "kappa3^2": 0.0}, np.zeros_like(K3), G4
+        return {"kappa3": 0.0, "kappa4": f4, "kappa3^2": 0.0}, np.zeros_like(K3s), G4
     return ({"kappa3": float(f3), "kappa4": f4, "kappa3^2": f33},
             g3 + sym_tensor(g33), G4)

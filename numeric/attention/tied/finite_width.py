@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -45,6 +46,19 @@ from attndyn.numeric.attention.corrections import (MAX_FW_DEGREE, cumulant_terms
                                                    word_traces)
 from attndyn.numeric.attention.tied.runner import theory_rows
 
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.base import Theory
+    from attndyn.numeric.attention.odesolve import FlowSolution
+    from attndyn.numeric.core.results import Trajectory
+    from attndyn.numeric.core.types import ArrayLike
+
+# The model is a TiedModel, read as Any: its loss, gamma and token covariance are members of
+# the concrete class, which this module does not import. A route of finite_width_route:
+# ("polynomial", Taylor tensors) or ("edgeworth", EdgeworthLoss); the gradient of the
+# correction by trainable index
+_Route = tuple[str, Any]
+_Grad = dict[int, np.ndarray]
+
 __all__ = ["finite_width_coefficients", "finite_width_taylor", "finite_width_potential",
            "finite_width_gradient", "finite_width_flow", "finite_width_text", "FiniteWidth",
            "finite_width_route", "EdgeworthLoss", "edgeworth_loss"]
@@ -53,7 +67,7 @@ __all__ = ["finite_width_coefficients", "finite_width_taylor", "finite_width_pot
 _ORDER_KEY = {0.5: "kappa3", 1.0: "kappa4", 1.5: "kappa5", 2.0: "kappa6"}
 
 
-def _check_tied(model):
+def _check_tied(model: Any) -> Any:
     model = check_model(model)
     if model.sgd_form != "factors" or model.L != 1 or model.loss is None:
         raise ValueError("the finite-width correction is implemented for tied models with "
@@ -61,14 +75,14 @@ def _check_tied(model):
     return model
 
 
-def finite_width_taylor(model) -> list:
+def finite_width_taylor(model: Any) -> list[np.ndarray]:
     """``[c_0, ..., c_D]``, the Taylor tensors ``D^j loss(G = 0)`` of a tied ``L = 1`` loss
     that is a polynomial of degree ``D <= 6`` in ``G`` (the finite-width correction's input);
     ``ValueError`` for any other loss."""
     return polynomial_taylor(_check_tied(model), MAX_FW_DEGREE)
 
 
-def finite_width_coefficients(model):
+def finite_width_coefficients(model: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(c3, c4)``: the third derivatives of the loss at ``G = 0`` (``K x K x K``) and its
     fourth derivatives (``K^4``, constant) for a tied ``L = 1`` loss that is a polynomial
     of degree <= 4 in ``G``; ``ValueError`` for any other loss (degree 5-6:
@@ -80,19 +94,20 @@ def finite_width_coefficients(model):
     return c3, c4
 
 
-def _cumulants(mats, nmax, kappa3=True):
+def _cumulants(mats: Sequence[np.ndarray], nmax: int, kappa3: bool = True
+               ) -> dict[int, np.ndarray]:
     """``{n: kappa_n}`` (unsymmetrised: only their symmetric parts enter) for ``2 <= n <= nmax``."""
     d = mats[0].shape[0]
     T = word_traces(mats, nmax) if nmax >= 2 else {}
     return {n: qf_scale(n, d) * Tn for n, Tn in T.items() if kappa3 or n != 3}
 
 
-def _pattern_order(lam) -> float:
+def _pattern_order(lam: Sequence[int]) -> float:
     """The order in ``1/d`` of a cumulant pattern: ``sum_i (n_i/2 - 1)``."""
     return float(sum(n / 2.0 - 1.0 for n in lam))
 
 
-def finite_width_potential(model, matrices) -> dict:
+def finite_width_potential(model: Any, matrices: Sequence[ArrayLike]) -> dict[str, Any]:
     """``Phi_d(S) - Phi(q)``, the finite-width correction at the matrices ``S_k``, exactly,
     split by its order in ``1/d``: ``kappa3`` (``O(d^-1/2)``: ``kappa_3``, and ``kappa_3
     kappa_2`` for degree 5-6), ``kappa4`` (``O(1/d)``: ``kappa_4``, ``kappa_4 kappa_2``,
@@ -102,17 +117,18 @@ def finite_width_potential(model, matrices) -> dict:
     mats = [np.asarray(m, float) for m in model.check_matrices(matrices)]
     c = finite_width_taylor(model)
     terms, _ = cumulant_terms(c, _cumulants(mats, len(c) - 1), gaussian=False)
-    out = {"kappa3": 0.0, "kappa4": 0.0}
+    parts = {"kappa3": 0.0, "kappa4": 0.0}
     for lam, v in terms.items():
         key = _ORDER_KEY[_pattern_order(lam)]
-        out[key] = out.get(key, 0.0) + v
-    out = {k: float(v) for k, v in out.items()}
+        parts[key] = parts.get(key, 0.0) + v
+    out: dict[str, Any] = {k: float(v) for k, v in parts.items()}
     out["total"] = float(sum(out.values()))
     out["patterns"] = {"+".join(map(str, lam)): float(v) for lam, v in terms.items()}
     return out
 
 
-def finite_width_gradient(model, matrices, *, kappa3: bool = True, c=None) -> dict:
+def finite_width_gradient(model: Any, matrices: Sequence[ArrayLike], *, kappa3: bool = True,
+                          c: Sequence[np.ndarray] | None = None) -> _Grad:
     """``{a: dPhi_c/dS_a}`` for the trainable ``a``: the gradient of the finite-width
     correction ``Phi_d - Phi`` (symmetric matrices; module docstring). ``c``: the Taylor
     tensors, if already at hand. ``kappa3=False`` drops every term with a ``kappa_3``."""
@@ -120,7 +136,7 @@ def finite_width_gradient(model, matrices, *, kappa3: bool = True, c=None) -> di
     mats = [np.asarray(m, float) for m in matrices]
     c = finite_width_taylor(model) if c is None else c
     d = mats[0].shape[0]
-    out = {}
+    out: _Grad = {}
     if len(c) <= 3:
         return {a: np.zeros((d, d)) for a in model.trainable}
     _, grads = cumulant_terms(c, _cumulants(mats, len(c) - 1, kappa3), gaussian=False)
@@ -133,7 +149,7 @@ def finite_width_gradient(model, matrices, *, kappa3: bool = True, c=None) -> di
     return out
 
 
-def finite_width_route(model, nodes: int | None = None):
+def finite_width_route(model: Any, nodes: int | None = None) -> _Route:
     """``("polynomial", c)`` for an ``L = 1`` loss that is a polynomial of degree <= 6 in
     ``G`` (the exact cumulant sum, ``c`` its Taylor tensors), else ``("edgeworth", ew)``
     with ``ew`` the model's :class:`EdgeworthLoss` (through ``O(1/d)``, any smooth loss and
@@ -151,7 +167,7 @@ def finite_width_route(model, nodes: int | None = None):
     return "edgeworth", edgeworth_loss(model, EDGEWORTH_NODES if nodes is None else nodes)
 
 
-def _is_polynomial(model) -> bool:
+def _is_polynomial(model: Any) -> bool:
     """Whether an ``L = 1`` loss is a polynomial in ``G`` (any degree)."""
     import sympy as sp
     expr, syms, _ = _merged_loss(model)
@@ -162,7 +178,8 @@ def _is_polynomial(model) -> bool:
     return True
 
 
-def _route_gradient(model, route, kappa3):
+def _route_gradient(model: Any, route: _Route, kappa3: bool
+                    ) -> Callable[[list[np.ndarray]], _Grad]:
     """``S -> {a: dPhi_c/dS_a}`` of the route of :func:`finite_width_route`."""
     kind, obj = route
     if kind == "polynomial":
@@ -170,9 +187,10 @@ def _route_gradient(model, route, kappa3):
     return lambda S: obj.gradient(S, kappa3=kappa3)
 
 
-def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: float = 1e-12,
+def finite_width_flow(model: Any, matrices: Sequence[ArrayLike], t_eval: ArrayLike, *,
+                      rtol: float = 1e-10, atol: float = 1e-12,
                       method: str = "DOP853", blowup: float = 1e100, kappa3: bool = True,
-                      raise_on_failure: bool = False, nodes: int | None = None):
+                      raise_on_failure: bool = False, nodes: int | None = None) -> Trajectory:
     """The tied matrix flow of the finite-d population loss ``Phi_d`` (module docstring):
     the paper's flow plus the gradient of the non-Gaussian part, exact (every cumulant
     term) for an ``L = 1`` polynomial loss of degree <= 6, through ``O(1/d)`` (the
@@ -191,13 +209,13 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
     dd = d * d
     grad_c = _route_gradient(model, route, kappa3)
 
-    def unpack(y):
+    def unpack(y: np.ndarray) -> list[np.ndarray]:
         S = list(mats)
         for j, a in enumerate(tr):
             S[a] = y[j * dd:(j + 1) * dd].reshape(d, d)
         return S
 
-    def rhs(t, y):
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
         S = unpack(y)
         q = np.array([[np.sum(S[a] * S[b]) / d for b in range(K)] for a in range(K)])
         Gam = model.gamma(q)
@@ -219,7 +237,8 @@ def finite_width_flow(model, matrices, t_eval, *, rtol: float = 1e-10, atol: flo
     return res
 
 
-def _flow_result(model, sol, unpack, d, route, kappa3, opts):
+def _flow_result(model: Any, sol: FlowSolution, unpack: Callable[[np.ndarray], list[np.ndarray]],
+                 d: int, route: _Route, kappa3: bool, opts: dict[str, Any]) -> Trajectory:
     """The Trajectory of the words of length <= 2 along the solution ``sol``."""
     from attndyn.symbolic.printing import word_label
     from attndyn.symbolic.words import canonical_words
@@ -245,7 +264,7 @@ def _flow_result(model, sol, unpack, d, route, kappa3, opts):
                       message=sol.message, diagnostics={"d": d})
 
 
-def _prefactor(lam) -> str:
+def _prefactor(lam: Sequence[int]) -> str:
     """The printed prefactor of a pattern: ``coef prod 2^(n-1) (n-1)!`` over ``d`` to its order."""
     import math
     f = Fraction(1)
@@ -259,7 +278,7 @@ def _prefactor(lam) -> str:
         else f"{f.numerator}/{dstr}"
 
 
-def _pattern_tag(lam) -> str:
+def _pattern_tag(lam: Sequence[int]) -> str:
     order = {0.5: "O(d^-1/2)", 1.0: "O(1/d)", 1.5: "O(d^-3/2)", 2.0: "O(d^-2)"}[
         _pattern_order(lam)]
     parts = [f"kappa_{n}" if lam.count(n) == 1 else f"kappa_{n}^{lam.count(n)}"
@@ -267,7 +286,7 @@ def _pattern_tag(lam) -> str:
     return f"{' '.join(parts)}, {order}"
 
 
-def finite_width_text(model) -> str:
+def finite_width_text(model: Any) -> str:
     """The finite-width terms of ``Phi_d`` with their order in ``1/d``, one line per
     cumulant pattern: ``sum coef * mu_w1 mu_w2 ...`` over canonical words (``mu_klm =
     Tr(S_k S_l S_m)/d``, ``q_kl = Tr(S_k S_l)/d``; ``coef`` sums the Taylor tensor over the
@@ -284,7 +303,7 @@ def finite_width_text(model) -> str:
         for lam in sorted(_int_partitions(j), key=lambda x: (len(x), x)):
             if all(n == 2 for n in lam):
                 continue
-            terms = {}
+            terms: dict[tuple[tuple[int, ...], ...], float] = {}
             for idx in itertools.product(range(K), repeat=j):
                 if c[j][idx] == 0.0:
                     continue
@@ -313,7 +332,7 @@ class FiniteWidth(Correction):
     name = "finite-d"
     needs = ()
 
-    def check(self, theory, order):
+    def check(self, theory: str, order: int | None) -> None:
         if theory in ("hierarchy", "limit"):
             raise ValueError(f"theory={theory!r} takes correction='none' or 'noise', got "
                              f"{self.name!r}")
@@ -322,18 +341,22 @@ class FiniteWidth(Correction):
                              f"(order <= 2); got order={order}; theory='hierarchy' takes "
                              "correction='noise' at any order")
 
-    def apply(self, theory, init, t, *, name, order, check, words, eta=None, batch=None,
-              **options):
+    def apply(self, theory: Theory, init: Any, t: ArrayLike, *, name: str, order: int | None,
+              check: Any, words: Sequence[Sequence[int]] | None, eta: float | None = None,
+              batch: int | None = None, **options: Any) -> Trajectory:
         S = [W @ W.T for W in theory.model.check_init(init)]
         opts = {k: options.pop(k) for k in ("rtol", "atol", "method") if k in options}
         return theory_rows(theory.model, finite_width_flow(theory.model, S, t, **opts), words)
 
-    def flow(self, theory, matrices, t_eval, *, eta=None, batch=None, order=None, words=None,
-             keep_matrices=False, rtol=None, atol=None, raise_on_failure=False, **ignored):
+    def flow(self, theory: Theory, matrices: Sequence[ArrayLike], t_eval: ArrayLike, *,
+             eta: float | None = None, batch: int | None = None, order: int | None = None,
+             words: Sequence[Sequence[int]] | None = None, keep_matrices: bool = False,
+             rtol: float | None = None, atol: float | None = None,
+             raise_on_failure: bool = False, **ignored: Any) -> Trajectory:
         if order not in (None, 1, 2) or words is not None or keep_matrices:
             raise ValueError(f"correction={self.name!r} reports the words of length <= 2 "
                              "only (order <= 2, no words=, no keep_matrices)")
-        kw = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
+        kw: dict[str, Any] = {k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None}
         return finite_width_flow(theory.model, matrices, t_eval,
                                  raise_on_failure=raise_on_failure, **kw)
 
@@ -346,7 +369,7 @@ EDGEWORTH_NODES = 12
 _PRUNE = 1e-16
 
 
-def _merged_loss(model):
+def _merged_loss(model: Any) -> tuple[Any, list[Any], list[tuple[int, int, int]]]:
     """``(expr, syms, index)``: the loss with ``G_jik`` merged into ``G_ijk`` (``i <= j``;
     the tied law has ``G_jik = G_ijk``), its variables and their ``(i, j, k)``."""
     import sympy as sp
@@ -397,7 +420,7 @@ class EdgeworthLoss:
     (1, True, True)
     """
 
-    def __init__(self, model, nodes: int = EDGEWORTH_NODES, seed: int = 0):
+    def __init__(self, model: Any, nodes: int = EDGEWORTH_NODES, seed: int = 0) -> None:
         import sympy as sp
 
         from attndyn.numeric.attention.potentials.quadrature import tensor_rule
@@ -428,7 +451,7 @@ class EdgeworthLoss:
         self.Z, self.w, self.nodes = rule.nodes, rule.weights, int(nodes)
         self._tokens()
 
-    def _subspace(self, P, seed):
+    def _subspace(self, P: int, seed: int) -> np.ndarray:
         rng = np.random.default_rng(np.random.SeedSequence([seed, 26]))
         grads = np.array([np.asarray(self._df(1.5 * rng.standard_normal(P)), float)
                           for _ in range(max(48, 6 * P))])
@@ -437,7 +460,7 @@ class EdgeworthLoss:
             raise ValueError("the loss's gradient is not finite (or zero) at sampled points")
         return np.ascontiguousarray(Vt[:int(np.sum(s > 1e-9 * s[0]))])
 
-    def _tokens(self):
+    def _tokens(self) -> None:
         """``B[c, k]`` (``r x K x L x L``) and the token traces ``tau_n`` (n = 2, 3, 4)."""
         from scipy.linalg import sqrtm
         L, K = self.L, self.K
@@ -453,11 +476,12 @@ class EdgeworthLoss:
                     3: np.einsum("akij,bljm,cnmi->akblcn", B, B, B),
                     4: np.einsum("akij,bljm,cnmp,eopi->akblcneo", B, B, B, B)}
 
-    def covariance(self, q) -> np.ndarray:
+    def covariance(self, q: ArrayLike) -> np.ndarray:
         """``Sigma_cc' = 2 sum_kl q_kl Tr(B_ck B_c'l)``: the covariance of ``v``."""
-        return 2.0 * np.einsum("kl,akbl->ab", np.asarray(q, float), self.tau[2])
+        Sig: np.ndarray = 2.0 * np.einsum("kl,akbl->ab", np.asarray(q, float), self.tau[2])
+        return Sig
 
-    def moments(self, q):
+    def moments(self, q: ArrayLike) -> tuple[np.ndarray, dict[int, Any]]:
         """``(Ainv, m)``: the whitening ``A^-1`` (``Sigma = A A^T``) and the Hermite moments
         of ``g(xi) = loss(R^T A xi)`` on the rule."""
         Sig = self.covariance(q)
@@ -473,9 +497,10 @@ class EdgeworthLoss:
             raise ValueError("the loss is not finite at a quadrature node")
         return np.linalg.inv(A), hermite_moments(g, self.Z, self.w, 6)
 
-    def _kappas(self, T, d, Ainv):
+    def _kappas(self, T: dict[int, np.ndarray], d: int, Ainv: np.ndarray
+                ) -> dict[int, np.ndarray]:
         """The whitened ``K3``, ``K4`` from the word traces ``T[n]`` (``K^n``)."""
-        out = {}
+        out: dict[int, np.ndarray] = {}
         for n in (3, 4):
             letters = "abceghij"[:n]
             ks = "pqrstuvw"[:n]
@@ -486,7 +511,8 @@ class EdgeworthLoss:
             out[n] = kv
         return out
 
-    def terms_at(self, q, T, d, kappa3=True):
+    def terms_at(self, q: ArrayLike, T: dict[int, np.ndarray], d: int, kappa3: bool = True
+                 ) -> tuple[dict[str, float], np.ndarray, np.ndarray, np.ndarray]:
         """``(terms, G3, G4, Ainv)`` at overlaps ``q`` and word traces ``T``."""
         Ainv, m = self.moments(q)
         kap = self._kappas(T, d, Ainv)
@@ -495,11 +521,11 @@ class EdgeworthLoss:
         return terms, G3, G4, Ainv
 
     @staticmethod
-    def _q(mats):
+    def _q(mats: Sequence[np.ndarray]) -> np.ndarray:
         d = mats[0].shape[0]
         return np.array([[np.sum(a * b) / d for b in mats] for a in mats])
 
-    def potential(self, matrices) -> dict:
+    def potential(self, matrices: Sequence[ArrayLike]) -> dict[str, float]:
         """``Phi(q)`` (``gaussian``, on the rule) and the Edgeworth terms of ``Phi_d - Phi``
         (``kappa3``, ``kappa4``, ``kappa3^2``, ``total``) at the matrices ``S_k``."""
         mats = [np.asarray(m, float) for m in self.model.check_matrices(matrices)]
@@ -507,7 +533,8 @@ class EdgeworthLoss:
         terms["total"] = terms["kappa3"] + terms["kappa4"] + terms["kappa3^2"]
         return {k: float(v) for k, v in terms.items()}
 
-    def gradient(self, matrices, *, kappa3: bool = True, rel_step: float = 1e-4) -> dict:
+    def gradient(self, matrices: Sequence[ArrayLike], *, kappa3: bool = True,
+                 rel_step: float = 1e-4) -> _Grad:
         """``{a: dPhi_c/dS_a}`` for the trainable ``a`` (symmetric): the word traces'
         part exactly, the part through ``q`` (the whitening and the moments) by central
         differences in each ``q_al`` (step ``rel_step * max |q|``)."""
@@ -518,7 +545,7 @@ class EdgeworthLoss:
         q = self._q(mats)
         T = word_traces(mats, 4)
         _, G3, G4, Ainv = self.terms_at(q, T, d, kappa3)
-        gT = {}
+        gT: dict[int, Any] = {}
         for n, G in ((3, G3), (4, G4)):
             for ax in range(n):  # back through the whitening
                 G = np.moveaxis(np.tensordot(Ainv.T, G, axes=(1, ax)), 0, ax)
@@ -528,10 +555,10 @@ class EdgeworthLoss:
             gT[n] = sum(np.transpose(g, np.roll(np.arange(n), s)) for s in range(n)) / n
         h = rel_step * max(float(np.max(np.abs(q))), 1e-12)
 
-        def total(qq):
+        def total(qq: np.ndarray) -> float:
             tt = self.terms_at(qq, T, d, kappa3)[0]
             return tt["kappa3"] + tt["kappa4"] + tt["kappa3^2"]
-        out = {}
+        out: _Grad = {}
         for a in self.model.trainable:
             P = sum(n * word_sum(gT[n][a], mats) for n in (3, 4))
             for l in range(K):
@@ -543,10 +570,10 @@ class EdgeworthLoss:
         return out
 
 
-_EDGEWORTH_CACHE: dict = {}
+_EDGEWORTH_CACHE: dict[tuple[int, int], EdgeworthLoss] = {}
 
 
-def edgeworth_loss(model, nodes: int = EDGEWORTH_NODES) -> EdgeworthLoss:
+def edgeworth_loss(model: Any, nodes: int = EDGEWORTH_NODES) -> EdgeworthLoss:
     """The model's :class:`EdgeworthLoss` (built once per model and ``nodes``; the cache
     holds the last few models, keyed by identity)."""
     key = (id(model), int(nodes))

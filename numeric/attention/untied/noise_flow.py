@@ -230,7 +230,8 @@ def _heun_step(F: _Drift, th: _Tan, th1: _Tan, paths_state: Sequence[_PathState]
     F1 = F(U1, V1)
     k_steps = h / eta  # SGD steps per grid step: the noise adds up over them
 
-    def jf(Ua: np.ndarray, Va: np.ndarray, Fa: _Tan) -> _Tan:  # the learning-rate drift -(eta/2) J F, by a central difference
+    # the learning-rate drift -(eta/2) J F, by a central difference
+    def jf(Ua: np.ndarray, Va: np.ndarray, Fa: _Tan) -> _Tan:
         nrm = math.sqrt(np.sum(Fa[0] ** 2) + np.sum(Fa[1] ** 2))
         if nrm == 0.0:
             return (np.zeros_like(Ua), np.zeros_like(Va))
