@@ -20,6 +20,7 @@ import os
 import shutil
 import zlib
 from types import SimpleNamespace
+from typing import Optional
 
 import numpy as np
 
@@ -36,8 +37,15 @@ SAMPLE_ROWS = 16
 
 _NAMES = ("rows", "groups", "src", "val", "gather", "new", "perm")
 
+# The system ``s`` is the structure namespace of :func:`attndyn.kernels.rhs` (``indptr``,
+# ``src``, ``slot``, ``gather`` arrays); ``touch`` the namespace of
+# :func:`attndyn.kernels.rhs.touch_order` or ``None``; ``clay`` the arrays ``(rows, groups,
+# src, val)``
+_Clay = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_Touch = Optional[SimpleNamespace]
 
-def const_files(cache: tuple[str, str], s, tab: np.ndarray) -> SimpleNamespace:
+
+def const_files(cache: tuple[str, str], s: SimpleNamespace, tab: np.ndarray) -> SimpleNamespace:
     """The folder of the constant operator of system ``s`` with slot values ``tab``:
     ``cache = (path, stamp)``, the folder ``<path>.const-<digest>`` where the digest
     covers ``stamp``, the layout parameters, the sizes, ``tab`` and ``gather``."""
@@ -50,7 +58,8 @@ def const_files(cache: tuple[str, str], s, tab: np.ndarray) -> SimpleNamespace:
     return SimpleNamespace(folder=f"{os.fspath(path)}.const-{h.hexdigest()[:24]}", tab=tab)
 
 
-def save_const_operator(files: SimpleNamespace, clay: tuple, touch) -> None:
+def save_const_operator(files: SimpleNamespace, clay: tuple[np.ndarray, ...], touch: _Touch
+                        ) -> None:
     """Write ``clay = (rows, groups, src, val)`` and ``touch`` (or ``None``) into a fresh
     folder renamed into place at once, so a reader sees all of it or none; a failure
     leaves no folder (the cache is an optimisation only). Called after a failed load, so
@@ -81,7 +90,7 @@ def save_const_operator(files: SimpleNamespace, clay: tuple, touch) -> None:
 def _crc(a: np.ndarray) -> int:
     """CRC-32 of an array's bytes (20 ms for the 88 MB at order 24: every value is checked,
     not only the sampled rows)."""
-    return zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")) if a.size else 0
+    return zlib.crc32(np.ascontiguousarray(a).data.cast("B")) if a.size else 0
 
 
 def _read(folder: str, name: str) -> np.ndarray:
@@ -89,7 +98,8 @@ def _read(folder: str, name: str) -> np.ndarray:
     return np.asarray(a)  # the plain array view the kernels' signatures take
 
 
-def load_const_operator(files: SimpleNamespace, s):
+def load_const_operator(files: SimpleNamespace, s: SimpleNamespace
+                        ) -> tuple[_Clay, _Touch] | None:
     """``(clay, touch)`` from the folder of ``files`` (see :func:`save_const_operator`),
     or ``None`` when it is missing, unreadable or does not match system ``s``."""
     folder = files.folder
@@ -105,7 +115,7 @@ def load_const_operator(files: SimpleNamespace, s):
             return None
     except Exception:  # damaged or foreign files are rebuilt, never trusted
         return None
-    touch = None
+    touch: _Touch = None
     if len(names) == len(_NAMES):
         touch = SimpleNamespace(new=arr["new"], perm=arr["perm"], rows=arr["rows"],
                                 src=arr["src"], gather=arr["gather"])
@@ -118,7 +128,8 @@ def load_const_operator(files: SimpleNamespace, s):
     return (arr["rows"], arr["groups"], arr["src"], arr["val"]), touch
 
 
-def _valid(arr: dict, touch, s, tab: np.ndarray, n: int) -> bool:
+def _valid(arr: dict[str, np.ndarray], touch: _Touch, s: SimpleNamespace, tab: np.ndarray,
+           n: int) -> bool:
     """Dtypes, shapes and bounds of every array, the group table, the permutation, and
     :data:`SAMPLE_ROWS` rows spread over the layout rebuilt from ``s`` and compared."""
     rows, groups, src, val = arr["rows"], arr["groups"], arr["src"], arr["val"]
@@ -129,7 +140,7 @@ def _valid(arr: dict, touch, s, tab: np.ndarray, n: int) -> bool:
         return False
     if (touch is None) != (src.size < _rhs.PERMUTE_TERMS):
         return False
-    new = None
+    new: np.ndarray | None = None
     if touch is not None:
         new, perm, g = touch.new, touch.perm, touch.gather
         if not (new.dtype == perm.dtype == np.int64 and new.shape == perm.shape == (n,)
@@ -163,7 +174,8 @@ def _groups_valid(groups: np.ndarray, n: int, n_terms: int) -> bool:
                 and terms[-1] == n_terms and pos[-1] == n and np.all(cnt > 0))
 
 
-def _sample_valid(arr: dict, new, s, tab: np.ndarray, n: int) -> bool:
+def _sample_valid(arr: dict[str, np.ndarray], new: np.ndarray | None, s: SimpleNamespace,
+                  tab: np.ndarray, n: int) -> bool:
     """:data:`SAMPLE_ROWS` layout positions: the row's nonzero terms of the structure, in
     their order (sources renumbered by ``new``), are the folder's terms there."""
     rows, groups, src, val = arr["rows"], arr["groups"], arr["src"], arr["val"]

@@ -37,7 +37,7 @@ CHECKED = [
     "attndyn.numeric.attention.xp_sgd", "attndyn.symbolic.initial", "attndyn.numeric.core.claims",
     "attndyn.numeric.attention.untied.fastslow",
     "attndyn.numeric.attention.untied.noise_flow", "attndyn.numeric.attention.tied.finite_width",
-    "attndyn.numeric.attention.corrections",
+    "attndyn.numeric.attention.corrections", "attndyn.kernels._layoutcache",
 ]
 # import name -> source folder (pyproject.toml's package-dir, top level)
 LAYOUT = {"attndyn/symbolic": "symbolic", "attndyn/kernels": "kernels",
