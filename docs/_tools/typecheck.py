@@ -38,6 +38,7 @@ CHECKED = [
     "attndyn.numeric.attention.untied.fastslow",
     "attndyn.numeric.attention.untied.noise_flow", "attndyn.numeric.attention.tied.finite_width",
     "attndyn.numeric.attention.corrections", "attndyn.kernels._layoutcache",
+    "attndyn.numeric.attention.potentials.quadrature",
 ]
 # import name -> source folder (pyproject.toml's package-dir, top level)
 LAYOUT = {"attndyn/symbolic": "symbolic", "attndyn/kernels": "kernels",

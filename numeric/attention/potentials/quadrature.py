@@ -28,8 +28,12 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from attndyn.numeric.core.types import ArrayLike
 
 __all__ = ["QuadratureRule", "gh_rule", "tensor_rule", "trapezoid_rule", "smolyak_rule", "rqmc_rules",
            "choose_rule", "METHODS"]
@@ -53,7 +57,7 @@ class QuadratureRule:
     error: float = float("nan")
     seed: int | None = None
     coarse: "QuadratureRule | None" = None
-    parts: list = field(default_factory=list)
+    parts: list[QuadratureRule] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -66,7 +70,7 @@ class QuadratureRule:
 
 
 @lru_cache(maxsize=128)
-def gh_rule(n: int):
+def gh_rule(n: int) -> tuple[np.ndarray, np.ndarray]:
     """Probabilists' Gauss-Hermite rule with ``n`` nodes, weights summing to 1."""
     if n < 1 or n > 350:
         raise ValueError(f"number of nodes must be in 1..350, got {n}")
@@ -80,7 +84,7 @@ def gh_rule(n: int):
     return z, w
 
 
-def _product(z, w, dim):
+def _product(z: np.ndarray, w: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Tensor nodes (itertools.product order) and weights (the products taken left to
     right, as ``math.prod`` of each row would)."""
     if dim == 0:
@@ -89,15 +93,16 @@ def _product(z, w, dim):
     return np.ascontiguousarray(Z.reshape(-1, dim), dtype=float), _weights(w, dim)
 
 
-def _weights(w, dim):
+def _weights(w: np.ndarray, dim: int) -> np.ndarray:
     """The tensor weights of :func:`_product` alone."""
-    W = np.asarray(w, dtype=float)
+    W: np.ndarray = np.asarray(w, dtype=float)
     for _ in range(dim - 1):
         W = np.multiply.outer(W, w)
-    return W.ravel().copy()
+    flat: np.ndarray = W.ravel().copy()
+    return flat
 
 
-def _pruned(W, prune):
+def _pruned(W: np.ndarray, prune: float) -> np.ndarray:
     """Indices of the smallest weights whose total stays below ``prune`` (ties in index
     order). Only weights below ``prune`` can be among them, so only those are sorted."""
     cand = np.nonzero(W < prune)[0]
@@ -173,7 +178,7 @@ def smolyak_rule(dim: int, level: int) -> QuadratureRule:
     return QuadratureRule("sparse", dim, np.ascontiguousarray(Z), np.ascontiguousarray(W), level)
 
 
-def _compositions(total, parts):
+def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
     """All tuples of ``parts`` ints >= 1 summing to ``total``."""
     if parts == 1:
         if total >= 1:
@@ -184,7 +189,8 @@ def _compositions(total, parts):
             yield (first,) + rest
 
 
-def rqmc_rules(dim: int, log2_points: int, randomisations: int = 8, seed: int = 0):
+def rqmc_rules(dim: int, log2_points: int, randomisations: int = 8, seed: int = 0
+               ) -> list[QuadratureRule]:
     """``randomisations`` independently scrambled Sobol rules of ``2**log2_points``
     points each, mapped to ``N(0, I)``; deterministic for a given seed."""
     from scipy.special import ndtri
@@ -202,22 +208,23 @@ def rqmc_rules(dim: int, log2_points: int, randomisations: int = 8, seed: int = 
     return out
 
 
-def _merge(parts, dim, level, seed):
+def _merge(parts: Sequence[QuadratureRule], dim: int, level: int, seed: int) -> QuadratureRule:
     Z = np.concatenate([p.nodes for p in parts])
     W = np.concatenate([p.weights for p in parts]) / len(parts)
     return QuadratureRule("rqmc", dim, np.ascontiguousarray(Z), np.ascontiguousarray(W), level,
                           seed=seed, parts=list(parts))
 
 
-def _scale(v):
+def _scale(v: ArrayLike) -> float:
     return max(1.0, float(np.max(np.abs(v)))) if np.size(v) else 1.0
 
 
-def _refine(rules, evaluate, tol, max_points):
+def _refine(rules: Iterable[QuadratureRule], evaluate: Callable[[QuadratureRule], ArrayLike],
+            tol: float, max_points: int) -> tuple[QuadratureRule, bool]:
     """Walk a sequence of ever finer rules until two consecutive estimates agree to
     ``tol * scale``; the difference is the finer rule's ``.error``. Returns
     ``(rule, converged)``; unconverged, the last rule that fits ``max_points``."""
-    prev = None
+    prev: tuple[QuadratureRule, np.ndarray] | None = None
     for rule in rules:
         if rule.size > max_points and prev is not None:
             break
@@ -228,9 +235,11 @@ def _refine(rules, evaluate, tol, max_points):
             if rule.error <= tol * _scale(val):
                 return rule, True
         prev = (rule, val)
+    assert prev is not None  # every caller's sequence has a first rule
     return prev[0], False
 
-def choose_rule(dim: int, evaluate, tol: float = 1e-8, method: str = "auto", seed: int = 0,
+def choose_rule(dim: int, evaluate: Callable[[QuadratureRule], ArrayLike], tol: float = 1e-8,
+                method: str = "auto", seed: int = 0,
                 max_points: int = 400_000, randomisations: int = 8) -> QuadratureRule:
     """Refine a rule until ``evaluate(rule)`` (a vector) changes by at most
     ``tol * max(1, |value|)`` between refinements.
@@ -269,7 +278,7 @@ def choose_rule(dim: int, evaluate, tol: float = 1e-8, method: str = "auto", see
                       RuntimeWarning, stacklevel=3)
         method = "rqmc"
     # rqmc
-    best = None
+    best: QuadratureRule | None = None
     for m in range(8, 31):
         if randomisations * 2 ** m > max_points and best is not None:
             break
@@ -282,6 +291,7 @@ def choose_rule(dim: int, evaluate, tol: float = 1e-8, method: str = "auto", see
         best = rule
         if rule.error <= tol * _scale(mean):
             return rule
+    assert best is not None  # the first level always runs
     warnings.warn(f"rqmc did not reach tol {tol:g} within {max_points} points (reported error "
                   f"{best.error:.3g})", RuntimeWarning, stacklevel=3)
     return best
