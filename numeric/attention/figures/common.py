@@ -5,15 +5,24 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from attndyn.numeric.core.claims import Claim
 
+if TYPE_CHECKING:
+    from attndyn.numeric.core.claims import FigureRun
+    from attndyn.numeric.core.results import Trajectory
+    from attndyn.numeric.core.types import ArrayLike, PathLike
+
+# a figure's settings (SETTINGS[name][mode] with the overrides and the mode)
+_Settings = dict[str, Any]
+
 __all__ = ["SETTINGS"]
 
 # mode -> settings. "quick": CPU-sized, same eta d / B as the caption.
-SETTINGS = {
+SETTINGS: dict[str, dict[str, _Settings]] = {
     "fig1": {
         "mini": dict(d=30, eta=0.01, batch=40, T=0.1, T_short=0.04, scale=0.5, orders=(2, 4),
                      n_t=11, seeds=2),
@@ -65,7 +74,7 @@ SETTINGS = {
 }
 
 
-def _settings(name, mode, overrides):
+def _settings(name: str, mode: str, overrides: dict[str, Any]) -> _Settings:
     if mode not in SETTINGS[name]:
         raise ValueError(f"mode must be one of {sorted(SETTINGS[name])}, got {mode!r}")
     s = dict(SETTINGS[name][mode])
@@ -77,7 +86,7 @@ def _settings(name, mode, overrides):
     return s
 
 
-def _seeds(seeds, base, default=1):
+def _seeds(seeds: int | Iterable[int] | None, base: int, default: int = 1) -> list[int]:
     if seeds is None:
         seeds = default
     if isinstance(seeds, int):
@@ -87,16 +96,16 @@ def _seeds(seeds, base, default=1):
     return [int(s) for s in seeds]
 
 
-def _fmt(x):
+def _fmt(x: float) -> str:
     return f"{x:.2e}" if np.isfinite(x) else str(x)
 
 
-def _first_cross(t, y, level):
+def _first_cross(t: np.ndarray, y: ArrayLike, level: float) -> float:
     idx = np.nonzero(np.asarray(y) >= level)[0]
     return float(t[idx[0]]) if idx.size else float("inf")
 
 
-def _sgd_completed(run):
+def _sgd_completed(run: FigureRun) -> Claim:
     """Claim: every SGD curve of the figure reached its last checkpoint."""
     bad = [f"{k}: status {v.status} at t = {v.t[-1]:.3g}" for k, v in run.curves.items()
            if "sgd" in k and v.status != 0]
@@ -106,7 +115,7 @@ def _sgd_completed(run):
                  "a diverged run keeps its finite checkpoints; the other claims use them")
 
 
-def _mpl():
+def _mpl() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -118,7 +127,7 @@ def _mpl():
 # ---------------------------------------------------------------------------
 # finite-d checks of Gaussian equivalence: Monte Carlo over the inputs x
 
-def _hermite_np(act):
+def _hermite_np(act: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     """numpy ``h_k = He_k / sqrt(k!)`` and ``h_k'`` for the activation name ``"h<k>"``."""
     from numpy.polynomial import hermite_e as He
 
@@ -132,7 +141,7 @@ def _hermite_np(act):
     return (lambda z: He.hermeval(z, c)), (lambda z: He.hermeval(z, dc))
 
 
-def _mc_batches(d, n, seed, n_chunks=10):
+def _mc_batches(d: int, n: int, seed: Any, n_chunks: int = 10) -> Iterator[np.ndarray]:
     """``n_chunks`` blocks of ``n // n_chunks`` inputs ``x ~ N(0, I_d)`` (rows)."""
     rng = np.random.default_rng(seed)
     m = max(n // n_chunks, 1)
@@ -140,20 +149,22 @@ def _mc_batches(d, n, seed, n_chunks=10):
         yield rng.standard_normal((m, d))
 
 
-def _quad(X, A, shift=0.0):
+def _quad(X: np.ndarray, A: np.ndarray, shift: Any = 0.0) -> np.ndarray:
     """Rows ``(x^T A x - shift) / sqrt(d)``."""
-    return (np.einsum("ij,ij->i", X @ A, X) - shift) / math.sqrt(X.shape[1])
+    out: np.ndarray = (np.einsum("ij,ij->i", X @ A, X) - shift) / math.sqrt(X.shape[1])
+    return out
 
 
-def _mean_se(vals):
+def _mean_se(vals: ArrayLike) -> tuple[float, float]:
     v = np.asarray(vals, float)
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
 
 
-def _slope(x, y):
+def _slope(x: ArrayLike, y: ArrayLike) -> float:
     """Least-squares slope of ``log y`` against ``log x``."""
-    x, y = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
-    return float(np.polyfit(x, y, 1)[0]) if x.size > 1 and np.all(np.isfinite(y)) else float("nan")
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    return (float(np.polyfit(lx, ly, 1)[0]) if lx.size > 1 and np.all(np.isfinite(ly))
+            else float("nan"))
 
 
 # ---------------------------------------------------------------------------
@@ -184,16 +195,18 @@ _GPU_STEP_FLOOR = 1e-4  # s per step: about ten kernel launches of ~10 us (assum
 _CPU_FLOPS = 4.5e10    # one core of this machine in the SGD GEMMs (42-49 GFLOP/s measured)
 
 
-def _setup_of(figure):
+def _setup_of(figure: str) -> Callable[..., Any]:
     """The ``_sgd_setup(curve, sgd_seed, s)`` of a figure module (fixed names only)."""
     import importlib
 
     if figure not in FIGURE_NAMES:
         raise ValueError(f"figure must be one of {FIGURE_NAMES}, got {figure!r}")
-    return importlib.import_module(f"attndyn.numeric.attention.figures.{figure}")._sgd_setup
+    setup: Callable[..., Any] = importlib.import_module(
+        f"attndyn.numeric.attention.figures.{figure}")._sgd_setup
+    return setup
 
 
-def _settings_text(s) -> str:
+def _settings_text(s: _Settings) -> str:
     """The settings as canonical JSON (the key of a task and of its cache folder)."""
     import json
 
@@ -201,7 +214,7 @@ def _settings_text(s) -> str:
     return json.dumps(jsonable(s, nonfinite="float"), sort_keys=True)
 
 
-def _log_line(path, text):
+def _log_line(path: PathLike | None, text: str) -> None:
     if path is None:
         return
     import os
@@ -221,10 +234,11 @@ class SGDTask:
 
     sweep_id = "attndyn.figures:sgd_task/1"
 
-    def __init__(self, log=None, backend="numba", device=None, dtype="float64"):
+    def __init__(self, log: PathLike | None = None, backend: str = "numba", device: Any = None,
+                 dtype: str = "float64") -> None:
         self.log, self.backend, self.device, self.dtype = log, backend, device, dtype
 
-    def __call__(self, figure, curve, sgd_seed, settings):
+    def __call__(self, figure: str, curve: str, sgd_seed: int, settings: str) -> Trajectory:
         import json
 
         from attndyn.numeric.attention.training import sgd
@@ -241,7 +255,8 @@ class SGDTask:
         return r
 
 
-def calibrate(figure, curve, s, *, steps=20, backend="numba", device=None):
+def calibrate(figure: str, curve: str, s: _Settings, *, steps: int = 20, backend: str = "numba",
+              device: Any = None) -> dict[str, float]:
     """CPU seconds per SGD step of one curve (process time of ``steps`` steps after a warm-up
     step) and the steps of a whole run; the FLOP count of a step estimated from the CPU time
     at the measured GEMM rate of one core (45 GFLOP/s: the kernel runs at 1.12x the GEMM
@@ -278,14 +293,16 @@ class TaskRunner:
     each task's start and end. ``plan=True`` prints the tasks and the time estimate of a short
     calibration run first."""
 
-    def __init__(self, executor="serial", *, cache_dir=None, workers=None, backend="numba",
-                 device=None, progress=None, plan=False, out=None):
+    def __init__(self, executor: Any = "serial", *, cache_dir: PathLike | None = None,
+                 workers: int | None = None, backend: str = "numba", device: Any = None,
+                 progress: bool | None = None, plan: bool = False,
+                 out: Callable[[str], Any] | None = None) -> None:
         self.executor, self.cache_dir, self.workers = executor, cache_dir, workers
         self.backend, self.device, self.progress, self.plan = backend, device, progress, plan
         self.out = out if out is not None else print
-        self.last_folder = None
+        self.last_folder: str | None = None
 
-    def folder(self, figure, s, tasks):
+    def folder(self, figure: str, s: _Settings, tasks: Sequence[tuple[str, int]]) -> str | None:
         import hashlib
         import os
 
@@ -295,7 +312,7 @@ class TaskRunner:
                               + str(self.device)).encode()).hexdigest()[:12]
         return os.path.join(os.fspath(self.cache_dir), f"{figure}-{key}")
 
-    def print_plan(self, figure, s, tasks):
+    def print_plan(self, figure: str, s: _Settings, tasks: Sequence[tuple[str, int]]) -> float:
         curves = sorted({c for c, _ in tasks})
         n_workers = self.workers or (os.cpu_count() or 1)
         lines = [f"plan: {figure} [{s.get('mode')}], {len(tasks)} SGD tasks "
@@ -314,7 +331,8 @@ class TaskRunner:
         self.out("\n".join(lines))
         return total
 
-    def run(self, figure, s, tasks):
+    def run(self, figure: str, s: _Settings, tasks: Sequence[tuple[str, int]]
+            ) -> dict[tuple[str, int], Trajectory]:
         """``{(curve, seed): Trajectory}`` for ``tasks = [(curve, seed), ...]``."""
         import os
         import warnings
@@ -349,7 +367,8 @@ class TaskRunner:
         return out
 
 
-def run_sgd_tasks(figure, s, tasks, runner=None):
+def run_sgd_tasks(figure: str, s: _Settings, tasks: Sequence[tuple[str, int]],
+                  runner: TaskRunner | None = None) -> dict[tuple[str, int], Trajectory]:
     """The SGD runs of ``tasks`` (``[(curve, seed)]``): with ``runner=None`` one after the
     other in this process, else through ``runner`` (:class:`TaskRunner`)."""
     if runner is None:
@@ -362,7 +381,8 @@ def run_sgd_tasks(figure, s, tasks, runner=None):
 # ---------------------------------------------------------------------------
 # claims in seed units
 
-def seed_z(runs, theory, paired=True):
+def seed_z(runs: ArrayLike, theory: ArrayLike, paired: bool = True
+           ) -> tuple[float, float, np.ndarray]:
     """z-scores over the plotted times ``t > 0`` of SGD runs against a theory.
 
     ``runs``: ``(n_seeds, n_t)``; ``theory``: ``(n_seeds, n_t)`` (paired: seed ``i``'s theory
@@ -385,7 +405,7 @@ def seed_z(runs, theory, paired=True):
     return float(np.sqrt(np.mean(zz ** 2))), float(np.max(np.abs(zz))), z
 
 
-def fmt_z(rms, mx):
+def fmt_z(rms: float, mx: float) -> str:
     return f"rms z {rms:.2f} (max |z| {mx:.2f})"
 
 

@@ -3,38 +3,46 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from attndyn.numeric.attention.figures.common import _fmt, _mpl, _seeds, _settings, _sgd_completed
-from attndyn.numeric.attention.figures.fig4 import _tied_truncation_curves
+from attndyn.numeric.attention.figures.fig4 import _Theories, _tied_truncation_curves, _ZPer
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
+
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.figures.common import TaskRunner
+    from attndyn.numeric.attention.tied.model import TiedModel
+    from attndyn.numeric.core.results import Trajectory
 
 __all__ = ["fig1"]
 
 
-def _model():
+def _model() -> TiedModel:
     from attndyn.numeric.attention.tied.model import TiedModel
     from attndyn.symbolic.losses import softmax_teacher_student
 
     return TiedModel(2, [0], softmax_teacher_student(2), L=2)
 
 
-def _sgd_setup(curve, sgd_seed, s):
+def _sgd_setup(curve: str, sgd_seed: int, s: dict[str, Any]
+               ) -> tuple[TiedModel, list[Any], np.ndarray, dict[str, Any]]:
     """SGD task of Fig. 1: seed ``i`` starts from its own draw of the law."""
     from attndyn.numeric.attention.training import gaussian_init
 
     if curve != "sgd":
         raise ValueError(f"fig1: unknown curve {curve!r}")
     model = _model()
-    W = gaussian_init(model, s["d"], scale=s["scale"], seed=[s["init_seed"], sgd_seed])
+    W = gaussian_init(model, s["d"], scale=s["scale"],
+                      seed=np.random.SeedSequence([s["init_seed"], sgd_seed]))
     return model, W, np.linspace(0.0, s["T"], s["n_t"]), {"_steps_per_unit": s["d"] / (4 * s["eta"])}
 
 
-def _route_report(model):
+def _route_report(model: TiedModel) -> dict[str, Any]:
     """The potential's route and, on the surrogate route, its certificate and error report."""
     pot = model.numeric_potential
-    out = {"route": str(getattr(pot, "route", "exact" if pot is None else "?"))}
+    out: dict[str, Any] = {"route": str(getattr(pot, "route", "exact" if pot is None else "?"))}
     for attr in ("certificate", "error_report"):
         v = getattr(pot, attr, None)
         try:
@@ -44,7 +52,8 @@ def _route_report(model):
     return out
 
 
-def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun:
+def fig1(mode: str = "quick", seeds: int | Sequence[int] | None = None,
+         runner: TaskRunner | None = None, **overrides: Any) -> FigureRun:
     """Figure 1: tied attention with L = 2 tokens, row-softmax teacher-student
     MSE (``softmax_teacher_student(2)``), gamma = 0: truncated hierarchy at
     several orders against SGD, the finite-d matrix flow (the exact projection of
@@ -95,7 +104,7 @@ def fig1(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     return run
 
 
-def _sgd_overlaps(sgds, K):
+def _sgd_overlaps(sgds: Sequence[Trajectory], K: int) -> np.ndarray:
     """The ``(n, K, K)`` overlaps ``q_kl = Tr(S_k S_l)/d`` of every SGD run at every
     plotted time: the path the theories follow, within a few seed SDs."""
     Q = np.empty((len(sgds), sgds[0].t.size, K, K))
@@ -110,13 +119,15 @@ def _sgd_overlaps(sgds, K):
 _KEYS = ("flow", "flow+finite-d")
 
 
-def _flows(run, model, s, seed_list, t, obs):
+def _flows(run: FigureRun, model: TiedModel, s: dict[str, Any], seed_list: Sequence[int],
+           t: np.ndarray, obs: Sequence[str]
+           ) -> tuple[list[_Theories], list[np.ndarray], Trajectory]:
     """The matrix flow from every seed's own start, without and with the finite-d
     correction (the Edgeworth ``O(1/d)`` terms of the population loss,
     ``correction="finite-d"``); seed 0's flow and matrices."""
     from attndyn.numeric.attention.flow import matrix_flow
 
-    theories = []
+    theories: list[_Theories] = []
     cpu = {k: 0.0 for k in _KEYS}
     for i, sd in enumerate(seed_list):
         S = [w @ w.T for w in _sgd_setup("sgd", sd, s)[1]]
@@ -134,12 +145,14 @@ def _flows(run, model, s, seed_list, t, obs):
             S0, fl0 = S, fl
             run.curves["flow"] = fl
             run.curves["flow+finite-d"] = fc
-    run.plot_rows = {k: {o: [th[k][o] for th in theories] for o in obs} for k in _KEYS}
+    # the per-seed theory rows, for the plot only (not a field of FigureRun)
+    plot_rows = {k: {o: [th[k][o] for th in theories] for o in obs} for k in _KEYS}
+    run.plot_rows = plot_rows  # type: ignore[attr-defined]
     run.extra["theory_cpu_s"] = cpu
     return theories, S0, fl0
 
 
-def _limit(run, model, sc, t):
+def _limit(run: FigureRun, model: TiedModel, sc: float, t: np.ndarray) -> Trajectory:
     """The free limit from the law ``wishart(sc, 1)`` of both factors."""
     from attndyn.numeric.attention.tied.limit import limit_flow
     from attndyn.symbolic.initial import FreeInit, wishart
@@ -149,24 +162,27 @@ def _limit(run, model, sc, t):
     return lim
 
 
-def _limit_z(sgds, lim, obs, t):
+def _limit_z(sgds: Sequence[Trajectory], lim: Trajectory, obs: Sequence[str], t: np.ndarray
+             ) -> tuple[_ZPer, dict[str, float]]:
     """rms z of SGD against the limit per observable, and z at ``t = 0``."""
     from attndyn.numeric.attention.figures.common import seed_z
 
-    zl, z0 = {}, {}
+    zl: _ZPer = {}
+    z0: dict[str, float] = {}
     for o in obs:
         Y = np.array([r.observable(o) for r in sgds])
         if lim.t.size == t.size:
-            zl[o] = seed_z(Y, lim.observable(o))[:2]
+            rms, mx, _ = seed_z(Y, lim.observable(o))
+            zl[o] = (rms, mx)
             z0[o] = seed_z(Y[:, :1], lim.observable(o)[:1])[2][0]
         else:
             zl[o], z0[o] = (float("inf"), float("inf")), float("nan")
     return zl, z0
 
 
-def _movement(sgds, obs):
+def _movement(sgds: Sequence[Trajectory], obs: Sequence[str]) -> dict[str, float]:
     """``|mean(T) - mean(0)| / SD over seeds at T`` per observable."""
-    move = {}
+    move: dict[str, float] = {}
     for o in obs:
         Y = np.array([r.observable(o) for r in sgds])
         sd_T = Y[:, -1].std(ddof=1) if len(sgds) > 1 else float("nan")
@@ -174,14 +190,16 @@ def _movement(sgds, obs):
     return move
 
 
-def _truncation_z(run, sgds, theories, orders, obs, short, shift=None):
+def _truncation_z(run: FigureRun, sgds: Sequence[Trajectory], theories: Sequence[_Theories],
+                  orders: Sequence[int], obs: Sequence[str], short: np.ndarray,
+                  shift: dict[str, np.ndarray] | None = None) -> dict[int, float]:
     """Per order, the worst rms z of seed 0's SGD against the truncation (plus ``shift[o]``
     on the short times, if given) on the short horizon, in units of the seed SD of SGD
     around its own flow."""
     n = len(sgds)
     resid = {o: np.array([r.observable(o) - th["flow"][o] for r, th in zip(sgds, theories)])
              for o in obs}
-    zs = {}
+    zs: dict[int, float] = {}
     for M in orders:
         rs = run.curves[f"truncation/M{M}"]
         zz = []
@@ -196,7 +214,9 @@ def _truncation_z(run, sgds, theories, orders, obs, short, shift=None):
     return zs
 
 
-def _fig1_claims(run, s, seed_list, sgds, theories, lim, err_s, obs, short):
+def _fig1_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
+                 sgds: Sequence[Trajectory], theories: Sequence[_Theories], lim: Trajectory,
+                 err_s: dict[int, float], obs: Sequence[str], short: np.ndarray) -> None:
     """The claims of Fig. 1, in seed units."""
     from attndyn.numeric.attention.figures.common import Z_OK
     from attndyn.numeric.attention.figures.fig4 import _paired_z, _zdesc, _zworst
@@ -235,7 +255,9 @@ def _fig1_claims(run, s, seed_list, sgds, theories, lim, err_s, obs, short):
     run.claims.insert(0, _sgd_completed(run))
 
 
-def _truncation_claim(run, s, seed_list, sgds, theories, es, obs, short):
+def _truncation_claim(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
+                      sgds: Sequence[Trajectory], theories: Sequence[_Theories],
+                      es: Sequence[float], obs: Sequence[str], short: np.ndarray) -> None:
     """The short-horizon claim: the highest truncation order plus the finite-d shift of the
     flow (``truncation + (finite-d flow - flow)``, seed 0's, the additive first-order
     combination ``noise+finite-d`` uses) against SGD, the uncorrected truncation reported."""
@@ -263,7 +285,7 @@ def _truncation_claim(run, s, seed_list, sgds, theories, es, obs, short):
         f"around its own flow over {n} seeds; held when rms z <= {Z_OK:g}"))
 
 
-def _flow_claim(run, s, zp, n):
+def _flow_claim(run: FigureRun, s: dict[str, Any], zp: dict[str, _ZPer], n: int) -> None:
     """The long-horizon claim: the finite-d corrected flow, the uncorrected one reported."""
     from attndyn.numeric.attention.figures.common import Z_OK
     from attndyn.numeric.attention.figures.fig4 import _zdesc, _zworst
@@ -287,7 +309,7 @@ def _flow_claim(run, s, zp, n):
         "40, 80, 160 (d^(-0.95 +- 0.07)): the O(1/d) drift the correction adds"))
 
 
-def _plot_fig1(run, fig=None):
+def _plot_fig1(run: FigureRun, fig: Any = None) -> Any:
     plt = _mpl()
     s = run.settings
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.2)) if fig is None else (fig, fig.axes)

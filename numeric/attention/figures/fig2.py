@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -12,10 +13,17 @@ from attndyn.numeric.attention.figures.common import (_first_cross, _fmt, _hermi
                                                       _sgd_completed, _slope)
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
 
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.direct.model import SModel
+    from attndyn.numeric.attention.figures.common import TaskRunner
+    from attndyn.numeric.attention.tied.model import TiedModel
+    from attndyn.numeric.core.results import Trajectory
+
 __all__ = ["fig2"]
 
 
-def _tied_p12_drift_mc(W, act, n, seed):
+def _tied_p12_drift_mc(W: Sequence[np.ndarray], act: str, n: int, seed: Any
+                       ) -> tuple[float, float]:
     """``dp_12/dt`` at the start (``t = 4 eta n/d``) of the *exact* finite-d SGD
     drift, ``dS_1/dt = -(d/4)(E[grad_W L] W^T + W E[grad_W L]^T)``, by Monte Carlo
     over ``x`` (MSE ``(1/2)(h(G_1) - h(G_2))^2``, ``G_k = (x^T S_k x - Tr S_k)/sqrt d``,
@@ -27,7 +35,7 @@ def _tied_p12_drift_mc(W, act, n, seed):
     S1, S2 = W1 @ W1.T, W[1] @ W[1].T
     d = S1.shape[0]
     P = S2 - np.trace(S2) / d * np.eye(d)
-    vals = []
+    vals: list[float] = []
     for X in _mc_batches(d, n, seed):
         G1, G2 = _quad(X, S1, np.trace(S1)), _quad(X, S2, np.trace(S2))
         lp = (h(G1) - h(G2)) * hp(G1)
@@ -38,7 +46,7 @@ def _tied_p12_drift_mc(W, act, n, seed):
     return _mean_se(vals)
 
 
-def _tied_p12_drift_flow(model, W, h=1e-5):
+def _tied_p12_drift_flow(model: TiedModel, W: Sequence[np.ndarray], h: float = 1e-5) -> float:
     """``dp_12/dt`` at the start of the matrix flow (one-sided second-order difference)."""
     from attndyn.numeric.attention.flow import matrix_flow
 
@@ -47,7 +55,7 @@ def _tied_p12_drift_flow(model, W, h=1e-5):
     return float((-3 * p[0] + 4 * p[1] - p[2]) / (2 * h))
 
 
-def _rescale_tied(W, var=1.0):
+def _rescale_tied(W: Sequence[np.ndarray], var: float = 1.0) -> list[np.ndarray]:
     """Scale each factor so that Var G_k = 2 q_kk = var (q_kk = Tr(S_k^2)/d)."""
     out = []
     for w in W:
@@ -58,7 +66,7 @@ def _rescale_tied(W, var=1.0):
     return out
 
 
-def _rescale_s(S, var=1.0):
+def _rescale_s(S: Sequence[np.ndarray], var: float = 1.0) -> list[np.ndarray]:
     """Scale each S_k so that Var G_k = Omega_kk + Psi_kk = var."""
     out = []
     for m in S:
@@ -68,7 +76,8 @@ def _rescale_s(S, var=1.0):
     return out
 
 
-def _fig2_direct_scan(s, t_s, acts):
+def _fig2_direct_scan(s: dict[str, Any], t_s: np.ndarray, acts: Sequence[str]
+                      ) -> dict[str, Any]:
     """The direct-S flow from Gaussian starts at each ``d`` of ``s["scan_d"]``:
     mean over ``s["scan_seeds"]`` starts of ``max_tau |p|`` and of the amplification
     ``max |p| / |p(0)|`` per activation (the same starts for every activation)."""
@@ -78,12 +87,16 @@ def _fig2_direct_scan(s, t_s, acts):
 
     models = {a: SModel(2, [0], mse_teacher_student(a)) for a in acts}
     m0 = models[acts[0]]
-    out = {"d": list(s["scan_d"]), "seeds": int(s["scan_seeds"]),
-           "pmax": {a: [] for a in acts}, "amp": {a: [] for a in acts}, "p0": []}
+    out: dict[str, Any] = {"d": list(s["scan_d"]), "seeds": int(s["scan_seeds"]),
+                           "pmax": {a: [] for a in acts}, "amp": {a: [] for a in acts},
+                           "p0": []}
     for dd in s["scan_d"]:
-        pm, am, p0s = {a: [] for a in acts}, {a: [] for a in acts}, []
+        pm: dict[str, list[float]] = {a: [] for a in acts}
+        am: dict[str, list[float]] = {a: [] for a in acts}
+        p0s: list[float] = []
         for j in range(int(s["scan_seeds"])):
-            op = m0.order_parameters(_rescale_s(gaussian_init(m0, dd, seed=[20000 + dd, j])))
+            op = m0.order_parameters(_rescale_s(gaussian_init(
+                m0, dd, seed=np.random.SeedSequence([20000 + dd, j]))))
             for a, sm in models.items():
                 th = sm.integrate(tuple(np.array(x) for x in op), t_s)
                 p = np.maximum(np.abs(th.observable("p_Psi_12")),
@@ -98,7 +111,7 @@ def _fig2_direct_scan(s, t_s, acts):
     return out
 
 
-def _fig2_tied_drift(s):
+def _fig2_tied_drift(s: dict[str, Any]) -> dict[str, Any]:
     """Tied h3: start drift of ``p_12``, exact finite-d SGD (Monte Carlo) over the
     matrix flow, at each ``d`` of ``s["mc_d"]`` from the figure's kind of start."""
     from attndyn.numeric.attention.tied.model import TiedModel
@@ -106,7 +119,7 @@ def _fig2_tied_drift(s):
     from attndyn.symbolic.losses import mse_teacher_student
 
     tm = TiedModel(2, [0], mse_teacher_student("h3"))
-    out = {"d": list(s["mc_d"]), "sgd": [], "sgd_se": [], "flow": [], "ratio": [],
+    out: dict[str, Any] = {"d": list(s["mc_d"]), "sgd": [], "sgd_se": [], "flow": [], "ratio": [],
            "ratio_se": []}
     for dd in s["mc_d"]:
         W = _rescale_tied(gaussian_init(tm, dd, seed=2000 + dd))
@@ -122,7 +135,8 @@ def _fig2_tied_drift(s):
     return out
 
 
-def _sgd_setup(curve, sgd_seed, s):
+def _sgd_setup(curve: str, sgd_seed: int, s: dict[str, Any]
+               ) -> tuple[Any, list[np.ndarray], np.ndarray, dict[str, Any]]:
     """SGD task of Fig. 2: ``curve`` is ``"<act>/tied"`` or ``"<act>/S"``; the figure's one
     start (the theory is from the same matrices), SGD seed ``sgd_seed``."""
     from attndyn.numeric.attention.direct.model import SModel
@@ -144,7 +158,8 @@ def _sgd_setup(curve, sgd_seed, s):
     return sm, S0, t_tied / 4.0, {"_steps_per_unit": s["d"] / s["eta"]}
 
 
-def fig2(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun:
+def fig2(mode: str = "quick", seeds: int | Sequence[int] | None = None,
+         runner: TaskRunner | None = None, **overrides: Any) -> FigureRun:
     """Figure 2: weak recovery from an uninformative start, tied ``S = W W^T``
     against direct optimisation over S (appendix E), MSE teacher-student with
     ``h1``, ``h2``, ``h3`` (``h_k = He_k/sqrt(k!)``), L = 1.
@@ -174,8 +189,9 @@ def fig2(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     runs = run_sgd_tasks("fig2", s, [(f"{a}/{k}", sd) for a in s["acts"] for k in ("tied", "S")
                                      for sd in seed_list], runner)
     run = FigureRun("fig2", "Fig. 2: tied W vs direct S from an uninformative start", s)
-    v = {k: {} for k in ("zt", "ztn", "zs", "zsn", "esc_t", "maxp_tied", "maxp_s", "maxp_su",
-                         "p0_s", "esc_f", "gap_s")}
+    v: dict[str, dict[str, Any]] = {
+        k: {} for k in ("zt", "ztn", "zs", "zsn", "esc_t", "maxp_tied", "maxp_s", "maxp_su",
+                        "p0_s", "esc_f", "gap_s")}
     for act in s["acts"]:
         for k, val in _fig2_activation(run, runs, s, act, seed_list).items():
             v[k][act] = val
@@ -199,7 +215,8 @@ def fig2(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     return run
 
 
-def _fig2_activation(run, runs, s, act, seed_list) -> dict:
+def _fig2_activation(run: FigureRun, runs: dict[tuple[str, int], Trajectory], s: dict[str, Any],
+                     act: str, seed_list: Sequence[int]) -> dict[str, Any]:
     """One activation: its SGD curves, the tied flow and the direct-S ODE (each with its
     noise correction where it builds), their seed-unit z-scores, the escape times and the
     largest overlaps. Values keyed as :func:`fig2` collects them."""
@@ -212,7 +229,7 @@ def _fig2_activation(run, runs, s, act, seed_list) -> dict:
     from attndyn.numeric.attention.figures.common import seed_z
     from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
     d = s["d"]
-    out = {}
+    out: dict[str, Any] = {}
     loss = mse_teacher_student(act)
     tm = TiedModel(2, [0], loss)
     W = _rescale_tied(gaussian_init(tm, d, seed=2000 + d))
@@ -277,7 +294,8 @@ def _fig2_activation(run, runs, s, act, seed_list) -> dict:
     return out
 
 
-def _uninformative_max(run, act, sm, S0, t):
+def _uninformative_max(run: FigureRun, act: str, sm: SModel, S0: Sequence[np.ndarray],
+                       t: np.ndarray) -> float:
     """The direct-S ODE from the d -> infinity uninformative state (Assumption 10: t_1 = 0,
     no cross overlaps) as a curve; its largest overlap."""
     tq, Psi, Om = sm.order_parameters(S0)
@@ -288,7 +306,8 @@ def _uninformative_max(run, act, sm, S0, t):
     return max(max_abs(thu.observable("p_Psi_12")), max_abs(thu.observable("p_Omega_12")))
 
 
-def _escape_claims(run, s, acts, v, scan, horizon):
+def _escape_claims(run: FigureRun, s: dict[str, Any], acts: Sequence[str],
+                   v: dict[str, dict[str, Any]], scan: dict[str, Any], horizon: str) -> None:
     """Tied escapes for every activation; direct S (h2, h3) stays near the uninformative
     state, its overlap vanishes with d, and its SGD follows its flow within O(1/d)."""
     from attndyn.numeric.attention.figures.common import fmt_z
@@ -337,7 +356,8 @@ def _escape_claims(run, s, acts, v, scan, horizon):
                   "9.3e-3 with B = 400, 9.9e-3 with B = 1600)"))
 
 
-def _h1_and_limit_claims(run, acts, v, horizon):
+def _h1_and_limit_claims(run: FigureRun, acts: Sequence[str], v: dict[str, dict[str, Any]],
+                         horizon: str) -> None:
     """h1 in seed units for both parameterisations; the direct-S theory from the
     uninformative state stays there (h2, h3); direct S escapes for h1."""
     from attndyn.numeric.attention.figures.common import Z_OK, fmt_z
@@ -371,7 +391,8 @@ def _h1_and_limit_claims(run, acts, v, horizon):
             v["maxp_s"]["h1"] >= 0.1, f"h1: max |p| = {v['maxp_s']['h1']:.3f}", horizon))
 
 
-def _drift_claim(run, s, acts, v, mc, order):
+def _drift_claim(run: FigureRun, s: dict[str, Any], acts: Sequence[str],
+                 v: dict[str, dict[str, Any]], mc: dict[str, Any], order: Sequence[str]) -> None:
     """Tied h3: SGD's finite-d drift of p_12 tends to the flow's as d grows."""
     d, esc_t, esc_f = s["d"], v["esc_t"], v["esc_f"]
     ex = [abs(r - 1.0) for r in mc["ratio"]]
@@ -392,7 +413,7 @@ def _drift_claim(run, s, acts, v, mc, order):
         "small d; the paper states no escape order for Fig. 2"))
 
 
-def _plot_fig2(run, fig=None):
+def _plot_fig2(run: FigureRun, fig: Any = None) -> Any:
     plt = _mpl()
     s = run.settings
     acts = list(s["acts"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -13,12 +14,21 @@ from attndyn.numeric.attention.tied.examples import d3_model
 from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
 
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.figures.common import TaskRunner
+    from attndyn.numeric.core.results import Trajectory
+
+# one seed's theories {key: {observable: values}}; z per observable (rms, max |z|) per key
+_Theories = dict[str, dict[str, np.ndarray]]
+_ZPer = dict[str, tuple[float, float]]
+
 __all__ = ["fig4_noise_check", "plot_noise_check", "fig4"]
 
 
 def fig4_noise_check(*, d: int = 400, eta: float = 0.01, batch: int = 512, T: float = 1.0,
-                     n_t: int = 41, seeds: int = 8, scale: float = 0.5, threads=1,
-                     corrections=("noise", "noise+finite-d")) -> dict:
+                     n_t: int = 41, seeds: int = 8, scale: float = 0.5, threads: int | None = 1,
+                     corrections: Sequence[str] = ("noise", "noise+finite-d")
+                     ) -> dict[str, Any]:
     """Issue 16's flow acceptance at Figure 4's settings (D.3 loss ``(G1 - G2)^2``, tied,
     student 0 and fixed teacher 1, both ``gaussian_init(scale=0.5, seed=1000 + d)`` as
     in :func:`attndyn.numeric.attention.figures.fig4`): ``seeds`` SGD runs (seeds
@@ -36,16 +46,18 @@ def fig4_noise_check(*, d: int = 400, eta: float = 0.01, batch: int = 512, T: fl
     Y = np.array([[r.observable(n) for n in names] for r in runs])
     mean = Y.mean(axis=0)
     se = Y.std(axis=0, ddof=1) / math.sqrt(seeds) if seeds > 1 else np.zeros_like(mean)
-    theories = {}
+    theories: dict[str, np.ndarray] = {}
     for c in corrections:
         th = noise_corrected_flow(model, S, t, eta=eta, batch=batch, correction=c)
         theories[c] = np.array([th.observable(n) for n in names])
         flow = np.array([th.diagnostics["flow"][th.names.index(n)] for n in names])
     theories["none"] = flow
-    out = {"t": t, "names": names, "sgd_mean": mean, "sgd_se": se, "theories": theories,
-           "params": {"d": d, "eta": eta, "batch": batch, "T": T, "seeds": seeds,
-                      "scale": scale, "eta_d_over_B": eta * d / batch}}
-    err = {}
+    out: dict[str, Any] = {"t": t, "names": names, "sgd_mean": mean, "sgd_se": se,
+                           "theories": theories,
+                           "params": {"d": d, "eta": eta, "batch": batch, "T": T,
+                                      "seeds": seeds, "scale": scale,
+                                      "eta_d_over_B": eta * d / batch}}
+    err: dict[str, Any] = {}
     for c, y in theories.items():
         e = np.abs(mean - y)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -56,7 +68,7 @@ def fig4_noise_check(*, d: int = 400, eta: float = 0.01, batch: int = 512, T: fl
     return out
 
 
-def plot_noise_check(res: dict, ax=None):
+def plot_noise_check(res: dict[str, Any], ax: Any = None) -> Any:
     """SGD mean +- standard error and the uncorrected and corrected theories of
     :func:`fig4_noise_check`, as the difference to the uncorrected flow (three panels
     when ``ax`` is None). Returns the axes."""
@@ -82,10 +94,15 @@ def plot_noise_check(res: dict, ax=None):
     return ax
 
 
-def _tied_truncation_curves(run, model, S, t_short, t_full, orders, obs, ref_short, ref_full,
-                            tag):
+def _tied_truncation_curves(run: FigureRun, model: Any, S: Sequence[np.ndarray],
+                            t_short: np.ndarray, t_full: np.ndarray, orders: Sequence[int],
+                            obs: Sequence[str], ref_short: dict[str, np.ndarray],
+                            ref_full: dict[str, np.ndarray], tag: str
+                            ) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
     """Truncations per order on the short and the full horizon; errors to refs."""
-    err_s, err_f, status_f = {}, {}, {}
+    err_s: dict[int, float] = {}
+    err_f: dict[int, float] = {}
+    status_f: dict[int, int] = {}
     for M in orders:
         h = model.hierarchy(M)
         rs = h.integrate(S, t_short, method="truncation")
@@ -103,7 +120,8 @@ def _tied_truncation_curves(run, model, S, t_short, t_full, orders, obs, ref_sho
     return err_s, err_f, status_f
 
 
-def _sgd_setup(curve, sgd_seed, s):
+def _sgd_setup(curve: str, sgd_seed: int, s: dict[str, Any]
+               ) -> tuple[Any, list[Any], np.ndarray, dict[str, Any]]:
     """SGD task of Fig. 4: seed ``i`` starts from its own draw of the law
     (``gaussian_init(scale, seed=[init_seed, i])`` for student and teacher)."""
     from attndyn.numeric.attention.training import gaussian_init
@@ -111,17 +129,19 @@ def _sgd_setup(curve, sgd_seed, s):
     if curve != "sgd":
         raise ValueError(f"fig4: unknown curve {curve!r}")
     model = d3_model()
-    W = gaussian_init(model, s["d"], scale=s["scale"], seed=[s["init_seed"], sgd_seed])
+    W = gaussian_init(model, s["d"], scale=s["scale"],
+                      seed=np.random.SeedSequence([s["init_seed"], sgd_seed]))
     return model, W, np.linspace(0.0, s["T"], s["n_t"]), {"_steps_per_unit": s["d"] / (4 * s["eta"])}
 
 
-def _tied_theories(model, S, t, eta, batch, corrections):
+def _tied_theories(model: Any, S: Sequence[np.ndarray], t: np.ndarray, eta: float, batch: int,
+                   corrections: Sequence[str]) -> tuple[_Theories, Trajectory]:
     """The matrix flow and its corrected versions from one start (same matrices):
     ``{"flow": {obs: y}, "noise": ..., ...}`` on ``mu_1, q_11, q_12``."""
     from attndyn.numeric.attention.flow import matrix_flow
 
     obs = ["mu_1", "q_11", "q_12"]
-    out = {}
+    out: _Theories = {}
     fl = matrix_flow(model, S, t, order=2)
     out["flow"] = {o: fl.observable(o) for o in obs}
     for c in corrections:
@@ -130,32 +150,35 @@ def _tied_theories(model, S, t, eta, batch, corrections):
     return out, fl
 
 
-def _paired_z(sgds, theories, keys, obs, mask=None):
+def _paired_z(sgds: Sequence[Trajectory], theories: Sequence[_Theories], keys: Sequence[str],
+              obs: Sequence[str], mask: np.ndarray | None = None) -> dict[str, _ZPer]:
     """rms z (max over observables) of SGD seed i against theory i, per theory key."""
     from attndyn.numeric.attention.figures.common import seed_z
 
-    res = {}
+    res: dict[str, _ZPer] = {}
     for k in keys:
-        per = {}
+        per: _ZPer = {}
         for o in obs:
             Y = np.array([r.observable(o) for r in sgds])
             T = np.array([th[k][o] for th in theories])
             if mask is not None:
                 Y, T = Y[:, mask], T[:, mask]
-            per[o] = seed_z(Y, T)[:2]
+            rms, mx, _ = seed_z(Y, T)
+            per[o] = (rms, mx)
         res[k] = per
     return res
 
 
-def _zworst(per):
+def _zworst(per: _ZPer) -> float:
     return max(v[0] for v in per.values())
 
 
-def _zdesc(per):
+def _zdesc(per: _ZPer) -> str:
     return ", ".join(f"{o} {v[0]:.2f}" for o, v in per.items())
 
 
-def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun:
+def fig4(mode: str = "quick", seeds: int | Sequence[int] | None = None,
+         runner: TaskRunner | None = None, **overrides: Any) -> FigureRun:
     """Figure 4: the D.3 loss ``(G_1 - G_2)^2`` (tied, L = 1, student 0,
     fixed teacher 1, gamma = 0): truncated hierarchy (eq. 13) at several orders
     against SGD, with the exact ``d -> infinity`` free limit (``limit_flow``)
@@ -199,12 +222,16 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
         {o: fl0.observable(o)[short] for o in obs}, {o: fl0.observable(o) for o in obs}, "to_flow")
     zt_s, zt_f = _truncation_z(run, s, sgds, theories, obs, t, short)
     zp = _paired_z(sgds, theories, ("flow",) + corrections, obs)
-    run.plot_rows = {k: {o: [th[k][o] for th in theories] for o in obs}
-                     for k in ("flow",) + corrections}
-    zl = {}
+    # the per-seed theory rows, for the plot only (kept off run.extra, which is saved; not
+    # a field of FigureRun, so set as an attribute)
+    plot_rows = {k: {o: [th[k][o] for th in theories] for o in obs}
+                 for k in ("flow",) + corrections}
+    run.plot_rows = plot_rows  # type: ignore[attr-defined]
+    zl: _ZPer = {}
     for o in obs:
         Y = np.array([r.observable(o) for r in sgds])
-        zl[o] = seed_z(Y, lim.observable(o))[:2]
+        rms, mx, _ = seed_z(Y, lim.observable(o))
+        zl[o] = (rms, mx)
     lim_err = max(float(np.max(lim.error[o])) for o in obs)
     run.extra.update(truncation_z_short={str(k): v for k, v in zt_s.items()},
                      truncation_z_full={str(k): v for k, v in zt_f.items()},
@@ -220,10 +247,12 @@ def fig4(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     return run
 
 
-def _fig4_flows(run, model, s, seed_list, t, corrections):
+def _fig4_flows(run: FigureRun, model: Any, s: dict[str, Any], seed_list: Sequence[int],
+                t: np.ndarray, corrections: Sequence[str]
+                ) -> tuple[list[_Theories], list[np.ndarray], Trajectory]:
     """Each seed's finite-d theories from its own matrices; seed 0's flow and corrected
     flows as curves. Returns ``(theories, S0, flow0)``."""
-    theories = []
+    theories: list[_Theories] = []
     for i, sd in enumerate(seed_list):
         W = _sgd_setup("sgd", sd, s)[1]
         S = [w @ w.T for w in W]
@@ -238,7 +267,9 @@ def _fig4_flows(run, model, s, seed_list, t, corrections):
     return theories, S0, fl0
 
 
-def _truncation_z(run, s, sgds, theories, obs, t, short):
+def _truncation_z(run: FigureRun, s: dict[str, Any], sgds: Sequence[Trajectory],
+                  theories: Sequence[_Theories], obs: Sequence[str], t: np.ndarray,
+                  short: np.ndarray) -> tuple[dict[int, float], dict[int, float]]:
     """rms z of seed 0's run against each truncation (short horizon, full horizon), in
     units of one run's seed SD around its own flow (max over the observables)."""
     # the seed noise of one run around its own flow (paired residuals): the unit of the
@@ -248,14 +279,15 @@ def _truncation_z(run, s, sgds, theories, obs, t, short):
     sd1 = {o: resid[o].std(axis=0, ddof=1) if len(sgds) > 1 else np.full(t.size, np.nan)
            for o in obs}
 
-    def z_single(y, o, mask):
+    def z_single(y: np.ndarray, o: str, mask: np.ndarray) -> float:
         e = sgds[0].observable(o)[mask][: y.size] - y[: mask.sum()]
         u = sd1[o][mask][: e.size]
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(u > 0, e / np.where(u > 0, u, 1.0), 0.0)
         return float(np.sqrt(np.mean(z[1:] ** 2))) if z.size > 1 else float("nan")
 
-    zt_s, zt_f = {}, {}
+    zt_s: dict[int, float] = {}
+    zt_f: dict[int, float] = {}
     full = np.ones(t.size, bool)
     for M in s["orders"]:
         rs = run.curves[f"truncation/M{M}"]
@@ -266,7 +298,8 @@ def _truncation_z(run, s, sgds, theories, obs, t, short):
     return zt_s, zt_f
 
 
-def _truncation_claims(run, s, seed_list, err_s, zt_s):
+def _truncation_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
+                       err_s: dict[int, float], zt_s: dict[int, float]) -> None:
     """The claims on the short horizon: the truncation error falls with the order, to the
     exact hierarchy and to SGD's seed noise."""
     orders = list(s["orders"])
@@ -288,7 +321,10 @@ def _truncation_claims(run, s, seed_list, err_s, zt_s):
         f"its own flow over {n} seeds; held when the highest order is within rms z {Z_OK:g}"))
 
 
-def _theory_claims(run, s, seed_list, sgds, lim, obs, zp, zl, lim_err, corrections):
+def _theory_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
+                   sgds: Sequence[Trajectory], lim: Any, obs: Sequence[str],
+                   zp: dict[str, _ZPer], zl: _ZPer, lim_err: float,
+                   corrections: tuple[str, ...]) -> None:
     """The claims over the full horizon: the corrected finite-d theory (paired per seed)
     and the limit solver from the law track SGD within the seed noise."""
     d, n = s["d"], len(seed_list)
@@ -316,7 +352,8 @@ def _theory_claims(run, s, seed_list, sgds, lim, obs, zp, zl, lim_err, correctio
         f"when rms z <= {Z_OK:g} on every observable"))
 
 
-def _leaving_claim(run, s, zt_f, status_f):
+def _leaving_claim(run: FigureRun, s: dict[str, Any], zt_f: dict[int, float],
+                   status_f: dict[int, int]) -> None:
     """The claim that every truncation leaves SGD on the full horizon."""
     orders = list(s["orders"])
     zf = [zt_f[M] for M in orders]
@@ -331,7 +368,8 @@ def _leaving_claim(run, s, zt_f, status_f):
         f"when every order is above rms z {10 * Z_OK:g}"))
 
 
-def _plot_theory_gaps(ax, run, obs, keys, labels, limit=True):
+def _plot_theory_gaps(ax: Any, run: FigureRun, obs: str, keys: Sequence[str],
+                      labels: Sequence[str], limit: bool = True) -> Any:
     """SGD minus each theory, mean over seeds +- one standard error (paired: seed i's theory
     from seed i's matrices; the limit from the law)."""
     sg = [v for k, v in run.curves.items() if k.startswith("sgd/")]
@@ -357,7 +395,7 @@ def _plot_theory_gaps(ax, run, obs, keys, labels, limit=True):
     return ax
 
 
-def _plot_fig4(run, fig=None):
+def _plot_fig4(run: FigureRun, fig: Any = None) -> Any:
     plt = _mpl()
     s = run.settings
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.2)) if fig is None else (fig, fig.axes)
