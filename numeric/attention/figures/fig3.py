@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -12,15 +13,25 @@ from attndyn.numeric.attention.figures.common import (_first_cross, _fmt, _hermi
                                                       _sgd_completed, _slope)
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
 
+if TYPE_CHECKING:
+    from attndyn.numeric.attention.figures.common import TaskRunner
+    from attndyn.numeric.attention.untied.model import UntiedModel
+    from attndyn.numeric.core.results import Trajectory
+
+# the SGD runs by (curve, seed); one activation's numbers for the claims
+_Runs = dict[tuple[str, int], "Trajectory"]
+_Per = dict[str, Any]
+
 __all__ = ["fig3"]
 
 
-def _untied_loss_mc(pairs, acts, n, seed):
+def _untied_loss_mc(pairs: Sequence[tuple[np.ndarray, np.ndarray]], acts: Sequence[str], n: int,
+                    seed: Any) -> dict[str, tuple[float, float]]:
     """The exact finite-d population loss ``E_x (1/2)(h(G_1) - h(G_2))^2`` at the
     pairs, ``G_k = x^T U_k V_k^T x / sqrt d``, by Monte Carlo: ``{act: (mean, se)}``."""
     M1, M2 = (U @ V.T for U, V in pairs[:2])
     fns = {a: _hermite_np(a)[0] for a in acts}
-    vals = {a: [] for a in acts}
+    vals: dict[str, list[float]] = {a: [] for a in acts}
     for X in _mc_batches(M1.shape[0], n, seed):
         G1, G2 = _quad(X, M1), _quad(X, M2)
         for a, h in fns.items():
@@ -28,12 +39,13 @@ def _untied_loss_mc(pairs, acts, n, seed):
     return {a: _mean_se(v) for a, v in vals.items()}
 
 
-def _sym_overlap(r):
+def _sym_overlap(r: Trajectory) -> np.ndarray:
     """Tr((M1 + M1^T)(M2 + M2^T)) / (2d) = q1_12 + q2_12 (= Cov(G_1, G_2), one token)."""
-    return r.observable("q1_12") + r.observable("q2_12")
+    ov: np.ndarray = r.observable("q1_12") + r.observable("q2_12")
+    return ov
 
 
-def _teacher_signal(model, pairs, act):
+def _teacher_signal(model: UntiedModel, pairs: Sequence[Any] | None, act: str) -> float:
     """``E[sigma*'(Z_2)]``, ``Z_2 ~ N(m_2, q1_22 + q2_22)`` at the pairs (eq. 49's
     teacher factor; ``pairs=None``: ``Z_2 ~ N(0, 1)``), by Gauss-Hermite quadrature."""
     from numpy.polynomial import hermite_e as He
@@ -48,7 +60,7 @@ def _teacher_signal(model, pairs, act):
                  / math.sqrt(2 * math.pi))
 
 
-def _fig3_loss_gap(s, acts):
+def _fig3_loss_gap(s: dict[str, Any], acts: Sequence[str]) -> dict[str, Any]:
     """Exact finite-d loss (Monte Carlo) minus the Gaussian-equivalent ``Phi`` at the
     standard Gaussian start of each ``d`` in ``s["mc_d"]`` (the figure's start at its d)."""
     from attndyn.numeric.attention.training import gaussian_init
@@ -57,8 +69,8 @@ def _fig3_loss_gap(s, acts):
     from attndyn.symbolic.losses import mse_teacher_student
 
     models = {a: UntiedModel(2, [0], mse_teacher_student(a)) for a in acts}
-    out = {"d": list(s["mc_d"]), "gap": {a: [] for a in acts}, "se": {a: [] for a in acts},
-           "phi": {a: [] for a in acts}}
+    out: dict[str, Any] = {"d": list(s["mc_d"]), "gap": {a: [] for a in acts},
+                           "se": {a: [] for a in acts}, "phi": {a: [] for a in acts}}
     for dd in s["mc_d"]:
         pairs = gaussian_init(models[acts[0]], dd, seed=3000 + dd)
         op = models[acts[0]].order_parameters(pairs)
@@ -71,12 +83,13 @@ def _fig3_loss_gap(s, acts):
     return out
 
 
-def _law_curve(act):
+def _law_curve(act: str) -> str:
     """The SGD task name of ``act``'s runs from draws of the law (one per seed)."""
     return f"{act}:law"
 
 
-def _sgd_setup(curve, sgd_seed, s):
+def _sgd_setup(curve: str, sgd_seed: int, s: dict[str, Any]
+               ) -> tuple[UntiedModel, list[Any], np.ndarray, dict[str, Any]]:
     """SGD task of Fig. 3: activation ``curve``, the figure's one standard Gaussian start
     (the theory is from the same matrices), SGD seed ``sgd_seed``; ``"<act>:law"``: a draw
     of the standard Gaussian law of the pairs per seed (``seed=[init_seed, sgd_seed]``), the
@@ -90,13 +103,14 @@ def _sgd_setup(curve, sgd_seed, s):
         allowed = list(s["acts"]) + [_law_curve(a) for a in s["law_acts"]]
         raise ValueError(f"fig3: unknown curve {curve!r}; allowed {allowed}")
     m = UntiedModel(2, [0], mse_teacher_student(act))
-    pairs = gaussian_init(m, s["d"], seed=[s["init_seed"], int(sgd_seed)] if law
-                          else s["init_seed"])
+    pairs = gaussian_init(m, s["d"], seed=np.random.SeedSequence([s["init_seed"], int(sgd_seed)])
+                          if law else s["init_seed"])
     return (m, pairs, np.linspace(0.0, s["T"], s["n_t"]),
             {"time": "slow", "_steps_per_unit": s["d"] / s["eta"]})
 
 
-def _corrected(model, init, t, eta, batch, name, correction, **kw):
+def _corrected(model: UntiedModel, init: Any, t: np.ndarray, eta: float, batch: int, name: str,
+               correction: str, **kw: Any) -> tuple[Trajectory | None, str]:
     """The model's theory ``name`` with ``correction`` from ``init`` (the correction API of
     ``compare``), or ``(None, reason)`` when the model does not take it."""
     try:
@@ -110,7 +124,8 @@ def _corrected(model, init, t, eta, batch, name, correction, **kw):
     return res, ""
 
 
-def _fig3_settings(mode, seeds, overrides):
+def _fig3_settings(mode: str, seeds: int | Sequence[int] | None, overrides: dict[str, Any]
+                   ) -> tuple[dict[str, Any], list[int]]:
     """The figure's settings (recorded in its JSON) and its SGD seeds."""
     noise_kw = {k: overrides.pop(k) for k in ("noise_paths", "noise_dt") if k in overrides}
     s = _settings("fig3", mode, overrides)
@@ -128,7 +143,8 @@ def _fig3_settings(mode, seeds, overrides):
     return s, seed_list
 
 
-def _theory_vs_sgd(run, act, s, seed_list, runs):
+def _theory_vs_sgd(run: FigureRun, act: str, s: dict[str, Any], seed_list: Sequence[int],
+                   runs: _Runs) -> _Per:
     """SGD from the figure's one start against the slaved flow from the same matrices, and
     against it plus the untied linear-noise flow's shift (``correction="noise"``, any
     horizon; with the finite-width correction as well where the loss has one): the numbers
@@ -154,9 +170,10 @@ def _theory_vs_sgd(run, act, s, seed_list, runs):
     n = min(th.size, pm.size)
     same = f.t.size == tt.size
     Y = np.array([x[:n] for x in ps])
-    out = {"err": max_abs(th[:n] - pm[:n]) if same else float("inf"),
-           "z": seed_z(Y, th[:n])[:2] if same else (float("inf"),) * 2,
-           "tsig": _teacher_signal(m, pairs, act), "tsig_lim": _teacher_signal(m, None, act)}
+    out: _Per = {"err": max_abs(th[:n] - pm[:n]) if same else float("inf"),
+                 "z": seed_z(Y, th[:n])[:2] if same else (float("inf"),) * 2,
+                 "tsig": _teacher_signal(m, pairs, act),
+                 "tsig_lim": _teacher_signal(m, None, act)}
     if same:
         out.update(_noise_curves(run, act, m, pairs, tt, f, Y, s))
     pre = (np.abs(th[:n]) < 0.1) & (np.abs(pm[:n]) < 0.1)
@@ -173,7 +190,8 @@ _NOISE_FLOW_MAX_D = 128
 _NOISE_FD_MAX_D = 80
 
 
-def _noise_curves(run, act, m, pairs, tt, f, Y, s):
+def _noise_curves(run: FigureRun, act: str, m: UntiedModel, pairs: Sequence[Any], tt: np.ndarray,
+                  f: Trajectory, Y: np.ndarray, s: dict[str, Any]) -> _Per:
     """The slaved flow plus the linear-noise flow's shift (``correction="noise"``,
     ``noise_method="flow"``) and, where the loss has a finite-width correction (degree
     3-6), the finite-d slaved flow plus the same shift (``"noise+finite-d"``): curves and
@@ -195,7 +213,7 @@ def _noise_curves(run, act, m, pairs, tt, f, Y, s):
                               dt=float(s["noise_dt"]), sub_batch=s["d"])
     except (ValueError, ArithmeticError, RuntimeError) as exc:
         return {"no_noise": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
-    out = {"noise_cpu_s": time.process_time() - c0}
+    out: _Per = {"noise_cpu_s": time.process_time() - c0}
     fn = copy.deepcopy(f)
     _add_shift(m, fn, sh)
     fn.params.update(correction="noise", noise_method="flow")
@@ -244,7 +262,8 @@ def _noise_curves(run, act, m, pairs, tt, f, Y, s):
     return out
 
 
-def _limit_vs_law(run, act, s, seed_list, runs):
+def _limit_vs_law(run: FigureRun, act: str, s: dict[str, Any], seed_list: Sequence[int],
+                  runs: _Runs) -> dict[str, Any]:
     """SGD from draws of the standard Gaussian law (one per seed) against the untied
     ``d -> infinity`` limit from that law (``limit_flow``, Richardson over
     ``limit_sizes``): rms z over the plotted times, z at ``tau = 0``, the limit's stated
@@ -265,7 +284,8 @@ def _limit_vs_law(run, act, s, seed_list, runs):
     lim = limit_flow(m, UntiedLaw([gaussian_pair(1.0), gaussian_pair(1.0)]), tt,
                      sizes=tuple(s["limit_sizes"]), rotations=int(s["limit_rotations"]),
                      seed=s["limit_seed"])
-    out = {"cpu_s": time.process_time() - c0, "status": lim.status, "message": lim.message}
+    out: dict[str, Any] = {"cpu_s": time.process_time() - c0, "status": lim.status,
+                           "message": lim.message}
     if lim.status != 0 or lim.t.size != tt.size:
         return out
     run.curves[f"{act}/limit"] = lim
@@ -288,7 +308,8 @@ def _limit_vs_law(run, act, s, seed_list, runs):
 _LAW_FLOW_MAX_D = 400
 
 
-def _draw_flows(m, s, seed_list, tt, Y, th, err):
+def _draw_flows(m: UntiedModel, s: dict[str, Any], seed_list: Sequence[int], tt: np.ndarray,
+                Y: np.ndarray, th: np.ndarray, err: np.ndarray) -> dict[str, Any]:
     """The finite-d slaved flow from each seed's draw of the law (the limit plus its O(1/d)
     correction at this d): paired rms z against SGD, and the draws' mean minus the limit
     against the limit's stated error."""
@@ -297,20 +318,21 @@ def _draw_flows(m, s, seed_list, tt, Y, th, err):
     from attndyn.numeric.attention.untied.fastslow import untied_flow
 
     n = Y.shape[1]
-    F = []
+    rows = []
     for sd in seed_list:
-        f = untied_flow(m, gaussian_init(m, s["d"], seed=[s["init_seed"], int(sd)]), tt,
-                        mode="slaved")
+        draw = gaussian_init(m, s["d"], seed=np.random.SeedSequence([s["init_seed"], int(sd)]))
+        f = untied_flow(m, draw, tt, mode="slaved")
         if f.status != 0 or f.t.size != tt.size:
             return {"flows_message": f.message}
-        F.append(_sym_overlap(f)[:n])
-    F = np.array(F)
+        rows.append(_sym_overlap(f)[:n])
+    F = np.array(rows)
     off = F.mean(axis=0) - th
     return {"z_draws": seed_z(Y, F)[:2], "offset": max_abs(off),
             "offset_within_error": bool(np.all(np.abs(off) <= err))}
 
 
-def fig3(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun:
+def fig3(mode: str = "quick", seeds: int | Sequence[int] | None = None,
+         runner: TaskRunner | None = None, **overrides: Any) -> FigureRun:
     """Figure 3: untied attention ``S_k = U_k V_k^T``, single token, MSE
     teacher-student with ``h1``, ``h2``, ``h3``, standard Gaussian
     ``gaussian_init`` pairs (caption). Drawn: the symmetric overlap
@@ -368,7 +390,8 @@ def fig3(mode: str = "quick", seeds=None, runner=None, **overrides) -> FigureRun
     return run
 
 
-def _fig3_claims(run, s, seed_list, per, lim, mc):
+def _fig3_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
+                 per: dict[str, _Per], lim: dict[str, dict[str, Any]], mc: dict[str, Any]) -> None:
     """The claims of Fig. 3 from the per-activation numbers."""
     from attndyn.numeric.attention.figures.common import Z_OK, fmt_z
 
@@ -424,13 +447,15 @@ def _fig3_claims(run, s, seed_list, per, lim, mc):
         run.claims.append(_loss_gap_claim(s, hs, per, mc))
 
 
-def _limit_claim(s, seed_list, lim):
+def _limit_claim(s: dict[str, Any], seed_list: Sequence[int], lim: dict[str, dict[str, Any]]
+                 ) -> Claim:
     """Claim: the untied ``d -> infinity`` limit against SGD from draws of its law."""
     from attndyn.numeric.attention.figures.common import Z_OK, fmt_z
 
-    def held(r):
+    def held(r: dict[str, Any]) -> bool:
         if "z_draws" in r:  # the limit with its finite-d correction at this d
-            return r["z_draws"][0] <= Z_OK and r["offset_within_error"]
+            ok: bool = r["z_draws"][0] <= Z_OK and r["offset_within_error"]
+            return ok
         return "z" in r and r["z"][0] <= Z_OK
     meas = []
     for a, r in lim.items():
@@ -461,7 +486,8 @@ def _limit_claim(s, seed_list, lim):
         f"{_LAW_FLOW_MAX_D}: when SGD is within rms z {Z_OK:g} of the limit itself)")
 
 
-def _loss_gap_claim(s, hs, per, mc):
+def _loss_gap_claim(s: dict[str, Any], hs: Sequence[str], per: dict[str, _Per],
+                    mc: dict[str, Any]) -> Claim:
     """Claim: ``Phi`` approaches the exact finite-d loss like ``1/d`` (h2, h3)."""
     from attndyn.numeric.attention.figures.common import fmt_z
 
@@ -488,7 +514,7 @@ def _loss_gap_claim(s, hs, per, mc):
         "d the theory is not expected to follow SGD through the escape")
 
 
-def _plot_fig3(run, fig=None):
+def _plot_fig3(run: FigureRun, fig: Any = None) -> Any:
     plt = _mpl()
     s = run.settings
     mc = run.extra.get("loss_gap") or {}
@@ -547,7 +573,7 @@ def _plot_fig3(run, fig=None):
     return fig
 
 
-def _plot_limit(ax, run, act, color):
+def _plot_limit(ax: Any, run: FigureRun, act: str, color: str) -> None:
     """SGD from draws of the law (thin) and the ``d -> infinity`` limit with its stated error."""
     first = True
     for k, r in run.curves.items():
