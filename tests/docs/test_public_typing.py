@@ -94,23 +94,24 @@ def test_public_api_type_checks():
     assert f"Success: no issues found in {len(mods)} source files" in r.stdout
 
 
+def _probe(tmp_path, source):
+    """mypy with the project's settings on a one-file probe holding ``source``."""
+    bad = tmp_path / "typing_probe.py"
+    bad.write_text(source)
+    return subprocess.run([sys.executable, "-m", "mypy", "--config-file",
+                           str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
+                           str(bad)], capture_output=True, text=True, timeout=600)
+
+
 def test_typecheck_catches_an_error(tmp_path):
     """The runner reports a type error (so a pass means something)."""
     pytest.importorskip("mypy", reason="mypy not installed (pip install -e '.[typing]')")
-    bad = tmp_path / "bad_typing_probe.py"
-    bad.write_text("def f(n: int) -> str:\n    return n\n")
-    r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                        "--cache-dir", str(tmp_path / "cache"), str(bad)],
-                       capture_output=True, text=True, timeout=600)
+    r = _probe(tmp_path, "def f(n: int) -> str:\n    return n\n")
     assert r.returncode == 1 and "Incompatible return value type" in r.stdout
 
 
 def test_typecheck_catches_a_missing_annotation(tmp_path):
     """The settings refuse an unannotated function (the completeness flags are on)."""
     pytest.importorskip("mypy", reason="mypy not installed (pip install -e '.[typing]')")
-    bad = tmp_path / "untyped_probe.py"
-    bad.write_text("def f(n):\n    return n\n")
-    r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                        "--cache-dir", str(tmp_path / "cache"), str(bad)],
-                       capture_output=True, text=True, timeout=600)
+    r = _probe(tmp_path, "def f(n):\n    return n\n")
     assert r.returncode == 1 and "[no-untyped-def]" in r.stdout

@@ -18,17 +18,12 @@ import pytest
 from attndyn import UntiedModel
 from attndyn.numeric.attention.potentials import untied_potential
 from attndyn.symbolic.losses import two_layer_attention
-from test_two_layer_reference import KH, K, L, _losses, _mc, _points
+from test_two_layer_reference import KH, K, L, _losses, _mc, _points, _unequal_variances
 
 
 def _extreme_points():
     rng = np.random.default_rng(11)
-    B = rng.standard_normal((K, K))
-    R = B @ B.T + K * np.eye(K)
-    R /= np.sqrt(np.outer(np.diag(R), np.diag(R)))
-    v = np.geomspace(0.03, 3.0, K)
-    q1 = R * np.sqrt(np.outer(v, v))
-    ratio100 = dict(m=0.2 * np.ones(K), q1=q1, q2=0.3 * q1)
+    ratio100 = _unequal_variances(rng, 0.03)
     F = rng.standard_normal((K, K)) * 0.4
     F[KH] = -F[0] + 0.08 * rng.standard_normal(K)
     q1 = F @ F.T + 0.003 * np.eye(K)

@@ -38,6 +38,17 @@ def _covariance(q1, q2):
     return S
 
 
+def _unequal_variances(rng, low):
+    """A point with variances from ``low`` to 3 (ratio ``3 / low``) on a random correlation
+    matrix, and ``q2 = 0.3 q1`` (so ``q1 +- q2`` are PSD)."""
+    B = rng.standard_normal((K, K))
+    R = B @ B.T + K * np.eye(K)
+    R /= np.sqrt(np.outer(np.diag(R), np.diag(R)))
+    v = np.geomspace(low, 3.0, K)
+    q1 = R * np.sqrt(np.outer(v, v))
+    return dict(m=0.2 * np.ones(K), q1=q1, q2=0.3 * q1)
+
+
 def _mean(m):
     return np.concatenate([np.eye(L)[i, j] * m for i in range(L) for j in range(L)])
 
@@ -70,13 +81,7 @@ def _points():
     rng = np.random.default_rng(7)
     A = rng.standard_normal((K, K)) / K
     base = dict(m=rng.standard_normal(K) * 0.3, q1=A @ A.T + 0.3 * np.eye(K), q2=0.05 * np.eye(K))
-    # unequal variances (ratio 30) and q2 = 0.3 q1 (q1 +- q2 PSD)
-    B = rng.standard_normal((K, K))
-    R = B @ B.T + K * np.eye(K)
-    R /= np.sqrt(np.outer(np.diag(R), np.diag(R)))
-    v = np.geomspace(0.1, 3.0, K)
-    q1 = R * np.sqrt(np.outer(v, v))
-    uneq = dict(m=0.2 * np.ones(K), q1=q1, q2=0.3 * q1)
+    uneq = _unequal_variances(rng, 0.1)   # variance ratio 30
     # student form a strongly correlated with the teacher's (rho = 0.97)
     F = rng.standard_normal((K, K)) * 0.4
     F[KH] = F[0] + 0.1 * rng.standard_normal(K)
