@@ -97,7 +97,7 @@ def parse_spec(option: str, text: str):
         raise ValueError(f"--{option}: cannot read '{text}'; expected {SPEC_HELP}") from None
 
 
-def _fmt(v: float) -> str:
+def fmt(v: float) -> str:
     if v != v:
         return "nan"
     if v in (math.inf, -math.inf):
@@ -222,10 +222,10 @@ def _quantity_names(args, QUANTITIES, values) -> list:
 def _print_table(fixed, unused, cols, rows) -> None:
     """Print the table: the fixed inputs, the unused ones, then right-aligned columns."""
     if fixed:
-        print("# " + ", ".join(f"{k} = {_fmt(v)}" for k, v in fixed.items()))
+        print("# " + ", ".join(f"{k} = {fmt(v)}" for k, v in fixed.items()))
     if unused:
         print("# not used by these quantities: " + ", ".join(unused))
-    cells = [[_fmt(v) for v in r] for r in rows]
+    cells = [[fmt(v) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[j]) for r in cells]) for j, c in enumerate(cols)]
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
     for r in cells:

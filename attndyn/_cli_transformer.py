@@ -138,8 +138,8 @@ def _train_args_optional(p):
 
 
 def _fits_json(fits):
-    from attndyn.numeric.transformer.results import _jsonable
-    return _jsonable(fits)
+    from attndyn.numeric.transformer.results import jsonable
+    return jsonable(fits)
 
 
 def _setup(args):
@@ -155,12 +155,12 @@ def _print(args, result, text, *, status=0, message="ok", saved=()):
     ``result`` holds ``action``, ``setup``, ``seed`` and the action's numbers."""
     if args.json:
         from attndyn._cli_common import print_json
-        from attndyn.numeric.transformer.results import _jsonable
+        from attndyn.numeric.transformer.results import jsonable
         result = {"action": args.action, "setup": _setup(args), "seed": args.seed, **result}
         if args.action == "lemmas":
             result["which"] = args.which
         print_json("transformer", status=int(status), message=str(message),
-                   saved=[p for p in saved if p], result=_jsonable(result))
+                   saved=[p for p in saved if p], result=jsonable(result))
     else:
         print(text)
 

@@ -125,7 +125,7 @@ def is_input_error(exc: BaseException) -> bool:
     return line.startswith("raise")
 
 
-def _one_line(command: str, exc: BaseException) -> None:
+def one_line(command: str, exc: BaseException) -> None:
     msg = " ".join(str(exc).split())  # always one line
     print(f"attndyn {command}: error: {msg}", file=sys.stderr)
 
@@ -152,11 +152,11 @@ def main(argv=None) -> int:
         print(f"attndyn {args.command}: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:  # a file that cannot be read or written: the message names it
-        _one_line(args.command, exc)
+        one_line(args.command, exc)
         return 2
     except Exception as exc:
         if is_input_error(exc):
-            _one_line(args.command, exc)
+            one_line(args.command, exc)
             return 2
         import traceback
 

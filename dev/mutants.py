@@ -130,9 +130,9 @@ MUTATIONS = (
              _t(TIED, "test_compiled_route_projects_on_the_psd_cone")),
     Mutation("stage-one-xi", "stage_one_bound, extended-range path: xi^2 -> xi",
              "numeric/scaling/_kernels.py",
-             "    am, ae = _xmul(am, ae, xm, xe)\n    am, ae = _xmul(am, ae, xm, xe)\n"
-             "    Cm, Ce = _xf(C)\n",
-             "    am, ae = _xmul(am, ae, xm, xe)\n    Cm, Ce = _xf(C)\n",
+             "    am, ae = xmul(am, ae, xm, xe)\n    am, ae = xmul(am, ae, xm, xe)\n"
+             "    Cm, Ce = xf(C)\n",
+             "    am, ae = xmul(am, ae, xm, xe)\n    Cm, Ce = xf(C)\n",
              _t(SCAL, "test_bound_at_extreme_arguments_against_mpmath")),
     Mutation("lemma-b4-half", "Lemma B.4 form='lemma': diag(1 - e_l/2) read as the identity",
              "numeric/transformer/gradients.py",

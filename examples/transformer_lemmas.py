@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from attndyn.numeric import transformer as tr
-from attndyn.numeric.transformer.results import _jsonable
+from attndyn.numeric.transformer.results import jsonable
 
 # unit-norm tokens, small positional embedding: the default setup of the docs
 A = dict(N=2, L=4, d=4, m=64, n=8, eps=1.0, omega=1.0, kappa="1/sqrt(m)", xi=0.1,
@@ -155,7 +155,7 @@ def main(argv=None):
     print(f"\n{out['seconds']:.0f} s, load average at start {out['load_average']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(_jsonable(out), f, indent=1)
+            json.dump(jsonable(out), f, indent=1)
 
 
 if __name__ == "__main__":

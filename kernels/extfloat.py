@@ -5,7 +5,7 @@ mantissa kept inside (1e-150, 1e150) and renormalised with ``math.frexp`` only w
 that band. A product or quotient of two such mantissas never overflows or turns subnormal,
 and it rounds exactly as the same plain float operation does (scaling by a power of 2 is
 exact). So inside the float range the results are bit for bit those of the direct formulas;
-outside it nothing overflows or underflows until the final :func:`_xval`, which gives inf or 0
+outside it nothing overflows or underflows until the final :func:`xval`, which gives inf or 0
 only when the true value is beyond the float range. Used by the scaling-law kernels of paper
 000 (``attndyn.numeric.scaling._kernels``).
 """
@@ -15,19 +15,19 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["_xn", "_xf", "_xmul", "_xdiv", "_xval", "_xlog", "_xexp", "_xpow", "_xle",
-           "_LN2_HI", "_LN2_LO", "_LN2", "_EBIG", "_INF"]
+__all__ = ["xn", "xf", "xmul", "xdiv", "xval", "xlog", "xexp", "xpow", "xle",
+           "LN2_HI", "LN2_LO", "LN2", "EBIG", "INF"]
 
-_INF = np.inf
+INF = np.inf
 
-_LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of log 2: k * _LN2_HI is exact
-_LN2_LO = 1.90821492927058770002e-10
-_LN2 = 0.6931471805599453
-_EBIG = 1 << 50  # exponent of a number that is certainly beyond the float range
+LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of log 2: k * LN2_HI is exact
+LN2_LO = 1.90821492927058770002e-10
+LN2 = 0.6931471805599453
+EBIG = 1 << 50  # exponent of a number that is certainly beyond the float range
 
 
 @njit(cache=True)
-def _xn(m, e):
+def xn(m, e):
     """Renormalise ``(m, e)`` if ``m`` left the band (1e-150, 1e150)."""
     if m > 1e-150 and m < 1e150:
         return m, e
@@ -38,75 +38,75 @@ def _xn(m, e):
 
 
 @njit(cache=True)
-def _xf(v):
+def xf(v):
     """Finite float ``v >= 0`` as ``(m, e)``."""
-    return _xn(v, np.int64(0))
+    return xn(v, np.int64(0))
 
 
 @njit(cache=True)
-def _xmul(am, ae, bm, be):
-    return _xn(am * bm, ae + be)
+def xmul(am, ae, bm, be):
+    return xn(am * bm, ae + be)
 
 
 @njit(cache=True)
-def _xdiv(am, ae, bm, be):
-    return _xn(am / bm, ae - be)
+def xdiv(am, ae, bm, be):
+    return xn(am / bm, ae - be)
 
 
 @njit(cache=True)
-def _xval(m, e):
+def xval(m, e):
     """``m * 2**e`` as a float (inf or 0 beyond the float range)."""
     if e == 0 or m == 0.0:
         return m
     if e > 2600:
-        return _INF
+        return INF
     if e < -2800:
         return 0.0
     return math.ldexp(m, int(e))
 
 
 @njit(cache=True)
-def _xlog(m, e):
+def xlog(m, e):
     """``log(m * 2**e)`` for ``m > 0``, accurate near the float range's ends too."""
-    v = _xval(m, e)
+    v = xval(m, e)
     if v > 1e-300 and v < 1e300:
         return math.log(v)
-    return e * _LN2_HI + (math.log(m) + e * _LN2_LO)
+    return e * LN2_HI + (math.log(m) + e * LN2_LO)
 
 
 @njit(cache=True)
-def _xexp(x):
+def xexp(x):
     """``exp(x)`` as ``(m, e)`` for any ``x``; beyond ``|x| = 1e7`` a number
     ``2**(+-2**50)`` stands for "certainly beyond the float range"."""
     if x > -700.0 and x < 700.0:
-        return _xf(math.exp(x))
+        return xf(math.exp(x))
     if x != x:
         return np.nan, np.int64(0)
     if x < -1e7:  # far below the float range, but kept positive (no 0 * inf later)
-        return 0.5, np.int64(-_EBIG)
+        return 0.5, np.int64(-EBIG)
     if x > 1e7:
-        return 0.5, np.int64(_EBIG)
-    k = math.floor(x / _LN2 + 0.5)
-    r = (x - k * _LN2_HI) - k * _LN2_LO
-    m, e = _xf(math.exp(r))
+        return 0.5, np.int64(EBIG)
+    k = math.floor(x / LN2 + 0.5)
+    r = (x - k * LN2_HI) - k * LN2_LO
+    m, e = xf(math.exp(r))
     return m, e + np.int64(k)
 
 
 @njit(cache=True)
-def _xpow(m, e, p):
+def xpow(m, e, p):
     """``(m 2**e)**p`` for ``m > 0`` and a finite real ``p``."""
     if p == 0.0:
         return 0.5, np.int64(1)
-    v = _xval(m, e)
+    v = xval(m, e)
     if v > 1e-300 and v < 1e300:
         r = v ** p
         if r > 1e-300 and r < 1e300:
-            return _xf(r)
-    return _xexp(p * _xlog(m, e))
+            return xf(r)
+    return xexp(p * xlog(m, e))
 
 
 @njit(cache=True)
-def _xle(am, ae, bm, be):
+def xle(am, ae, bm, be):
     """``a <= b`` for two non-negative extended numbers (exact)."""
     if am == 0.0:
         return True

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from .rhs import (GRAD_FTYPE, _SLOT_TYPES, apply_groups_all, apply_groups_parallel,
+from .rhs import (GRAD_FTYPE, SLOT_TYPES, apply_groups_all, apply_groups_parallel,
                   apply_packed_all, apply_packed_parallel, auto_threads, check_system,
                   fused_system, gamma_table, group_blocks, kernel_layout, launch_threads,
                   parallel_variant)
@@ -150,7 +150,7 @@ def rk_signature(slot_dtype=np.uint8):
         types.int64,        # norm kind
         GRAD_FTYPE, _f64, types.int64[::1], _f64,       # gfun, gparams, gather, consts
         types.uint32[::1], types.uint64[:, ::1],        # rows, groups (grouped layout)
-        types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
+        types.uint32[::1], SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
         _f64, types.int64[::1], types.int64[::1],       # slot_coef, slot_ent, gblocks
         types.int64,        # n_grad
         types.float64[:, ::1],  # ys (out): len(t_eval) x n

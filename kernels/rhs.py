@@ -70,7 +70,7 @@ VALGRAD_FTYPE = types.FunctionType(VALGRAD_SIG)
 
 _i64 = types.int64[::1]
 _f64 = types.float64[::1]
-_SLOT_TYPES = {np.dtype(np.uint8): types.uint8[::1], np.dtype(np.uint16): types.uint16[::1]}
+SLOT_TYPES = {np.dtype(np.uint8): types.uint8[::1], np.dtype(np.uint16): types.uint16[::1]}
 
 
 def rhs_signature(slot_dtype=np.uint8):
@@ -84,7 +84,7 @@ def rhs_signature(slot_dtype=np.uint8):
         types.uint32[::1],   # rows (grouped layout: the rows in processing order)
         types.uint64[:, ::1],  # groups (length, count, first term, first position)
         types.uint32[::1],   # gsrc (sources in layout order)
-        _SLOT_TYPES[np.dtype(slot_dtype)],  # gslot (slots in layout order)
+        SLOT_TYPES[np.dtype(slot_dtype)],  # gslot (slots in layout order)
         _f64,                # slot_coef
         _i64,                # slot_ent
         _i64,                # gblocks (group-block bounds; one block: serial)
@@ -737,7 +737,7 @@ def check_system(s, n: int | None = None) -> None:
         a = getattr(s, name)
         if a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous:
             raise TypeError(f"{name} must be a contiguous 1-d {np.dtype(dt).name} array")
-    if np.dtype(s.slot.dtype) not in _SLOT_TYPES or s.slot.ndim != 1 \
+    if np.dtype(s.slot.dtype) not in SLOT_TYPES or s.slot.ndim != 1 \
             or not s.slot.flags.c_contiguous:
         raise TypeError("slot must be a contiguous 1-d uint8 or uint16 array")
     n_terms = s.src.size

@@ -40,7 +40,7 @@ import numpy as np
 from numba import njit, types
 
 from . import rhs as _rhs
-from .rhs import (_SLOT_TYPES, apply_groups_values, apply_groups_values_parallel,
+from .rhs import (SLOT_TYPES, apply_groups_values, apply_groups_values_parallel,
                   auto_threads, check_system, group_blocks, launch_threads, layout_args,
                   parallel_variant)
 
@@ -68,7 +68,7 @@ def taylor_signature(slot_dtype=np.uint8):
         types.float64,      # blowup
         _i64, _f64,         # gather, consts
         types.uint32[::1], types.uint64[:, ::1],  # rows, groups (grouped layout)
-        types.uint32[::1], _SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
+        types.uint32[::1], SLOT_TYPES[np.dtype(slot_dtype)],  # gsrc, gslot
         _f64, _i64,         # slot_coef, slot_ent
         types.uint32[::1], types.uint64[:, ::1], types.uint32[::1], _f64,  # constant-Gamma
         # layout (crows, cgroups, csrc, cval: nonzero terms, values spelt out) or empty

@@ -149,7 +149,7 @@ def normalise_nonsmooth(expr: _Expr) -> sp.Expr:
     return expr
 
 
-def _collapse_heaviside(expr: _Expr) -> sp.Expr:
+def collapse_heaviside(expr: _Expr) -> sp.Expr:
     """``Heaviside(e)**n -> Heaviside(e)``, ``Heaviside(a e) -> Heaviside(e)`` (a > 0),
     ``Heaviside(e) Heaviside(-e) -> 0``, dropping an explicit value at 0."""
     def strip(e: _Expr) -> _Expr:
@@ -326,8 +326,8 @@ def expect_1d(h: _Expr, x: _Expr, m: _Expr, v: _Expr) -> sp.Expr:
         >>> sp.simplify(expect_1d(x * sp.Heaviside(x), x, 0, v))
         sqrt(2)*sqrt(v)/(2*sqrt(pi))
     """
-    h = _collapse_heaviside(sp.expand(normalise_nonsmooth(h)))
-    h = _collapse_heaviside(sp.expand(h))
+    h = collapse_heaviside(sp.expand(normalise_nonsmooth(h)))
+    h = collapse_heaviside(sp.expand(h))
     total = sp.Integer(0)
     for term in sp.Add.make_args(h):
         if term == 0:
@@ -364,7 +364,7 @@ def _atom_kind(f: _Expr, x: _Expr) -> tuple[Any, ...] | None:
     """Classify a non-polynomial single-variable function for the pair table:
     ("relu", scale) for ``scale * x * theta(x)``, ("erf", scale, a) for
     ``scale * erf(a x)``, else None."""
-    f = _collapse_heaviside(sp.expand(normalise_nonsmooth(f)))
+    f = collapse_heaviside(sp.expand(normalise_nonsmooth(f)))
     parts: tuple[Any, Any, Any] = _split_term(f, x) if not f.is_Add else (None, None, None)
     coeff, p, atoms = parts
     if coeff is None:
@@ -379,7 +379,7 @@ def _atom_kind(f: _Expr, x: _Expr) -> tuple[Any, ...] | None:
 
 
 def _terms_of(f: _Expr, x: _Expr) -> list[_Expr]:
-    f = _collapse_heaviside(sp.expand(normalise_nonsmooth(f)))
+    f = collapse_heaviside(sp.expand(normalise_nonsmooth(f)))
     return [t for t in sp.Add.make_args(f) if t != 0]
 
 

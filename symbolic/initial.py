@@ -34,18 +34,18 @@ __all__ = ["wishart", "scalar", "narayana_moment", "free_moments", "FreeInit"]
 
 
 @dataclass(frozen=True)
-class _Spec:
+class Spec:
     kind: str
     a: Any  # a number or a SymPy expression
     b: Any = None
 
 
-def wishart(sigma: float | Any = 1, aspect: float | Any = 1) -> _Spec:
+def wishart(sigma: float | Any = 1, aspect: float | Any = 1) -> Spec:
     """``S = W W^T``, ``W`` of shape ``d x (aspect d)`` with ``N(0, sigma^2/d)`` entries.
 
         >>> w = wishart(sigma=1, aspect=2)
         >>> w
-        _Spec(kind='wishart', a=1, b=2)
+        Spec(kind='wishart', a=1, b=2)
         >>> FreeInit([w])([(0,), (0, 0)])
         [2.0, 6.0]
     """
@@ -53,16 +53,16 @@ def wishart(sigma: float | Any = 1, aspect: float | Any = 1) -> _Spec:
         raise ValueError(f"aspect must be > 0 (d_k / d), got {aspect}")
     if sigma < 0:
         raise ValueError(f"sigma must be >= 0, got {sigma}")
-    return _Spec("wishart", sigma, aspect)
+    return Spec("wishart", sigma, aspect)
 
 
-def scalar(c: float | Any) -> _Spec:
+def scalar(c: float | Any) -> Spec:
     """``S = c I``.
 
         >>> FreeInit([scalar(2)])([(0,), (0, 0), (0, 0, 0)])
         [2.0, 4.0, 8.0]
     """
-    return _Spec("scalar", c)
+    return Spec("scalar", c)
 
 
 def narayana_moment(n: int, sigma: float | Any = 1, aspect: float | Any = 1) -> Any:
@@ -94,10 +94,10 @@ class FreeInit:
         [1.0, 2.0, 1.0, 5.0]
     """
 
-    def __init__(self, specs: Sequence[_Spec]):
+    def __init__(self, specs: Sequence[Spec]):
         specs = list(specs)
         for k, s in enumerate(specs):
-            if not isinstance(s, _Spec):
+            if not isinstance(s, Spec):
                 raise TypeError(f"specs[{k}] must come from wishart(...) or scalar(...)")
         self.specs = specs
 
@@ -220,7 +220,7 @@ class FreeInit:
         return out
 
 
-def free_moments(specs: Sequence[_Spec], words: Iterable[Sequence[int]]) -> list[float]:
+def free_moments(specs: Sequence[Spec], words: Iterable[Sequence[int]]) -> list[float]:
     """Limit moments ``mu_w`` of independent initialisations ``specs``.
 
         >>> free_moments([wishart(), scalar(2)], [(0,), (1,), (0, 1), (0, 0, 1)])

@@ -40,7 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .activations import activation, hermite_activation
 from .symbols import Activation
-from .parse import (_check_numbers, as_sympy, parse_expression, parse_float,
+from .parse import (check_numbers, as_sympy, parse_expression, parse_float,
                     parse_int, parse_loss)
 
 # the L x L x K array of pre-activation symbols a loss reads (a numpy object array or a
@@ -208,7 +208,7 @@ def matrix_denoising(ell: str | _Expr = "-a") -> Loss:
         e = as_sympy(ell, "ell")
         if not isinstance(e, sp.Expr):
             raise TypeError(f"ell must be a SymPy expression in a, got {type(ell).__name__}")
-        _check_numbers(e, "ell")
+        check_numbers(e, "ell")
     extra = e.free_symbols - {_A}
     if extra:
         raise ValueError(f"ell may only use the symbol a, found {sorted(map(str, extra))}")
@@ -706,7 +706,7 @@ def _coefficient(value: object, name: str) -> _Expr:
     v = as_sympy(value, name)
     if not isinstance(v, sp.Expr):
         raise TypeError(f"{name} must be a number or a SymPy expression, got {type(value).__name__}")
-    _check_numbers(v, name)
+    check_numbers(v, name)
     return v
 
 

@@ -26,7 +26,7 @@ import sympy as sp
 from numpy.typing import ArrayLike, NDArray
 
 from .codegen import njit_source
-from .potential import _call_loss, g_array
+from .potential import call_loss, g_array
 
 __all__ = ["LossGradient", "loss_gradient", "flat_index"]
 
@@ -40,7 +40,7 @@ def flat_index(i: int, j: int, k: int, L: int, K: int) -> int:
     return (i * L + j) * K + k
 
 
-def _check_int(x: object, name: str, low: int) -> int:
+def check_int(x: object, name: str, low: int) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= {low}, got {x!r}")
     if x < low:
@@ -113,10 +113,10 @@ def loss_gradient(loss: Callable, K: int, L: int = 1,
         >>> lg.expr, lg.grad
         (G_000**2*G_001, (2*G_000*G_001, G_000**2))
     """
-    K = _check_int(K, "K", 1)
-    L = _check_int(L, "L", 1)
+    K = check_int(K, "K", 1)
+    L = check_int(L, "L", 1)
     G = g_array(L, K)
-    expr = _call_loss(loss, G)
+    expr = call_loss(loss, G)
     syms = tuple(G[i, j, k] for i in range(L) for j in range(L) for k in range(K))
     params = tuple(params)
     extra = expr.free_symbols - set(syms) - set(params)

@@ -514,7 +514,7 @@ def _parse(text: str, what: str, symbols: dict[str, sp.Symbol] | None,
     expr = v.expr
     if not isinstance(expr, sp.Expr):
         raise ValueError(f"{what}: {_short(text)} is not a scalar expression")
-    _check_numbers(expr, what)
+    check_numbers(expr, what)
     return expr, tuple(p.found_params.values())
 
 
@@ -533,8 +533,8 @@ def parse_loss(text: str, K: int, L: int, params: Sequence[str | sp.Symbol] | No
         >>> parse_loss("(G1 - b*G2)**2", K=2, L=1, params=["b"])
         ((G_000 - G_001*b)**2, (b,))
     """
-    K = _int_ge1(K, "K")
-    L = _int_ge1(L, "L")
+    K = int_ge1(K, "K")
+    L = int_ge1(L, "L")
     G = loss_array(L, K)
     auto = params is None
     declared = tuple(params or ())
@@ -551,7 +551,7 @@ def parse_loss(text: str, K: int, L: int, params: Sequence[str | sp.Symbol] | No
     return expr, tuple(sorted(set(used), key=str))
 
 
-def _int_ge1(v: object, name: str) -> int:
+def int_ge1(v: object, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     return int(v)
@@ -601,7 +601,7 @@ def parse_int(text: object, name: str, lo: int, hi: int) -> int:
 
 
 # -- checks on expressions built in Python ----------------------------------------------------
-def _check_numbers(expr: sp.Expr, what: str) -> None:
+def check_numbers(expr: sp.Expr, what: str) -> None:
     bad = {sp.I: "the imaginary unit I (complex coefficients are not allowed)",
            sp.nan: "nan", sp.zoo: "zoo (complex infinity, e.g. a division by zero)",
            sp.oo: "oo (infinity)", -sp.oo: "-oo (infinity)"}
@@ -754,7 +754,7 @@ def check_loss_expression(expr: object, K: int, L: int,
     """
     if not isinstance(expr, sp.Expr):
         raise TypeError(f"{what} must be a SymPy scalar expression, got {type(expr).__name__}")
-    _check_numbers(expr, what)
+    check_numbers(expr, what)
     gsyms = set(loss_array(L, K).flat_symbols())
     free = expr.free_symbols
     if not free & gsyms:

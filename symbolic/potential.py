@@ -69,7 +69,7 @@ from .codegen import njit_source
 from .gaussian import GaussianLaw, check_covariance, g_array, make_law, q_matrix
 from .parse import as_sympy as _as_sympy
 from .parse import growth_order
-from .hermite import (NoClosedForm, _collapse_heaviside, expect_1d, is_polynomial_in,
+from .hermite import (NoClosedForm, collapse_heaviside, expect_1d, is_polynomial_in,
                       normalise_nonsmooth, pair_closed, pair_mehler)
 
 __all__ = [
@@ -491,7 +491,7 @@ def potential_text(pot: TiedPotential | SymbolicPotential, latex: bool = False) 
 
 
 # -- loss handling -----------------------------------------------------------------------
-def _call_loss(loss: Callable[..., Any] | sp.Expr, G: np.ndarray) -> sp.Expr:
+def call_loss(loss: Callable[..., Any] | sp.Expr, G: np.ndarray) -> sp.Expr:
     """``loss(G)``, checked (:func:`attndyn.symbolic.parse.check_loss_expression`):
     no complex/nan/oo/zoo coefficients, depends on ``G``; the callable gets a
     :class:`~attndyn.symbolic.parse.LossArray` (index errors name K and L)."""
@@ -509,7 +509,7 @@ def _call_loss(loss: Callable[..., Any] | sp.Expr, G: np.ndarray) -> sp.Expr:
     return check_loss_expression(val, K, L)
 
 
-def _is_polynomial(expr: sp.Expr, syms: Sequence[sp.Symbol]) -> bool:
+def is_polynomial(expr: sp.Expr, syms: Sequence[sp.Symbol]) -> bool:
     try:
         P = sp.Poly(sp.expand(expr), *syms)
     except sp.PolynomialError:
@@ -521,7 +521,7 @@ _NONSMOOTH = (sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs, sp.sign, sp.Max
               sp.floor, sp.ceiling)
 
 
-def _nonsmooth_atoms(expr: sp.Expr, syms: Iterable[sp.Symbol]) -> list[sp.Expr]:
+def nonsmooth_atoms(expr: sp.Expr, syms: Iterable[sp.Symbol]) -> list[sp.Expr]:
     s = set(syms)
     return [a for a in _as_sympy(expr, "loss").atoms(*_NONSMOOTH) if a.free_symbols & s]
 
@@ -594,8 +594,8 @@ def _product_terms(expr: sp.Expr, variables: Sequence[sp.Symbol]
     vs = set(variables)
     expr = normalise_nonsmooth(expr)
     _precheck(expr, vs)
-    e = _collapse_heaviside(sp.expand(expr))
-    e = _collapse_heaviside(sp.expand(e))
+    e = collapse_heaviside(sp.expand(expr))
+    e = collapse_heaviside(sp.expand(e))
     groups: dict[tuple[Any, ...], sp.Expr] = {}
     for t in sp.Add.make_args(e):
         if t == 0:
@@ -875,7 +875,7 @@ def _check_route(route: object) -> None:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
 
 
-def _check_int(x: object, name: str, lo: int = 1) -> int:
+def check_int(x: object, name: str, lo: int = 1) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < lo:
         raise ValueError(f"{name} must be an int >= {lo}, got {x!r}")
     return int(x)
@@ -884,11 +884,11 @@ def _check_int(x: object, name: str, lo: int = 1) -> int:
 def _prepare(loss: Callable[..., Any] | sp.Expr, kind: str, K: int, L: int, C: Any,
              params: Iterable[sp.Symbol]
              ) -> tuple[int, int, _Matrix, GaussianLaw, sp.Expr, tuple[sp.Symbol, ...]]:
-    K = _check_int(K, "K")
-    L = _check_int(L, "L")
+    K = check_int(K, "K")
+    L = check_int(L, "L")
     C = check_covariance(C, L)
     G = g_array(L, K)
-    expr = _call_loss(loss, G)
+    expr = call_loss(loss, G)
     params = tuple(params)
     allsyms = set(G[i, j, k] for i in range(L) for j in range(L) for k in range(K))
     extra = expr.free_symbols - allsyms - set(params)
@@ -958,8 +958,8 @@ def _build(kind: str, loss: Callable[..., Any] | sp.Expr, K: int, L: int, C: Any
                          "the model still runs")
     syms = list(law.variables)
     if order is not None:
-        order = _check_int(order, "order", 0)
-    polynomial = _is_polynomial(expr, syms)
+        order = check_int(order, "order", 0)
+    polynomial = is_polynomial(expr, syms)
     if route == "wick" and not polynomial:
         raise RouteError("route 'wick' needs a polynomial loss in G; this loss is not "
                          "(use route='closed', 'hermite', 'numeric' or 'auto')")

@@ -148,7 +148,7 @@ def untied_words(K: int, order: int) -> list:
     return canonical_words(check_order(order), untied_alphabet(K))
 
 
-def _mr(l: int, r: int) -> int:
+def mr(l: int, r: int) -> int:
     """Letter of ``M^(r)_l``: ``M_l`` for r = 1, ``M_l^T`` for r = 2."""
     return 4 * l + (M if r == 1 else MT)
 
@@ -179,13 +179,13 @@ def diff_substitution(word: Sequence[int], i: int, l: int, r: int) -> list:
     rb = 3 - r
     Ak, Bk, Mk, MTk = 4 * k + A, 4 * k + B, 4 * k + M, 4 * k + MT
     if kind == M:
-        reps = [(_mr(l, r), Bk), (Ak, _mr(l, r))]
+        reps = [(mr(l, r), Bk), (Ak, mr(l, r))]
     elif kind == MT:
-        reps = [(Bk, _mr(l, rb)), (_mr(l, rb), Ak)]
+        reps = [(Bk, mr(l, rb)), (mr(l, rb), Ak)]
     elif kind == A:
-        reps = [(_mr(l, r), MTk), (Mk, _mr(l, rb))]
+        reps = [(mr(l, r), MTk), (Mk, mr(l, rb))]
     else:
-        reps = [(_mr(l, rb), Mk), (MTk, _mr(l, r))]
+        reps = [(mr(l, rb), Mk), (MTk, mr(l, r))]
     return [w[:i] + rep + w[i + 1:] for rep in reps]
 
 
@@ -219,8 +219,8 @@ def _gather(K: int, lookup: dict, alphabet: Alphabet) -> np.ndarray:
         for l in range(K):
             for r in (1, 2):
                 j = base + ((k * K + l) * 2 + r - 1) * 2
-                out[j] = idx((_mr(l, r), 4 * k + B))
-                out[j + 1] = idx((4 * k + A, _mr(l, r)))
+                out[j] = idx((mr(l, r), 4 * k + B))
+                out[j + 1] = idx((4 * k + A, mr(l, r)))
     return out
 
 
@@ -507,8 +507,8 @@ def _slow_terms(K: int, Mo: int, by_len: list[Any], codes: list[np.ndarray],
                 Ak, Bk, Mk, MTk = 4 * k + A, 4 * k + B, 4 * k + M, 4 * k + MT
                 for l in range(K):
                     for r in (1, 2):
-                        Mr = np.full(rows.size, _mr(l, r), dtype=np.int64)
-                        Mrb = np.full(rows.size, _mr(l, 3 - r), dtype=np.int64)
+                        Mr = np.full(rows.size, mr(l, r), dtype=np.int64)
+                        Mrb = np.full(rows.size, mr(l, 3 - r), dtype=np.int64)
                         ent = K + (r - 1) * K * K + k * K + l
                         for a, b in _diffusion_pairs(kind, Mr, Mrb, Ak, Bk, Mk, MTk):
                             add(tgt, _splice(Dp, p, a, b), n + 1, ent, -2)

@@ -22,7 +22,7 @@ def module_name(path: pathlib.Path, root: pathlib.Path = ROOT) -> str:
     return ".".join([LAYOUT[parts[0]]] + parts[1:])
 
 
-def _resolve(pkg: str, level: int, module) -> str:
+def resolve_relative(pkg: str, level: int, module) -> str:
     base = pkg.split(".")
     base = base[:len(base) - level + 1]
     return ".".join(base + ([module] if module else []))
@@ -39,7 +39,7 @@ def imports_of(path: pathlib.Path, modules=frozenset(), root: pathlib.Path = ROO
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            name = _resolve(pkg, node.level, node.module) if node.level else node.module
+            name = resolve_relative(pkg, node.level, node.module) if node.level else node.module
             subs = {f"{name}.{a.name}" for a in node.names}
             if not subs <= modules:
                 out.add(name)
@@ -50,7 +50,7 @@ def imports_of(path: pathlib.Path, modules=frozenset(), root: pathlib.Path = ROO
             name = node.args[0].value
             if name.startswith("."):
                 level = len(name) - len(name.lstrip("."))
-                name = _resolve(pkg, level, name.lstrip(".") or None)
+                name = resolve_relative(pkg, level, name.lstrip(".") or None)
             out.add(name)
     return out
 

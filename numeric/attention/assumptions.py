@@ -55,7 +55,7 @@ class Verdict:
 # ---------------------------------------------------------------------------------------
 # helpers
 
-def _op(S) -> float:
+def spectral_norm(S) -> float:
     """Spectral norm of a square matrix (symmetric: the largest |eigenvalue|)."""
     S = np.asarray(S, float)
     if np.allclose(S, S.T):
@@ -80,16 +80,16 @@ def tied_factors_or_matrices(model, init) -> tuple:
     if not square_psd:
         Ws = model.check_init(arrs)
         mats = [W @ W.T for W in Ws]
-    C0 = math.sqrt(max(_op(S) for S in mats))
+    C0 = math.sqrt(max(spectral_norm(S) for S in mats))
     return mats, C0
 
 
 def _loss_expression(model):
     from attndyn.symbolic.gaussian import g_array
-    from attndyn.symbolic.potential import _call_loss
+    from attndyn.symbolic.potential import call_loss
     import sympy as sp
     G = g_array(model.L, model.K)
-    return _call_loss(model.loss, G), list(sp.flatten(G.tolist()))
+    return call_loss(model.loss, G), list(sp.flatten(G.tolist()))
 
 
 # ---------------------------------------------------------------------------------------
@@ -107,16 +107,16 @@ def assumption_2_1(model, derivatives: int = 4, label: str = "2.1") -> Verdict:
     symbolically) is undecided."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import _is_polynomial, _nonsmooth_atoms
+    from attndyn.symbolic.potential import is_polynomial, nonsmooth_atoms
 
     if model.loss is None:
         return Verdict(label, None, "the model has a numeric potential and no loss expression")
     expr, syms = _loss_expression(model)
     syms = [s for s in syms if isinstance(s, sp.Symbol)]
-    if _is_polynomial(expr, syms):
+    if is_polynomial(expr, syms):
         return Verdict(label, True, "the loss is a polynomial in G (smooth, polynomial growth)",
                        {"kind": "polynomial"})
-    bad = _nonsmooth_atoms(expr, syms)
+    bad = nonsmooth_atoms(expr, syms)
     if bad:
         return Verdict(label, False, f"the loss is not C^{derivatives}: non-smooth "
                        f"{', '.join(sorted({type(a).__name__ for a in bad}))} of G",
@@ -159,7 +159,7 @@ def diagnose(model, init, quick: bool = False) -> list:
     return list(model.theory.assumptions(init, quick=quick))
 
 
-def _poly_bounds(expr, syms, rho: float):
+def poly_bounds(expr, syms, rho: float):
     """``(sup |p|, [sup |dp/ds| for s in syms])`` over ``|s| <= rho`` for a polynomial
     ``p`` in ``syms`` (``None`` when ``expr`` is not a polynomial in them)."""
     import sympy as sp

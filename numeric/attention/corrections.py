@@ -93,7 +93,7 @@ def quadratic_loss(model: object) -> tuple[np.ndarray, np.ndarray]:
     ``dloss/dG_k = sum_l H_kl G_l + b_k`` exactly. ``ValueError`` otherwise."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array
+    from attndyn.symbolic.potential import call_loss, g_array
     model = check_model(model)
     if model.L != 1:
         raise ValueError(f"the exact one-step noise term needs L = 1, got L = {model.L}")
@@ -102,7 +102,7 @@ def quadratic_loss(model: object) -> tuple[np.ndarray, np.ndarray]:
     K = model.K
     G = g_array(1, K)
     syms = [G[0, 0, k] for k in range(K)]
-    expr = _call_loss(model.loss, G)
+    expr = call_loss(model.loss, G)
     subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
     expr = sp.expand(expr.subs(subs))
     try:
@@ -180,7 +180,7 @@ def polynomial_taylor(model: object, max_degree: int = MAX_FW_DEGREE) -> list[np
 
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array
+    from attndyn.symbolic.potential import call_loss, g_array
     model = check_model(model)
     if model.L != 1 or model.loss is None:
         raise ValueError("the finite-width correction needs L = 1 and a loss callable")
@@ -188,7 +188,7 @@ def polynomial_taylor(model: object, max_degree: int = MAX_FW_DEGREE) -> list[np
     G = g_array(1, K)
     syms = [G[0, 0, k] for k in range(K)]
     subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
-    expr = sp.expand(_call_loss(model.loss, G).subs(subs))
+    expr = sp.expand(call_loss(model.loss, G).subs(subs))
     try:
         poly = sp.Poly(expr, *syms)
     except sp.PolynomialError:
@@ -223,13 +223,13 @@ def shift_taylor(c: Sequence[np.ndarray], m: ArrayLike) -> list[np.ndarray]:
     return out
 
 
-def _int_partitions(n: int, smallest: int = 2) -> Iterator[tuple[int, ...]]:
+def int_partitions(n: int, smallest: int = 2) -> Iterator[tuple[int, ...]]:
     """Integer partitions of ``n`` into parts ``>= smallest`` (non-increasing tuples)."""
     if n == 0:
         yield ()
         return
     for first in range(n, smallest - 1, -1):
-        for rest in _int_partitions(n - first, smallest):
+        for rest in int_partitions(n - first, smallest):
             if not rest or rest[0] <= first:
                 yield (first,) + rest
 
@@ -248,7 +248,7 @@ def _patterns(j: int) -> tuple[tuple[tuple[int, ...], float, dict[int, int]], ..
     """``[(lambda, coef, {n: mult})]`` for the block-size patterns of ``j`` (parts ``>= 2``)."""
     import math as _math
     out = []
-    for lam in _int_partitions(j):
+    for lam in int_partitions(j):
         mult = {n: lam.count(n) for n in sorted(set(lam))}
         coef = 1.0 / (np.prod([_math.factorial(n) for n in lam])
                       * np.prod([_math.factorial(v) for v in mult.values()]))

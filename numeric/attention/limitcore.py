@@ -164,7 +164,7 @@ def mp_edges(sigma: float, aspect: float) -> tuple[float, float, float]:
     return s2 * (1 - ra) ** 2, s2 * (1 + ra) ** 2, max(0.0, 1.0 - aspect)
 
 
-def _mp_theta_weight(theta: np.ndarray, sigma: float, aspect: float) -> np.ndarray:
+def mp_theta_weight(theta: np.ndarray, sigma: float, aspect: float) -> np.ndarray:
     """Marchenko-Pastur density times dx/dtheta, ``x = lm + D sin^2(theta/2)``."""
     lm, lp, _ = mp_edges(sigma, aspect)
     D = lp - lm
@@ -193,7 +193,7 @@ def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int 
         half = (hi - lo) / 2
         t = lo + half * (g + 1)
         th_panels.append(t)
-        w_panels.append(gw * half * _mp_theta_weight(t, sigma, aspect))
+        w_panels.append(gw * half * mp_theta_weight(t, sigma, aspect))
     th = np.concatenate(th_panels)
     w = np.concatenate(w_panels)
     x = lm + D * np.sin(th / 2) ** 2
@@ -203,7 +203,7 @@ def mp_quadrature(sigma: float, aspect: float, panels: int = 48, per_panel: int 
     return x, w
 
 
-def _mp_cdf_theta(theta: np.ndarray, sigma: float, aspect: float) -> np.ndarray:
+def mp_cdf_theta(theta: np.ndarray, sigma: float, aspect: float) -> np.ndarray:
     """Mass of the continuous part on ``[lambda_-, x(theta)]`` (closed form)."""
     lm, lp, _ = mp_edges(sigma, aspect)
     s2 = sigma * sigma
@@ -240,7 +240,7 @@ def mp_bin_means(sigma: float, aspect: float, d: int) -> np.ndarray:
     hi = np.full_like(pc, math.pi)
     for _ in range(64):  # bisection on the closed-form CDF (monotone in theta)
         mid = (lo + hi) / 2
-        below = _mp_cdf_theta(mid, sigma, aspect) < pc
+        below = mp_cdf_theta(mid, sigma, aspect) < pc
         lo = np.where(below, mid, lo)
         hi = np.where(below, hi, mid)
     th = (lo + hi) / 2
@@ -319,22 +319,22 @@ def check_quantile_args(sizes: Sequence[int] | None, rotations: object, levels: 
     deterministic equivalents (tied and untied), checked with one-line errors naming each:
     ``(sizes, rotations, levels, rtol, atol)``; ``levels`` may not exceed the smallest size
     (the quantiles of a ``d``-point spectrum)."""
-    from attndyn.numeric.core.validate import _check_pos_float
+    from attndyn.numeric.core.validate import check_pos_float
 
-    rotations = _check_int(rotations, "rotations", 1)
-    levels = _check_int(levels, "levels", 10, 100_000)
+    rotations = check_int(rotations, "rotations", 1)
+    levels = check_int(levels, "levels", 10, 100_000)
     if extrapolation not in ("largest", "richardson"):
         raise ValueError("extrapolation must be 'largest' or 'richardson', got "
                          f"{extrapolation!r}")
-    rtol = 1e-9 if rtol is None else _check_pos_float(rtol, "rtol")
-    atol = 1e-12 if atol is None else _check_pos_float(atol, "atol")
+    rtol = 1e-9 if rtol is None else check_pos_float(rtol, "rtol")
+    atol = 1e-12 if atol is None else check_pos_float(atol, "atol")
     out = check_sizes(sizes)
     if levels > out[0]:
         raise ValueError(f"levels must be at most the smallest size {out[0]}, got {levels}")
     return out, rotations, levels, rtol, atol
 
 
-def _check_int(v: object, name: str, lo: int, hi: int | None = None) -> int:
+def check_int(v: object, name: str, lo: int, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
             hi is not None and v > hi):
         rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
@@ -342,7 +342,7 @@ def _check_int(v: object, name: str, lo: int, hi: int | None = None) -> int:
     return int(v)
 
 
-def _seed_rec(seed: Any) -> int | None:
+def seed_rec(seed: Any) -> int | None:
     try:
         return int(seed)
     except (TypeError, ValueError):
@@ -410,7 +410,7 @@ def quantile_cdf_error(res: SpectralDensity, Q: np.ndarray, err: np.ndarray) -> 
         for j in range(Q.shape[1])])
 
 
-def _cells_cdf(lo: np.ndarray, hi: np.ndarray, mass: np.ndarray, y: np.ndarray, chunk: int = 256
+def cells_cdf(lo: np.ndarray, hi: np.ndarray, mass: np.ndarray, y: np.ndarray, chunk: int = 256
                ) -> tuple[np.ndarray, np.ndarray]:
     """``F(y) = sum_c mass_c clip((y - lo_c)/(hi_c - lo_c), 0, 1)``: the CDF of a map linear
     on each cell ``c`` (a step where ``lo_c = hi_c``), and its density."""
@@ -434,20 +434,20 @@ _Quantiles = tuple[np.ndarray, np.ndarray]
 
 
 @overload
-def _spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
+def spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
                      grid: ArrayLike | None, n_grid: int, status: int, message: str,
                      params: dict[str, Any], diag: dict[str, Any], seed: int | None = None
                      ) -> SpectralDensity: ...
 
 
 @overload
-def _spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
+def spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
                      grid: ArrayLike | None, n_grid: int, status: int, message: str,
                      params: dict[str, Any], diag: dict[str, Any], seed: int | None = None, *,
                      cls: type[_SD]) -> _SD: ...
 
 
-def _spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
+def spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | None,
                      grid: ArrayLike | None, n_grid: int, status: int, message: str,
                      params: dict[str, Any], diag: dict[str, Any], seed: int | None = None,
                      cls: type[SpectralDensity] = SpectralDensity) -> SpectralDensity:
@@ -481,8 +481,8 @@ def _spectral_result(ts: np.ndarray, cells: _Cells | None, quant: _Quantiles | N
     for j in range(n_t):
         if cells is not None:
             pts = np.unique(np.concatenate([lo[j], hi[j]]))
-            F, _ = _cells_cdf(lo[j], hi[j], mass, pts)
-            cdf[:, j], dens[:, j] = _cells_cdf(lo[j], hi[j], mass, gr)
+            F, _ = cells_cdf(lo[j], hi[j], mass, pts)
+            cdf[:, j], dens[:, j] = cells_cdf(lo[j], hi[j], mass, gr)
         else:
             pts, F = Q[:, j], p
             cdf[:, j] = np.interp(gr, pts, F, left=0.0, right=1.0)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import integrate as _ivp
 
-from attndyn.numeric.core.validate import _check_pos_float
+from attndyn.numeric.core.validate import check_pos_float
 
 __all__ = ["solve_flow", "check_solver_args", "FlowSolution", "time_budget", "budgeted",
            "TimeLimitReached", "check_horizon_work", "MAX_FLOW_STEPS"]
@@ -63,7 +63,7 @@ def time_budget(time_limit=None, *, until: float | None = None, name: str = "tim
     entered inside, or the absolute deadline ``until``; nested budgets keep the earliest
     deadline. Neither given: no new budget (an enclosing one still applies)."""
     if time_limit is not None:
-        limit = _check_pos_float(time_limit, name)
+        limit = check_pos_float(time_limit, name)
         end = time.monotonic() + limit
     elif until is not None:
         end, limit = float(until), max(float(until) - time.monotonic(), 0.0)
@@ -80,7 +80,7 @@ def time_budget(time_limit=None, *, until: float | None = None, name: str = "tim
         _DEADLINE.reset(token)
 
 
-def _deadline():
+def deadline():
     """``(deadline, stated limit)`` of the enclosing budget, or ``None``."""
     return _DEADLINE.get()
 
@@ -165,9 +165,9 @@ class _NonFiniteRHS(Exception):
 def check_solver_args(rtol, atol, blowup, method):
     """Validated ``(rtol, atol, blowup, solver class)``: tolerances finite and
     ``> 0``, ``blowup`` finite and ``> 0``, ``method`` a scipy solver name."""
-    rtol = _check_pos_float(rtol, "rtol")
-    atol = _check_pos_float(atol, "atol")
-    blowup = _check_pos_float(blowup, "blowup")
+    rtol = check_pos_float(rtol, "rtol")
+    atol = check_pos_float(atol, "atol")
+    blowup = check_pos_float(blowup, "blowup")
     if isinstance(method, str):
         if method not in _METHODS:
             raise ValueError(f"method must be one of {', '.join(sorted(_METHODS))}, got "

@@ -84,7 +84,7 @@ _Namespace = Any
 # ---------------------------------------------------------------------------
 # arguments
 
-def _check_int(x: object, name: str, low: int = 1) -> int:
+def check_int(x: object, name: str, low: int = 1) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= {low}, got {x!r}")
     if x < low:
@@ -612,8 +612,8 @@ def xp_memory_bytes(model: AttentionModel, init: Sequence[Any], batch: int, n_se
     weights = model.check_init(init)
     cls = _step_class(model)
     item = 4 if str(dtype) == "float32" else 8
-    B = _check_int(batch, "batch")
-    return int(2 * item * _check_int(n_seeds, "n_seeds")
+    B = check_int(batch, "batch")
+    return int(2 * item * check_int(n_seeds, "n_seeds")
                * cls.words_per_seed(model, weights, B, teacher))
 
 
@@ -675,7 +675,7 @@ def _run(model: AttentionModel, init: Sequence[Any], seeds: Sequence[np.random.S
     """Run ``len(seeds)`` seeds as one batched product; one Trajectory per seed."""
     model = check_model(model)
     eta = check_eta(eta)
-    B = _check_int(batch, "batch")
+    B = check_int(batch, "batch")
     t_eval = check_t_eval(t_eval)
     scale = model.time_scale(time)
     if isinstance(blowup, bool) or not isinstance(blowup, (int, float)) or not blowup > 0:
@@ -859,7 +859,7 @@ def xp_sgd_runs(model: AttentionModel, init: Sequence[Any], *, n_seeds: int,
     >>> len(runs), [r.status for r in runs]
     (2, [0, 0])
     """
-    n_seeds = _check_int(n_seeds, "n_seeds")
+    n_seeds = check_int(n_seeds, "n_seeds")
     kw = _defaults(kwargs)
     if seeds_per_product is None:
         xp = _xp.namespace(kw["device"])
@@ -869,7 +869,7 @@ def xp_sgd_runs(model: AttentionModel, init: Sequence[Any], *, n_seeds: int,
         else:
             one = xp_memory_bytes(model, init, kw["batch"], 1, kw["dtype"], kw["teacher"])
             seeds_per_product = int(max(1, min(n_seeds, (free // 4) // max(one, 1))))
-    per = _check_int(seeds_per_product, "seeds_per_product")
+    per = check_int(seeds_per_product, "seeds_per_product")
     children = resolve_rng(rng, seed, name="xp_sgd_runs").spawn(n_seeds)
     out = []
     for a in range(0, n_seeds, per):
@@ -886,7 +886,7 @@ def _defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
     for req in ("eta", "batch", "t_eval"):
         if req not in kwargs:
             raise TypeError(f"xp_sgd_runs needs the keyword argument {req!r}")
-    _check_int(kwargs["batch"], "batch")
+    check_int(kwargs["batch"], "batch")
     out = {"order": None, "time": "slow", "device": "cpu", "dtype": "float64", "progress": None,
            "blowup": 1e6, "raise_on_failure": False, "max_memory": None, "teacher": "auto",
            "blas_threads": None}

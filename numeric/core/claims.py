@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from attndyn.numeric.core import safeio
-from attndyn.numeric.core.results import Trajectory, _jsonable
+from attndyn.numeric.core.results import Trajectory, jsonable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -142,7 +142,7 @@ class FigureRun:
                 "curves": {k: os.path.relpath(v, out_dir) for k, v in paths["curves"].items()},
                 "extra": self.extra, "wall_s": self.wall_s, "format": "attndyn-figure-1"}
         jpath = os.path.join(out_dir, self.name + ".json")
-        safeio.atomic_write_text(jpath, json.dumps(_jsonable(meta), indent=1))
+        safeio.atomic_write_text(jpath, json.dumps(jsonable(meta), indent=1))
         paths["json"] = jpath
         if png or pdf:
             import matplotlib

@@ -296,7 +296,7 @@ class Trajectory:
             "words": None if self.words is None else [list(w) for w in self.words],
             "kind": self.kind, "params": self.params, "seed": self.seed,
             "status": int(self.status), "message": self.message,
-            "diagnostics": _jsonable({k: v for k, v in self.diagnostics.items()
+            "diagnostics": jsonable({k: v for k, v in self.diagnostics.items()
                                       if k != "matrices"}),
             "inv": None if self.inv is None else list(self.inv),
             "format": "attndyn-trajectory-1",
@@ -305,11 +305,11 @@ class Trajectory:
         return safeio.atomic_savez(path, t=self.t, y=self.y, header=safeio.json_array(header))
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (np.integer,)):

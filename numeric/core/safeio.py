@@ -68,12 +68,12 @@ class BadFile(ValueError):
     """A file that is not what its loader expects (one line, naming the file)."""
 
 
-def _one_line(text) -> str:
+def one_line(text) -> str:
     return " ".join(str(text).split())
 
 
 def _fail(what: str, path, reason) -> BadFile:
-    return BadFile(f"{what} {os.fspath(path)}: {_one_line(reason)}")
+    return BadFile(f"{what} {os.fspath(path)}: {one_line(reason)}")
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ __all__ = ["check_model_args", "check_loss", "check_int_ge1", "check_t_eval", "c
            "resolve_seed", "resolve_rng", "RNG_RULE", "kernel_array", "check_eta", "check_batch", "check_threads",
            "check_int_per", "check_finite_result",
            "MAX_STEPS_CAP", "real_array",
-           "_check_nonneg_float", "_check_pos_float"]
+           "_check_nonneg_float", "check_pos_float"]
 
 
 def real_array(x, name: str) -> np.ndarray:
@@ -153,7 +153,7 @@ def _check_nonneg_float(x, name):
     return x
 
 
-def _check_pos_float(x, name):
+def check_pos_float(x, name):
     """A finite real number ``> 0`` as a float."""
     x = _check_nonneg_float(x, name)
     if x <= 0:
@@ -249,8 +249,8 @@ def check_loss(loss, L: int, K: int):
     symbols so that a bad loss fails at construction."""
     if loss is None or not callable(loss):
         raise TypeError("loss must be a callable G -> sympy expression")
-    from attndyn.symbolic.potential import _call_loss, g_array
-    _call_loss(loss, g_array(L, K))
+    from attndyn.symbolic.potential import call_loss, g_array
+    call_loss(loss, g_array(L, K))
     return loss
 
 

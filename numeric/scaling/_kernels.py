@@ -12,8 +12,8 @@ import math
 import numpy as np
 from numba import njit, vectorize
 
-from attndyn.kernels.extfloat import (_EBIG, _INF, _LN2, _LN2_HI, _LN2_LO, _xdiv, _xexp, _xf,  # noqa: F401
-                                      _xle, _xlog, _xmul, _xn, _xpow, _xval)
+from attndyn.kernels.extfloat import (EBIG, INF, LN2, LN2_HI, LN2_LO, xdiv, xexp, xf,  # noqa: F401
+                                      xle, xlog, xmul, xn, xpow, xval)
 from attndyn.kernels.lambertw import lambertw0_scalar, lambertw_log0_scalar
 
 _LOG6 = 1.791759469228055  # log 6
@@ -54,10 +54,10 @@ def _ok(x):
 @njit(cache=True)
 def _log_u(Nm, Ne, xm, xe, ldm, lde):
     """``log(u)``, ``u = N L d / xi^2`` (eq. 3), without overflow."""
-    am, ae = _xmul(Nm, Ne, ldm, lde)
-    bm, be = _xmul(xm, xe, xm, xe)
-    um, ue = _xdiv(am, ae, bm, be)
-    return _xlog(um, ue)
+    am, ae = xmul(Nm, Ne, ldm, lde)
+    bm, be = xmul(xm, xe, xm, xe)
+    um, ue = xdiv(am, ae, bm, be)
+    return xlog(um, ue)
 
 
 @njit(cache=True)
@@ -67,13 +67,13 @@ def _threshold_x(Nm, Ne, xm, xe, ldm, lde):
     lu = _log_u(Nm, Ne, xm, xe, ldm, lde)
     if lu == 0.0:
         return 0.0
-    am, ae = _xmul(Nm, Ne, Nm, Ne)
-    am, ae = _xmul(am, ae, Nm, Ne)
-    n3m, n3e = _xdiv(am, ae, xm, xe)  # N^3 / xi
-    rm, re = _xmul(n3m, n3e, n3m, n3e)
-    lm, le = _xf(abs(lu))
-    rm, re = _xmul(rm, re, lm, le)
-    v = _xval(rm, re)
+    am, ae = xmul(Nm, Ne, Nm, Ne)
+    am, ae = xmul(am, ae, Nm, Ne)
+    n3m, n3e = xdiv(am, ae, xm, xe)  # N^3 / xi
+    rm, re = xmul(n3m, n3e, n3m, n3e)
+    lm, le = xf(abs(lu))
+    rm, re = xmul(rm, re, lm, le)
+    v = xval(rm, re)
     return v if lu > 0.0 else -v
 
 
@@ -98,93 +98,93 @@ def _threshold_fast(N, xi, L, d):
 @njit(cache=True)
 def threshold_compute_kernel(N, xi, L, d):
     """Right side of eq. (3): ``N^6 log(N L d / xi^2) / xi^2``."""
-    if N == _INF:
-        return _INF
+    if N == INF:
+        return INF
     r = _threshold_fast(N, xi, L, d)
     if r == r:
         return r
-    Lm, Le = _xf(L)
-    dm, de = _xf(d)
-    ldm, lde = _xmul(Lm, Le, dm, de)
-    Nm, Ne = _xf(N)
-    xm, xe = _xf(xi)
+    Lm, Le = xf(L)
+    dm, de = xf(d)
+    ldm, lde = xmul(Lm, Le, dm, de)
+    Nm, Ne = xf(N)
+    xm, xe = xf(xi)
     return _threshold_x(Nm, Ne, xm, xe, ldm, lde)
 
 
 @njit(cache=True)
 def _w_of_threshold(Cm, Ce, xm, xe, ldm, lde):
     """W0(6 (L d)^6 C / xi^10), without overflow."""
-    l2m, l2e = _xmul(ldm, lde, ldm, lde)
-    l6m, l6e = _xmul(l2m, l2e, l2m, l2e)
-    l6m, l6e = _xmul(l6m, l6e, l2m, l2e)
-    x2m, x2e = _xmul(xm, xe, xm, xe)
-    x4m, x4e = _xmul(x2m, x2e, x2m, x2e)
-    x10m, x10e = _xmul(x4m, x4e, x4m, x4e)
-    x10m, x10e = _xmul(x10m, x10e, x2m, x2e)
-    sm, se = _xf(6.0)
-    am, ae = _xmul(sm, se, Cm, Ce)
-    am, ae = _xmul(am, ae, l6m, l6e)
-    am, ae = _xdiv(am, ae, x10m, x10e)
-    a = _xval(am, ae)
+    l2m, l2e = xmul(ldm, lde, ldm, lde)
+    l6m, l6e = xmul(l2m, l2e, l2m, l2e)
+    l6m, l6e = xmul(l6m, l6e, l2m, l2e)
+    x2m, x2e = xmul(xm, xe, xm, xe)
+    x4m, x4e = xmul(x2m, x2e, x2m, x2e)
+    x10m, x10e = xmul(x4m, x4e, x4m, x4e)
+    x10m, x10e = xmul(x10m, x10e, x2m, x2e)
+    sm, se = xf(6.0)
+    am, ae = xmul(sm, se, Cm, Ce)
+    am, ae = xmul(am, ae, l6m, l6e)
+    am, ae = xdiv(am, ae, x10m, x10e)
+    a = xval(am, ae)
     if a < 1e300 and a > 1e-300:
         return lambertw0_scalar(a)
-    return lambertw_log0_scalar(_xlog(am, ae))
+    return lambertw_log0_scalar(xlog(am, ae))
 
 
 @njit(cache=True)
 def _sixth_root_of_ratio(nm, ne, pm, pe, qm, qe):
     """Refine ``n ~ (p q)^(1/6)`` by one Newton step, without forming ``p q``."""
-    n3m, n3e = _xmul(nm, ne, nm, ne)
-    n3m, n3e = _xmul(n3m, n3e, nm, ne)
-    am, ae = _xdiv(pm, pe, n3m, n3e)
-    bm, be = _xdiv(qm, qe, n3m, n3e)
-    rm, re = _xmul(am, ae, bm, be)
-    rho = _xval(rm, re)
-    fm, fe = _xf(1.0 + (rho - 1.0) / 6.0)
-    return _xmul(nm, ne, fm, fe)
+    n3m, n3e = xmul(nm, ne, nm, ne)
+    n3m, n3e = xmul(n3m, n3e, nm, ne)
+    am, ae = xdiv(pm, pe, n3m, n3e)
+    bm, be = xdiv(qm, qe, n3m, n3e)
+    rm, re = xmul(am, ae, bm, be)
+    rho = xval(rm, re)
+    fm, fe = xf(1.0 + (rho - 1.0) / 6.0)
+    return xmul(nm, ne, fm, fe)
 
 
 @njit(cache=True)
 def _critical_x(C, xm, xe, ldm, lde):
     """``N*(C)`` extended, for a finite ``C >= 0`` (see module docstring)."""
-    am, ae = _xdiv(xm, xe, ldm, lde)
-    n0m, n0e = _xmul(xm, xe, am, ae)  # xi^2 / (L d) = N*(0)
+    am, ae = xdiv(xm, xe, ldm, lde)
+    n0m, n0e = xmul(xm, xe, am, ae)  # xi^2 / (L d) = N*(0)
     if C == 0.0:
         return n0m, n0e
-    Cm, Ce = _xf(C)
+    Cm, Ce = xf(C)
     w = _w_of_threshold(Cm, Ce, xm, xe, ldm, lde)
-    em, ee = _xexp(w / 6.0)
-    nm, ne = _xmul(n0m, n0e, em, ee)
+    em, ee = xexp(w / 6.0)
+    nm, ne = xmul(n0m, n0e, em, ee)
     if w < 1.0:  # exp form: the absolute error of w is tiny
         return nm, ne
     # N^6 = 6 C xi^2 / w: one Newton step removes the w/6 rounding of exp
-    wm, we = _xf(w)
-    pm, pe = _xdiv(Cm, Ce, wm, we)
-    sm, se = _xf(6.0)
-    qm, qe = _xmul(sm, se, xm, xe)
-    qm, qe = _xmul(qm, qe, xm, xe)
+    wm, we = xf(w)
+    pm, pe = xdiv(Cm, Ce, wm, we)
+    sm, se = xf(6.0)
+    qm, qe = xmul(sm, se, xm, xe)
+    qm, qe = xmul(qm, qe, xm, xe)
     return _sixth_root_of_ratio(nm, ne, pm, pe, qm, qe)
 
 
 @njit(cache=True)
 def _ld(L, d):
-    Lm, Le = _xf(L)
-    dm, de = _xf(d)
-    return _xmul(Lm, Le, dm, de)
+    Lm, Le = xf(L)
+    dm, de = xf(d)
+    return xmul(Lm, Le, dm, de)
 
 
 @njit(cache=True)
 def critical_data_size_kernel(C, xi, L, d):
     """Exact inverse of eq. (3): ``N*(C)`` (see module docstring)."""
-    if C == _INF:
-        return _INF
+    if C == INF:
+        return INF
     r = _critical_fast(C, xi, L * d)
     if r == r:
         return r
     ldm, lde = _ld(L, d)
-    xm, xe = _xf(xi)
+    xm, xe = xf(xi)
     nm, ne = _critical_x(C, xm, xe, ldm, lde)
-    return _xval(nm, ne)
+    return xval(nm, ne)
 
 
 @njit(cache=True)
@@ -214,9 +214,9 @@ def _critical_fast(C, xi, ld):
     if a < 1e300 and a > 1e-300:
         w = lambertw0_scalar(a)
     else:
-        xm, xe = _xf(xi)
-        ldm, lde = _xf(ld)
-        Cm, Ce = _xf(C)
+        xm, xe = xf(xi)
+        ldm, lde = xf(ld)
+        Cm, Ce = xf(C)
         w = _w_of_threshold(Cm, Ce, xm, xe, ldm, lde)
     if not w < 4200.0:  # exp(w / 6) would leave the range
         return np.nan
@@ -240,71 +240,71 @@ def _critical_fast(C, xi, ld):
 @njit(cache=True)
 def _paper_x(C, xm, xe):
     """The paper's ``(C xi^2 / W0(C / xi^10))^(1/6)`` extended, finite ``C >= 0``."""
-    x2m, x2e = _xmul(xm, xe, xm, xe)
+    x2m, x2e = xmul(xm, xe, xm, xe)
     if C == 0.0:
         return x2m, x2e  # limit C -> 0: W(x) ~ x
-    x4m, x4e = _xmul(x2m, x2e, x2m, x2e)
-    x10m, x10e = _xmul(x4m, x4e, x4m, x4e)
-    x10m, x10e = _xmul(x10m, x10e, x2m, x2e)
-    Cm, Ce = _xf(C)
-    am, ae = _xdiv(Cm, Ce, x10m, x10e)
-    a = _xval(am, ae)
+    x4m, x4e = xmul(x2m, x2e, x2m, x2e)
+    x10m, x10e = xmul(x4m, x4e, x4m, x4e)
+    x10m, x10e = xmul(x10m, x10e, x2m, x2e)
+    Cm, Ce = xf(C)
+    am, ae = xdiv(Cm, Ce, x10m, x10e)
+    a = xval(am, ae)
     if a < 1e300 and a > 1e-300:
         w = lambertw0_scalar(a)
     else:
-        w = lambertw_log0_scalar(_xlog(am, ae))
-    em, ee = _xexp(w / 6.0)
-    nm, ne = _xmul(x2m, x2e, em, ee)  # (C x2 / w)^(1/6) with C/xi^10 = w e^w
+        w = lambertw_log0_scalar(xlog(am, ae))
+    em, ee = xexp(w / 6.0)
+    nm, ne = xmul(x2m, x2e, em, ee)  # (C x2 / w)^(1/6) with C/xi^10 = w e^w
     if w < 1.0:
         return nm, ne
-    wm, we = _xf(w)
-    pm, pe = _xdiv(Cm, Ce, wm, we)
+    wm, we = xf(w)
+    pm, pe = xdiv(Cm, Ce, wm, we)
     return _sixth_root_of_ratio(nm, ne, pm, pe, x2m, x2e)
 
 
 @njit(cache=True)
 def paper_critical_data_size_kernel(C, xi):
     """The paper's ``(C xi^2 / W0(C / xi^10))^(1/6)`` (proof of Thm F.7)."""
-    if C == _INF:
-        return _INF
-    xm, xe = _xf(xi)
+    if C == INF:
+        return INF
+    xm, xe = xf(xi)
     nm, ne = _paper_x(C, xm, xe)
-    return _xval(nm, ne)
+    return xval(nm, ne)
 
 
 @njit(cache=True)
 def paper_form_ratio_kernel(C, xi, L, d):
     """``N_paper(C) / N*(C)``; at ``C = inf`` its limit ``6^(-1/6)``."""
-    if C == _INF:
+    if C == INF:
         return 6.0 ** (-1.0 / 6.0)
-    xm, xe = _xf(xi)
+    xm, xe = xf(xi)
     ldm, lde = _ld(L, d)
     am, ae = _paper_x(C, xm, xe)
     bm, be = _critical_x(C, xm, xe, ldm, lde)
-    rm, re = _xdiv(am, ae, bm, be)
-    return _xval(rm, re)
+    rm, re = xdiv(am, ae, bm, be)
+    return xval(rm, re)
 
 
 @njit(cache=True)
 def _decay(pm, pe, x):
     """``p exp(-x)`` for an extended ``p`` and ``x >= 0`` (or inf)."""
-    if x == _INF:
+    if x == INF:
         return 0.0
-    em, ee = _xexp(-x)
-    rm, re = _xmul(pm, pe, em, ee)
-    return _xval(rm, re)
+    em, ee = xexp(-x)
+    rm, re = xmul(pm, pe, em, ee)
+    return xval(rm, re)
 
 
 @njit(cache=True)
 def stage_one_kernel(C, N, xi, alpha, prefactor, loss0):
     """Stage I of Theorem 7.1: ``prefactor exp(-alpha xi^2 C / N^6) loss0``."""
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
-    if C == _INF:
+    pm, pe = xf(prefactor)
+    lm, le = xf(loss0)
+    pm, pe = xmul(pm, pe, lm, le)
+    if C == INF:
         return 0.0
-    if N == _INF:  # no decay resolved
-        return _xval(pm, pe)
+    if N == INF:  # no decay resolved
+        return xval(pm, pe)
     n2 = N * N
     n3 = n2 * N
     a1 = alpha * xi
@@ -321,33 +321,33 @@ def stage_one_kernel(C, N, xi, alpha, prefactor, loss0):
             r = pl * math.exp(-x)
             if loss0 == 0.0 or _ok(r):
                 return r
-    Nm, Ne = _xf(N)
-    n3m, n3e = _xmul(Nm, Ne, Nm, Ne)
-    n3m, n3e = _xmul(n3m, n3e, Nm, Ne)
-    am, ae = _xf(alpha)
-    xm, xe = _xf(xi)
-    am, ae = _xmul(am, ae, xm, xe)
-    am, ae = _xmul(am, ae, xm, xe)
-    Cm, Ce = _xf(C)
-    bm, be = _xdiv(Cm, Ce, n3m, n3e)
-    am, ae = _xmul(am, ae, bm, be)
-    am, ae = _xdiv(am, ae, n3m, n3e)
-    return _decay(pm, pe, _xval(am, ae))
+    Nm, Ne = xf(N)
+    n3m, n3e = xmul(Nm, Ne, Nm, Ne)
+    n3m, n3e = xmul(n3m, n3e, Nm, Ne)
+    am, ae = xf(alpha)
+    xm, xe = xf(xi)
+    am, ae = xmul(am, ae, xm, xe)
+    am, ae = xmul(am, ae, xm, xe)
+    Cm, Ce = xf(C)
+    bm, be = xdiv(Cm, Ce, n3m, n3e)
+    am, ae = xmul(am, ae, bm, be)
+    am, ae = xdiv(am, ae, n3m, n3e)
+    return _decay(pm, pe, xval(am, ae))
 
 
 @njit(cache=True)
 def _floor(c_stat, xm, xe, nm, ne):
     """``c_stat xi^2 / n`` (extended ``xi``, ``n``) as a float."""
-    cm, ce = _xf(c_stat)
-    am, ae = _xmul(cm, ce, xm, xe)
-    bm, be = _xdiv(xm, xe, nm, ne)
-    rm, re = _xmul(am, ae, bm, be)
-    return _xval(rm, re)
+    cm, ce = xf(c_stat)
+    am, ae = xmul(cm, ce, xm, xe)
+    bm, be = xdiv(xm, xe, nm, ne)
+    rm, re = xmul(am, ae, bm, be)
+    return xval(rm, re)
 
 
 @njit(cache=True)
 def _stage_two_x(C, xm, xe, ldm, lde, c_stat):
-    if C == _INF:
+    if C == INF:
         return 0.0
     nm, ne = _critical_x(C, xm, xe, ldm, lde)
     return _floor(c_stat, xm, xe, nm, ne)
@@ -356,21 +356,21 @@ def _stage_two_x(C, xm, xe, ldm, lde, c_stat):
 @njit(cache=True)
 def stage_two_kernel(C, xi, L, d, c_stat):
     """Stage II (exact form): ``c_stat xi^2 / N*(C)``."""
-    if C != _INF:
+    if C != INF:
         n = _critical_fast(C, xi, L * d)
         a = c_stat * xi
         b = xi / n
         r = a * b
         if n == n and _ok(n) and _ok(a) and _ok(b) and _ok(r):
             return r
-    xm, xe = _xf(xi)
+    xm, xe = xf(xi)
     ldm, lde = _ld(L, d)
     return _stage_two_x(C, xm, xe, ldm, lde, c_stat)
 
 
 @njit(cache=True)
 def _stage_two_paper_x(C, xm, xe, c_stat):
-    if C == _INF:
+    if C == INF:
         return 0.0
     nm, ne = _paper_x(C, xm, xe)
     # xi^(5/3) (C/W)^(-1/6) = xi^2 / (C xi^2 / W)^(1/6)
@@ -380,22 +380,22 @@ def _stage_two_paper_x(C, xm, xe, c_stat):
 @njit(cache=True)
 def stage_two_paper_kernel(C, xi, c_stat):
     """Stage II as printed: ``c_stat xi^(5/3) (C / W0(C/xi^10))^(-1/6)``."""
-    xm, xe = _xf(xi)
+    xm, xe = xf(xi)
     return _stage_two_paper_x(C, xm, xe, c_stat)
 
 
 @njit(cache=True)
 def _data_floor(N, xi, c_stat):
     """``c_stat xi^2 / N`` (0 at ``N = inf``)."""
-    if N == _INF:
+    if N == INF:
         return 0.0
     a = c_stat * xi
     b = xi / N
     r = a * b
     if _ok(a) and _ok(b) and _ok(r):
         return r
-    xm, xe = _xf(xi)
-    Nm, Ne = _xf(N)
+    xm, xe = xf(xi)
+    Nm, Ne = xf(N)
     return _floor(c_stat, xm, xe, Nm, Ne)
 
 
@@ -418,15 +418,15 @@ def stage_kernel(C, N, xi, L, d):
 def compute_for_target_frontier_kernel(target, xi, L, d, c_stat):
     """Least C with ``c_stat xi^2 / N*(C) <= target`` (stage II frontier)."""
     ldm, lde = _ld(L, d)
-    xm, xe = _xf(xi)
-    cm, ce = _xf(c_stat)
-    tm, te = _xf(target)
-    am, ae = _xmul(cm, ce, xm, xe)
-    bm, be = _xdiv(xm, xe, tm, te)
-    nm, ne = _xmul(am, ae, bm, be)  # N_t = c_stat xi^2 / target
+    xm, xe = xf(xi)
+    cm, ce = xf(c_stat)
+    tm, te = xf(target)
+    am, ae = xmul(cm, ce, xm, xe)
+    bm, be = xdiv(xm, xe, tm, te)
+    nm, ne = xmul(am, ae, bm, be)  # N_t = c_stat xi^2 / target
     # N_t <= N*(0) = xi^2 / (L d)  <=>  c_stat L d <= target: compared without xi's rounding
-    qm, qe = _xmul(cm, ce, ldm, lde)
-    if _xle(qm, qe, tm, te):  # reached at C = 0 already
+    qm, qe = xmul(cm, ce, ldm, lde)
+    if xle(qm, qe, tm, te):  # reached at C = 0 already
         return 0.0
     return _threshold_x(nm, ne, xm, xe, ldm, lde)
 
@@ -434,133 +434,133 @@ def compute_for_target_frontier_kernel(target, xi, L, d, c_stat):
 @njit(cache=True)
 def compute_for_target_fixed_n_kernel(target, N, xi, L, d, alpha, prefactor, loss0, c_stat):
     """Least C with ``two_stage_bound(C, N) <= target`` (inf if never)."""
-    tm, te = _xf(target)
-    if N == _INF:
+    tm, te = xf(target)
+    if N == INF:
         fm, fe = 0.0, np.int64(0)
     else:
-        xm, xe = _xf(xi)
-        Nm, Ne = _xf(N)
-        cm, ce = _xf(c_stat)
-        am, ae = _xmul(cm, ce, xm, xe)
-        bm, be = _xdiv(xm, xe, Nm, Ne)
-        fm, fe = _xmul(am, ae, bm, be)  # the stage-II floor c_stat xi^2 / N
-    reach = _xle(fm, fe, tm, te)
+        xm, xe = xf(xi)
+        Nm, Ne = xf(N)
+        cm, ce = xf(c_stat)
+        am, ae = xmul(cm, ce, xm, xe)
+        bm, be = xdiv(xm, xe, Nm, Ne)
+        fm, fe = xmul(am, ae, bm, be)  # the stage-II floor c_stat xi^2 / N
+    reach = xle(fm, fe, tm, te)
     cstar = threshold_compute_kernel(N, xi, L, d)
     if cstar < 0.0:  # every C >= 0 is past the threshold: stage II only
-        return 0.0 if reach else _INF
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    b0m, b0e = _xmul(pm, pe, lm, le)
-    if _xle(b0m, b0e, tm, te):
+        return 0.0 if reach else INF
+    pm, pe = xf(prefactor)
+    lm, le = xf(loss0)
+    b0m, b0e = xmul(pm, pe, lm, le)
+    if xle(b0m, b0e, tm, te):
         c1 = 0.0
-    elif N == _INF:
-        c1 = _INF
+    elif N == INF:
+        c1 = INF
     else:
-        rm, re = _xdiv(b0m, b0e, tm, te)
-        lr = _xlog(rm, re)
-        Nm, Ne = _xf(N)
-        n3m, n3e = _xmul(Nm, Ne, Nm, Ne)
-        n3m, n3e = _xmul(n3m, n3e, Nm, Ne)
-        lm, le = _xf(lr)
-        am, ae = _xmul(n3m, n3e, lm, le)
-        bm, be = _xf(alpha)
-        xm, xe = _xf(xi)
-        bm, be = _xmul(bm, be, xm, xe)
-        bm, be = _xmul(bm, be, xm, xe)
-        am, ae = _xdiv(am, ae, bm, be)
-        am, ae = _xmul(n3m, n3e, am, ae)
-        c1 = _xval(am, ae)
+        rm, re = xdiv(b0m, b0e, tm, te)
+        lr = xlog(rm, re)
+        Nm, Ne = xf(N)
+        n3m, n3e = xmul(Nm, Ne, Nm, Ne)
+        n3m, n3e = xmul(n3m, n3e, Nm, Ne)
+        lm, le = xf(lr)
+        am, ae = xmul(n3m, n3e, lm, le)
+        bm, be = xf(alpha)
+        xm, xe = xf(xi)
+        bm, be = xmul(bm, be, xm, xe)
+        bm, be = xmul(bm, be, xm, xe)
+        am, ae = xdiv(am, ae, bm, be)
+        am, ae = xmul(n3m, n3e, am, ae)
+        c1 = xval(am, ae)
     if c1 <= cstar:
         return c1
     if reach:
         return cstar  # the infimum: any C > C*(N) reaches the floor
-    return _INF
+    return INF
 
 
 @njit(cache=True)
 def threshold_time_kernel(N, xi, L, d):
     """``T*(N) = N^2 log(N L d / xi^2) / xi^2``."""
-    if N == _INF:
-        return _INF
+    if N == INF:
+        return INF
     ldm, lde = _ld(L, d)
-    Nm, Ne = _xf(N)
-    xm, xe = _xf(xi)
+    Nm, Ne = xf(N)
+    xm, xe = xf(xi)
     lu = _log_u(Nm, Ne, xm, xe, ldm, lde)
     if lu == 0.0:
         return 0.0
-    qm, qe = _xdiv(Nm, Ne, xm, xe)
-    qm, qe = _xmul(qm, qe, qm, qe)
-    lm, le = _xf(abs(lu))
-    rm, re = _xmul(qm, qe, lm, le)
-    v = _xval(rm, re)
+    qm, qe = xdiv(Nm, Ne, xm, xe)
+    qm, qe = xmul(qm, qe, qm, qe)
+    lm, le = xf(abs(lu))
+    rm, re = xmul(qm, qe, lm, le)
+    v = xval(rm, re)
     return v if lu > 0.0 else -v
 
 
 @njit(cache=True)
 def _prod3(a, b, c):
     """``a b c`` (a float) without intermediate overflow."""
-    am, ae = _xf(a)
-    bm, be = _xf(b)
-    cm, ce = _xf(c)
-    am, ae = _xmul(am, ae, bm, be)
-    return _xmul(am, ae, cm, ce)
+    am, ae = xf(a)
+    bm, be = xf(b)
+    cm, ce = xf(c)
+    am, ae = xmul(am, ae, bm, be)
+    return xmul(am, ae, cm, ce)
 
 
 @njit(cache=True)
 def training_loss_kernel(T, eps, alpha, loss0):
     """``loss0 exp(-alpha eps^2 T)`` (Theorem 5.5)."""
-    if T == _INF:
+    if T == INF:
         return 0.0
     am, ae = _prod3(alpha, eps, eps)
-    tm, te = _xf(T)
-    am, ae = _xmul(am, ae, tm, te)
-    lm, le = _xf(loss0)
-    return _decay(lm, le, _xval(am, ae))
+    tm, te = xf(T)
+    am, ae = xmul(am, ae, tm, te)
+    lm, le = xf(loss0)
+    return _decay(lm, le, xval(am, ae))
 
 
 @njit(cache=True)
 def generalisation_kernel(M, N, xi, L, d):
     """``(4/M + xi)/M + L d xi / N`` (Theorem 6.2)."""
     first = (4.0 / M + xi) / M
-    if N == _INF:
+    if N == INF:
         return first
     am, ae = _prod3(L, d, xi)
-    Nm, Ne = _xf(N)
-    am, ae = _xdiv(am, ae, Nm, Ne)
-    return first + _xval(am, ae)
+    Nm, Ne = xf(N)
+    am, ae = xdiv(am, ae, Nm, Ne)
+    return first + xval(am, ae)
 
 
 @njit(cache=True)
 def threshold_jump_kernel(N, xi, L, d, alpha, prefactor, loss0, c_stat):
     """``prefactor loss0 / (c_stat L d) (N L d / xi^2)^(1 - alpha)``."""
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
+    pm, pe = xf(prefactor)
+    lm, le = xf(loss0)
+    pm, pe = xmul(pm, pe, lm, le)
     qm, qe = _prod3(c_stat, L, d)
-    pm, pe = _xdiv(pm, pe, qm, qe)
+    pm, pe = xdiv(pm, pe, qm, qe)
     if alpha == 1.0:
-        return _xval(pm, pe)
-    if N == _INF:
-        return _INF if alpha < 1.0 else 0.0
-    Nm, Ne = _xf(N)
+        return xval(pm, pe)
+    if N == INF:
+        return INF if alpha < 1.0 else 0.0
+    Nm, Ne = xf(N)
     um, ue = _prod3(N, L, d)
-    xm, xe = _xf(xi)
-    bm, be = _xmul(xm, xe, xm, xe)
-    um, ue = _xdiv(um, ue, bm, be)
-    wm, we = _xpow(um, ue, 1.0 - alpha)
-    rm, re = _xmul(pm, pe, wm, we)
-    return _xval(rm, re)
+    xm, xe = xf(xi)
+    bm, be = xmul(xm, xe, xm, xe)
+    um, ue = xdiv(um, ue, bm, be)
+    wm, we = xpow(um, ue, 1.0 - alpha)
+    rm, re = xmul(pm, pe, wm, we)
+    return xval(rm, re)
 
 
 @njit(cache=True)
 def continuity_kernel(L, d, prefactor, loss0):
     """``prefactor loss0 / (L d)``."""
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
+    pm, pe = xf(prefactor)
+    lm, le = xf(loss0)
+    pm, pe = xmul(pm, pe, lm, le)
     ldm, lde = _ld(L, d)
-    rm, re = _xdiv(pm, pe, ldm, lde)
-    return _xval(rm, re)
+    rm, re = xdiv(pm, pe, ldm, lde)
+    return xval(rm, re)
 
 
 @njit(cache=True)
@@ -568,25 +568,25 @@ def time_law_kernel(T, N, xi, c_stat, alpha, prefactor, loss0, literal):
     """``prefactor loss0 exp(-x) + c_stat xi^2 / N`` with ``x = alpha eps^2 T``
     (``literal``: ``alpha eps^4 T``), ``eps = xi / N``."""
     floor = _data_floor(N, xi, c_stat)
-    pm, pe = _xf(prefactor)
-    lm, le = _xf(loss0)
-    pm, pe = _xmul(pm, pe, lm, le)
-    if N == _INF:  # eps = 0: no decay resolved
+    pm, pe = xf(prefactor)
+    lm, le = xf(loss0)
+    pm, pe = xmul(pm, pe, lm, le)
+    if N == INF:  # eps = 0: no decay resolved
         x = 0.0
-    elif T == _INF:
-        x = _INF
+    elif T == INF:
+        x = INF
     else:
-        xm, xe = _xf(xi)
-        Nm, Ne = _xf(N)
-        qm, qe = _xdiv(xm, xe, Nm, Ne)
-        em, ee = _xmul(qm, qe, qm, qe)  # eps^2
-        am, ae = _xf(alpha)
-        am, ae = _xmul(am, ae, em, ee)
-        tm, te = _xf(T)
-        am, ae = _xmul(am, ae, tm, te)
+        xm, xe = xf(xi)
+        Nm, Ne = xf(N)
+        qm, qe = xdiv(xm, xe, Nm, Ne)
+        em, ee = xmul(qm, qe, qm, qe)  # eps^2
+        am, ae = xf(alpha)
+        am, ae = xmul(am, ae, em, ee)
+        tm, te = xf(T)
+        am, ae = xmul(am, ae, tm, te)
         if literal != 0.0:
-            am, ae = _xmul(am, ae, em, ee)
-        x = _xval(am, ae)
+            am, ae = xmul(am, ae, em, ee)
+        x = xval(am, ae)
     return _decay(pm, pe, x) + floor
 
 
@@ -600,31 +600,31 @@ def data_law_kernel(N, xi, c_stat):
 def model_law_kernel(M, xi, zeta, scale):
     """``scale xi^2 M^(-zeta)``; ``M^(-zeta)`` is always a normal float for
     ``0 < zeta < 1/3``."""
-    if M == _INF:
+    if M == INF:
         return 0.0
     am, ae = _prod3(scale, xi, xi)
-    pm, pe = _xf(M ** (-zeta))
-    rm, re = _xmul(am, ae, pm, pe)
-    return _xval(rm, re)
+    pm, pe = xf(M ** (-zeta))
+    rm, re = xmul(am, ae, pm, pe)
+    return xval(rm, re)
 
 
 @njit(cache=True)
 def _ge_const_power(X, k, N, p, div):
     """``X >= k N^p / div`` (``p`` = 2 or 3, exact comparison of extended numbers)."""
-    if X == _INF:
+    if X == INF:
         return True
-    if N == _INF:
+    if N == INF:
         return False
-    Nm, Ne = _xf(N)
-    am, ae = _xmul(Nm, Ne, Nm, Ne)
+    Nm, Ne = xf(N)
+    am, ae = xmul(Nm, Ne, Nm, Ne)
     if p == 3:
-        am, ae = _xmul(am, ae, Nm, Ne)
-    km, ke = _xf(k)
-    am, ae = _xmul(km, ke, am, ae)
-    dm, de = _xf(div)
-    am, ae = _xdiv(am, ae, dm, de)
-    Xm, Xe = _xf(X)
-    return _xle(am, ae, Xm, Xe)
+        am, ae = xmul(am, ae, Nm, Ne)
+    km, ke = xf(k)
+    am, ae = xmul(km, ke, am, ae)
+    dm, de = xf(div)
+    am, ae = xdiv(am, ae, dm, de)
+    Xm, Xe = xf(X)
+    return xle(am, ae, Xm, Xe)
 
 
 @njit(cache=True)
@@ -643,33 +643,33 @@ def data_law_valid_kernel(M, N, T, xi, m_const, t_const):
 @njit(cache=True)
 def noise_drag_data_kernel(N, xi0, power, c_stat):
     """``c_stat xi(N)^2 / N`` with ``xi(N) = xi0 N^power``."""
-    if N == _INF:  # c_stat xi0^2 N^(2 power - 1)
+    if N == INF:  # c_stat xi0^2 N^(2 power - 1)
         if 2.0 * power > 1.0:
-            return _INF
+            return INF
         if 2.0 * power < 1.0:
             return 0.0
         am, ae = _prod3(c_stat, xi0, xi0)
-        return _xval(am, ae)
-    Nm, Ne = _xf(N)
-    pm, pe = _xpow(Nm, Ne, power)
-    xm, xe = _xf(xi0)
-    xm, xe = _xmul(xm, xe, pm, pe)
+        return xval(am, ae)
+    Nm, Ne = xf(N)
+    pm, pe = xpow(Nm, Ne, power)
+    xm, xe = xf(xi0)
+    xm, xe = xmul(xm, xe, pm, pe)
     return _floor(c_stat, xm, xe, Nm, Ne)
 
 
 @njit(cache=True)
 def noise_drag_compute_kernel(C, xi0, L, d, power, c_stat, paper):
     """Stage-II bound at ``xi(C) = xi0 C^power`` (``paper``: the printed form)."""
-    if C == _INF:  # ~ C^(5 power / 3 - 1/6): constant along the path at power = 1/10
+    if C == INF:  # ~ C^(5 power / 3 - 1/6): constant along the path at power = 1/10
         if 10.0 * power > 1.0:
-            return _INF
+            return INF
         if 10.0 * power < 1.0:
             return 0.0
         C = 1.0
-    Cm, Ce = _xf(C)
-    pm, pe = _xpow(Cm, Ce, power)
-    xm, xe = _xf(xi0)
-    xm, xe = _xmul(xm, xe, pm, pe)
+    Cm, Ce = xf(C)
+    pm, pe = xpow(Cm, Ce, power)
+    xm, xe = xf(xi0)
+    xm, xe = xmul(xm, xe, pm, pe)
     if paper != 0.0:
         return _stage_two_paper_x(C, xm, xe, c_stat)
     ldm, lde = _ld(L, d)

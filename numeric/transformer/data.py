@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import _as_rng, _int_ge1, _seed_label
+from .model import as_rng, int_ge1, seed_label
 
 __all__ = ["SeqData", "make_data", "rms_normalise"]
 
@@ -69,7 +69,7 @@ class SeqData:
 
     def subset(self, n):
         """The first ``n`` training sequences (same test set)."""
-        n = _int_ge1(n, "n")
+        n = int_ge1(n, "n")
         if n > self.n:
             raise ValueError(f"n must be <= {self.n}, got {n}")
         return SeqData(self.X[:n], self.Y[:n], self.X_test, self.F_test, self.xi,
@@ -97,8 +97,8 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
     >>> bool(np.allclose(data.Y, teacher(data.X)))
     True
     """
-    n = _int_ge1(n, "n")
-    n_test = _int_ge1(n_test, "n_test")
+    n = int_ge1(n, "n")
+    n_test = int_ge1(n_test, "n_test")
     if isinstance(xi, bool) or not isinstance(xi, (int, float, np.integer, np.floating)) \
             or not math.isfinite(float(xi)) or float(xi) < 0:
         raise ValueError(f"xi must be a finite real number >= 0, got {xi!r}")
@@ -110,12 +110,12 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
     elif callable(teacher):
         if L is None or d is None:
             raise ValueError("a callable teacher needs L and d")
-        L, d = _int_ge1(L, "L"), _int_ge1(d, "d")
+        L, d = int_ge1(L, "L"), int_ge1(d, "d")
         f = teacher
         tinfo = {"callable": getattr(teacher, "__name__", "callable")}
     else:
         raise TypeError("teacher must be a Transformer or a callable (n, L, d) -> (n, L, d)")
-    rng = _as_rng(seed)
+    rng = as_rng(seed)
     X = rms_normalise(rng.standard_normal((n, L, d)), token_norm)
     Fx = np.asarray(f(X), dtype=np.float64)
     if Fx.shape != X.shape or not np.all(np.isfinite(Fx)):
@@ -124,5 +124,5 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
     Xt = rms_normalise(rng.standard_normal((n_test, L, d)), token_norm)
     Ft = np.asarray(f(Xt), dtype=np.float64)
     return SeqData(X, Y, Xt, Ft, xi, {"n": n, "n_test": n_test, "xi": xi, "L": L, "d": d,
-                                      "token_norm": token_norm, "seed": _seed_label(seed),
+                                      "token_norm": token_norm, "seed": seed_label(seed),
                                       "teacher": tinfo})

@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from .kernel import assumption_lambda
-from .lemmas import _seed_list, build, check_setup
+from .lemmas import seed_list, build, check_setup
 from .results import Sweep, fit_power_law
 from .training import train
 
@@ -65,7 +65,7 @@ def scaling_sweep(setup, variable, values=None, *, T, seeds=2, n_eval=20, zeta=N
     from attndyn.numeric import scaling as sc  # numba-compiled bounds: load on first use
 
     s = check_setup(setup)
-    seeds = _seed_list(seeds)
+    seeds = seed_list(seeds)
     if variable == "M" and zeta is None:
         raise ValueError("zeta (model-law exponent in (0, 1/3)) is required for variable='M'")
     fits = {}

@@ -33,8 +33,8 @@ def flops_breakdown(N, L, d, m):
         >>> sorted(fb), fb["lemma_e1"] == 2 * 4 * 16 * 8
         (['backward', 'forward', 'lemma_e1', 'total'], True)
     """
-    from .model import _int_ge1
-    N, L, d, m = (_int_ge1(N, "N"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(m, "m"))
+    from .model import int_ge1
+    N, L, d, m = (int_ge1(N, "N"), int_ge1(L, "L"), int_ge1(d, "d"), int_ge1(m, "m"))
     fwd_layer = (2 * L * d * d + 2 * L * L * d + 5 * L * L + 2 * L * L * d + 2 * L * d * m
                  + L * m + 2 * L * m * d + 2 * L * d)
     bwd_layer = (2 * L * d * m + 2 * L * m + 2 * L * d * m + 2 * L * m * d + 2 * L * L * d

@@ -58,7 +58,7 @@ KERNELS = ("definition", "exact")
 MAX_EXACT_ROWS = 6000
 
 
-def _kernel_name(kernel):
+def kernel_name(kernel):
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be 'definition' (Definition B.5's H_nu) or 'exact' "
                          f"(the Jacobian Gram K_nu), got {kernel!r}")
@@ -74,7 +74,7 @@ def _layer(model, layer):
     return int(layer)
 
 
-def _parts_from_cache(model, c, k):
+def parts_from_cache(model, c, k):
     n, L, d = c.F.shape
     if n * L > 20000:
         raise ValueError(f"the kernel has nL = {n * L} rows; refusing above 20000 "
@@ -204,7 +204,7 @@ def kernel_parts(model, X, layer):
     """
     k = _layer(model, layer)
     c = model._forward(model.check_X(X))
-    return _parts_from_cache(model, c, k)
+    return parts_from_cache(model, c, k)
 
 
 def layer_kernel(model, X, layer, *, part="full", kernel="definition"):
@@ -221,7 +221,7 @@ def layer_kernel(model, X, layer, *, part="full", kernel="definition"):
         >>> H.shape, bool(np.allclose(H, H.T))
         ((10, 10), True)
     """
-    if _kernel_name(kernel) == "exact":
+    if kernel_name(kernel) == "exact":
         return exact_kernel(model, X, layer, part=part)
     if part not in ("full", "W", "U"):
         raise ValueError(f"part must be 'full', 'W' or 'U', got {part!r}")
@@ -258,11 +258,11 @@ def kernel_eigenvalues(model, X, *, kernel="definition"):
         >>> len(ev), sorted(ev[0])
         (2, ['H', 'Hprime', 'Hprime_max', 'lambda', 'pd'])
     """
-    kernel = _kernel_name(kernel)
+    kernel = kernel_name(kernel)
     c = model._forward(model.check_X(X))
     out = []
     for k in range(model.N):
-        Hb, Hg = (_parts_from_cache if kernel == "definition" else _exact_from_cache)(model, c, k)
+        Hb, Hg = (parts_from_cache if kernel == "definition" else _exact_from_cache)(model, c, k)
         ev = np.linalg.eigvalsh(0.5 * (Hb + Hb.T))
         lb = float(ev[0])
         out.append({"H": min_eigenvalue(Hb + Hg), "Hprime": lb, "lambda": lb / model.omega,
@@ -311,7 +311,7 @@ def lemma41(model, X, Y, *, kernel="definition"):
         >>> r["rel_gap_exact"] < 1e-10
         True
     """
-    kernel = _kernel_name(kernel)
+    kernel = kernel_name(kernel)
     X, Y = model.check_XY(X, Y)
     c = model._forward(X)
     grads, deltas = model._backward(c, Y, keep_delta=True)
@@ -325,7 +325,7 @@ def lemma41(model, X, Y, *, kernel="definition"):
         dU, dW = grads[k]
         eW.append(float(np.vdot(dW, dW)))
         eU.append(float(np.vdot(dU, dU)))
-        Hb, Hg = _parts_from_cache(model, c, k)
+        Hb, Hg = parts_from_cache(model, c, k)
         dl = deltas[k].reshape(-1, d)
         G = dl @ dl.T                                   # <delta_p, delta_q>
         parts["definition"][0].append(float(np.vdot(Hb, G)))

@@ -29,8 +29,8 @@ import numpy as np
 from attndyn.numeric.core.validate import resolve_seed
 
 from .data import make_data
-from .kernel import KERNELS, _kernel_name, kernel_eigenvalues, lemma41
-from .model import Transformer, _int_ge1, _pos_float
+from .kernel import KERNELS, kernel_name, kernel_eigenvalues, lemma41
+from .model import Transformer, int_ge1, pos_float
 from .results import Sweep, fit_power_law
 from .training import train
 
@@ -58,19 +58,19 @@ def check_setup(setup) -> dict:
         raise ValueError(f"setup is missing {missing} (no defaults for the paper's scalings)")
     s = dict(setup)
     for k in ("N", "L", "d", "m", "n"):
-        s[k] = _int_ge1(s[k], k)
-    s["eps"] = _pos_float(s["eps"], "eps")
-    s["omega"] = _pos_float(s["omega"], "omega")
+        s[k] = int_ge1(s[k], k)
+    s["eps"] = pos_float(s["eps"], "eps")
+    s["omega"] = pos_float(s["omega"], "omega")
     if s["kappa"] != "1/sqrt(m)":
-        s["kappa"] = _pos_float(s["kappa"], "kappa")
+        s["kappa"] = pos_float(s["kappa"], "kappa")
     xi = s["xi"]
     if isinstance(xi, bool) or not isinstance(xi, (int, float)) or not math.isfinite(xi) or xi < 0:
         raise ValueError(f"xi must be a finite real number >= 0, got {xi!r}")
     s["xi"] = float(xi)
-    s["teacher_m"] = _int_ge1(s.get("teacher_m", s["m"]), "teacher_m")
+    s["teacher_m"] = int_ge1(s.get("teacher_m", s["m"]), "teacher_m")
     s.setdefault("token_norm", "rms")
     s.setdefault("E_scale", 1.0)
-    s["n_test"] = _int_ge1(s.get("n_test", 256), "n_test")
+    s["n_test"] = int_ge1(s.get("n_test", 256), "n_test")
     return s
 
 
@@ -101,7 +101,7 @@ def build(setup, seed):
     return student, data
 
 
-def _seed_list(seeds):
+def seed_list(seeds):
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
         if seeds < 1:
             raise ValueError(f"seeds must be an int >= 1 (a number of seeds) or a non-empty "
@@ -127,7 +127,7 @@ def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4,
         >>> sw.x.tolist(), "gap" in sw.names
         ([4.0, 16.0], True)
     """
-    kernel = _kernel_name(kernel)
+    kernel = kernel_name(kernel)
     other = [k for k in KERNELS if k != kernel][0]
     s = check_setup(setup)
     if isinstance(widths, str) or not hasattr(widths, "__iter__"):
@@ -135,8 +135,8 @@ def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4,
     widths = list(widths)
     if not widths:
         raise ValueError("widths must be a non-empty list of ints >= 1")
-    seeds = _seed_list(seeds)
-    widths = [_int_ge1(int(m), "widths") for m in widths]
+    seeds = seed_list(seeds)
+    widths = [int_ge1(int(m), "widths") for m in widths]
     rows = []
     for m in widths:
         g, gW, gU, rU, go = [], [], [], [], []
@@ -177,15 +177,15 @@ def assumption_sweep(setup, variable, values, *, seeds=4, kernel="definition"):
     """
     if variable not in ("m", "n", "L", "d"):
         raise ValueError(f"variable must be 'm', 'n', 'L' or 'd', got {variable!r}")
-    kernel = _kernel_name(kernel)
+    kernel = kernel_name(kernel)
     s = check_setup(setup)
-    seeds = _seed_list(seeds)
+    seeds = seed_list(seeds)
     values = list(values)
     if not values:
         raise ValueError("values must be a non-empty list of ints >= 1")
     rows = []
     for v in values:
-        v = _int_ge1(int(v), "values")
+        v = int_ge1(int(v), "values")
         lam = {k: [] for k in KERNELS}
         pd = {k: [] for k in KERNELS}
         for sd in seeds:
@@ -230,7 +230,7 @@ def lemma53(setup, *, T, seeds=4, n_eval=20, **train_kw):
         ('seed', 2)
     """
     s = check_setup(setup)
-    seeds = _seed_list(seeds)
+    seeds = seed_list(seeds)
     rows, status, msgs = [], 0, []
     for sd in seeds:
         student, data = build(s, sd)
@@ -277,9 +277,9 @@ def theorem55(result, *, lam=None, omega, eps, X=None, kernel="definition"):
         >>> sorted(rep)[:4]
         ['alpha', 'effective_rate', 'final_ratio', 'fitted_rate']
     """
-    kernel = _kernel_name(kernel)
-    omega = _pos_float(omega, "omega")
-    eps = _pos_float(eps, "eps")
+    kernel = kernel_name(kernel)
+    omega = pos_float(omega, "omega")
+    eps = pos_float(eps, "eps")
     lams = {}
     if X is not None:
         diag = getattr(result, "diagnostics", {}) or {}
@@ -342,16 +342,16 @@ def log10_required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0)
         >>> round(math.log10(10 ** 3 * 2 ** 5 * math.exp(3) / (0.1 ** 6 * 0.5 ** 6 * 0.05 ** 3)), 4)
         17.5173
     """
-    n, L, d, N = (_int_ge1(n, "n"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(N, "N"))
-    omega = _pos_float(omega, "omega")
-    lam = _pos_float(lam, "lam", " (lambda of Assumption 5.1 must be > 0)")
-    delta = _pos_float(delta, "delta")
+    n, L, d, N = (int_ge1(n, "n"), int_ge1(L, "L"), int_ge1(d, "d"), int_ge1(N, "N"))
+    omega = pos_float(omega, "omega")
+    lam = pos_float(lam, "lam", " (lambda of Assumption 5.1 must be > 0)")
+    delta = pos_float(delta, "delta")
     if delta >= 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     c_exp = float(c_exp)
     if not math.isfinite(c_exp) or c_exp < 0:
         raise ValueError(f"c_exp must be a finite real number >= 0, got {c_exp}")
-    prefactor = _pos_float(prefactor, "prefactor")
+    prefactor = pos_float(prefactor, "prefactor")
     ln = (math.log(prefactor) + 3 * math.log(n) + 5 * math.log(L) + c_exp * d
           - 6 * math.log(omega) - 6 * math.log(lam) - 3 * math.log(delta) - 2 * math.log(N))
     return ln / math.log(10)

@@ -62,7 +62,7 @@ MAX_CACHE_BYTES = 4 * 2 ** 30
 # validation helpers
 # ---------------------------------------------------------------------------
 
-def _int_ge1(x: object, name: str) -> int:
+def int_ge1(x: object, name: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int >= 1, got {x!r}")
     if x < 1:
@@ -70,7 +70,7 @@ def _int_ge1(x: object, name: str) -> int:
     return int(x)
 
 
-def _pos_float(x: object, name: str, meaning: str = "") -> float:
+def pos_float(x: object, name: str, meaning: str = "") -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number > 0{meaning}, got {x!r}")
     v = float(x)
@@ -79,7 +79,7 @@ def _pos_float(x: object, name: str, meaning: str = "") -> float:
     return v
 
 
-def _as_rng(seed: RngLike, rng: RngLike = None, name: str = "seed") -> np.random.Generator:
+def as_rng(seed: RngLike, rng: RngLike = None, name: str = "seed") -> np.random.Generator:
     """An ``np.random.Generator`` by the package's rule (SPEC 7,
     :func:`~attndyn.numeric.core.validate.resolve_rng`): an int, a sequence or a
     SeedSequence seeds a new stream (``default_rng(0)``'s for 0); a Generator is a source of
@@ -88,7 +88,7 @@ def _as_rng(seed: RngLike, rng: RngLike = None, name: str = "seed") -> np.random
     return np.random.default_rng(resolve_rng(rng, seed, name=name))
 
 
-def _seed_label(seed: object) -> int | dict[str, Any] | None:
+def seed_label(seed: object) -> int | dict[str, Any] | None:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         return int(seed)
     if isinstance(seed, np.random.SeedSequence):
@@ -121,7 +121,7 @@ def positional_embedding(L: int, d: int, kind: str = "sinusoidal") -> NDArray[np
         >>> bool(np.allclose((E ** 2).sum(axis=1), 2.0))
         True
     """
-    L, d = _int_ge1(L, "L"), _int_ge1(d, "d")
+    L, d = int_ge1(L, "L"), int_ge1(d, "d")
     if kind == "zeros":
         return np.zeros((L, d))
     if kind != "sinusoidal":
@@ -152,19 +152,19 @@ def good_scalings(N: int, L: int, d: int, m: int, *, omega_const: float, B: floa
         >>> round(1 / (1 * 2 ** 2 * 3 ** 2.5), 6)
         0.016038
     """
-    N, L, d, m = (_int_ge1(N, "N"), _int_ge1(L, "L"), _int_ge1(d, "d"), _int_ge1(m, "m"))
-    omega_const = _pos_float(omega_const, "omega_const", " (constant of omega = Theta(.))")
+    N, L, d, m = (int_ge1(N, "N"), int_ge1(L, "L"), int_ge1(d, "d"), int_ge1(m, "m"))
+    omega_const = pos_float(omega_const, "omega_const", " (constant of omega = Theta(.))")
     if B is None:
         if delta is None or b_const is None:
             raise ValueError("good_scalings needs B, or both delta and b_const "
                              "(B = max(b_const sqrt(log(L m d / delta)), 1), Lemma C.1)")
-        delta = _pos_float(delta, "delta", " (failure probability)")
+        delta = pos_float(delta, "delta", " (failure probability)")
         if delta >= 1:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
-        b_const = _pos_float(b_const, "b_const")
+        b_const = pos_float(b_const, "b_const")
         B = max(b_const * math.sqrt(math.log(L * m * d / delta)), 1.0)
     else:
-        B = _pos_float(B, "B")
+        B = pos_float(B, "B")
     omega = omega_const / (N * L ** 2 * d ** 2.5 * B ** 3)
     return {"omega": omega, "kappa": 1.0 / math.sqrt(m), "B": B}
 
@@ -259,13 +259,13 @@ class Transformer:
                  E_scale: float = 1.0, mask: str = "causal", dtype: str | np.dtype = "float64"
                  ) -> None:
         self.dtype = _check_dtype(dtype)
-        self.N = _int_ge1(N, "N")
-        self.L = _int_ge1(L, "L")
-        self.d = _int_ge1(d, "d")
-        self.m = _int_ge1(m, "m")
-        self.eps = _pos_float(eps, "eps", " (output scaling of eq. 1)")
-        self.omega = _pos_float(omega, "omega", " (block output scaling)")
-        self.kappa = _pos_float(kappa, "kappa", " (attention scaling)")
+        self.N = int_ge1(N, "N")
+        self.L = int_ge1(L, "L")
+        self.d = int_ge1(d, "d")
+        self.m = int_ge1(m, "m")
+        self.eps = pos_float(eps, "eps", " (output scaling of eq. 1)")
+        self.omega = pos_float(omega, "omega", " (block output scaling)")
+        self.kappa = pos_float(kappa, "kappa", " (attention scaling)")
         if not (isinstance(mask, str) and mask == "causal"):
             raise ValueError(f"mask must be 'causal' (the causal mask M of Definition A.4); "
                              f"got {mask!r}")
@@ -294,7 +294,7 @@ class Transformer:
         ss = resolve_rng(rng, seed, name="Transformer")
         given = seed if rng is None else rng
         # an int or SeedSequence is its own label; a drawn stream records its entropy
-        self.seed = _seed_label(given if isinstance(given, (int, np.integer,
+        self.seed = seed_label(given if isinstance(given, (int, np.integer,
                                                             np.random.SeedSequence)) else ss)
         rng = np.random.default_rng(ss)
         self.U, self.W, self.A = [], [], []
@@ -432,7 +432,7 @@ class Transformer:
                 if not isinstance(h, dict) or h.get("format") != "attndyn-transformer-1":
                     raise f.fail("no attndyn-transformer-1 header")
                 try:
-                    N = _int_ge1(h["N"], "N")
+                    N = int_ge1(h["N"], "N")
                     E = safeio.npz_array(f, "E", 2)
                     model = cls(N, h["L"], h["d"], h["m"], h["eps"], h["omega"], h["kappa"],
                                 seed=0, E=E, dtype=h.get("dtype", "float64"))
@@ -447,7 +447,7 @@ class Transformer:
                 model.seed = h.get("seed")
                 model._E_kind = str(h.get("E", "array"))
         except safeio.BadFile as exc:
-            raise ValueError(safeio._one_line(str(exc))) from None
+            raise ValueError(safeio.one_line(str(exc))) from None
         return model
 
     # -- input checks -----------------------------------------------------

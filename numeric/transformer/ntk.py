@@ -111,13 +111,13 @@ def ntk_approximation(setup, widths, *, T, seeds=2, n_eval=5, **train_kw):
         >>> sw.x_name, "err_to_ntk" in sw.names
         ('M', True)
     """
-    from .lemmas import _seed_list, build, check_setup
-    from .model import _int_ge1
+    from .lemmas import seed_list, build, check_setup
+    from .model import int_ge1
     from .results import Sweep, fit_power_law
     from .training import train
     s = check_setup(setup)
-    seeds = _seed_list(seeds)
-    widths = [_int_ge1(int(m), "widths") for m in widths]
+    seeds = seed_list(seeds)
+    widths = [int_ge1(int(m), "widths") for m in widths]
     if not widths:
         raise ValueError("widths must be a non-empty list of ints >= 1")
     rows, Ms, status = [], [], 0
@@ -156,13 +156,13 @@ def rate_vs_depth(setup, depths, *, T, seeds=2, n_eval=10, **train_kw):
         ('N', [1.0, 2.0])
     """
     from .kernel import assumption_lambda
-    from .lemmas import _seed_list, build, check_setup
-    from .model import _int_ge1
+    from .lemmas import seed_list, build, check_setup
+    from .model import int_ge1
     from .results import Sweep, fit_power_law
     from .training import train
     s = check_setup(setup)
-    seeds = _seed_list(seeds)
-    depths = [_int_ge1(int(N), "depths") for N in depths]
+    seeds = seed_list(seeds)
+    depths = [int_ge1(int(N), "depths") for N in depths]
     if not depths:
         raise ValueError("depths must be a non-empty list of ints >= 1")
     rows, status = [], 0

@@ -47,20 +47,20 @@ def part16_sweep(setup, widths, *, seeds=2):
         >>> sw.x.tolist(), sw.x_name
         ([4.0, 16.0], 'm')
     """
-    from .kernel import _parts_from_cache
-    from .lemmas import _seed_list, build, check_setup
-    from .model import _int_ge1
+    from .kernel import parts_from_cache
+    from .lemmas import seed_list, build, check_setup
+    from .model import int_ge1
     from .results import Sweep, fit_power_law
     s = check_setup(setup)
-    seeds = _seed_list(seeds)
+    seeds = seed_list(seeds)
     rows = []
-    widths = [_int_ge1(int(m), "widths") for m in widths]
+    widths = [int_ge1(int(m), "widths") for m in widths]
     for m in widths:
         v = []
         for sd in seeds:
             student, data = build(dict(s, m=m), sd)
             c = student._forward(data.X)
-            v.append(np.mean([np.diag(_parts_from_cache(student, c, k)[1]).mean()
+            v.append(np.mean([np.diag(parts_from_cache(student, c, k)[1]).mean()
                               for k in range(student.N)]))
         rows.append([np.mean(v), np.mean(v) * m])
     x = np.asarray(widths, dtype=np.float64)
@@ -146,10 +146,10 @@ def premises(setup, seed=0, *, T, method="flow", kernel="definition", delta=0.05
         >>> sorted(rep.rows[0])
         ['measured', 'paper', 'premise', 'verdict']
     """
-    from .kernel import _kernel_name
+    from .kernel import kernel_name
     from .lemmas import build, check_setup
     from .training import train
-    kernel = _kernel_name(kernel)
+    kernel = kernel_name(kernel)
     s = check_setup(setup)
     delta = float(delta)
     if not 0 < delta < 1:

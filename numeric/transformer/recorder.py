@@ -50,7 +50,7 @@ class PremiseRecorder:
         self.names = premise_names(model.N)
 
     def row(self, mdl, c, grads, deltas, loss):
-        from .kernel import _parts_from_cache
+        from .kernel import parts_from_cache
         n, L, d = c.F.shape
         r = {}
         r["w_drift"] = max(float(np.linalg.norm(w - w0, axis=0).max())
@@ -69,7 +69,7 @@ class PremiseRecorder:
             r[f"part15_{k + 1}"] = float(np.vdot(dl, dl)) / eps2L if eps2L > 0 else math.nan
         g2 = []
         for k in range(mdl.N):
-            _, Hg = _parts_from_cache(mdl, c, k)
+            _, Hg = parts_from_cache(mdl, c, k)
             g2.append(np.diag(Hg))          # ||gamma_p||^2
         r["gamma2_mean"] = float(np.mean(np.concatenate(g2)))
         gn2 = float(sum(np.vdot(u, u) + np.vdot(w, w) for u, w in grads))

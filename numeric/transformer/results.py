@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attndyn.numeric.core.labelled import jsonable as _jsonable
+from attndyn.numeric.core.labelled import jsonable as jsonable
 
 __all__ = ["Sweep", "load_sweep", "fit_power_law"]
 
@@ -110,8 +110,8 @@ class Sweep:
         if not path.endswith(".npz"):
             path += ".npz"
         header = {"x_name": self.x_name, "names": list(self.names), "kind": self.kind,
-                  "params": _jsonable(self.params), "seeds": _jsonable(self.seeds),
-                  "fits": _jsonable(self.fits), "status": int(self.status),
+                  "params": jsonable(self.params), "seeds": jsonable(self.seeds),
+                  "fits": jsonable(self.fits), "status": int(self.status),
                   "message": self.message, "format": "attndyn-sweep-1"}
         np.savez_compressed(path, x=self.x, y=self.y, header=np.array(json.dumps(header)))
         return path
@@ -152,4 +152,4 @@ def load_sweep(path) -> Sweep:
             except (KeyError, TypeError, ValueError) as exc:
                 raise f.fail(f"{type(exc).__name__}: {exc}") from None
     except safeio.BadFile as exc:
-        raise ValueError(safeio._one_line(str(exc))) from None
+        raise ValueError(safeio.one_line(str(exc))) from None

@@ -35,7 +35,7 @@ from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.validate import resolve_seed
 
 from .data import SeqData
-from .model import Transformer, _int_ge1, _pos_float, _seed_label
+from .model import Transformer, int_ge1, pos_float, seed_label
 
 __all__ = ["train", "excess_risk"]
 
@@ -202,7 +202,7 @@ def _times(T, t_eval, n_eval):
     if not math.isfinite(T) or T <= 0:
         raise ValueError(f"T must be a finite real number > 0, got {T}")
     if t_eval is None:
-        n_eval = _int_ge1(n_eval, "n_eval")
+        n_eval = int_ge1(n_eval, "n_eval")
         return np.linspace(0.0, T, n_eval + 1)
     t = np.asarray(t_eval, dtype=np.float64).ravel()
     if t.size == 0 or not np.all(np.isfinite(t)) or t[0] < 0 or np.any(np.diff(t) < 0) \
@@ -315,8 +315,8 @@ def _check_train_args(model, method, observe, blowup, max_grad, record):
     for o in observe:
         if o not in _OBSERVE:
             raise ValueError(f"observe entries must be among {_OBSERVE}, got {o!r}")
-    blowup = _pos_float(blowup, "blowup")
-    max_grad = _int_ge1(max_grad, "max_grad")
+    blowup = pos_float(blowup, "blowup")
+    max_grad = int_ge1(max_grad, "max_grad")
     record_set = (record,) if isinstance(record, str) else tuple(record)
     for r_ in record_set:
         if r_ != "premises":
@@ -329,7 +329,7 @@ def _check_work(model, X, Y, ts, T, method, solver, rtol, atol, lr, max_grad):
     refused above ``max_grad`` before it starts: ``(rtol, atol, lr)``."""
     if method == "flow":
         _solver_class(solver)
-        rtol, atol = _pos_float(rtol, "rtol"), _pos_float(atol, "atol")
+        rtol, atol = pos_float(rtol, "rtol"), pos_float(atol, "atol")
         est, q = flow_work_estimate(model, X, Y, ts[-1], solver=solver)
         if est > max_grad:
             raise ValueError(
@@ -339,7 +339,7 @@ def _check_work(model, X, Y, ts, T, method, solver, rtol, atol, lr, max_grad):
         return rtol, atol, lr
     if lr is None:
         raise ValueError("lr (the SGD step, time per step) is required for method='sgd'")
-    lr = _pos_float(lr, "lr", " (SGD step)")
+    lr = pos_float(lr, "lr", " (SGD step)")
     n_steps = float(ts[-1]) / lr
     if n_steps > max_grad:
         raise ValueError(f"T / lr = {n_steps:.3g} SGD steps, above max_grad = {max_grad}; "
@@ -375,7 +375,7 @@ def _row_names(mdl, Xt, observe, prem):
 def _recorder(mdl, X, Y, Xt, Ft, observe, names, prem, thetas):
     """``record(theta)``: the row ``names`` at the parameters ``theta`` (the model is set
     to them); ``"theta"`` in ``observe`` appends a copy to ``thetas``."""
-    from .kernel import _parts_from_cache, min_eigenvalue
+    from .kernel import parts_from_cache, min_eigenvalue
     n = X.shape[0]
     keep = "lemma41" in observe or prem is not None
 
@@ -391,7 +391,7 @@ def _recorder(mdl, X, Y, Xt, Ft, observe, names, prem, thetas):
         if "lemma41" in observe or "kernel" in observe:
             lem = 0.0
             for k in range(mdl.N):
-                Hb, Hg = _parts_from_cache(mdl, c, k)
+                Hb, Hg = parts_from_cache(mdl, c, k)
                 if "lemma41" in observe:
                     dl = deltas[k].reshape(-1, mdl.d)
                     lem -= float(np.vdot(Hb + Hg, dl @ dl.T))
@@ -418,7 +418,7 @@ def _sgd_steps(mdl, X, Y, th, ts, T, lr, batch_fraction, seed, blowup, diag, rec
     if lr > float(T):
         raise ValueError(f"lr must be <= T (one SGD step advances time by lr), got "
                          f"lr = {lr}, T = {float(T)}")
-    bf = _pos_float(batch_fraction, "batch_fraction")
+    bf = pos_float(batch_fraction, "batch_fraction")
     if bf > 1:
         raise ValueError(f"batch_fraction must be in (0, 1], got {bf}")
     B = max(1, int(round(bf * n)))
@@ -426,7 +426,7 @@ def _sgd_steps(mdl, X, Y, th, ts, T, lr, batch_fraction, seed, blowup, diag, rec
     rng = np.random.default_rng(ss)
     steps = np.rint(ts / lr).astype(np.int64)
     params.update(lr=lr, batch_fraction=bf, batch_size=B,
-                  sgd_seed=_seed_label(seed) if seed is not None else int(ss.entropy))
+                  sgd_seed=seed_label(seed) if seed is not None else int(ss.entropy))
     k = 0
     for target in steps:
         while k < target:

@@ -510,20 +510,20 @@ def test_bound_fast_paths_equal_the_extended_kernels():
         xi, N = lu(1e-60, 1e60, 2)
         L, d = lu(1.0, 1e30, 2)
         c = lu(1e-200, 1e200)[0]
-        xm, xe = B._xf(xi)
+        xm, xe = B.xf(xi)
         ldm, lde = B._ld(L, d)
-        Nm, Ne = B._xf(N)
+        Nm, Ne = B.xf(N)
         assert B.threshold_compute_kernel(N, xi, L, d) == B._threshold_x(Nm, Ne, xm, xe, ldm, lde)
-        assert B.critical_data_size_kernel(C, xi, L, d) == B._xval(*B._critical_x(C, xm, xe,
+        assert B.critical_data_size_kernel(C, xi, L, d) == B.xval(*B._critical_x(C, xm, xe,
                                                                                    ldm, lde))
         assert B.stage_two_kernel(C, xi, L, d, c) == B._stage_two_x(C, xm, xe, ldm, lde, c)
         assert B._data_floor(N, xi, c) == B._floor(c, xm, xe, Nm, Ne)
         a, p, l0 = lu(1e-30, 1e30, 3)
-        pm, pe = B._xmul(*B._xf(p), *B._xf(l0))
-        n3 = B._xmul(*B._xmul(Nm, Ne, Nm, Ne), Nm, Ne)
-        x = B._xmul(*B._xmul(*B._xf(a), xm, xe), xm, xe)
-        x = B._xdiv(*B._xmul(*x, *B._xdiv(*B._xf(C), *n3)), *n3)
-        assert B.stage_one_kernel(C, N, xi, a, p, l0) == B._decay(pm, pe, B._xval(*x))
+        pm, pe = B.xmul(*B.xf(p), *B.xf(l0))
+        n3 = B.xmul(*B.xmul(Nm, Ne, Nm, Ne), Nm, Ne)
+        x = B.xmul(*B.xmul(*B.xf(a), xm, xe), xm, xe)
+        x = B.xdiv(*B.xmul(*x, *B.xdiv(*B.xf(C), *n3)), *n3)
+        assert B.stage_one_kernel(C, N, xi, a, p, l0) == B._decay(pm, pe, B.xval(*x))
 
 
 def test_bounds_infinite_inputs_give_limits():

@@ -47,14 +47,14 @@ from attndyn.numeric.attention.base import (AttentionModel, NoCorrection, obs_ke
                                           TimeScale)
 from attndyn.numeric.attention.direct.noise import noise_setup
 from attndyn.numeric.attention.direct.theory import DirectTheory
-from attndyn.numeric.attention.direct.runner import (_order_parameters, _SRunner,
+from attndyn.numeric.attention.direct.runner import (direct_order_parameters, SRunner,
                                                      s_observable_names, s_observables)
 from attndyn.numeric.attention.odesolve import check_solver_args, solve_flow
 from attndyn.numeric.core.compile import load_generated
 from attndyn.numeric.core.results import IntegrationError, Trajectory
 from attndyn.numeric.core.validate import check_loss, check_model_args, check_t_eval, real_array
 from attndyn.symbolic.codegen import njit_source
-from attndyn.symbolic.potential import _call_loss, direct_potential, g_array, guard_for_numba
+from attndyn.symbolic.potential import call_loss, direct_potential, g_array, guard_for_numba
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -150,7 +150,7 @@ class SModel(AttentionModel):
     def sgd_runner(self, init: Sequence[ArrayLike], order: int | None = None) -> SGDRunner:
         if order is not None:
             raise ValueError("order does not apply to an SModel (its theory closes in t, Psi, Omega)")
-        return _SRunner(self, self.check_init(init))
+        return SRunner(self, self.check_init(init))
 
     @cached_property
     def theory(self) -> DirectTheory:
@@ -162,7 +162,7 @@ class SModel(AttentionModel):
         return {"model": "s", "K": self.K, "trainable": list(self.trainable), "L": self.L,
                 "C": [[float(self.C[i, j]) for j in range(self.L)] for i in range(self.L)],
                 "weight_decay": self.weight_decay,
-                "loss": sp.sstr(_call_loss(self.loss, g_array(self.L, self.K))),
+                "loss": sp.sstr(call_loss(self.loss, g_array(self.L, self.K))),
                 "params": {k: float(v) for k, v in self.params.items()}}
 
     # -- potential -----------------------------------------------------------
@@ -266,7 +266,7 @@ class SModel(AttentionModel):
     def order_parameters(self, matrices: Sequence[ArrayLike]) -> tuple:
         """``(t, Psi, Omega)`` of matrices ``S_k`` (eq. 397)."""
         mats = self.check_matrices(matrices)
-        ops: tuple[np.ndarray, np.ndarray, np.ndarray] = _order_parameters(mats)
+        ops: tuple[np.ndarray, np.ndarray, np.ndarray] = direct_order_parameters(mats)
         return ops
 
     def initial_state(self, init: Any) -> tuple:
@@ -417,7 +417,7 @@ class SModel(AttentionModel):
 
         def rhs(tau: float, y: np.ndarray) -> NDArray[np.float64]:
             S = unpack(y)
-            _, Psi, Om = _order_parameters(S)
+            _, Psi, Om = direct_order_parameters(S)
             A, B, _ = self.gradients(Psi, Om)
             dy = np.empty_like(y)
             for j, k in enumerate(tr):
@@ -442,7 +442,7 @@ class SModel(AttentionModel):
         kept = []
         for n in range(ts.size):
             S = unpack(ys[:, n])
-            t, Psi, Om = _order_parameters(S)
+            t, Psi, Om = direct_order_parameters(S)
             _, _, phi = self.gradients(Psi, Om)
             out[:, n] = s_observables(t, Psi, Om, phi)
             if keep_matrices:

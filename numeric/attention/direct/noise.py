@@ -56,7 +56,7 @@ import numpy as np
 
 from attndyn.numeric.attention.base import check_model, Correction, obs_key
 from attndyn.numeric.attention.corrections import BatchMeans, qf_moment, quadratic_loss
-from attndyn.numeric.attention.direct.runner import _order_parameters
+from attndyn.numeric.attention.direct.runner import direct_order_parameters
 
 __all__ = ["noise_coefficients", "one_step_prediction", "one_step_empirical", "noise_rhs",
            "noise_text", "one_step_check", "check_table", "check_noise_args", "random_configs",
@@ -94,10 +94,10 @@ def _loss_expr(model):
     flat list of ``G`` symbols in the order ``(i, j, k)``."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array
+    from attndyn.symbolic.potential import call_loss, g_array
     L, K = model.L, model.K
     G = g_array(L, K)
-    expr = _call_loss(model.loss, G)
+    expr = call_loss(model.loss, G)
     subs = {sp.Symbol(str(k), real=True): sp.Float(float(v)) for k, v in model.params.items()}
     expr = expr.xreplace(subs) if subs else expr
     syms = [G[i, j, k] for i in range(L) for j in range(L) for k in range(K)]
@@ -252,7 +252,7 @@ def noise_text(model) -> str:
 # ---------------------------------------------------------------------------
 # the one-step observables
 
-def _obs(model):
+def obs(model):
     """The one-step observables: ``("t", k)`` for trainable ``k``, ``("Psi"|"Omega", k, l)``
     for trainable ``k`` and every ``l`` (``k <= l`` when both train)."""
     tr = list(model.trainable)
@@ -313,8 +313,8 @@ def one_step_prediction(model, S, *, eta, batch, exact: bool = True) -> dict:
     mats = _matrices(model, S)
     d = mats[0].shape[0]
     c = 1.0 - eta * model.chi * model.weight_decay / d
-    keys, names = _obs(model)
-    t0, Psi0, Om0 = _order_parameters(mats)
+    keys, names = obs(model)
+    t0, Psi0, Om0 = direct_order_parameters(mats)
     Abar, ETr_aa = (_abar_exact(model, mats) if exact
                     else _abar_leading(model, mats, Psi0, Om0))
     flow, noise = _predicted_rows(model, mats, keys, Abar, ETr_aa, c, eta, B,
@@ -456,8 +456,8 @@ def one_step_empirical(model, S, *, eta, batch, n_batches: int, seed=None,
              "c": 1.0 - eta * model.chi * model.weight_decay / d,
              "slot": {k: a for a, k in enumerate(model.trainable)},
              "dl": _dloss_function(model), "trS": np.array([np.trace(m) for m in mats]),
-             "op": _order_parameters(mats), "keys": _obs(model)[0], "Scat": np.hstack(mats)}
-    names = _obs(model)[1]
+             "op": direct_order_parameters(mats), "keys": obs(model)[0], "Scat": np.hstack(mats)}
+    names = obs(model)[1]
     acc = BatchMeans(len(setup["keys"]), 3)
     done = 0
     while done < n_batches:

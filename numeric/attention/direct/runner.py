@@ -31,7 +31,7 @@ def s_observables(t, Psi, Omega, loss) -> np.ndarray:
                            ((pO + pP) / 2).ravel(), ((pO - pP) / 2).ravel(), [loss]])
 
 
-def _order_parameters(mats):
+def direct_order_parameters(mats):
     K = len(mats)
     d = mats[0].shape[0]
     t = np.array([np.trace(m) / d for m in mats])
@@ -44,7 +44,7 @@ def _order_parameters(mats):
     return t, Psi, Om
 
 
-class _SRunner(SGDRunner):
+class SRunner(SGDRunner):
     """Matrices side by side in one array (trainable slots first) for
     :func:`attndyn.kernels.sgd.s_steps`."""
 
@@ -73,5 +73,5 @@ class _SRunner(SGDRunner):
                    state, blowup, losses, info, *ws)
 
     def observables(self):
-        t, Psi, Om = _order_parameters([self.matrix(k) for k in range(self.model.K)])
+        t, Psi, Om = direct_order_parameters([self.matrix(k) for k in range(self.model.K)])
         return s_observables(t, Psi, Om, np.nan)[:-1]

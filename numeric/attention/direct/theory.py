@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from attndyn.numeric.attention.assumptions import _op, _poly_bounds, assumption_2_1, Verdict
+from attndyn.numeric.attention.assumptions import (Verdict, assumption_2_1, poly_bounds,
+                                                   spectral_norm)
 from attndyn.numeric.attention.base import FeasibleSpec, NONE, Theory
 from attndyn.numeric.attention.direct.noise import (DirectNoise, DirectNoiseCoefficients,
                                                     DirectNoiseFiniteD)
@@ -23,7 +24,7 @@ def assumption_9_4(model, init) -> Verdict:
     ``|Psi|, |Omega| <= C_*^2`` (``H_kl = E[d^2 loss/dG_k dG_l]``, polynomial bound)."""
 
     mats = model.check_matrices(init)
-    C0 = max(_op(S) for S in mats)
+    C0 = max(spectral_norm(S) for S in mats)
     Cs = 2.0 * C0 + 1.0
     gamma = float(model.weight_decay)
     pot = model.potential
@@ -38,7 +39,7 @@ def assumption_9_4(model, init) -> Verdict:
     for k in range(K):
         tot = 0.0
         for l in range(K):
-            b = _poly_bounds(2 * grad[k, l], syms, Cs * Cs)   # H = 2 grad_Omega Phi
+            b = poly_bounds(2 * grad[k, l], syms, Cs * Cs)   # H = 2 grad_Omega Phi
             if b is None:
                 return Verdict("9.4", None, f"gamma = {gamma:g}; H is not a polynomial in "
                                "(Psi, Omega): gamma* not computed", {"gamma": gamma})

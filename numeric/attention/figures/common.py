@@ -74,7 +74,7 @@ SETTINGS: dict[str, dict[str, _Settings]] = {
 }
 
 
-def _settings(name: str, mode: str, overrides: dict[str, Any]) -> _Settings:
+def figure_settings(name: str, mode: str, overrides: dict[str, Any]) -> _Settings:
     if mode not in SETTINGS[name]:
         raise ValueError(f"mode must be one of {sorted(SETTINGS[name])}, got {mode!r}")
     s = dict(SETTINGS[name][mode])
@@ -86,7 +86,7 @@ def _settings(name: str, mode: str, overrides: dict[str, Any]) -> _Settings:
     return s
 
 
-def _seeds(seeds: int | Iterable[int] | None, base: int, default: int = 1) -> list[int]:
+def figure_seeds(seeds: int | Iterable[int] | None, base: int, default: int = 1) -> list[int]:
     if seeds is None:
         seeds = default
     if isinstance(seeds, int):
@@ -96,16 +96,16 @@ def _seeds(seeds: int | Iterable[int] | None, base: int, default: int = 1) -> li
     return [int(s) for s in seeds]
 
 
-def _fmt(x: float) -> str:
+def fmt(x: float) -> str:
     return f"{x:.2e}" if np.isfinite(x) else str(x)
 
 
-def _first_cross(t: np.ndarray, y: ArrayLike, level: float) -> float:
+def first_cross(t: np.ndarray, y: ArrayLike, level: float) -> float:
     idx = np.nonzero(np.asarray(y) >= level)[0]
     return float(t[idx[0]]) if idx.size else float("inf")
 
 
-def _sgd_completed(run: FigureRun) -> Claim:
+def sgd_completed(run: FigureRun) -> Claim:
     """Claim: every SGD curve of the figure reached its last checkpoint."""
     bad = [f"{k}: status {v.status} at t = {v.t[-1]:.3g}" for k, v in run.curves.items()
            if "sgd" in k and v.status != 0]
@@ -115,7 +115,7 @@ def _sgd_completed(run: FigureRun) -> Claim:
                  "a diverged run keeps its finite checkpoints; the other claims use them")
 
 
-def _mpl() -> Any:
+def mpl() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -127,7 +127,7 @@ def _mpl() -> Any:
 # ---------------------------------------------------------------------------
 # finite-d checks of Gaussian equivalence: Monte Carlo over the inputs x
 
-def _hermite_np(act: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+def hermite_np(act: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     """numpy ``h_k = He_k / sqrt(k!)`` and ``h_k'`` for the activation name ``"h<k>"``."""
     from numpy.polynomial import hermite_e as He
 
@@ -141,7 +141,7 @@ def _hermite_np(act: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     return (lambda z: He.hermeval(z, c)), (lambda z: He.hermeval(z, dc))
 
 
-def _mc_batches(d: int, n: int, seed: Any, n_chunks: int = 10) -> Iterator[np.ndarray]:
+def mc_batches(d: int, n: int, seed: Any, n_chunks: int = 10) -> Iterator[np.ndarray]:
     """``n_chunks`` blocks of ``n // n_chunks`` inputs ``x ~ N(0, I_d)`` (rows)."""
     rng = np.random.default_rng(seed)
     m = max(n // n_chunks, 1)
@@ -149,18 +149,18 @@ def _mc_batches(d: int, n: int, seed: Any, n_chunks: int = 10) -> Iterator[np.nd
         yield rng.standard_normal((m, d))
 
 
-def _quad(X: np.ndarray, A: np.ndarray, shift: Any = 0.0) -> np.ndarray:
+def quad(X: np.ndarray, A: np.ndarray, shift: Any = 0.0) -> np.ndarray:
     """Rows ``(x^T A x - shift) / sqrt(d)``."""
     out: np.ndarray = (np.einsum("ij,ij->i", X @ A, X) - shift) / math.sqrt(X.shape[1])
     return out
 
 
-def _mean_se(vals: ArrayLike) -> tuple[float, float]:
+def mean_se(vals: ArrayLike) -> tuple[float, float]:
     v = np.asarray(vals, float)
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
 
 
-def _slope(x: ArrayLike, y: ArrayLike) -> float:
+def slope(x: ArrayLike, y: ArrayLike) -> float:
     """Least-squares slope of ``log y`` against ``log x``."""
     lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
     return (float(np.polyfit(lx, ly, 1)[0]) if lx.size > 1 and np.all(np.isfinite(ly))

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from attndyn.numeric.attention.figures.common import _fmt, _mpl, _seeds, _settings, _sgd_completed
-from attndyn.numeric.attention.figures.fig4 import _Theories, _tied_truncation_curves, _ZPer
+from attndyn.numeric.attention.figures.common import (figure_seeds, figure_settings, fmt, mpl,
+                                                      sgd_completed)
+from attndyn.numeric.attention.figures.fig4 import Theories, tied_truncation_curves, ZPer
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
 
 if TYPE_CHECKING:
@@ -74,8 +75,8 @@ def fig1(mode: str = "quick", seeds: int | Sequence[int] | None = None,
     teacher, one draw per SGD seed. Claims in seed units (rms z over the plotted times)."""
     from attndyn.numeric.attention.figures.common import run_sgd_tasks
 
-    s = _settings("fig1", mode, overrides)
-    seed_list = _seeds(seeds, 0, s.pop("seeds"))
+    s = figure_settings("fig1", mode, overrides)
+    seed_list = figure_seeds(seeds, 0, s.pop("seeds"))
     t0 = time.perf_counter()
     model = _model()
     d, sc = s["d"], s["scale"]
@@ -94,7 +95,7 @@ def fig1(mode: str = "quick", seeds: int | Sequence[int] | None = None,
     short = t <= s["T_short"] + 1e-12
     fl_s = {o: fl0.observable(o)[short] for o in obs}
     fl_f = {o: fl0.observable(o) for o in obs}
-    err_s, _, _ = _tied_truncation_curves(run, model, S0, t[short], t, s["orders"], obs, fl_s,
+    err_s, _, _ = tied_truncation_curves(run, model, S0, t[short], t, s["orders"], obs, fl_s,
                                           fl_f, "to_flow")
     lim = _limit(run, model, sc, t)
     run.extra["potential"] = dict(_route_report(model), box_built_once=box)
@@ -121,13 +122,13 @@ _KEYS = ("flow", "flow+finite-d")
 
 def _flows(run: FigureRun, model: TiedModel, s: dict[str, Any], seed_list: Sequence[int],
            t: np.ndarray, obs: Sequence[str]
-           ) -> tuple[list[_Theories], list[np.ndarray], Trajectory]:
+           ) -> tuple[list[Theories], list[np.ndarray], Trajectory]:
     """The matrix flow from every seed's own start, without and with the finite-d
     correction (the Edgeworth ``O(1/d)`` terms of the population loss,
     ``correction="finite-d"``); seed 0's flow and matrices."""
     from attndyn.numeric.attention.flow import matrix_flow
 
-    theories: list[_Theories] = []
+    theories: list[Theories] = []
     cpu = {k: 0.0 for k in _KEYS}
     for i, sd in enumerate(seed_list):
         S = [w @ w.T for w in _sgd_setup("sgd", sd, s)[1]]
@@ -163,11 +164,11 @@ def _limit(run: FigureRun, model: TiedModel, sc: float, t: np.ndarray) -> Trajec
 
 
 def _limit_z(sgds: Sequence[Trajectory], lim: Trajectory, obs: Sequence[str], t: np.ndarray
-             ) -> tuple[_ZPer, dict[str, float]]:
+             ) -> tuple[ZPer, dict[str, float]]:
     """rms z of SGD against the limit per observable, and z at ``t = 0``."""
     from attndyn.numeric.attention.figures.common import seed_z
 
-    zl: _ZPer = {}
+    zl: ZPer = {}
     z0: dict[str, float] = {}
     for o in obs:
         Y = np.array([r.observable(o) for r in sgds])
@@ -190,7 +191,7 @@ def _movement(sgds: Sequence[Trajectory], obs: Sequence[str]) -> dict[str, float
     return move
 
 
-def _truncation_z(run: FigureRun, sgds: Sequence[Trajectory], theories: Sequence[_Theories],
+def _truncation_z(run: FigureRun, sgds: Sequence[Trajectory], theories: Sequence[Theories],
                   orders: Sequence[int], obs: Sequence[str], short: np.ndarray,
                   shift: dict[str, np.ndarray] | None = None) -> dict[int, float]:
     """Per order, the worst rms z of seed 0's SGD against the truncation (plus ``shift[o]``
@@ -215,14 +216,14 @@ def _truncation_z(run: FigureRun, sgds: Sequence[Trajectory], theories: Sequence
 
 
 def _fig1_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
-                 sgds: Sequence[Trajectory], theories: Sequence[_Theories], lim: Trajectory,
+                 sgds: Sequence[Trajectory], theories: Sequence[Theories], lim: Trajectory,
                  err_s: dict[int, float], obs: Sequence[str], short: np.ndarray) -> None:
     """The claims of Fig. 1, in seed units."""
     from attndyn.numeric.attention.figures.common import Z_OK
-    from attndyn.numeric.attention.figures.fig4 import _paired_z, _zdesc, _zworst
+    from attndyn.numeric.attention.figures.fig4 import paired_z, zdesc, zworst
 
     t, d, sc, n = sgds[0].t, s["d"], s["scale"], len(seed_list)
-    zp = _paired_z(sgds, theories, _KEYS, obs)
+    zp = paired_z(sgds, theories, _KEYS, obs)
     zl, z0 = _limit_z(sgds, lim, obs, t)
     move = _movement(sgds, obs)
     run.extra.update(paired_rms_z={o: v[0] for o, v in zp["flow"].items()},
@@ -233,7 +234,7 @@ def _fig1_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
     run.claims.append(Claim(
         "truncation error to the exact hierarchy (matrix flow) falls with the order M",
         all(a > b for a, b in zip(es, es[1:])),
-        ", ".join(f"M={M}: {_fmt(e)}" for M, e in zip(orders, es)),
+        ", ".join(f"M={M}: {fmt(e)}" for M, e in zip(orders, es)),
         f"short horizon t <= {s['T_short']} only; no SGD in this claim; potential route "
         f"{run.extra['potential']['route']}"))
     _truncation_claim(run, s, seed_list, sgds, theories, es, obs, short)
@@ -246,29 +247,29 @@ def _fig1_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
     run.claims.append(Claim(
         "the limit solver (d -> infinity, from the law) tracks SGD started from draws of the "
         "same law within the seed noise over the full horizon",
-        lim.status == 0 and _zworst(zl) <= Z_OK,
-        f"rms z {_zdesc(zl)}; z at t = 0 (the finite-d offset of the law's moments, before "
+        lim.status == 0 and zworst(zl) <= Z_OK,
+        f"rms z {zdesc(zl)}; z at t = 0 (the finite-d offset of the law's moments, before "
         "any step): " + ", ".join(f"{o} {z0[o]:.1f}" for o in obs)
         + f"; limit method {lim.diagnostics.get('method')}, status {lim.status}",
         f"law wishart({sc}, 1) for student and teacher, {n} draws at d = {d}; held when "
         f"rms z <= {Z_OK:g} on every observable"))
-    run.claims.insert(0, _sgd_completed(run))
+    run.claims.insert(0, sgd_completed(run))
 
 
 def _truncation_claim(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
-                      sgds: Sequence[Trajectory], theories: Sequence[_Theories],
+                      sgds: Sequence[Trajectory], theories: Sequence[Theories],
                       es: Sequence[float], obs: Sequence[str], short: np.ndarray) -> None:
     """The short-horizon claim: the highest truncation order plus the finite-d shift of the
     flow (``truncation + (finite-d flow - flow)``, seed 0's, the additive first-order
     combination ``noise+finite-d`` uses) against SGD, the uncorrected truncation reported."""
     from attndyn.numeric.attention.figures.common import Z_OK
-    from attndyn.numeric.attention.figures.fig4 import _paired_z, _zdesc
+    from attndyn.numeric.attention.figures.fig4 import paired_z, zdesc
 
     orders, n = list(s["orders"]), len(seed_list)
     shift = {o: (theories[0]["flow+finite-d"][o] - theories[0]["flow"][o])[short] for o in obs}
     zs = _truncation_z(run, sgds, theories, orders, obs, short)
     zc = _truncation_z(run, sgds, theories, orders, obs, short, shift)
-    zps = _paired_z(sgds, theories, _KEYS, obs, mask=short)
+    zps = paired_z(sgds, theories, _KEYS, obs, mask=short)
     run.extra["paired_rms_z_short"] = {o: v[0] for o, v in zps["flow"].items()}
     run.extra["paired_rms_z_short_finite_d"] = {o: v[0] for o, v in zps["flow+finite-d"].items()}
     run.claims.append(Claim(
@@ -278,26 +279,26 @@ def _truncation_claim(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int
         "rms z of |SGD - (truncation + finite-d flow - flow)| in units of one run's seed SD: "
         + ", ".join(f"M={M}: {zc[M]:.2f}" for M in orders)
         + "; without the shift: " + ", ".join(f"M={M}: {zs[M]:.2f}" for M in orders)
-        + f". The truncations converge to the matrix flow (M={orders[-1]}: {_fmt(es[-1])}), "
-        f"which is rms z {_zdesc(zps['flow'])} from SGD on this horizon (paired, {n} seeds); "
-        f"with the finite-d correction {_zdesc(zps['flow+finite-d'])}",
+        + f". The truncations converge to the matrix flow (M={orders[-1]}: {fmt(es[-1])}), "
+        f"which is rms z {zdesc(zps['flow'])} from SGD on this horizon (paired, {n} seeds); "
+        f"with the finite-d correction {zdesc(zps['flow+finite-d'])}",
         f"t <= {s['T_short']}, seed {seed_list[0]}'s run, truncations and flows; SD of SGD "
         f"around its own flow over {n} seeds; held when rms z <= {Z_OK:g}"))
 
 
-def _flow_claim(run: FigureRun, s: dict[str, Any], zp: dict[str, _ZPer], n: int) -> None:
+def _flow_claim(run: FigureRun, s: dict[str, Any], zp: dict[str, ZPer], n: int) -> None:
     """The long-horizon claim: the finite-d corrected flow, the uncorrected one reported."""
     from attndyn.numeric.attention.figures.common import Z_OK
-    from attndyn.numeric.attention.figures.fig4 import _zdesc, _zworst
+    from attndyn.numeric.attention.figures.fig4 import zdesc, zworst
 
     d = s["d"]
     run.claims.append(Claim(
         "the matrix flow with the finite-d correction (correction=\"finite-d\": Edgeworth "
         "terms of the population loss through O(1/d)) tracks SGD from the same matrices "
         "within the seed noise over the full horizon",
-        _zworst(zp["flow+finite-d"]) <= Z_OK,
-        f"flow+finite-d: rms z {_zdesc(zp['flow+finite-d'])}; flow (Gaussian-equivalent): "
-        f"rms z {_zdesc(zp['flow'])}",
+        zworst(zp["flow+finite-d"]) <= Z_OK,
+        f"flow+finite-d: rms z {zdesc(zp['flow+finite-d'])}; flow (Gaussian-equivalent): "
+        f"rms z {zdesc(zp['flow'])}",
         f"paired per seed ({n} seeds, each from its own draw), 0 < t <= {s['T']}, d = {d}, "
         f"eta d/B = {s['eta'] * d / s['batch']:.3g}; held when rms z <= {Z_OK:g} on every "
         "observable. The correction is the gradient of the kappa_4 and kappa_3^2 terms of "
@@ -310,7 +311,7 @@ def _flow_claim(run: FigureRun, s: dict[str, Any], zp: dict[str, _ZPer], n: int)
 
 
 def _plot_fig1(run: FigureRun, fig: Any = None) -> Any:
-    plt = _mpl()
+    plt = mpl()
     s = run.settings
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.2)) if fig is None else (fig, fig.axes)
     fl = run.curves["flow"]
@@ -339,10 +340,10 @@ def _plot_fig1(run: FigureRun, fig: Any = None) -> Any:
         ax.set_xlabel("ODE time $t = 4\\eta n/d$")
         ax.set_ylabel({"q_11": "$q_{11}$", "q_12": "$q_{12}$"}[o])
         ax.legend(fontsize=7)
-    from attndyn.numeric.attention.figures.fig4 import _plot_theory_gaps
+    from attndyn.numeric.attention.figures.fig4 import plot_theory_gaps
 
     for o, ax in (("q_12", axs[2]),):
-        _plot_theory_gaps(ax, run, o, _KEYS, ["matrix flow (paired per seed)",
+        plot_theory_gaps(ax, run, o, _KEYS, ["matrix flow (paired per seed)",
                                               "matrix flow + finite-d correction"])
         ax.set_xlabel("ODE time $t = 4\\eta n/d$")
         ax.set_ylabel("SGD $-$ theory on $q_{12}$ (mean $\\pm$ s.e. over seeds)")

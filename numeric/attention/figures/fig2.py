@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from attndyn.numeric.attention.figures.common import (_first_cross, _fmt, _hermite_np, _mc_batches,
-                                                      _mean_se, _mpl, _quad, _seeds, _settings,
-                                                      _sgd_completed, _slope)
+from attndyn.numeric.attention.figures.common import (figure_seeds, figure_settings, first_cross,
+                                                      fmt, hermite_np, mc_batches, mean_se, mpl,
+                                                      quad, sgd_completed, slope)
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
 
 if TYPE_CHECKING:
@@ -30,20 +30,20 @@ def _tied_p12_drift_mc(W: Sequence[np.ndarray], act: str, n: int, seed: Any
     ``grad_W G_1 = 2 (x x^T - I) W / sqrt d``). The matrix flow is the same drift
     with ``G`` replaced by its Gaussian equivalent (Theorem 1): their gap is the
     finite-d non-Gaussian correction. Returns ``(mean, standard error)``."""
-    h, hp = _hermite_np(act)
+    h, hp = hermite_np(act)
     W1 = W[0]
     S1, S2 = W1 @ W1.T, W[1] @ W[1].T
     d = S1.shape[0]
     P = S2 - np.trace(S2) / d * np.eye(d)
     vals: list[float] = []
-    for X in _mc_batches(d, n, seed):
-        G1, G2 = _quad(X, S1, np.trace(S1)), _quad(X, S2, np.trace(S2))
+    for X in mc_batches(d, n, seed):
+        G1, G2 = quad(X, S1, np.trace(S1)), quad(X, S2, np.trace(S2))
         lp = (h(G1) - h(G2)) * hp(G1)
         C = (X * lp[:, None]).T @ X / X.shape[0]
         g = 2.0 * (C - lp.mean() * np.eye(d)) @ W1 / math.sqrt(d)
         dS = -(d / 4.0) * (g @ W1.T + W1 @ g.T)
         vals.append(float(np.sum(dS * P)) / d)  # Tr(dS_1 (S_2 - t_2 I)) / d
-    return _mean_se(vals)
+    return mean_se(vals)
 
 
 def _tied_p12_drift_flow(model: TiedModel, W: Sequence[np.ndarray], h: float = 1e-5) -> float:
@@ -172,8 +172,8 @@ def fig2(mode: str = "quick", seeds: int | Sequence[int] | None = None,
     ``max(|p_Psi_12|, |p_Omega_12|)``."""
     from attndyn.numeric.attention.figures.common import run_sgd_tasks
 
-    s = _settings("fig2", mode, overrides)
-    seed_list = _seeds(seeds, 0, s.pop("seeds"))
+    s = figure_settings("fig2", mode, overrides)
+    seed_list = figure_seeds(seeds, 0, s.pop("seeds"))
     t0 = time.perf_counter()
     d = s["d"]
     t_tied = np.linspace(0.0, s["T"], s["n_t"])
@@ -209,7 +209,7 @@ def fig2(mode: str = "quick", seeds: int | Sequence[int] | None = None,
     run.extra.update(escape_order_sgd=order)
     if mc:
         _drift_claim(run, s, acts, v, mc, order)
-    run.claims.insert(0, _sgd_completed(run))
+    run.claims.insert(0, sgd_completed(run))
     run.plotter = _plot_fig2
     run.wall_s = time.perf_counter() - t0
     return run
@@ -247,7 +247,7 @@ def _fig2_activation(run: FigureRun, runs: dict[tuple[str, int], Trajectory], s:
     f = matrix_flow(tm, [w @ w.T for w in W], run.curves[f"{act}/tied_sgd/seed{seed_list[0]}"].t,
                     order=2)
     run.curves[f"{act}/tied_flow"] = f
-    out["esc_f"] = _first_cross(f.t / 4.0, np.abs(f.moment((0, 1)) - f.moment((0,)) * f.moment((1,))),
+    out["esc_f"] = first_cross(f.t / 4.0, np.abs(f.moment((0, 1)) - f.moment((0,)) * f.moment((1,))),
                                 0.1)
     th = sm.integrate(S0, run.curves[f"{act}/S_sgd/seed{seed_list[0]}"].t)
     run.curves[f"{act}/S_ode"] = th
@@ -283,7 +283,7 @@ def _fig2_activation(run: FigureRun, runs: dict[tuple[str, int], Trajectory], s:
     tt = run.curves[f"{act}/tied_sgd/seed{seed_list[0]}"].t
     n = min(len(x) for x in pt)  # a diverged run is shorter
     pmean = np.mean([x[:n] for x in pt], axis=0)
-    out["esc_t"] = _first_cross(tt[:n] / 4.0, pmean, 0.1)
+    out["esc_t"] = first_cross(tt[:n] / 4.0, pmean, 0.1)
     out["maxp_tied"] = float(np.max(pmean))
     n = min(len(x) for x in ps)
     pm = np.mean([x[:n] for x in ps], axis=0)
@@ -325,18 +325,18 @@ def _escape_claims(run: FigureRun, s: dict[str, Any], acts: Sequence[str],
         "direct S stays near the uninformative state for h2 and h3: below the escape level "
         "0.1 that tied reaches",
         all(maxp_s[a] < 0.1 for a in hs),
-        ", ".join(f"{a}: max |p| = {_fmt(maxp_s[a])} (from {_fmt(p0_s[a])} at tau = 0; "
+        ", ".join(f"{a}: max |p| = {fmt(maxp_s[a])} (from {fmt(p0_s[a])} at tau = 0; "
                   f"tied {maxp_tied[a]:.3f})" for a in hs),
         horizon + "; teacher variance exactly 1 (Corollary 7); the finite-d start carries "
                   "an O(1/d) overlap, which the flow amplifies by an O(1) factor for h2"))
-    sl = {a: _slope(scan["d"], scan["pmax"][a]) for a in hs}
+    sl = {a: slope(scan["d"], scan["pmax"][a]) for a in hs}
     run.claims.append(Claim(
         "direct S (h2, h3): max |p| over the horizon vanishes as d -> infinity, like the "
         "O(1/d) start (eq. 418)",
         all(np.isfinite(sl[a]) and sl[a] <= -0.6 for a in hs)
         and ("h1" not in acts or min(scan["pmax"]["h1"]) >= 0.1),
         "; ".join(f"{a}: mean max |p| " + ", ".join(
-            f"{_fmt(v)} (d={dd})" for dd, v in zip(scan["d"], scan["pmax"][a]))
+            f"{fmt(v)} (d={dd})" for dd, v in zip(scan["d"], scan["pmax"][a]))
             + f", slope in d {sl[a]:.2f}, amplification max|p|/|p(0)| "
             + ", ".join(f"{v:.2f}" for v in scan["amp"][a]) for a in hs)
         + ("; h1 (escapes): " + ", ".join(f"{v:.3f}" for v in scan["pmax"]["h1"])
@@ -347,8 +347,8 @@ def _escape_claims(run: FigureRun, s: dict[str, Any], acts: Sequence[str],
     run.claims.append(Claim(
         "direct-S SGD follows its flow (402)-(404) from the same start within O(1/d)",
         all(gap_s[a] <= 2.0 / d for a in hs),
-        ", ".join(f"{a}: max |p_SGD - p_flow| = {_fmt(gap_s[a])}" for a in hs)
-        + f" (tolerance 2/d = {_fmt(2.0 / d)}); in seed units, which this finite-d drift "
+        ", ".join(f"{a}: max |p_SGD - p_flow| = {fmt(gap_s[a])}" for a in hs)
+        + f" (tolerance 2/d = {fmt(2.0 / d)}); in seed units, which this finite-d drift "
         "exceeds: " + ", ".join(f"{a}: {fmt_z(*zs[a])}" + (
             f", correction=\"noise\" {fmt_z(*zsn[a])}" if a in zsn else "") for a in hs),
         horizon + "; a deterministic finite-d bound, not a seed-unit claim: the gap is the "
@@ -382,7 +382,7 @@ def _h1_and_limit_claims(run: FigureRun, acts: Sequence[str], v: dict[str, dict[
     run.claims.append(Claim(
         "direct S theory from the uninformative state stays uninformative for h2 and h3",
         all(v["maxp_su"][a] < 1e-12 for a in hs),
-        ", ".join(f"{a}: max |p| = {_fmt(v['maxp_su'][a])}" for a in hs),
+        ", ".join(f"{a}: max |p| = {fmt(v['maxp_su'][a])}" for a in hs),
         "d -> infinity closed ODE (402)-(404) from t_1 = 0, Psi_12 = Omega_12 = 0 "
         "(Assumption 10); teacher variance exactly 1"))
     if "h1" in acts:
@@ -396,7 +396,7 @@ def _drift_claim(run: FigureRun, s: dict[str, Any], acts: Sequence[str],
     """Tied h3: SGD's finite-d drift of p_12 tends to the flow's as d grows."""
     d, esc_t, esc_f = s["d"], v["esc_t"], v["esc_f"]
     ex = [abs(r - 1.0) for r in mc["ratio"]]
-    sl = _slope(mc["d"], ex) if all(e > 0 for e in ex) else float("nan")
+    sl = slope(mc["d"], ex) if all(e > 0 for e in ex) else float("nan")
     run.claims.append(Claim(
         "tied h3: SGD's exact finite-d drift of p_12 tends to the matrix flow's as d grows "
         "(Gaussian equivalence, Theorem 1)",
@@ -414,7 +414,7 @@ def _drift_claim(run: FigureRun, s: dict[str, Any], acts: Sequence[str],
 
 
 def _plot_fig2(run: FigureRun, fig: Any = None) -> Any:
-    plt = _mpl()
+    plt = mpl()
     s = run.settings
     acts = list(s["acts"])
     scan = run.extra.get("direct_scan") or {}

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from attndyn.numeric.attention.figures.common import (_first_cross, _fmt, _hermite_np, _mc_batches,
-                                                      _mean_se, _mpl, _quad, _seeds, _settings,
-                                                      _sgd_completed, _slope)
+from attndyn.numeric.attention.figures.common import (figure_seeds, figure_settings, first_cross,
+                                                      fmt, hermite_np, mc_batches, mean_se, mpl,
+                                                      quad, sgd_completed, slope)
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
 
 if TYPE_CHECKING:
@@ -30,13 +30,13 @@ def _untied_loss_mc(pairs: Sequence[tuple[np.ndarray, np.ndarray]], acts: Sequen
     """The exact finite-d population loss ``E_x (1/2)(h(G_1) - h(G_2))^2`` at the
     pairs, ``G_k = x^T U_k V_k^T x / sqrt d``, by Monte Carlo: ``{act: (mean, se)}``."""
     M1, M2 = (U @ V.T for U, V in pairs[:2])
-    fns = {a: _hermite_np(a)[0] for a in acts}
+    fns = {a: hermite_np(a)[0] for a in acts}
     vals: dict[str, list[float]] = {a: [] for a in acts}
-    for X in _mc_batches(M1.shape[0], n, seed):
-        G1, G2 = _quad(X, M1), _quad(X, M2)
+    for X in mc_batches(M1.shape[0], n, seed):
+        G1, G2 = quad(X, M1), quad(X, M2)
         for a, h in fns.items():
             vals[a].append(float(np.mean(0.5 * (h(G1) - h(G2)) ** 2)))
-    return {a: _mean_se(v) for a, v in vals.items()}
+    return {a: mean_se(v) for a, v in vals.items()}
 
 
 def _sym_overlap(r: Trajectory) -> np.ndarray:
@@ -56,7 +56,7 @@ def _teacher_signal(model: UntiedModel, pairs: Sequence[Any] | None, act: str) -
         op = model.order_parameters(pairs)
         m2, v2 = float(op["m"][1]), float(op["q1"][1, 1] + op["q2"][1, 1])
     z, w = He.hermegauss(40)
-    return float(np.sum(w * _hermite_np(act)[1](m2 + math.sqrt(max(v2, 0.0)) * z))
+    return float(np.sum(w * hermite_np(act)[1](m2 + math.sqrt(max(v2, 0.0)) * z))
                  / math.sqrt(2 * math.pi))
 
 
@@ -128,8 +128,8 @@ def _fig3_settings(mode: str, seeds: int | Sequence[int] | None, overrides: dict
                    ) -> tuple[dict[str, Any], list[int]]:
     """The figure's settings (recorded in its JSON) and its SGD seeds."""
     noise_kw = {k: overrides.pop(k) for k in ("noise_paths", "noise_dt") if k in overrides}
-    s = _settings("fig3", mode, overrides)
-    seed_list = _seeds(seeds, 0, s.pop("seeds"))
+    s = figure_settings("fig3", mode, overrides)
+    seed_list = figure_seeds(seeds, 0, s.pop("seeds"))
     d = s["d"]
     # the linear-noise flow's shift (correction="noise" at any horizon): noise paths and the
     # fast-time step (0.1 instead of 0.2 moved the h1 shifts by at most 0.3 %, d = 80)
@@ -178,9 +178,9 @@ def _theory_vs_sgd(run: FigureRun, act: str, s: dict[str, Any], seed_list: Seque
         out.update(_noise_curves(run, act, m, pairs, tt, f, Y, s))
     pre = (np.abs(th[:n]) < 0.1) & (np.abs(pm[:n]) < 0.1)
     out["err_pre"] = max_abs((th[:n] - pm[:n])[pre]) if pre.any() else float("nan")
-    out["esc_th"] = _first_cross(tt[:n], np.abs(th[:n]), 0.1)
+    out["esc_th"] = first_cross(tt[:n], np.abs(th[:n]), 0.1)
     out["final"] = (float(pm[-1]), float(th[-1]) if th.size else float("nan"))
-    out["esc"] = _first_cross(tt, np.abs(pm), 0.1)
+    out["esc"] = first_cross(tt, np.abs(pm), 0.1)
     return out
 
 
@@ -199,7 +199,7 @@ def _noise_curves(run: FigureRun, act: str, m: UntiedModel, pairs: Sequence[Any]
     import copy
 
     from attndyn.numeric.attention.figures.common import seed_z
-    from attndyn.numeric.attention.untied.noise import _add_shift
+    from attndyn.numeric.attention.untied.noise import add_shift
     from attndyn.numeric.attention.untied.noise_flow import noise_flow_shift
 
     n = Y.shape[1]
@@ -215,7 +215,7 @@ def _noise_curves(run: FigureRun, act: str, m: UntiedModel, pairs: Sequence[Any]
         return {"no_noise": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
     out: _Per = {"noise_cpu_s": time.process_time() - c0}
     fn = copy.deepcopy(f)
-    _add_shift(m, fn, sh)
+    add_shift(m, fn, sh)
     fn.params.update(correction="noise", noise_method="flow")
     run.curves[f"{act}/theory_slaved_noise"] = fn
     out["z_noise"] = seed_z(Y, _sym_overlap(fn)[:n])[:2]
@@ -251,7 +251,7 @@ def _noise_curves(run: FigureRun, act: str, m: UntiedModel, pairs: Sequence[Any]
             out["no_noise_fd"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             return out
         fdn = copy.deepcopy(fd)
-        _add_shift(m, fdn, sh_fd)
+        add_shift(m, fdn, sh_fd)
         run.curves[f"{act}/theory_slaved_noise_finite_d"] = fdn
         out["z_noise_fd"] = seed_z(Y, _sym_overlap(fdn)[:n])[:2]
         j1, j2 = sh_fd["names"].index("q1_12"), sh_fd["names"].index("q2_12")
@@ -384,7 +384,7 @@ def fig3(mode: str = "quick", seeds: int | Sequence[int] | None = None,
         escape_tau_theory={a: p["esc_th"] for a, p in per.items()},
         limit={a: {k: v for k, v in r.items() if k != "message"} for a, r in lim.items()})
     _fig3_claims(run, s, seed_list, per, lim, mc)
-    run.claims.insert(0, _sgd_completed(run))
+    run.claims.insert(0, sgd_completed(run))
     run.plotter = _plot_fig3
     run.wall_s = time.perf_counter() - t0
     return run
@@ -425,13 +425,13 @@ def _fig3_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
             all(min(per[a]["z"][0], per[a].get("z_noise", inf2)[0]) <= Z_OK for a in sig),
             ", ".join(f"{a}: slaved flow {fmt_z(*per[a]['z'])}"
                       + (f", with correction=\"noise\" (the linear-noise flow's shift, at most "
-                         f"{_fmt(per[a]['noise_shift_max'])} on the overlap, its learning-rate "
-                         f"part {_fmt(per[a]['noise_lr_max'])}; stated error at most "
+                         f"{fmt(per[a]['noise_shift_max'])} on the overlap, its learning-rate "
+                         f"part {fmt(per[a]['noise_lr_max'])}; stated error at most "
                          f"{per[a]['noise_se_in_seed_se']:.2f} seed standard errors) "
                          f"{fmt_z(*per[a]['z_noise'])}"
                          if "z_noise" in per[a]
                          else f", correction=\"noise\" not drawn ({per[a].get('no_noise', '')})")
-                      + f"; max |theory - SGD| = {_fmt(per[a]['err'])}, escape tau SGD "
+                      + f"; max |theory - SGD| = {fmt(per[a]['err'])}, escape tau SGD "
                       f"{esc[a]:.3g} / theory {per[a]['esc_th']:.3g}" for a in sig)
             + f" (held when the better theory is within rms z {Z_OK:g})",
             cond + "; E[sigma*'(Z_2)] at the start: "
@@ -464,12 +464,12 @@ def _limit_claim(s: dict[str, Any], seed_list: Sequence[int], lim: dict[str, dic
             continue
         meas.append((f"{a}: SGD against the finite-d slaved flow of its own draw (paired) "
                      f"{fmt_z(*r['z_draws'])}; mean of those flows minus the limit at most "
-                     f"{_fmt(r['offset'])}, within the limit's stated error: "
+                     f"{fmt(r['offset'])}, within the limit's stated error: "
                      f"{r['offset_within_error']}; " if "z_draws" in r else f"{a}: ")
                     + f"SGD against the limit itself {fmt_z(*r['z'])}, z at tau = 0 "
-                    f"{r['z0']:+.2f}; max |limit - SGD mean| {_fmt(r['gap'])}, final SGD "
+                    f"{r['z0']:+.2f}; max |limit - SGD mean| {fmt(r['gap'])}, final SGD "
                     f"{r['final'][0]:.3f} / limit {r['final'][1]:.3f}; limit's stated error "
-                    f"{_fmt(r['err'])} (at most {r['err_in_se']:.2f} seed standard errors)")
+                    f"{fmt(r['err'])} (at most {r['err_in_se']:.2f} seed standard errors)")
     return Claim(
         "the untied d -> infinity limit (limit_flow from the law, Theorem 3) with its finite-d "
         "correction at this d (the slaved flow of each draw) tracks SGD started from draws of "
@@ -491,17 +491,17 @@ def _loss_gap_claim(s: dict[str, Any], hs: Sequence[str], per: dict[str, _Per],
     """Claim: ``Phi`` approaches the exact finite-d loss like ``1/d`` (h2, h3)."""
     from attndyn.numeric.attention.figures.common import fmt_z
 
-    sl = {a: _slope(mc["d"], [max(g, 1e-300) for g in mc["gap"][a]]) for a in hs}
+    sl = {a: slope(mc["d"], [max(g, 1e-300) for g in mc["gap"][a]]) for a in hs}
     return Claim(
         "h2, h3: the theory's Gaussian-equivalent potential Phi approaches the exact finite-d "
         "loss like 1/d (Theorem 1)",
         all(np.isfinite(sl[a]) and sl[a] <= -0.7 and min(mc["gap"][a]) > 0 for a in hs),
         "; ".join(f"{a}: E loss - Phi at the start " + ", ".join(
-            f"{_fmt(g)} +- {_fmt(e)} (d={dd})" for dd, g, e in zip(mc["d"], mc["gap"][a],
+            f"{fmt(g)} +- {fmt(e)} (d={dd})" for dd, g, e in zip(mc["d"], mc["gap"][a],
                                                                    mc["se"][a]))
             + f", slope in d {sl[a]:.2f}" for a in hs)
         + "; at d = " + str(s["d"]) + " the theory misses SGD by "
-        + ", ".join(f"{a}: {_fmt(per[a]['err'])}, {fmt_z(*per[a]['z'])} (escape tau SGD "
+        + ", ".join(f"{a}: {fmt(per[a]['err'])}, {fmt_z(*per[a]['z'])} (escape tau SGD "
                     f"{per[a]['esc']:.3g} / theory {per[a]['esc_th']:.3g})"
                     + "".join(f"; {lab} {fmt_z(*per[a][key])}" for key, lab in (
                         ("z_noise", "with correction=\"noise\""),
@@ -515,7 +515,7 @@ def _loss_gap_claim(s: dict[str, Any], hs: Sequence[str], per: dict[str, _Per],
 
 
 def _plot_fig3(run: FigureRun, fig: Any = None) -> Any:
-    plt = _mpl()
+    plt = mpl()
     s = run.settings
     mc = run.extra.get("loss_gap") or {}
     if fig is None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from attndyn.numeric.attention.figures.common import (Z_OK, _fmt, _mpl, _seeds, _settings,
-                                                     _sgd_completed, run_sgd_tasks, seed_z)
+from attndyn.numeric.attention.figures.common import (Z_OK, figure_seeds, figure_settings, fmt,
+                                                      mpl, run_sgd_tasks, seed_z, sgd_completed)
 from attndyn.numeric.attention.tied.examples import d3_model
 from attndyn.numeric.attention.tied.noise_flow import noise_corrected_flow
 from attndyn.numeric.core.claims import Claim, FigureRun, max_abs
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from attndyn.numeric.core.results import Trajectory
 
 # one seed's theories {key: {observable: values}}; z per observable (rms, max |z|) per key
-_Theories = dict[str, dict[str, np.ndarray]]
-_ZPer = dict[str, tuple[float, float]]
+Theories = dict[str, dict[str, np.ndarray]]
+ZPer = dict[str, tuple[float, float]]
 
 __all__ = ["fig4_noise_check", "plot_noise_check", "fig4"]
 
@@ -94,7 +94,7 @@ def plot_noise_check(res: dict[str, Any], ax: Any = None) -> Any:
     return ax
 
 
-def _tied_truncation_curves(run: FigureRun, model: Any, S: Sequence[np.ndarray],
+def tied_truncation_curves(run: FigureRun, model: Any, S: Sequence[np.ndarray],
                             t_short: np.ndarray, t_full: np.ndarray, orders: Sequence[int],
                             obs: Sequence[str], ref_short: dict[str, np.ndarray],
                             ref_full: dict[str, np.ndarray], tag: str
@@ -135,13 +135,13 @@ def _sgd_setup(curve: str, sgd_seed: int, s: dict[str, Any]
 
 
 def _tied_theories(model: Any, S: Sequence[np.ndarray], t: np.ndarray, eta: float, batch: int,
-                   corrections: Sequence[str]) -> tuple[_Theories, Trajectory]:
+                   corrections: Sequence[str]) -> tuple[Theories, Trajectory]:
     """The matrix flow and its corrected versions from one start (same matrices):
     ``{"flow": {obs: y}, "noise": ..., ...}`` on ``mu_1, q_11, q_12``."""
     from attndyn.numeric.attention.flow import matrix_flow
 
     obs = ["mu_1", "q_11", "q_12"]
-    out: _Theories = {}
+    out: Theories = {}
     fl = matrix_flow(model, S, t, order=2)
     out["flow"] = {o: fl.observable(o) for o in obs}
     for c in corrections:
@@ -150,14 +150,14 @@ def _tied_theories(model: Any, S: Sequence[np.ndarray], t: np.ndarray, eta: floa
     return out, fl
 
 
-def _paired_z(sgds: Sequence[Trajectory], theories: Sequence[_Theories], keys: Sequence[str],
-              obs: Sequence[str], mask: np.ndarray | None = None) -> dict[str, _ZPer]:
+def paired_z(sgds: Sequence[Trajectory], theories: Sequence[Theories], keys: Sequence[str],
+              obs: Sequence[str], mask: np.ndarray | None = None) -> dict[str, ZPer]:
     """rms z (max over observables) of SGD seed i against theory i, per theory key."""
     from attndyn.numeric.attention.figures.common import seed_z
 
-    res: dict[str, _ZPer] = {}
+    res: dict[str, ZPer] = {}
     for k in keys:
-        per: _ZPer = {}
+        per: ZPer = {}
         for o in obs:
             Y = np.array([r.observable(o) for r in sgds])
             T = np.array([th[k][o] for th in theories])
@@ -169,11 +169,11 @@ def _paired_z(sgds: Sequence[Trajectory], theories: Sequence[_Theories], keys: S
     return res
 
 
-def _zworst(per: _ZPer) -> float:
+def zworst(per: ZPer) -> float:
     return max(v[0] for v in per.values())
 
 
-def _zdesc(per: _ZPer) -> str:
+def zdesc(per: ZPer) -> str:
     return ", ".join(f"{o} {v[0]:.2f}" for o, v in per.items())
 
 
@@ -193,8 +193,8 @@ def fig4(mode: str = "quick", seeds: int | Sequence[int] | None = None,
     from attndyn.numeric.attention.tied.limit import limit_flow
     from attndyn.symbolic.initial import FreeInit, wishart
 
-    s = _settings("fig4", mode, overrides)
-    seed_list = _seeds(seeds, 0, s.pop("seeds"))
+    s = figure_settings("fig4", mode, overrides)
+    seed_list = figure_seeds(seeds, 0, s.pop("seeds"))
     t0 = time.perf_counter()
     model = d3_model()
     d, sc = s["d"], s["scale"]
@@ -217,17 +217,17 @@ def fig4(mode: str = "quick", seeds: int | Sequence[int] | None = None,
     run.curves["limit"] = lim
     short = t <= s["T_short"] + 1e-12
     t_short = t[short]
-    err_s, err_f, status_f = _tied_truncation_curves(
+    err_s, err_f, status_f = tied_truncation_curves(
         run, model, S0, t_short, t, s["orders"], obs,
         {o: fl0.observable(o)[short] for o in obs}, {o: fl0.observable(o) for o in obs}, "to_flow")
     zt_s, zt_f = _truncation_z(run, s, sgds, theories, obs, t, short)
-    zp = _paired_z(sgds, theories, ("flow",) + corrections, obs)
+    zp = paired_z(sgds, theories, ("flow",) + corrections, obs)
     # the per-seed theory rows, for the plot only (kept off run.extra, which is saved; not
     # a field of FigureRun, so set as an attribute)
     plot_rows = {k: {o: [th[k][o] for th in theories] for o in obs}
                  for k in ("flow",) + corrections}
     run.plot_rows = plot_rows  # type: ignore[attr-defined]
-    zl: _ZPer = {}
+    zl: ZPer = {}
     for o in obs:
         Y = np.array([r.observable(o) for r in sgds])
         rms, mx, _ = seed_z(Y, lim.observable(o))
@@ -241,7 +241,7 @@ def fig4(mode: str = "quick", seeds: int | Sequence[int] | None = None,
     _truncation_claims(run, s, seed_list, err_s, zt_s)
     _theory_claims(run, s, seed_list, sgds, lim, obs, zp, zl, lim_err, corrections)
     _leaving_claim(run, s, zt_f, status_f)
-    run.claims.insert(0, _sgd_completed(run))
+    run.claims.insert(0, sgd_completed(run))
     run.plotter = _plot_fig4
     run.wall_s = time.perf_counter() - t0
     return run
@@ -249,10 +249,10 @@ def fig4(mode: str = "quick", seeds: int | Sequence[int] | None = None,
 
 def _fig4_flows(run: FigureRun, model: Any, s: dict[str, Any], seed_list: Sequence[int],
                 t: np.ndarray, corrections: Sequence[str]
-                ) -> tuple[list[_Theories], list[np.ndarray], Trajectory]:
+                ) -> tuple[list[Theories], list[np.ndarray], Trajectory]:
     """Each seed's finite-d theories from its own matrices; seed 0's flow and corrected
     flows as curves. Returns ``(theories, S0, flow0)``."""
-    theories: list[_Theories] = []
+    theories: list[Theories] = []
     for i, sd in enumerate(seed_list):
         W = _sgd_setup("sgd", sd, s)[1]
         S = [w @ w.T for w in W]
@@ -268,7 +268,7 @@ def _fig4_flows(run: FigureRun, model: Any, s: dict[str, Any], seed_list: Sequen
 
 
 def _truncation_z(run: FigureRun, s: dict[str, Any], sgds: Sequence[Trajectory],
-                  theories: Sequence[_Theories], obs: Sequence[str], t: np.ndarray,
+                  theories: Sequence[Theories], obs: Sequence[str], t: np.ndarray,
                   short: np.ndarray) -> tuple[dict[int, float], dict[int, float]]:
     """rms z of seed 0's run against each truncation (short horizon, full horizon), in
     units of one run's seed SD around its own flow (max over the observables)."""
@@ -309,7 +309,7 @@ def _truncation_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[in
         "truncation error to the exact hierarchy falls with the order M",
         all(a > b for a, b in zip(es, es[1:])),
         "max |err| on t_1, q_11, q_12 vs the matrix flow from the same matrices: "
-        + ", ".join(f"M={M}: {_fmt(e)}" for M, e in zip(orders, es)),
+        + ", ".join(f"M={M}: {fmt(e)}" for M, e in zip(orders, es)),
         f"short horizon t <= {s['T_short']} only; no SGD in this claim"))
     zs = [zt_s[M] for M in orders]
     run.claims.append(Claim(
@@ -323,7 +323,7 @@ def _truncation_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[in
 
 def _theory_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
                    sgds: Sequence[Trajectory], lim: Any, obs: Sequence[str],
-                   zp: dict[str, _ZPer], zl: _ZPer, lim_err: float,
+                   zp: dict[str, ZPer], zl: ZPer, lim_err: float,
                    corrections: tuple[str, ...]) -> None:
     """The claims over the full horizon: the corrected finite-d theory (paired per seed)
     and the limit solver from the law track SGD within the seed noise."""
@@ -332,20 +332,20 @@ def _theory_claims(run: FigureRun, s: dict[str, Any], seed_list: Sequence[int],
     run.claims.append(Claim(
         f"the finite-d theory with its learning-rate correction (correction=\"{best}\") "
         "tracks SGD from the same matrices within the seed noise over the full horizon",
-        _zworst(zp[best]) <= Z_OK,
-        "; ".join(f"{k}: rms z {_zdesc(zp[k])}" for k in ("flow",) + corrections),
+        zworst(zp[best]) <= Z_OK,
+        "; ".join(f"{k}: rms z {zdesc(zp[k])}" for k in ("flow",) + corrections),
         f"paired per seed ({n} seeds, each from its own draw), times 0 < t <= {s['T']}; "
         f"d = {d}, eta d/B = {s['eta'] * d / s['batch']:.3g}; held when rms z <= {Z_OK:g} on "
         "every observable"))
     run.claims.append(Claim(
         "the limit solver (d -> infinity, from the law) tracks SGD started from draws of the "
         "same law within the seed noise over the full horizon",
-        _zworst(zl) <= Z_OK,
-        f"rms z {_zdesc(zl)}; z at t = 0 (the finite-d offset of the law's moments, before "
+        zworst(zl) <= Z_OK,
+        f"rms z {zdesc(zl)}; z at t = 0 (the finite-d offset of the law's moments, before "
         f"any step): " + ", ".join(f"{o} {seed_z(np.array([r.observable(o)[:1] for r in sgds]), lim.observable(o)[:1])[2][0]:.1f}" for o in obs)
         + f"; max |limit - SGD mean| "
-        f"{_fmt(max(max_abs(lim.observable(o) - np.mean([r.observable(o) for r in sgds], 0)) for o in obs))}"
-        f"; limit's stated error {_fmt(lim_err)}",
+        f"{fmt(max(max_abs(lim.observable(o) - np.mean([r.observable(o) for r in sgds], 0)) for o in obs))}"
+        f"; limit's stated error {fmt(lim_err)}",
         f"{n} SGD seeds, one draw of the law each, d = {d}, eta d/B = "
         f"{s['eta'] * d / s['batch']:.3g}; the limit carries no learning-rate correction, so a "
         f"bias of relative order eta d/B remains while the seed SD falls like d^-1/2; held "
@@ -361,14 +361,14 @@ def _leaving_claim(run: FigureRun, s: dict[str, Any], zt_f: dict[int, float],
         "every truncation leaves SGD on the full horizon (truncation is a short-time tool)",
         min(zf) > 10 * Z_OK and all(v == 2 for v in status_f.values()),
         "rms z to SGD over [0, T] in units of one run's seed SD: "
-        + ", ".join(f"M={M}: {_fmt(z)}" for M, z in zip(orders, zf))
+        + ", ".join(f"M={M}: {fmt(z)}" for M, z in zip(orders, zf))
         + "; status " + ", ".join(f"M={M}: {status_f[M]}" for M in orders)
         + " (2 = not converged in the order)",
         f"T = {s['T']}, gamma = 0, spectra up to about {4 * s['scale'] * s['scale']:g}; held "
         f"when every order is above rms z {10 * Z_OK:g}"))
 
 
-def _plot_theory_gaps(ax: Any, run: FigureRun, obs: str, keys: Sequence[str],
+def plot_theory_gaps(ax: Any, run: FigureRun, obs: str, keys: Sequence[str],
                       labels: Sequence[str], limit: bool = True) -> Any:
     """SGD minus each theory, mean over seeds +- one standard error (paired: seed i's theory
     from seed i's matrices; the limit from the law)."""
@@ -396,7 +396,7 @@ def _plot_theory_gaps(ax: Any, run: FigureRun, obs: str, keys: Sequence[str],
 
 
 def _plot_fig4(run: FigureRun, fig: Any = None) -> Any:
-    plt = _mpl()
+    plt = mpl()
     s = run.settings
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.2)) if fig is None else (fig, fig.axes)
     ax = axs[0]
@@ -433,7 +433,7 @@ def _plot_fig4(run: FigureRun, fig: Any = None) -> Any:
     ax.set_ylabel("error on $q_{11}$ (to the matrix flow at this d)")
     ax.legend(fontsize=7)
     ax.set_title("truncation error falls with the order M", fontsize=9)
-    _plot_theory_gaps(axs[2], run, "q_11", ("flow", "noise", "noise+finite-d"),
+    plot_theory_gaps(axs[2], run, "q_11", ("flow", "noise", "noise+finite-d"),
                       ["matrix flow (no correction)", 'correction="noise"',
                        'correction="noise+finite-d"'])
     axs[2].set_xlabel("ODE time $t = 4\\eta n/d$")

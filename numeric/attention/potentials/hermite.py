@@ -118,7 +118,7 @@ def mse_parts(loss, K: int, L: int = 1):
     The decomposition is verified: the loss rebuilt from these parts must equal the
     given one at random pre-activations."""
     from attndyn.symbolic.gaussian import g_array
-    from attndyn.symbolic.potential import _call_loss
+    from attndyn.symbolic.potential import call_loss
     extra = getattr(loss, "extra", None) or {}
     st, te = extra.get("student"), extra.get("teacher")
     if st is None or te is None:
@@ -129,7 +129,7 @@ def mse_parts(loss, K: int, L: int = 1):
             raise ValueError(f"hermite route: no compiled Hermite series for the {what} "
                              f"activation {a.name!r} (have: {', '.join(HERMITE_ACTIVATIONS)})")
     G = g_array(L, K)
-    expr = _call_loss(loss, G)
+    expr = call_loss(loss, G)
     used = sorted({k for i in range(L) for j in range(L) for k in range(K)
                    if expr.has(G[i, j, k])})
     if len(used) != 2:

@@ -55,7 +55,7 @@ from attndyn.symbolic.parse import as_sympy
 from attndyn.symbolic.potential import RouteError, safe_powers
 
 from ...core.compile import load_generated
-from .quadrature import (METHODS, QuadratureRule, _merge, choose_rule, rqmc_rules, smolyak_rule,
+from .quadrature import (METHODS, QuadratureRule, merge, choose_rule, rqmc_rules, smolyak_rule,
                          tensor_rule, trapezoid_rule)
 
 _TENSOR_LADDER = (3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112,
@@ -857,7 +857,7 @@ class NumericPotential:
         if rule.method == "sparse":
             return smolyak_rule(self.dim, rule.level + 1)
         parts = rqmc_rules(self.dim, rule.level + levels, max(len(rule.parts), 2), self.seed)
-        return _merge(parts, self.dim, rule.level + levels, self.seed)
+        return merge(parts, self.dim, rule.level + levels, self.seed)
 
     def adaptive(self, x, rtol: float | None = None, atol: float | None = None,
                  max_points: int = 2_000_000, start: QuadratureRule | None = None,

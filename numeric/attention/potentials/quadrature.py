@@ -208,7 +208,7 @@ def rqmc_rules(dim: int, log2_points: int, randomisations: int = 8, seed: int = 
     return out
 
 
-def _merge(parts: Sequence[QuadratureRule], dim: int, level: int, seed: int) -> QuadratureRule:
+def merge(parts: Sequence[QuadratureRule], dim: int, level: int, seed: int) -> QuadratureRule:
     Z = np.concatenate([p.nodes for p in parts])
     W = np.concatenate([p.weights for p in parts]) / len(parts)
     return QuadratureRule("rqmc", dim, np.ascontiguousarray(Z), np.ascontiguousarray(W), level,
@@ -286,7 +286,7 @@ def choose_rule(dim: int, evaluate: Callable[[QuadratureRule], ArrayLike], tol: 
         vals = np.array([np.asarray(evaluate(pr), dtype=float) for pr in parts])
         mean = vals.mean(axis=0)
         se = vals.std(axis=0, ddof=1) / math.sqrt(len(parts))
-        rule = _merge(parts, dim, m, seed)
+        rule = merge(parts, dim, m, seed)
         rule.error = float(3 * np.max(se))
         best = rule
         if rule.error <= tol * _scale(mean):

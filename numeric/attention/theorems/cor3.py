@@ -501,19 +501,19 @@ def check_cor3(budget, seed, progress=None) -> CheckResult:
             "main": main, "extras": extras}
     return CheckResult("cor3", "Cor. 3, eqs. (17)-(21)", "held" if ok else "not held", n_inst,
                        k_err, measured, bound=K_TOL, expectation=expectation, detail=detail,
-                       data=_jsonable(data), wall_s=time.perf_counter() - t0)
+                       data=jsonable(data), wall_s=time.perf_counter() - t0)
 
 
-def _jsonable(x):
+def jsonable(x):
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, (np.floating, float)):
         x = float(x)
         return x if math.isfinite(x) else None
     if isinstance(x, (np.integer,)):
         return int(x)
     if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
+        return jsonable(x.tolist())
     return x

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attndyn.numeric.attention.theorems.cor3 import _jsonable, crossing_time, overlap_p12
+from attndyn.numeric.attention.theorems.cor3 import jsonable, crossing_time, overlap_p12
 from attndyn.numeric.core.checks import CheckResult, register
 from attndyn.numeric.core.validate import resolve_seed
 
@@ -184,7 +184,7 @@ def second_phase(t, Delta, c, T0, T1, c_const) -> dict:
             "bound_margin": margin}
 
 
-def _first_below(t, y, level, T0):
+def first_below(t, y, level, T0):
     m = np.nonzero((t >= T0) & (y <= level))[0]
     return float(t[m[0]]) if m.size else math.inf
 
@@ -253,7 +253,7 @@ def check_recovery(budget, seed) -> CheckResult:
             "sgd": sgd_rows, "c_trajectory": fr["pl"]["c"][::max(1, cfg.n_t // 40)].tolist()}
     return CheckResult("recovery", "D.5, Cor. 6, eqs. (376)-(384)", "held" if ok else "not held",
                        2 + cfg.n_seeds, worst, measured, bound=EXPONENT_TOL,
-                       expectation=expectation, detail=detail, data=_jsonable(data),
+                       expectation=expectation, detail=detail, data=jsonable(data),
                        wall_s=time.perf_counter() - t_start)
 
 
@@ -290,8 +290,8 @@ def _flow_rung(model, cfg, s_flow, grid):
     D0 = float(pl["Delta"][np.searchsorted(grid, T0)])
     eps = cfg.eps_fraction * D0
     T_eps = T0 + math.log(2 * D0 / eps) / (2 * c_use)         # eq. (384)
-    hits = {"flow": _first_below(grid, pl["Delta"], eps / 2, T0),
-            "limit": _first_below(grid, D_lim, eps / 2, T0)}
+    hits = {"flow": first_below(grid, pl["Delta"], eps / 2, T0),
+            "limit": first_below(grid, D_lim, eps / 2, T0)}
     return {"pl": pl, "T0": T0, "win": win, "ident": ident, "c_H": c_H, "c_min": c_min,
             "c_use": c_use, "flow": ph_flow, "limit": ph_lim, "eps": eps, "T_eps": T_eps,
             "hits": hits}
@@ -317,7 +317,7 @@ def _sgd_seed_phase(model, cfg, child, grid):
     D0s = float(pls["Delta"][np.searchsorted(r.t, T0s)])
     eps_s = cfg.eps_fraction * D0s
     ph["T_eps_pred"] = T0s + math.log(2 * D0s / eps_s) / (2 * cu)
-    ph["T_eps_meas"] = _first_below(r.t, pls["Delta"], eps_s / 2, T0s)
+    ph["T_eps_meas"] = first_below(r.t, pls["Delta"], eps_s / 2, T0s)
     ph["n_eps_pred_samples"] = cfg.batch * math.ceil(ph["T_eps_pred"] * cfg.d_sgd
                                                      / (4 * cfg.eta))
     ph["n_eps_meas_samples"] = (cfg.batch * math.ceil(ph["T_eps_meas"] * cfg.d_sgd

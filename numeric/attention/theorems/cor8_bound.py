@@ -246,7 +246,7 @@ def _flow_radius(model, pairs, flow):
 def _ladder_row(model, pairs, tau, flow, look, M):
     """One order of the ladder: its status, errors by word length against the flow and the
     largest distance of ``q(mu^(M))`` to the cone."""
-    from attndyn.numeric.attention.untied.coefficients import _low_from_words
+    from attndyn.numeric.attention.untied.coefficients import low_from_words
     h = model.hierarchy(M)
     r = h.integrate(pairs, tau, check=None)
     n = r.t.size
@@ -256,7 +256,7 @@ def _ladder_row(model, pairs, tau, flow, look, M):
     e = [float(err[lens == w].max()) if n else math.nan for w in range(1, M + 1)]
     dist = 0.0
     for j in range(n):
-        _, _, q1, q2 = _low_from_words(model.K, h.words, r.y[:h.n_moments, j])
+        _, _, q1, q2 = low_from_words(model.K, h.words, r.y[:h.n_moments, j])
         dist = max(dist, cone_distance(q1, q2))
     return {"order": M, "n_moments": h.n_moments, "status": int(r.status),
             "tau_reached": float(r.t[-1]) if n else 0.0, "reached": r.status == 0,
@@ -348,10 +348,10 @@ def check_cor8(budget, seed) -> CheckResult:
               f"{max(r['cone_distance'] for r in out0['rows']):.1e}. Odd orders (reported; the "
               f"paper's V_ext would project q there): max dist(q, Q) {odd}")
     data = {"config": dict(cfg.__dict__), "ladder": lad, "outside_premise": out0}
-    from attndyn.numeric.attention.theorems.cor3 import _jsonable
+    from attndyn.numeric.attention.theorems.cor3 import jsonable
     return CheckResult("cor8", "F.2, Cor. 8, eq. (908)", "held" if ok else "not held",
                        len(cfg.orders), float(lad["rho"]), measured, bound=RHO_MAX,
                        expectation=(f"every order reaches T; per-order ratio <= {RHO_MAX:g} "
                                     f"(rho = R/s_- < 1); q(mu^(M)) in Q within {CONE_TOL:g}"),
-                       detail=detail, data=_jsonable(data),
+                       detail=detail, data=jsonable(data),
                        wall_s=time.perf_counter() - t_start)

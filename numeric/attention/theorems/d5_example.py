@@ -391,7 +391,7 @@ def check_d5_example(budget, seed) -> CheckResult:
               f"exponents SGD / int 2c from own moments / flow: "
               + ", ".join(f"{r['exponent']:.3f}/{r['predicted']:.3f}/{r['flow']:.3f}"
                           for r in sg))
-    from attndyn.numeric.attention.theorems.cor3 import _jsonable
+    from attndyn.numeric.attention.theorems.cor3 import jsonable
     keep = ("t", "c0", "lambda_min_S1", "Delta")
     data = {"config": dict(cfg.__dict__), "identities": ids,
             "full_rank": {k: v for k, v in full.items() if k not in keep},
@@ -404,5 +404,5 @@ def check_d5_example(budget, seed) -> CheckResult:
                                     f"flow exponent within {EXPONENT_TOL:.0%}; SGD rms z <= "
                                     f"{Z_RMS_MAX:g}; c_0 > 0 (full rank); "
                                     "4 t c_0 -> 1 (rank-deficient)"),
-                       detail=detail, data=_jsonable(data),
+                       detail=detail, data=jsonable(data),
                        wall_s=time.perf_counter() - t_start)

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attndyn.numeric.attention.theorems.cor3 import _jsonable
-from attndyn.numeric.attention.theorems.cor6_recovery import _first_below, second_phase
+from attndyn.numeric.attention.theorems.cor3 import jsonable
+from attndyn.numeric.attention.theorems.cor6_recovery import first_below, second_phase
 from attndyn.numeric.core.checks import CheckResult, register
 from attndyn.numeric.core.validate import resolve_seed
 
@@ -91,7 +91,7 @@ def config(budget: str) -> F4Config:
     return _CONFIGS[budget]
 
 
-def _mr(l, r):
+def mr(l, r):
     return 4 * l + (0 if r == 1 else 1)
 
 
@@ -149,10 +149,10 @@ def untied_pl_ratio(model, traj, *, psi_star: float = 0.0) -> dict:
                 for l2, r2 in lr:
                     c = a[r][k, l] * a[r2][k, l2]
                     if c != 0.0:
-                        quad += c * (w(_mr(l, r), B, _mr_t(l2, r2))[i]
-                                     + w(_mr_t(l, r), A, _mr(l2, r2))[i])
-            lin = sum(a[r][k, l] * w(_mr(l, r), MkT)[i] for l, r in lr)
-            psi = 2.0 * sum(a[r][k, l] * (w(_mr(l, r), B)[i] + w(A, _mr(l, r))[i])
+                        quad += c * (w(mr(l, r), B, _mr_t(l2, r2))[i]
+                                     + w(_mr_t(l, r), A, mr(l2, r2))[i])
+            lin = sum(a[r][k, l] * w(mr(l, r), MkT)[i] for l, r in lr)
+            psi = 2.0 * sum(a[r][k, l] * (w(mr(l, r), B)[i] + w(A, mr(l, r))[i])
                             for l, r in lr)
             D = tA[k, i] + tB[k, i]
             diss[i] += (4.0 * quad + 8.0 * g * lin + g * g * D
@@ -196,7 +196,7 @@ def corollary9(t, Delta, c, T0, eps, *, d=None, eta=None, c_floor: float = 1e-3)
         T_eps = float(t[i0]) + max(0.0, math.log(2 * D0 / eps)) / (2 * c_min)
         out.update(ph)
         out["T_eps"] = T_eps
-        out["T_eps_measured"] = _first_below(t, np.asarray(Delta, float), eps / 2, t[i0])
+        out["T_eps_measured"] = first_below(t, np.asarray(Delta, float), eps / 2, t[i0])
         if d is not None and eta is not None:
             out["n_eps"] = math.ceil(T_eps * d / eta)
     return out
@@ -316,7 +316,7 @@ def check_f4(budget, seed) -> CheckResult:
     return CheckResult("f4", "F.4, Assumption 11, Cor. 9, eqs. (932)-(947)",
                        "held" if ok else "not held", 3 + cfg.n_seeds, worst, measured,
                        bound=EXPONENT_TOL, expectation=expectation, detail=detail,
-                       data=_jsonable(data), wall_s=time.perf_counter() - t_start)
+                       data=jsonable(data), wall_s=time.perf_counter() - t_start)
 
 
 def _exact_limit_rows(model, cfg) -> dict:

@@ -121,7 +121,7 @@ def finite_d_bias(poly_terms, mats, phi) -> dict:
     return {"d": d, "bias": e_d - phi(q), "kappa3": k3, "kappa4": k4, "q": q.tolist()}
 
 
-def _slope(ds, ys):
+def slope(ds, ys):
     x = np.log(np.asarray(ds, float))
     y = np.log(np.abs(np.asarray(ys, float)))
     return float(np.polyfit(x, y, 1)[0])
@@ -158,8 +158,8 @@ def check_thm1(budget, seed) -> CheckResult:
         mats = [scale * (W1 @ W1.T), W2 @ W2.T + mix * (W1 @ W1.T)]
         rows.append(finite_d_bias(terms, mats, pot.phi_numeric))
     bias = [r["bias"] for r in rows]
-    s3 = _slope(ds, [r["kappa3"] for r in rows])
-    s4 = _slope(ds, [r["kappa4"] for r in rows])
+    s3 = slope(ds, [r["kappa3"] for r in rows])
+    s4 = slope(ds, [r["kappa4"] for r in rows])
     falls = all(abs(b) < abs(a) for a, b in zip(bias, bias[1:]))
     ok = falls and abs(s3 + 0.5) <= 0.1 and abs(s4 + 1.0) <= 0.1
     return CheckResult(

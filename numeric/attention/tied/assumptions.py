@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from attndyn.numeric.attention.assumptions import (_op, assumption_2_1, tied_factors_or_matrices,
-                                                   Verdict)
+from attndyn.numeric.attention.assumptions import (Verdict, assumption_2_1, spectral_norm,
+                                                   tied_factors_or_matrices)
 from attndyn.numeric.attention.tied.bounds import measured_constants, proof_constants
 
 __all__ = ["assumption_2_2", "assumption_2_4", "assumption_2", "assumption_3", "tied_diagnostics"]
@@ -25,7 +25,7 @@ def assumption_2_2(model, init, min_rank_fraction: float = 0.05) -> Verdict:
     mats, C0 = tied_factors_or_matrices(model, init)
     d = mats[0].shape[0]
     fro = [float(np.trace(S)) / d for S in mats]           # ||W||_F^2 / d
-    ops = [_op(S) for S in mats]                          # ||W||_op^2
+    ops = [spectral_norm(S) for S in mats]                          # ||W||_op^2
     frac = [f / o if o > 0 else 0.0 for f, o in zip(fro, ops)]
     ok = all(o > 0 for o in ops) and min(frac) >= min_rank_fraction
     k = int(np.argmin(frac))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from attndyn.numeric.attention.assumptions import _poly_bounds
+from attndyn.numeric.attention.assumptions import poly_bounds
 
 __all__ = ["gamma_constants", "proof_constants", "measured_constants", "truncation_bound"]
 
@@ -25,7 +25,7 @@ def gamma_constants(model, rho: float) -> dict | None:
     C, L = 0.0, 0.0
     for k in range(K):
         for l in range(K):
-            b = _poly_bounds(pot.gamma[k, l], syms, rho)
+            b = poly_bounds(pot.gamma[k, l], syms, rho)
             if b is None:
                 return None
             sup, g = b

@@ -162,12 +162,12 @@ def finite_width_route(model: Any, nodes: int | None = None) -> _Route:
         try:
             return "polynomial", polynomial_taylor(model, MAX_FW_DEGREE)
         except ValueError as exc:
-            if _is_polynomial(model):  # degree > 6: the exact route's limit, stated
+            if is_polynomial(model):  # degree > 6: the exact route's limit, stated
                 raise ValueError(f"{exc}; pass nodes= for the O(1/d) Edgeworth route") from None
     return "edgeworth", edgeworth_loss(model, EDGEWORTH_NODES if nodes is None else nodes)
 
 
-def _is_polynomial(model: Any) -> bool:
+def is_polynomial(model: Any) -> bool:
     """Whether an ``L = 1`` loss is a polynomial in ``G`` (any degree)."""
     import sympy as sp
     expr, syms, _ = _merged_loss(model)
@@ -294,13 +294,13 @@ def finite_width_text(model: Any) -> str:
     from attndyn.symbolic.printing import word_label
     from attndyn.symbolic.words import canonical
 
-    from attndyn.numeric.attention.corrections import _int_partitions
+    from attndyn.numeric.attention.corrections import int_partitions
     model = _check_tied(model)
     c = finite_width_taylor(model)
     K = model.K
     lines = []
     for j in range(3, len(c)):
-        for lam in sorted(_int_partitions(j), key=lambda x: (len(x), x)):
+        for lam in sorted(int_partitions(j), key=lambda x: (len(x), x)):
             if all(n == 2 for n in lam):
                 continue
             terms: dict[tuple[tuple[int, ...], ...], float] = {}
@@ -374,10 +374,10 @@ def _merged_loss(model: Any) -> tuple[Any, list[Any], list[tuple[int, int, int]]
     the tied law has ``G_jik = G_ijk``), its variables and their ``(i, j, k)``."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array
+    from attndyn.symbolic.potential import call_loss, g_array
     L, K = model.L, model.K
     G = g_array(L, K)
-    expr = _call_loss(model.loss, G)
+    expr = call_loss(model.loss, G)
     subs = {sp.Symbol(str(k), real=True): float(v) for k, v in model.params.items()}
     expr = expr.subs(subs).xreplace({G[i, j, k]: G[j, i, k] for i in range(L)
                                      for j in range(i) for k in range(K)})

@@ -15,7 +15,7 @@ from attndyn.numeric.attention.base import (check_model, finite_word_traces, Hie
                                           HierarchyCorrection, NoCorrection)
 from attndyn.numeric.core.results import (IntegrationError, LazySequence, Trajectory,
                                           TruncationNotConverged)
-from attndyn.numeric.core.validate import (_check_pos_float, check_max_steps, check_t_eval,
+from attndyn.numeric.core.validate import (check_pos_float, check_max_steps, check_t_eval,
                                            kernel_array)
 from attndyn.symbolic.hierarchy import check_order, tied_structure
 from attndyn.symbolic.initial import FreeInit
@@ -581,9 +581,9 @@ class TiedHierarchy(Hierarchy):
                    time_limit: float | None, progress: bool | None, correction: str,
                    eta: float | None, batch: int | None, d: int | None) -> Trajectory:
         """:meth:`integrate` inside the potential's route: the checks, then the method."""
-        rtol = _check_pos_float(rtol, "rtol")
-        atol = _check_pos_float(atol, "atol")
-        blowup = _check_pos_float(blowup, "blowup")
+        rtol = check_pos_float(rtol, "rtol")
+        atol = check_pos_float(atol, "atol")
+        blowup = check_pos_float(blowup, "blowup")
         corr = self.model.theory.correction(correction)
         if not isinstance(corr, NoCorrection):
             if not isinstance(corr, HierarchyCorrection):
@@ -837,14 +837,14 @@ def _checked_run_args(h_max: float, conv_tol: float, max_steps: int, t_eval: Arr
     """``(h_max, conv_tol, max_steps, t_eval, time_limit)`` checked for
     :meth:`TiedHierarchy.integrate` (errors name the argument)."""
     # only +inf means "no cap"; nan and -inf are errors, not silent defaults
-    h_max = np.inf if _is_pos_inf(h_max) else _check_pos_float(h_max, "h_max")
-    conv_tol = _check_pos_float(conv_tol, "conv_tol")
+    h_max = np.inf if _is_pos_inf(h_max) else check_pos_float(h_max, "h_max")
+    conv_tol = check_pos_float(conv_tol, "conv_tol")
     max_steps = check_max_steps(max_steps)
     t_eval = check_t_eval(t_eval)
     if integrator not in INTEGRATORS:
         raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
     if time_limit is not None:
-        time_limit = _check_pos_float(time_limit, "time_limit")
+        time_limit = check_pos_float(time_limit, "time_limit")
     if progress is not None and not isinstance(progress, bool):
         raise TypeError(f"progress must be None, True or False, got {progress!r}")
     if not (isinstance(method, str) and method == "truncation"):

@@ -71,14 +71,14 @@ import numpy as np
 
 from attndyn.numeric.attention.base import check_model
 # the shared limit machinery, re-exported here (its public names stay in __all__)
-from attndyn.numeric.attention.limitcore import (LimitTrajectory, _check_int, _seed_rec,
+from attndyn.numeric.attention.limitcore import (LimitTrajectory, check_int, seed_rec,
                                                  check_sizes,
                                                  extrapolate, haar_orthogonal, mp_bin_means,
                                                  mp_edges, mp_quadrature, richardson)
 from attndyn.numeric.core.results import IntegrationError
-from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
+from attndyn.numeric.core.validate import check_pos_float, check_t_eval, resolve_seed
 from attndyn.symbolic.hierarchy import check_order
-from attndyn.symbolic.initial import _Spec, FreeInit
+from attndyn.symbolic.initial import Spec, FreeInit
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
 
@@ -102,7 +102,7 @@ __all__ = ["limit_flow", "tied_limit_flow", "LimitTrajectory", "mp_edges", "mp_q
 # ---------------------------------------------------------------------------
 # the Marchenko-Pastur law
 
-def _spec_params(spec: _Spec) -> tuple[float, float]:
+def _spec_params(spec: Spec) -> tuple[float, float]:
     if spec.kind != "wishart":
         raise ValueError("not a Wishart spec")
     sigma, a = float(spec.a), float(spec.b)
@@ -114,7 +114,7 @@ def _spec_params(spec: _Spec) -> tuple[float, float]:
 # ---------------------------------------------------------------------------
 # laws
 
-def _check_law(model: TiedModelLike, law: object) -> FreeInit:
+def check_law(model: TiedModelLike, law: object) -> FreeInit:
     if not isinstance(law, FreeInit):
         raise TypeError("law must be an attndyn.symbolic.initial.FreeInit (wishart/scalar specs)")
     if len(law.specs) != model.K:
@@ -129,22 +129,22 @@ def _check_law(model: TiedModelLike, law: object) -> FreeInit:
     return law
 
 
-def _random_letters(law: FreeInit) -> list[int]:
+def random_letters(law: FreeInit) -> list[int]:
     return [k for k, s in enumerate(law.specs) if s.kind == "wishart" and float(s.a) != 0.0]
 
 
 def is_commuting(law: FreeInit) -> bool:
     """True when at most one letter is non-scalar: the flow then stays in the
     commutative algebra of that matrix (solved exactly by :func:`commuting_limit`)."""
-    return len(_random_letters(law)) <= 1
+    return len(random_letters(law)) <= 1
 
 
 # ---------------------------------------------------------------------------
 # commuting case: self-consistent per-eigenvalue ODE
 
-def _node_values(law: FreeInit, panels: int, per_panel: int) -> tuple[np.ndarray, np.ndarray]:
+def node_values(law: FreeInit, panels: int, per_panel: int) -> tuple[np.ndarray, np.ndarray]:
     K = len(law.specs)
-    rl = _random_letters(law)
+    rl = random_letters(law)
     if rl:
         s = law.specs[rl[0]]
         x, w = mp_quadrature(float(s.a), float(s.b), panels, per_panel)
@@ -164,7 +164,7 @@ def _node_values(law: FreeInit, panels: int, per_panel: int) -> tuple[np.ndarray
 def _commuting_run(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray,
                    words: Sequence[Sequence[int]], rtol: float, atol: float, panels: int,
                    per_panel: int, blowup: float) -> _NodeRun:
-    lam0, w = _node_values(law, panels, per_panel)
+    lam0, w = node_values(law, panels, per_panel)
     return per_node_flow(model, lam0, w, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
 
 
@@ -210,8 +210,8 @@ def per_node_values(model: TiedModelLike, lam0: ArrayLike, w: ArrayLike, t_eval:
     if tr and t_a[-1] > 0:
         from scipy.integrate import solve_ivp  # here: importing scipy costs ~0.4 s at start-up
 
-        from attndyn.numeric.attention.odesolve import _deadline, budgeted, check_horizon_work
-        if _deadline() is None:  # no time limit: refuse a horizon of unbounded work
+        from attndyn.numeric.attention.odesolve import deadline, budgeted, check_horizon_work
+        if deadline() is None:  # no time limit: refuse a horizon of unbounded work
             check_horizon_work(rhs, lam0_a[tr].ravel(), float(t_a[-1]), "DOP853",
                                "limit flow")
         sol = solve_ivp(budgeted(rhs), (0.0, float(t_a[-1])), lam0_a[tr].ravel(),
@@ -259,7 +259,7 @@ def commuting_limit(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, *, o
     ODE on a Marchenko-Pastur quadrature. The error estimate is the difference
     from a rule with half the nodes per panel, plus the integrator tolerance."""
     t_eval = check_t_eval(t_eval)
-    law = _check_law(model, law)
+    law = check_law(model, law)
     if not is_commuting(law):
         raise ValueError("commuting_limit needs at most one non-scalar letter in the law")
     words = _words(model, order, words)
@@ -276,7 +276,7 @@ def commuting_limit(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, *, o
                f"{np.nanmax(err) if err.size else 0.0:.2g}") if status == 0 else \
         f"commuting limit failed: {msg}"
     params = model.params_dict()
-    params.update({"method": "commuting", "law": _law_record(law), "rtol": rtol, "atol": atol,
+    params.update({"method": "commuting", "law": law_record(law), "rtol": rtol, "atol": atol,
                    "panels": panels, "per_panel": per_panel})
     return LimitTrajectory(t=ts, y=out, names=[word_label(w, model.K) for w in words],
                            words=[tuple(w) for w in words], kind="limit", params=params,
@@ -292,7 +292,7 @@ def _free_structure(model: TiedModelLike, law: FreeInit) -> tuple[int, int] | No
     """``(student, teacher)`` when the free solver applies: exactly one trainable letter
     (Wishart), exactly one other non-scalar letter (a fixed Wishart teacher), the rest
     scalar; else ``None``."""
-    rl = _random_letters(law)
+    rl = random_letters(law)
     tr = list(model.trainable)
     if len(tr) != 1 or len(rl) != 2 or tr[0] not in rl:
         return None
@@ -386,8 +386,8 @@ def _free_segments(rhs: _Rhs, y0: np.ndarray, t_eval: np.ndarray, rtol: float, a
     status, message = 0, "success"
     from scipy.integrate import solve_ivp
 
-    from attndyn.numeric.attention.odesolve import _deadline, budgeted, check_horizon_work
-    if _deadline() is None and t_eval[-1] > 0:  # no time limit: refuse unbounded work
+    from attndyn.numeric.attention.odesolve import deadline, budgeted, check_horizon_work
+    if deadline() is None and t_eval[-1] > 0:  # no time limit: refuse unbounded work
         check_horizon_work(rhs, y0, float(t_eval[-1]), "DOP853", "limit flow")
     rhs = budgeted(rhs)
     Ys: list[np.ndarray] = []
@@ -466,7 +466,7 @@ def free_limit(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, *, rtol: 
     the error estimate is the difference from a rule with half the nodes per panel.
     """
     t_eval = check_t_eval(t_eval)
-    law = _check_law(model, law)
+    law = check_law(model, law)
     if _free_structure(model, law) is None:
         raise ValueError("free_limit needs one trainable Wishart letter, one fixed Wishart "
                          "teacher and scalar letters otherwise")
@@ -483,7 +483,7 @@ def free_limit(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, *, rtol: 
                f"{np.nanmax(err) if err.size else 0.0:.2g}") if status == 0 else \
         f"free limit failed: {msg}"
     params = model.params_dict()
-    params.update({"method": "free", "law": _law_record(law), "rtol": rtol, "atol": atol,
+    params.update({"method": "free", "law": law_record(law), "rtol": rtol, "atol": atol,
                    "panels": panels, "per_panel": per_panel})
     return LimitTrajectory(t=ts, y=out, names=[word_label(w, model.K) for w in words],
                            words=[tuple(w) for w in words], kind="limit", params=params,
@@ -501,9 +501,9 @@ def deterministic_equivalents(model: TiedModelLike, law: FreeInit, d: int, rng: 
     the law) and independent Haar rotations between the random letters. A
     fixed (teacher) random letter, when there is one, is left diagonal (the
     fast flow then needs no rotation of its own)."""
-    law = _check_law(model, law)
+    law = check_law(model, law)
     gen = np.random.default_rng(rng)
-    rl = _random_letters(law)
+    rl = random_letters(law)
     fixed_rl = [k for k in rl if k not in model.trainable]
     base = fixed_rl[0] if fixed_rl else (rl[0] if rl else None)
     mats: list[np.ndarray] = []
@@ -545,8 +545,8 @@ def _equivalents_run(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray,
             fo = tied_fast_flow(model, mats, t_eval, words, rtol=rtol, atol=atol, blowup=blowup)
             nfev += fo.nfev
             if fo.status == -4:  # the enclosing time_budget is spent
-                from attndyn.numeric.attention.odesolve import _deadline, TimeLimitReached
-                raise TimeLimitReached(_deadline()[1])
+                from attndyn.numeric.attention.odesolve import deadline, TimeLimitReached
+                raise TimeLimitReached(deadline()[1])
             if fo.status != 0:
                 return None, f"flow at d = {d} failed: {fo.message}", nfev
             run_list.append(fo.traces)
@@ -565,7 +565,7 @@ def _words(model: TiedModelLike, order: int, words: Sequence[Sequence[int]] | No
     return [model.alphabet.check_word(w, "words") for w in words]
 
 
-def _law_record(law: FreeInit) -> list[dict[str, Any]]:
+def law_record(law: FreeInit) -> list[dict[str, Any]]:
     return [{"kind": s.kind, "a": float(s.a), "b": None if s.b is None else float(s.b)}
             for s in law.specs]
 
@@ -680,7 +680,7 @@ def tied_limit_flow(model: TiedModelLike, law: Any, t_eval: ArrayLike,
             res = LimitTrajectory(
                 t=np.zeros(0), y=np.zeros((len(wl), 0)),
                 names=[word_label(w, model.K) for w in wl], words=[tuple(w) for w in wl],
-                kind="limit", params=model.params_dict(), seed=_seed_rec(seed), status=-4,
+                kind="limit", params=model.params_dict(), seed=seed_rec(seed), status=-4,
                 message=f"limit flow: wall-clock limit of {exc.limit:.3g} s reached: raise "
                         "time_limit or shorten the horizon",
                 diagnostics={"error": np.zeros((len(wl), 0)), "method": method})
@@ -695,23 +695,23 @@ def _check_limit_args(model: TiedModelLike, law: Any, t_eval: ArrayLike, method:
                       ) -> tuple[np.ndarray, FreeInit, float, float, int, int, int, int, float]:
     """The validated arguments of :func:`tied_limit_flow` (one-line errors naming each)."""
     t_eval = check_t_eval(t_eval)
-    law = _check_law(model, law)
+    law = check_law(model, law)
     if method not in ("auto", "commuting", "free", "equivalents"):
         raise ValueError(f"method must be 'auto', 'commuting', 'free' or 'equivalents', "
                          f"got {method!r}")
-    rtol = _check_pos_float(rtol, "rtol")
-    atol = _check_pos_float(atol, "atol")
-    rotations = _check_int(rotations, "rotations", 1)
+    rtol = check_pos_float(rtol, "rtol")
+    atol = check_pos_float(atol, "atol")
+    rotations = check_int(rotations, "rotations", 1)
     if not isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
         try:
             np.random.SeedSequence(seed)
         except (TypeError, ValueError):
             raise TypeError(f"seed must be an int >= 0, a sequence of them or a SeedSequence, "
                             f"got {seed!r}") from None
-    panels = _check_int(panels, "panels", 2, 60)
-    per_panel = _check_int(per_panel, "per_panel", 2, 200)
-    max_dim = _check_int(max_dim, "max_dim", 2)
-    blowup = _check_pos_float(blowup, "blowup")
+    panels = check_int(panels, "panels", 2, 60)
+    per_panel = check_int(per_panel, "per_panel", 2, 200)
+    max_dim = check_int(max_dim, "max_dim", 2)
+    blowup = check_pos_float(blowup, "blowup")
     return t_eval, law, rtol, atol, rotations, panels, per_panel, max_dim, blowup
 
 
@@ -745,12 +745,12 @@ def _equivalents_limit(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray, 
                                       rtol, atol, blowup, max_dim)
     names = [word_label(w, model.K) for w in words]
     params = model.params_dict()
-    params.update({"method": "equivalents", "law": _law_record(law), "sizes": sizes,
+    params.update({"method": "equivalents", "law": law_record(law), "sizes": sizes,
                    "rotations": int(rotations), "rtol": rtol, "atol": atol})
     if out is None:
         res = LimitTrajectory(t=t_eval[:0].copy(), y=np.zeros((len(words), 0)), names=names,
                               words=[tuple(w) for w in words], kind="limit", params=params,
-                              seed=_seed_rec(seed), status=-3, message=f"limit flow failed: {msg}",
+                              seed=seed_rec(seed), status=-3, message=f"limit flow failed: {msg}",
                               diagnostics={"error": np.zeros((len(words), 0)),
                                            "method": "equivalents"})
         if raise_on_failure:
@@ -774,7 +774,7 @@ def _equivalents_limit(model: TiedModelLike, law: FreeInit, t_eval: np.ndarray, 
                + ("" if rotations > 1 else "; one rotation per size: the error estimate "
                   "has no statistical part (use rotations >= 2)"))
     res = LimitTrajectory(t=t_eval.copy(), y=Y, names=names, words=[tuple(w) for w in words],
-                          kind="limit", params=params, seed=_seed_rec(seed), status=0,
+                          kind="limit", params=params, seed=seed_rec(seed), status=0,
                           message=message, diagnostics=diag)
     return res
 
@@ -881,5 +881,5 @@ def limit_theory(model: AttentionModel, factors: Sequence[ArrayLike], t_eval: Ar
     given = law is not None
     the_law = law if law is not None else law_of_factors(model, factors)
     r = limit_flow(model, the_law, t_eval, order=order, **kwargs)
-    r.message += f"; law {_law_record(the_law)}" + ("" if given else " (from the initial factors)")
+    r.message += f"; law {law_record(the_law)}" + ("" if given else " (from the initial factors)")
     return r

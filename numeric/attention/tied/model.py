@@ -17,7 +17,7 @@ import numpy as np
 from attndyn.numeric.attention.potentials import cache as potcache
 from attndyn.numeric.attention.base import AttentionModel, check_order_arg, SGDRunner, TimeScale
 from attndyn.numeric.attention.tied.hierarchy import TiedHierarchy
-from attndyn.numeric.attention.tied.runner import (_check_factor_list, _TiedRunner,
+from attndyn.numeric.attention.tied.runner import (check_factor_list, TiedRunner,
                                                    tied_observable_names)
 from attndyn.numeric.attention.tied.theory import TiedTheory
 from attndyn.numeric.core.compile import load_generated
@@ -120,8 +120,8 @@ class TiedModel(AttentionModel):
         if key is None:
             import sympy as sp
 
-            from attndyn.symbolic.potential import _call_loss, g_array
-            expr = _call_loss(self.loss, g_array(self.L, self.K))  # a bad loss fails here
+            from attndyn.symbolic.potential import call_loss, g_array
+            expr = call_loss(self.loss, g_array(self.L, self.K))  # a bad loss fails here
             key = potcache.potential_key_sympy(sp.srepr(expr), self.K, self.L,
                                                "I" if self._C is None else sp.srepr(self._C),
                                                self.params)
@@ -300,7 +300,7 @@ class TiedModel(AttentionModel):
 
     def check_init(self, init: Sequence[ArrayLike], name: str = "init") -> list[np.ndarray]:
         """Validate the SGD factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
-        return _check_factor_list(self, init, name)
+        return check_factor_list(self, init, name)
 
     def _draw_init(self, rng: np.random.Generator, d: int, widths: list[int],
                    scales: list[float], symmetric: bool) -> list[Any]:
@@ -309,7 +309,7 @@ class TiedModel(AttentionModel):
                 for k in range(self.K)]
 
     def sgd_runner(self, init: Sequence[ArrayLike], order: int | None = None) -> SGDRunner:
-        return _TiedRunner(self, self.check_init(init), check_order_arg(order, 2))
+        return TiedRunner(self, self.check_init(init), check_order_arg(order, 2))
 
     @cached_property
     def theory(self) -> TiedTheory:

@@ -74,12 +74,12 @@ def _one_student(model, W):
     return k, S
 
 
-def _check_eta_batch(eta, batch):
+def check_eta_batch(eta, batch):
     from attndyn.numeric.core.validate import check_batch, check_eta
     return check_eta(eta), check_batch(batch)
 
 
-def _obs_keys(K, k):
+def obs_keys(K, k):
     keys = [("t", k), ("q", k, k)] + [("q", k, l) for l in range(K) if l != k]
     names = [obs_key("mu", k) if key[0] == "t" else obs_key("q", *sorted(key[1:]))
              for key in keys]
@@ -99,7 +99,7 @@ def noise_potential(model):
     derivatives, ...). Returns a callable ``q -> K x K array`` with ``.text()``."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import RouteError, _call_loss, g_array, tied_potential
+    from attndyn.symbolic.potential import RouteError, call_loss, g_array, tied_potential
     model = check_model(model)
     if model.L != 1 or model.loss is None:
         raise ValueError("noise_potential needs L = 1 and the model's loss callable")
@@ -107,7 +107,7 @@ def noise_potential(model):
     psyms = [sp.Symbol(str(k), real=True) for k in model.params]
     values = [float(v) for v in model.params.values()]
     G = g_array(1, K)
-    base = _call_loss(model.loss, G)
+    base = call_loss(model.loss, G)
     syms = [G[0, 0, k] for k in range(K)]
     ders = [sp.diff(base, s) for s in syms]
     tr = sorted(model.trainable)
@@ -311,7 +311,7 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
     ``q_kk``: ``Tr(N^2 S N^2 S)/d`` with ``N^2 = c^2 - 2 c eta A + eta^2 A^2``, so its
     ``eta^2`` term is ``c^2 (2 E Tr(A^2 S^2) + 4 E Tr(ASAS))/d``.
     """
-    eta, B = _check_eta_batch(eta, batch)
+    eta, B = check_eta_batch(eta, batch)
     k, S = _one_student(model, W)
     K = model.K
     d = S[0].shape[0]
@@ -327,7 +327,7 @@ def one_step_prediction(model, W, *, eta, batch, exact: bool = True) -> dict:
         m = float(np.trace(Abar @ X @ Abar @ Y))
         return m + (F(X, Y) - m) / B
 
-    keys, names = _obs_keys(K, k)
+    keys, names = obs_keys(K, k)
     flow, noise = [], []
     SA = Sk @ Abar
     ES1 = c * c * Sk - c * eta * (Abar @ Sk + SA)  # E[S'] without the eta^2 term
@@ -427,7 +427,7 @@ def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
     memory about ``chunk * B * d * 8 * 4`` bytes. Needs a loss of degree <= 2 in
     ``G`` (the per-sample ``l_k`` is computed from ``(H, b)``).
     """
-    eta, B = _check_eta_batch(eta, batch)
+    eta, B = check_eta_batch(eta, batch)
     if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)) \
             or n_batches < 2:
         raise ValueError(f"n_batches must be an int >= 2, got {n_batches!r}")
@@ -449,7 +449,7 @@ def one_step_empirical(model, W, *, eta, batch, n_batches: int, seed=None,
     trS, trS2 = float(np.trace(Sk)), float(np.trace(Sk @ Sk))
     trM = sum(H[k, l] * np.trace(S[l]) for l in range(K))
     Scat = np.ascontiguousarray(np.hstack([S[l] for l in range(K)]))  # d x (K d)
-    keys, names = _obs_keys(K, k)
+    keys, names = obs_keys(K, k)
     n_obs = len(keys)
     acc = BatchMeans(n_obs, 5)
     trSSl = {l: float(np.trace(Sk @ S[l])) for l in others}

@@ -15,7 +15,7 @@ from attndyn.numeric.attention.base import check_model, Hierarchy, HierarchyCorr
 from attndyn.numeric.attention.corrections import quadratic_loss
 from attndyn.numeric.attention.tied.finite_width import finite_width_flow, finite_width_taylor
 from attndyn.numeric.attention.tied.hierarchy import NOT_CONVERGED
-from attndyn.numeric.attention.tied.noise import (_check_eta_batch, _obs_keys, noise_potential,
+from attndyn.numeric.attention.tied.noise import (check_eta_batch, obs_keys, noise_potential,
                                                   noise_terms, noise_text)
 from attndyn.numeric.attention.tied.runner import theory_rows
 
@@ -47,7 +47,7 @@ def _noise_flow_setup(model, matrices, t_eval, eta, batch, correction, refine):
     from types import SimpleNamespace
 
     from attndyn.numeric.core.validate import check_t_eval
-    eta, B = _check_eta_batch(eta, batch)
+    eta, B = check_eta_batch(eta, batch)
     model = check_model(model)
     if model.sgd_form != "factors" or len(model.trainable) != 1:
         raise ValueError("correction='noise' is implemented for tied models with one trainable "
@@ -325,7 +325,7 @@ def _noise_flow_rows(ns, Ss, out_Y, fluct):
     tf = np.array([np.trace(S) / d for S in Ss])
     qkk = np.array([np.sum(S * S) / d for S in Ss])
     qkl = {l: np.array([np.sum(S * ns.Sl[l]) / d for S in Ss]) for l in ns.others}
-    keys, names = _obs_keys(ns.K, k)
+    keys, names = obs_keys(ns.K, k)
     rows_f, rows_c = [], []
     for key in keys:
         if key[0] == "t":
@@ -624,9 +624,9 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
     from attndyn.kernels.rhs import rhs_into
 
     from attndyn.numeric.core.results import IntegrationError, Trajectory, TruncationNotConverged
-    from attndyn.numeric.core.validate import _check_pos_float, check_t_eval
+    from attndyn.numeric.core.validate import check_pos_float, check_t_eval
     from attndyn.numeric.attention.odesolve import solve_flow
-    eta, B = _check_eta_batch(eta, batch)
+    eta, B = check_eta_batch(eta, batch)
     h = hierarchy
     if not isinstance(h, Hierarchy) or h.model.sgd_form != "factors":
         raise TypeError("noise_hierarchy needs a tied hierarchy (TiedModel.hierarchy(order)); "
@@ -635,7 +635,7 @@ def noise_hierarchy(hierarchy, mu0, t_eval, *, eta, batch, d=None, rtol: float =
     if model.L != 1:
         raise ValueError(f"correction='noise' in the hierarchy needs L = 1, got L = {model.L}")
     t_eval = check_t_eval(t_eval)
-    conv_tol = _check_pos_float(conv_tol, "conv_tol")
+    conv_tol = check_pos_float(conv_tol, "conv_tol")
     if check not in (None, "auto"):
         raise ValueError(f"check must be None or 'auto' with correction='noise', got {check!r}")
     d = _hierarchy_width(model, mu0, d)

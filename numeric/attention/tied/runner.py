@@ -13,7 +13,7 @@ from attndyn.symbolic.words import canonical_words
 __all__ = ["tied_observable_names", "theory_rows"]
 
 
-def _check_factor_list(model, init, name="init") -> list:
+def check_factor_list(model, init, name="init") -> list:
     """Tied factors ``W_k``: real ``d x d_k`` arrays with a common ``d >= 2``."""
     try:
         mats = [real_array(w, f"{name}[{k}]") for k, w in enumerate(init)]
@@ -62,7 +62,7 @@ def _tied_derived(K, words, vals):
     return np.concatenate([vals, p])
 
 
-class _TiedRunner(SGDRunner):
+class TiedRunner(SGDRunner):
     """Factors side by side in one array ``W`` (trainable slots first) for
     :func:`attndyn.kernels.sgd.tied_steps`."""
 

@@ -63,16 +63,16 @@ if TYPE_CHECKING:
     from attndyn.numeric.attention.base import AttentionModel, TiedModelLike
     from attndyn.numeric.core.types import ArrayLike, RngLike
     from attndyn.symbolic.initial import FreeInit
-from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
+from attndyn.numeric.core.validate import check_pos_float, check_t_eval, resolve_seed
 from attndyn.numeric.attention.limitcore import SpectralDensity as _SharedSpectralDensity
-from attndyn.numeric.attention.limitcore import (_check_int, _mp_cdf_theta, _mp_theta_weight,
-                                                 _seed_rec, _spectral_result,
+from attndyn.numeric.attention.limitcore import (check_int, mp_cdf_theta, mp_theta_weight,
+                                                 seed_rec, spectral_result,
                                                  check_quantile_args, check_sizes,
                                                  equivalent_quantiles, ks_distance, mp_edges,
                                                  quantile_cdf_error, quantile_levels,
                                                  spectrum_quantiles)
-from attndyn.numeric.attention.tied.limit import (_check_law, _law_record, _node_values,
-                                                  _random_letters, deterministic_equivalents,
+from attndyn.numeric.attention.tied.limit import (check_law, law_record, node_values,
+                                                  random_letters, deterministic_equivalents,
                                                   is_commuting, per_node_values)
 
 __all__ = ["spectral_density", "tied_spectral_density", "SpectralDensity", "ks_distance",
@@ -135,7 +135,7 @@ def _tracer_values(model: TiedModelLike, law: FreeInit, wl: int, letter: int, t_
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, str]:
     """The per-node map ``x -> lambda_letter(t, x)`` on zero-weight tracers: ``(theta, ts, V,
     status, message)``, ``V`` rows the lower edge, the tracers, the upper edge and ``x = 0``."""
-    lam_q, w_q = _node_values(law, panels, per_panel)
+    lam_q, w_q = node_values(law, panels, per_panel)
     # tracers: zero weight, uniform in theta (excluding the end points, where the weight
     # vanishes), plus the two edges and the atom's location x = 0
     theta = math.pi * (np.arange(tracers) + 0.5) / tracers
@@ -153,7 +153,7 @@ def _tracer_splines(theta: np.ndarray, y_tr: np.ndarray, sigma: float, aspect: f
                     ) -> tuple[np.ndarray, list[Any]]:
     """Per output time: whether the tracer map is monotone, and its cubic spline in theta."""
     n_t = y_tr.shape[1]
-    wth = _mp_theta_weight(theta, sigma, aspect)
+    wth = mp_theta_weight(theta, sigma, aspect)
     monotone = np.zeros(n_t, dtype=bool)
     dens_tr = np.full((theta.size, n_t), np.nan)
     from scipy.interpolate import CubicSpline  # here: scipy is heavy at start-up
@@ -174,9 +174,9 @@ def _laws_on_grid(grid: np.ndarray, theta: np.ndarray, y_tr: np.ndarray, y_atom:
     ``(dens, cdf, tracer_y, tracer_cdf)``."""
     tracers, n_t = y_tr.shape
     total_c = min(1.0, aspect)                      # mass of the continuous part
-    Fc = _mp_cdf_theta(theta, sigma, aspect)         # continuous mass below x(theta)
+    Fc = mp_cdf_theta(theta, sigma, aspect)         # continuous mass below x(theta)
     edges_th = math.pi * np.arange(tracers + 1) / tracers
-    cell = np.diff(_mp_cdf_theta(edges_th, sigma, aspect))   # continuous mass per tracer cell
+    cell = np.diff(mp_cdf_theta(edges_th, sigma, aspect))   # continuous mass per tracer cell
     dens = np.full((grid.size, n_t), np.nan)
     cdf = np.empty((grid.size, n_t))
     tracer_cdf = np.empty((tracers, n_t))
@@ -191,9 +191,9 @@ def _laws_on_grid(grid: np.ndarray, theta: np.ndarray, y_tr: np.ndarray, y_atom:
             inside = (grid >= ys[0]) & (grid <= ys[-1])
             th = _invert(splines[j], theta[s], ys, grid[inside])
             dens[:, j] = 0.0
-            dens[inside, j] = (_mp_theta_weight(th, sigma, aspect)
+            dens[inside, j] = (mp_theta_weight(th, sigma, aspect)
                                / np.abs(splines[j](th, 1)))
-            Fg = _mp_cdf_theta(th, sigma, aspect)
+            Fg = mp_cdf_theta(th, sigma, aspect)
         else:  # the CDF from the tracers' cells alone
             Fs = np.cumsum(cell[s]) - cell[s] / 2
         tracer_y[:, j], tracer_cdf[:, j] = ys, Fs
@@ -208,8 +208,8 @@ def _spectral_args(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, lette
                    tracers: int, n_grid: int) -> tuple[np.ndarray, FreeInit, int, int, int, int]:
     """The validated arguments of :func:`spectral_density` and the Wishart letter ``wl``."""
     t_eval = check_t_eval(t_eval)
-    law = _check_law(model, law)
-    rl = _random_letters(law)
+    law = check_law(model, law)
+    rl = random_letters(law)
     if not rl:
         raise ValueError("the law has no Wishart letter: every S_k(t) is a multiple of the "
                          "identity (a point mass), with no density")
@@ -217,9 +217,9 @@ def _spectral_args(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, lette
     tr = list(model.trainable)
     if letter is None:
         letter = wl if wl in tr else tr[0]
-    letter = _check_int(letter, "letter", 0, model.K - 1)
-    tracers = _check_int(tracers, "tracers", 101, 20001)
-    n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
+    letter = check_int(letter, "letter", 0, model.K - 1)
+    tracers = check_int(tracers, "tracers", 101, 20001)
+    n_grid = check_int(n_grid, "n_grid", 2, 100_000)
     return t_eval, law, wl, letter, tracers, n_grid
 
 
@@ -335,11 +335,11 @@ def tied_spectral_density(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike
     >>> rho.status, rho.params["method"]
     (0, 'equivalents')
     """
-    if not is_commuting(_check_law(model, law)):
+    if not is_commuting(check_law(model, law)):
         return _free_spectral(model, law, t_eval, letter, grid, n_grid, sizes, rotations,
                               levels, seed, extrapolation, rtol, atol, blowup, max_dim)
-    rtol = 1e-12 if rtol is None else _check_pos_float(rtol, "rtol")
-    atol = 1e-14 if atol is None else _check_pos_float(atol, "atol")
+    rtol = 1e-12 if rtol is None else check_pos_float(rtol, "rtol")
+    atol = 1e-14 if atol is None else check_pos_float(atol, "atol")
     t_eval, law, wl, letter, tracers, n_grid = _spectral_args(model, law, t_eval, letter,
                                                               tracers, n_grid)
 
@@ -364,7 +364,7 @@ def tied_spectral_density(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike
         message = (f"success: exact commuting-case eigenvalue law of S_{letter + 1}(t) "
                    f"({tracers} tracer nodes, {panels}x{per_panel} quadrature nodes)")
     params = model.params_dict()
-    params.update({"method": "commuting", "law": _law_record(law), "letter": int(letter),
+    params.update({"method": "commuting", "law": law_record(law), "letter": int(letter),
                    "continuous_mass": total_c,
                    "tracers": int(tracers), "rtol": rtol, "atol": atol, "panels": panels,
                    "per_panel": per_panel})
@@ -387,11 +387,11 @@ def _free_args(model: TiedModelLike, law: FreeInit, letter: int | None, n_grid: 
     """The validated free-case arguments (one-line errors naming each)."""
     tr = list(model.trainable)
     if letter is None:
-        letter = tr[0] if tr else _random_letters(law)[0]
-    letter = _check_int(letter, "letter", 0, model.K - 1)
-    n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
+        letter = tr[0] if tr else random_letters(law)[0]
+    letter = check_int(letter, "letter", 0, model.K - 1)
+    n_grid = check_int(n_grid, "n_grid", 2, 100_000)
     sizes = check_sizes(sizes)
-    max_dim = _check_int(max_dim, "max_dim", 2)
+    max_dim = check_int(max_dim, "max_dim", 2)
     if sizes[-1] > max_dim:  # the work bound first
         raise ValueError(f"sizes: d = {sizes[-1]} exceeds max_dim = {max_dim} (a d x d flow "
                          f"needs about {16 * sizes[-1] ** 2 * 14 / 2**30:.1f} GiB)")
@@ -405,7 +405,7 @@ def _flow_spectra(model: TiedModelLike, mats: list[np.ndarray], t_eval: np.ndarr
     """The ascending eigenvalues of ``S_letter(t)`` at every output time along the tied
     matrix flow from ``mats`` (its fast form; the eigenvalues need no rotation back), or
     the failure message."""
-    from attndyn.numeric.attention.odesolve import _deadline, solve_flow, TimeLimitReached
+    from attndyn.numeric.attention.odesolve import deadline, solve_flow, TimeLimitReached
     from attndyn.numeric.attention.tied.flow import tied_fast_system
     rhs, y0, full, _ = tied_fast_system(model, mats)
     if y0.size == 0 or t_eval[-1] == 0.0:
@@ -413,7 +413,7 @@ def _flow_spectra(model: TiedModelLike, mats: list[np.ndarray], t_eval: np.ndarr
     sol = solve_flow(rhs, y0, t_eval, rtol=rtol, atol=atol, blowup=blowup,
                      what="tied matrix flow")
     if sol.status == -4:  # the enclosing time_budget is spent
-        raise TimeLimitReached(_deadline()[1])
+        raise TimeLimitReached(deadline()[1])
     if sol.status != 0 or sol.t.size != t_eval.size:
         return sol.message
     return [np.linalg.eigvalsh(full(sol.y[:, n], False)[letter]) for n in range(t_eval.size)]
@@ -494,13 +494,13 @@ def _free_spectral(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, lette
     out, msg = _equivalents_spectra(model, law, t_eval, letter, sizes, rotations, seed, p,
                                     rtol, atol, blowup)
     params = model.params_dict()
-    params.update({"method": "equivalents", "law": _law_record(law), "letter": int(letter),
+    params.update({"method": "equivalents", "law": law_record(law), "letter": int(letter),
                    "continuous_mass": 1.0, "sizes": sizes, "rotations": rotations,
                    "levels": levels, "extrapolation": extrapolation, "rtol": rtol,
                    "atol": atol})
     diag: dict[str, Any] = {}
     if out is None:
-        return _spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
+        return spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
                                 f"spectral density failed: {msg}", params, diag,
                                 cls=SpectralDensity)
     means, ses, traces = out
@@ -515,8 +515,8 @@ def _free_spectral(model: TiedModelLike, law: FreeInit, t_eval: ArrayLike, lette
     message = (f"success: d -> infinity eigenvalue law of S_{letter + 1}(t) (free law) from "
                f"{how} ({rotations} rotation(s) each), largest quantile error "
                f"{float(err[1:-1].max()):.2g}")
-    res = _spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
-                           _seed_rec(seed), cls=SpectralDensity)
+    res = spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
+                           seed_rec(seed), cls=SpectralDensity)
     res.diagnostics["cdf_error"] = quantile_cdf_error(res, Qm, err)
     res.diagnostics["mass"], res.diagnostics["mass_error"] = _density_mass(res, levels)
     return res

@@ -175,11 +175,11 @@ class TiedTheory(Theory):
     def limit_flow(self, law, t_eval, *args, **options):
         """The ``d -> infinity`` limit of the tied hierarchy from a law (issue 9), the
         potential on its trajectory route (:meth:`tracked`, box around the law's ``q``)."""
-        from attndyn.numeric.attention.tied.limit import _check_law, tied_limit_flow  # scipy: lazily
+        from attndyn.numeric.attention.tied.limit import check_law, tied_limit_flow  # scipy: lazily
         K = self.model.K
 
         def q0():
-            vals = _check_law(self.model, law)([(k, l) for k in range(K) for l in range(K)])
+            vals = check_law(self.model, law)([(k, l) for k in range(K) for l in range(K)])
             return np.array(vals, dtype=float).reshape(K, K)
         return self.tracked(q0, lambda: tied_limit_flow(self.model, law, t_eval, *args, **options))
 

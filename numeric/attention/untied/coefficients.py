@@ -26,10 +26,10 @@ ROOT_FAILED = -5
 
 
 # header of the coefficient function's parameter vector
-_H_K, _H_TOL, _H_MAXIT, _H_FAIL, _H_NONCONVEX, _H_ITERS, _H_CALLS = 0, 1, 2, 3, 4, 5, 6
+_H_K, _H_TOL, _H_MAXIT, H_FAIL, H_NONCONVEX, H_ITERS, _H_CALLS = 0, 1, 2, 3, 4, 5, 6
 
 
-_HEAD = 8
+HEAD = 8
 
 
 class RootError(ValueError):
@@ -109,13 +109,13 @@ def _make_coefficient_function(potfn):
         tol = p[1]
         maxit = int(p[2])
         p[6] += 1.0
-        m = p[_HEAD + K:_HEAD + 2 * K]
-        pp = p[_HEAD + 2 * K:]
+        m = p[HEAD + K:HEAD + 2 * K]
+        pp = p[HEAD + 2 * K:]
         xin = np.empty(K + 2 * KK)
         for i in range(2 * KK):
             xin[K + i] = x[2 * K + i]
         pout = np.empty(K + 3 * KK)
-        idx, nt = _trainable_index(p[_HEAD:_HEAD + K], K)
+        idx, nt = _trainable_index(p[HEAD:HEAD + K], K)
         H = np.empty((nt, nt))
         g = np.empty(nt)
         ok = False
@@ -225,7 +225,7 @@ def _write_coefficients(x, p, pout, idx, nt, K, KK, H, out):
         out[k] = -psi / den
 
 
-def _kernel_prepare(structure, consts):
+def kernel_prepare(structure, consts):
     """The structure in the form the generic kernels take, built once per hierarchy.
 
     Current kernels (:mod:`attndyn.kernels.rhs`) take a *fused* system (slot table of
@@ -250,7 +250,7 @@ def _kernel_prepare(structure, consts):
     return base
 
 
-def _kernel_system(prepared, gfun, gparams):
+def kernel_system(prepared, gfun, gparams):
     """One run's system: the prepared structure with the coefficient function and its
     (mutable) parameter vector."""
     from attndyn.kernels import rhs as _rhs
@@ -260,13 +260,13 @@ def _kernel_system(prepared, gfun, gparams):
     return s
 
 
-def _kernel_rhs(system, y):
+def kernel_rhs(system, y):
     """``F(y)`` of the sparse bilinear hierarchy through the generic RHS kernel."""
     from attndyn.kernels.rhs import rhs_into
     return rhs_into(system, np.ascontiguousarray(y, dtype=np.float64))
 
 
-def _kernel_integrate(system, y0, t_eval, rtol, atol, max_steps, blowup, h_max):
+def kernel_integrate(system, y0, t_eval, rtol, atol, max_steps, blowup, h_max):
     """Run the generic Dormand-Prince kernel as ``TiedHierarchy._run`` does."""
     from attndyn.kernels import integrate as _int
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
@@ -284,7 +284,7 @@ def _kernel_integrate(system, y0, t_eval, rtol, atol, max_steps, blowup, h_max):
     return ys, info, tinfo
 
 
-def _status_message(status, t, steps, blowup):
+def rk_status_message(status, t, steps, blowup):
     from attndyn.kernels.integrate import status_message
     return status_message(status, t, steps, blowup)
 
@@ -356,7 +356,7 @@ class UntiedCoefficients:
         K = self.K
         mask = np.zeros(K)
         mask[list(self.trainable)] = 1.0
-        head = np.zeros(_HEAD)
+        head = np.zeros(HEAD)
         head[_H_K], head[_H_TOL], head[_H_MAXIT] = K, tol, maxit
         return np.ascontiguousarray(np.concatenate([head, mask, np.asarray(m, float).reshape(K),
                                                     self.potential_parameters]))
@@ -385,7 +385,7 @@ class SlowState:
         return float(self.mu[self.words.index(c)])
 
 
-def _letter_mats(pairs):
+def letter_mats(pairs):
     mats, Ms = [], []
     for U, V in pairs:
         Mk = U @ V.T
@@ -394,7 +394,7 @@ def _letter_mats(pairs):
     return mats, Ms
 
 
-def _order_parameters(pairs):
+def pair_order_parameters(pairs):
     d = pairs[0][0].shape[0]
     K = len(pairs)
     Ms = [U @ V.T for U, V in pairs]
@@ -406,7 +406,7 @@ def _order_parameters(pairs):
     return m, tA, tB, q1, q2
 
 
-def _low_from_words(K, words, mu):
+def low_from_words(K, words, mu):
     """``tA, tB, q1, q2`` read from moments (NaN where absent)."""
     alph = su.untied_alphabet(K)
     look = {w: i for i, w in enumerate(words)}
@@ -421,10 +421,10 @@ def _low_from_words(K, words, mu):
     return tA, tB, q1, q2
 
 
-def _as_state(model, obj, words=None):
+def as_state(model, obj, words=None):
     """Pairs, a :class:`SlowState` or a dict ``{m, tA, tB, q1, q2}`` -> (m0, tA, tB, q1, q2, d)."""
     if isinstance(obj, SlowState):
-        tA, tB, q1, q2 = _low_from_words(model.K, obj.words, obj.mu)
+        tA, tB, q1, q2 = low_from_words(model.K, obj.words, obj.mu)
         return np.array(obj.m0, float), tA, tB, q1, q2, obj.d
     if isinstance(obj, dict):
         K = model.K
@@ -444,7 +444,7 @@ def _as_state(model, obj, words=None):
                 raise ValueError(f"state {nm} must be finite")
         return m, tA, tB, q1, q2, obj.get("d")
     pairs = model.check_factors(obj, "pairs")
-    m, tA, tB, q1, q2 = _order_parameters(pairs)
+    m, tA, tB, q1, q2 = pair_order_parameters(pairs)
     return m, tA, tB, q1, q2, pairs[0][0].shape[0]
 
 
@@ -459,7 +459,7 @@ class UntiedTrajectory(Trajectory):
         return self.observable("m", int(k))
 
 
-def _obs(name, *idx):
+def obs(name, *idx):
     return obs_key(name, *idx)
 
 

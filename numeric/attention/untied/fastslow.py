@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from attndyn.kernels.moments import word_traces
-from attndyn.numeric.attention.untied.coefficients import (_as_state, _letter_mats, _low_from_words,
-                                                           _obs, _order_parameters, ROOT_FAILED,
+from attndyn.numeric.attention.untied.coefficients import (as_state, letter_mats, low_from_words,
+                                                           obs, pair_order_parameters, ROOT_FAILED,
                                                            RootError, SlowState, coefficients,
                                                            UntiedTrajectory)
 from attndyn.numeric.core.results import IntegrationError
-from attndyn.numeric.core.validate import _check_pos_float, check_t_eval
+from attndyn.numeric.core.validate import check_pos_float, check_t_eval
 from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
 
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from attndyn.numeric.core.results import Trajectory
     from attndyn.numeric.core.types import ArrayLike
 
-# one pair (U_k, V_k); the products M^(r)_l V_k, M^(r)_l U_k of trainable k (_products);
+# one pair (U_k, V_k); the products M^(r)_l V_k, M^(r)_l U_k of trainable k (products);
 # the gradients of the potential by name (UntiedCoefficients.gradients)
 _Pair = tuple[np.ndarray, np.ndarray]
 _Prods = dict[int, list[tuple[_Pair, _Pair]]]
@@ -125,7 +125,7 @@ def fast_flow(model: UntiedModelLike, init: Any, t_eval: ArrayLike, *, rtol: flo
     """
     from scipy.integrate import solve_ivp
     th = coefficients(model)
-    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    m0, tA, tB, q1, q2, d = as_state(model, init)
     t_eval = check_t_eval(t_eval)
     tr = list(model.trainable)
     f = _fast_rhs(th, tA, tB, q1, q2, m0, tr)
@@ -154,7 +154,7 @@ def fast_flow(model: UntiedModelLike, init: Any, t_eval: ArrayLike, *, rtol: flo
     params = model.params_dict()
     params.update({"time": "t = eta * n (fast)", "rtol": rtol, "atol": atol, "d": d})
     res = UntiedTrajectory(t=np.asarray(ts, float), y=rows,
-                           names=[_obs("m", k) for k in range(K)] + [_obs("grad_m", k) for k in range(K)],
+                           names=[obs("m", k) for k in range(K)] + [obs("grad_m", k) for k in range(K)],
                            kind="untied_fast_flow", params=params, status=status, message=message,
                            diagnostics={"tA": tA.tolist(), "tB": tB.tolist(), "q1": q1.tolist(),
                                         "q2": q2.tolist()}, inv=su.untied_alphabet(K).inv)
@@ -188,7 +188,7 @@ class CriticalMean:
         return self.status == 0
 
 
-def _newton(th: UntiedCoefficients, m: ArrayLike, q1: np.ndarray, q2: np.ndarray,
+def newton(th: UntiedCoefficients, m: ArrayLike, q1: np.ndarray, q2: np.ndarray,
             tr: list[int], tol: float = 1e-12, maxit: int = 50
             ) -> tuple[np.ndarray, bool, int, float]:
     m = np.array(m, float)
@@ -244,9 +244,9 @@ def critical_mean(model: UntiedModelLike, init: Any, *, t_max: float = 1e4, eq_t
     ``m(0)``), does not settle by ``t_max`` (-2), or Newton does not converge (-1).
     """
     th = coefficients(model)
-    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    m0, tA, tB, q1, q2, d = as_state(model, init)
     tr = list(model.trainable)
-    t_max = _check_pos_float(t_max, "t_max")
+    t_max = check_pos_float(t_max, "t_max")
     D = tA + tB
     if np.any(D[tr] <= 0):
         raise ValueError("tA_k + tB_k must be > 0 for every trainable k (Assumption 4.4)")
@@ -274,7 +274,7 @@ def critical_mean(model: UntiedModelLike, init: Any, *, t_max: float = 1e4, eq_t
         if m_end is None:
             assert why is not None  # a failed settle says why
             return fail(*why)
-    m_star, ok, iters, res = _newton(th, m_end, q1, q2, tr, tol=newton_tol)
+    m_star, ok, iters, res = newton(th, m_end, q1, q2, tr, tol=newton_tol)
     diag.update({"newton_iterations": iters, "residual": res})
     if not ok:
         return fail(-1, f"Newton's method on the m-Hessian did not converge from the fast "
@@ -399,13 +399,13 @@ def psi_beta(model: UntiedModelLike, init: Any, m_star: ArrayLike | None = None
     else:
         pairs = model.check_factors(init, "pairs")
         words = [w for w in su.untied_words(K, 2)]
-        mats, _ = _letter_mats(pairs)
+        mats, _ = letter_mats(pairs)
         mu = word_traces(mats, words)
-    st = SlowState(words=words, mu=mu, m0=_as_state(model, init)[0])
+    st = SlowState(words=words, mu=mu, m0=as_state(model, init)[0])
     if m_star is None:
         cm = critical_mean(model, st, warn=False, raise_on_failure=True)
         m_star = cm.m
-    tA, tB, q1, q2 = _low_from_words(K, words, mu)
+    tA, tB, q1, q2 = low_from_words(K, words, mu)
     g = th.gradients(m_star, q1, q2)
     alph = su.untied_alphabet(K)
     look = {w: i for i, w in enumerate(words)}
@@ -414,7 +414,7 @@ def psi_beta(model: UntiedModelLike, init: Any, m_star: ArrayLike | None = None
         s = 0.0
         for l in range(K):
             for r, a in ((1, g["a1"]), (2, g["a2"])):
-                Mr = su._mr(l, r)
+                Mr = su.mr(l, r)
                 s += a[k, l] * (mu[look[canonical((Mr, 4 * k + su.B), alph)]]
                                 + mu[look[canonical((4 * k + su.A, Mr), alph)]])
         psi[k] = 2.0 * s
@@ -430,7 +430,7 @@ def psi_beta(model: UntiedModelLike, init: Any, m_star: ArrayLike | None = None
 # ---------------------------------------------------------------------------
 # finite-d matrix flow
 
-def _flow_terms(th: UntiedCoefficients, pairs: Sequence[_Pair], tr: list[int],
+def flow_terms(th: UntiedCoefficients, pairs: Sequence[_Pair], tr: list[int],
                 fixed_M: dict[int, np.ndarray] | None = None
                 ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """``M_k`` (the fixed ones from ``fixed_M``), the means and the overlaps."""
@@ -444,7 +444,7 @@ def _flow_terms(th: UntiedCoefficients, pairs: Sequence[_Pair], tr: list[int],
     return Ms, m, q1, q2
 
 
-def _products(pairs: Sequence[_Pair], Ms: list[np.ndarray], tr: list[int]) -> _Prods:
+def products(pairs: Sequence[_Pair], Ms: list[np.ndarray], tr: list[int]) -> _Prods:
     """``M^(r)_l V_k`` and ``M^(r)_l U_k`` for trainable ``k`` (r = 1: M_l, r = 2: M_l^T)."""
     out: _Prods = {}
     for k in tr:
@@ -453,7 +453,7 @@ def _products(pairs: Sequence[_Pair], Ms: list[np.ndarray], tr: list[int]) -> _P
     return out
 
 
-def _velocity(pairs: Sequence[_Pair], prods: _Prods, g: _Grads, tr: list[int],
+def velocity(pairs: Sequence[_Pair], prods: _Prods, g: _Grads, tr: list[int],
               coef_m: np.ndarray, scale_p: float, gamma_s: float) -> list[_Pair]:
     """``dU_k = -c_k V_k - s (P_k V_k) - gamma_s U_k``, ``dV_k = -c_k U_k - s (P_k^T U_k) - gamma_s V_k``."""
     out = []
@@ -502,11 +502,11 @@ def slaved_velocity(model: UntiedModelLike, pairs: Sequence[_Pair], m_star: Arra
     th = coefficients(model)
     tr = list(model.trainable)
     d = pairs[0][0].shape[0]
-    Ms, _, q1, q2 = _flow_terms(th, pairs, tr)
+    Ms, _, q1, q2 = flow_terms(th, pairs, tr)
     g = th.gradients(m_star, q1, q2)
-    prods = _products(pairs, Ms, tr)
+    prods = products(pairs, Ms, tr)
     beta = _beta_finite(g, pairs, prods, tr, model.K, d)
-    return _velocity(pairs, prods, g, tr, beta, 2.0, model.weight_decay)
+    return velocity(pairs, prods, g, tr, beta, 2.0, model.weight_decay)
 
 
 def untied_flow(model: UntiedModelLike, pairs: Sequence[Any], t_eval: ArrayLike,
@@ -568,7 +568,7 @@ def untied_flow(model: UntiedModelLike, pairs: Sequence[Any], t_eval: ArrayLike,
                             f"root search failed: {cm0.message}", {"root": cm0.label})
     packer = _Packer(pairs, tr)
     warm = {"m": cm0.m.copy() if cm0.success else None, "fail": False}
-    rhs = _flow_rhs(th, model, pairs, packer, mode, warm, newton_tol)
+    rhs = flow_rhs(th, model, pairs, packer, mode, warm, newton_tol)
     y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
     ts, Ys, status, message = _integrate_flow(rhs, y0, t_eval, mode, method, rtol, atol, blowup,
                                               warm)
@@ -606,7 +606,7 @@ class _Packer:
         return np.concatenate([np.concatenate([dU.ravel(), dV.ravel()]) for dU, dV in vel])
 
 
-def _flow_rhs(th: UntiedCoefficients, model: UntiedModelLike, pairs: Sequence[_Pair],
+def flow_rhs(th: UntiedCoefficients, model: UntiedModelLike, pairs: Sequence[_Pair],
               packer: _Packer, mode: str, warm: dict[str, Any], newton_tol: float) -> _Rhs:
     """The right-hand side of the full flow (fast time) or the slaved flow (slow time);
     the slaved one follows ``m*(q)`` by Newton from ``warm["m"]`` (a failure sets
@@ -617,23 +617,23 @@ def _flow_rhs(th: UntiedCoefficients, model: UntiedModelLike, pairs: Sequence[_P
 
     def rhs_full(t: float, y: np.ndarray) -> np.ndarray:
         cur = packer.unpack(y)
-        Ms, m, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
+        Ms, m, q1, q2 = flow_terms(th, cur, tr, fixed_M)
         g = th.gradients(m, q1, q2)
-        return packer.pack(_velocity(cur, _products(cur, Ms, tr), g, tr,
+        return packer.pack(velocity(cur, products(cur, Ms, tr), g, tr,
                                      g["grad_m"] / math.sqrt(d), 2.0 / d, gamma / d))
 
     def rhs_slaved(t: float, y: np.ndarray) -> np.ndarray:
         cur = packer.unpack(y)
-        Ms, _, q1, q2 = _flow_terms(th, cur, tr, fixed_M)
-        m, ok, _, _ = _newton(th, warm["m"], q1, q2, tr, tol=newton_tol)
+        Ms, _, q1, q2 = flow_terms(th, cur, tr, fixed_M)
+        m, ok, _, _ = newton(th, warm["m"], q1, q2, tr, tol=newton_tol)
         if not ok:
             warm["fail"] = True
             return np.full(y.size, np.nan)
         warm["m"] = m
         g = th.gradients(m, q1, q2)
-        prods = _products(cur, Ms, tr)
+        prods = products(cur, Ms, tr)
         beta = _beta_finite(g, cur, prods, tr, K, d)
-        return packer.pack(_velocity(cur, prods, g, tr, beta, 2.0, gamma))
+        return packer.pack(velocity(cur, prods, g, tr, beta, 2.0, gamma))
     return rhs_full if mode == "full" else rhs_slaved
 
 
@@ -681,9 +681,9 @@ def _means_and_handover(th: UntiedCoefficients, states: list[list[_Pair]], ts: n
     m_track = cm0.m.copy() if cm0.success else None
     gaps = []
     for cur in states:
-        _, m_fin, q1, q2 = _flow_terms(th, cur, tr)
+        _, m_fin, q1, q2 = flow_terms(th, cur, tr)
         if m_track is not None:
-            mm, ok, _, _ = _newton(th, m_track, q1, q2, tr, tol=newton_tol)
+            mm, ok, _, _ = newton(th, m_track, q1, q2, tr, tol=newton_tol)
             m_track = mm if ok else m_track
             gaps.append(float(np.abs(m_fin[tr] - mm[tr]).max()) if ok else np.nan)
         m_slaved.append(m_track.copy() if (mode == "slaved" and m_track is not None) else m_fin)
@@ -702,13 +702,13 @@ def _flow_result(model: UntiedModelLike, words: Sequence[Sequence[int]], ts: np.
     K = model.K
     rows = []
     for cur, m in zip(states, means):
-        mats, _ = _letter_mats(cur)
-        _, tA, tB, q1, q2 = _order_parameters(cur)
+        mats, _ = letter_mats(cur)
+        _, tA, tB, q1, q2 = pair_order_parameters(cur)
         rows.append(np.concatenate([word_traces(mats, words), m, tA, tB, q1.ravel(), q2.ravel()]))
-    names = ([su.word_name(w, K) for w in words] + [_obs("m", k) for k in range(K)]
-             + [_obs("tA", k) for k in range(K)] + [_obs("tB", k) for k in range(K)]
-             + [_obs("q1", k, l) for k in range(K) for l in range(K)]
-             + [_obs("q2", k, l) for k in range(K) for l in range(K)])
+    names = ([su.word_name(w, K) for w in words] + [obs("m", k) for k in range(K)]
+             + [obs("tA", k) for k in range(K)] + [obs("tB", k) for k in range(K)]
+             + [obs("q1", k, l) for k in range(K) for l in range(K)]
+             + [obs("q2", k, l) for k in range(K) for l in range(K)])
     Y = np.array(rows).T if rows else np.zeros((len(names), 0))
     params = model.params_dict()
     params.update({"d": d, "mode": mode,
@@ -746,7 +746,7 @@ def eq42_velocity(model: UntiedModelLike, init: Any, *, student: int = 0, teache
     ``g* = (a1_st, a2_st)`` at ``(m*, q(0))`` (convention of eq. 32, not the
     total derivative of eq. 48). Valid under Assumption 6 (free student and teacher)."""
     s, t = _check_st(model, student, teacher)
-    m0, tA, tB, q1, q2, _ = _as_state(model, init)
+    m0, tA, tB, q1, q2, _ = as_state(model, init)
     if m_star is None:
         m_star = critical_mean(model, init, warn=False, raise_on_failure=True).m
     g = coefficients(model).gradients(m_star, q1, q2)
@@ -791,10 +791,10 @@ def corollary4(model: UntiedModelLike, init: Any, *, student: int = 0, teacher: 
     With no ``d`` (a dict state without ``"d"``) ``tol = 1e-10``.
     """
     s, t = _check_st(model, student, teacher)
-    m0, tA, tB, q1, q2, d = _as_state(model, init)
+    m0, tA, tB, q1, q2, d = as_state(model, init)
     if tol is None:
         tol = c_d / d if d else 1e-10
-    tol = _check_pos_float(tol, "tol")
+    tol = check_pos_float(tol, "tol")
     th = coefficients(model)
     state = dict(m=m0, tA=tA, tB=tB, q1=q1, q2=q2)
     cm = critical_mean(model, state, warn=False)
@@ -853,14 +853,14 @@ def weak_recovery_time(result: Trajectory, c: float, *, student: int = 0, teache
     fast ``n = t / eta``; needs ``eta`` and, for slow time, ``d``)}``. Resolution
     is that of the output times.
     """
-    c = _check_pos_float(c, "c")
+    c = check_pos_float(c, "c")
     q1 = result.observable("q1", student, teacher)
     q2 = result.observable("q2", student, teacher)
     hit = np.flatnonzero(np.maximum(np.abs(q1), np.abs(q2)) >= c)
     tm = float(result.t[hit[0]]) if hit.size else None
     n = None
     if tm is not None and eta is not None:
-        eta = _check_pos_float(eta, "eta")
+        eta = check_pos_float(eta, "eta")
         slow = "tau" in str(result.params.get("time", "tau"))
         d: Any = result.params.get("d")
         if slow and d is None:

@@ -190,7 +190,7 @@ def untied_finite_width_flow(model, pairs, t_eval, mode: str = "slaved", *, fini
     warm = {"m": None, "fail": False}
     if mode == "slaved":
         warm["m"] = _slaved_start(model, pairs, c0, nmax, finite, tr)
-    rhs = _flow_rhs(pairs, tr, shape, size, c0, nmax, finite, mode, gam, d, warm)
+    rhs = flow_rhs(pairs, tr, shape, size, c0, nmax, finite, mode, gam, d, warm)
     y0 = np.concatenate([np.concatenate([pairs[k][0].ravel(), pairs[k][1].ravel()]) for k in tr])
     if t_eval[-1] > 0:
         ts, Ys, status, message = _solve_flow(rhs, y0, t_eval, mode, rtol, atol, method,
@@ -227,7 +227,7 @@ def _slaved_start(model, pairs, c0, nmax, finite, tr):
     return m_star
 
 
-def _flow_rhs(pairs, tr, shape, size, c0, nmax, finite, mode, gam, d, warm):
+def flow_rhs(pairs, tr, shape, size, c0, nmax, finite, mode, gam, d, warm):
     """The vector field of the flat state; in the slaved mode it tracks ``m*_d`` in ``warm``."""
     def rhs(t, y):
         cur = _unpack(pairs, tr, shape, size, y)

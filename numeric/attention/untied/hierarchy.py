@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from attndyn.numeric.attention.base import finite_word_traces, Hierarchy
-from attndyn.numeric.attention.untied.coefficients import (_H_FAIL, _H_ITERS, _H_NONCONVEX,
-                                                           _kernel_integrate, _kernel_prepare,
-                                                           _kernel_rhs, _kernel_system,
-                                                           _letter_mats, _low_from_words, _obs,
-                                                           _status_message, NOT_CONVERGED,
+from attndyn.numeric.attention.untied.coefficients import (H_FAIL, H_ITERS, H_NONCONVEX,
+                                                           kernel_integrate, kernel_prepare,
+                                                           kernel_rhs, kernel_system,
+                                                           letter_mats, low_from_words, obs,
+                                                           rk_status_message, NOT_CONVERGED,
                                                            ROOT_FAILED, RootError, SlowState,
                                                            coefficients, UntiedTrajectory)
-from attndyn.numeric.attention.untied.fastslow import _newton, critical_mean, CriticalMean
+from attndyn.numeric.attention.untied.fastslow import newton, critical_mean, CriticalMean
 from attndyn.numeric.core.results import IntegrationError, TruncationNotConverged
-from attndyn.numeric.core.validate import (_check_pos_float, check_finite_result, check_max_steps,
+from attndyn.numeric.core.validate import (check_pos_float, check_finite_result, check_max_steps,
                                            check_t_eval)
 from attndyn.symbolic import untied as su
 
@@ -78,7 +78,7 @@ class UntiedHierarchy(Hierarchy):
         ``.words`` (exact normalised traces) and the means ``m_k(0)``."""
         pairs = self.model.check_factors(pairs, "pairs")
         with np.errstate(over="ignore", invalid="ignore"):  # overflow: refused just below
-            mats, Ms = _letter_mats(pairs)
+            mats, Ms = letter_mats(pairs)
             m0 = np.array([np.trace(Mk) for Mk in Ms]) / math.sqrt(pairs[0][0].shape[0])
         d = pairs[0][0].shape[0]
         mu = finite_word_traces(mats, self.words, "U_k V_k^T")
@@ -113,13 +113,13 @@ class UntiedHierarchy(Hierarchy):
     # -- kernel --------------------------------------------------------------------------
     @cached_property
     def _prepared(self) -> SimpleNamespace:
-        prep: SimpleNamespace = _kernel_prepare(self.structure,
+        prep: SimpleNamespace = kernel_prepare(self.structure,
                                                 np.array([self.model.weight_decay]))
         return prep
 
     def _system(self, m_star: np.ndarray, tol: float = 1e-12, maxit: int = 50
                 ) -> SimpleNamespace:
-        sysm: SimpleNamespace = _kernel_system(
+        sysm: SimpleNamespace = kernel_system(
             self._prepared, self.theory.coefficient_function,
             self.theory.params_vector(m_star, tol=tol, maxit=maxit))
         return sysm
@@ -136,8 +136,8 @@ class UntiedHierarchy(Hierarchy):
         if not cm.success:
             raise RootError(cm.message)
         sysm = self._system(cm.m)
-        dy: np.ndarray = _kernel_rhs(sysm, st.mu)
-        if sysm.gparams[_H_FAIL] > 0 or not np.all(np.isfinite(dy)):
+        dy: np.ndarray = kernel_rhs(sysm, st.mu)
+        if sysm.gparams[H_FAIL] > 0 or not np.all(np.isfinite(dy)):
             raise RootError("the compiled Newton solve for m*(q) failed at this state")
         return dy
 
@@ -160,11 +160,11 @@ class UntiedHierarchy(Hierarchy):
         Result rows: every word (``mu_M1_Mt2``...), then ``m_k``, ``tA_k``,
         ``tB_k`` (trainable ``k``), ``q1_kl``, ``q2_kl``.
         """
-        rtol = _check_pos_float(rtol, "rtol")
-        atol = _check_pos_float(atol, "atol")
-        blowup = _check_pos_float(blowup, "blowup")
-        conv_tol = _check_pos_float(conv_tol, "conv_tol")
-        h_max = _check_pos_float(h_max, "h_max") if np.isfinite(h_max) else np.inf
+        rtol = check_pos_float(rtol, "rtol")
+        atol = check_pos_float(atol, "atol")
+        blowup = check_pos_float(blowup, "blowup")
+        conv_tol = check_pos_float(conv_tol, "conv_tol")
+        h_max = check_pos_float(h_max, "h_max") if np.isfinite(h_max) else np.inf
         max_steps = check_max_steps(max_steps)
         tau_eval = check_t_eval(tau_eval, "tau_eval")
         st = self.initial_state(init)
@@ -186,11 +186,11 @@ class UntiedHierarchy(Hierarchy):
                                           blowup, h_max, newton_tol)
         status, n_out = int(info[0]), int(info[1])
         diag.update({"steps": int(info[2]), "nfev": int(info[3]), "rejected": int(info[4]),
-                     "t_reached": float(tinfo[0]), "newton_failures": int(sysm.gparams[_H_FAIL]),
-                     "not_convex_evaluations": int(sysm.gparams[_H_NONCONVEX]),
-                     "newton_iterations": int(sysm.gparams[_H_ITERS])})
-        message = _status_message(status, float(tinfo[0]), int(info[2]), blowup)
-        if status != 0 and sysm.gparams[_H_FAIL] > 0:
+                     "t_reached": float(tinfo[0]), "newton_failures": int(sysm.gparams[H_FAIL]),
+                     "not_convex_evaluations": int(sysm.gparams[H_NONCONVEX]),
+                     "newton_iterations": int(sysm.gparams[H_ITERS])})
+        message = rk_status_message(status, float(tinfo[0]), int(info[2]), blowup)
+        if status != 0 and sysm.gparams[H_FAIL] > 0:
             status = ROOT_FAILED
             message = (f"root search for m*(q) failed along the slow trajectory near tau = "
                        f"{tinfo[0]:.4g} (Newton on the m-Hessian did not converge: the root "
@@ -198,8 +198,8 @@ class UntiedHierarchy(Hierarchy):
         Y = ys[:n_out].T.copy()
         means = self._means(Y, cm.m, newton_tol)
         res = self._result(tau_eval[:n_out], Y, means, params, status, message, diag)
-        if sysm.gparams[_H_NONCONVEX] > 0:
-            res.message += (f"; Assumption 5 failed at {int(sysm.gparams[_H_NONCONVEX])} "
+        if sysm.gparams[H_NONCONVEX] > 0:
+            res.message += (f"; Assumption 5 failed at {int(sysm.gparams[H_NONCONVEX])} "
                             "evaluations (m-Hessian not positive definite at m*)")
         if status == 0:
             ladder = self._ladder(check, st)
@@ -220,7 +220,7 @@ class UntiedHierarchy(Hierarchy):
              atol: float, max_steps: int, blowup: float, h_max: float, newton_tol: float
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SimpleNamespace]:
         sysm = self._system(m_star, tol=newton_tol)
-        ys, info, tinfo = _kernel_integrate(sysm, np.ascontiguousarray(mu0), t_eval, rtol, atol,
+        ys, info, tinfo = kernel_integrate(sysm, np.ascontiguousarray(mu0), t_eval, rtol, atol,
                                             max_steps, blowup, h_max)
         return ys, info, tinfo, sysm
 
@@ -230,8 +230,8 @@ class UntiedHierarchy(Hierarchy):
         out = np.empty((K, Y.shape[1]))
         m = np.array(m_star, float)
         for j in range(Y.shape[1]):
-            _, _, q1, q2 = _low_from_words(K, self.words, Y[:, j])
-            m, ok, _, _ = _newton(self.theory, m, q1, q2, tr, tol=newton_tol)
+            _, _, q1, q2 = low_from_words(K, self.words, Y[:, j])
+            m, ok, _, _ = newton(self.theory, m, q1, q2, tr, tol=newton_tol)
             out[:, j] = m if ok else np.nan
         return out
 
@@ -245,15 +245,15 @@ class UntiedHierarchy(Hierarchy):
         if means is not None and Y.shape[1]:
             cols = []
             for j in range(Y.shape[1]):
-                tA, tB, q1, q2 = _low_from_words(K, self.words, Y[:, j])
+                tA, tB, q1, q2 = low_from_words(K, self.words, Y[:, j])
                 cols.append(np.concatenate([means[:, j], tA[tr], tB[tr], q1.ravel(), q2.ravel()]))
             rows.append(np.array(cols).T)
         else:
             rows.append(np.zeros((K + 2 * len(tr) + 2 * K * K, Y.shape[1])))
-        names += ([_obs("m", k) for k in range(K)] + [_obs("tA", k) for k in tr]
-                  + [_obs("tB", k) for k in tr]
-                  + [_obs("q1", k, l) for k in range(K) for l in range(K)]
-                  + [_obs("q2", k, l) for k in range(K) for l in range(K)])
+        names += ([obs("m", k) for k in range(K)] + [obs("tA", k) for k in tr]
+                  + [obs("tB", k) for k in tr]
+                  + [obs("q1", k, l) for k in range(K) for l in range(K)]
+                  + [obs("q2", k, l) for k in range(K) for l in range(K)])
         return UntiedTrajectory(t=np.asarray(t, float).copy(), y=np.vstack(rows), names=names,
                                 words=list(self.words), kind="untied_hierarchy", params=params,
                                 status=status, message=message, diagnostics=diag,

@@ -59,20 +59,20 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from attndyn.numeric.attention.limitcore import (LimitTrajectory, SpectralDensity, _check_int,
+from attndyn.numeric.attention.limitcore import (LimitTrajectory, SpectralDensity, check_int,
                                                  check_quantile_args, check_sizes,
-                                                 _seed_rec, extrapolate, haar_orthogonal,
+                                                 seed_rec, extrapolate, haar_orthogonal,
                                                  ks_distance, mp_bin_means,
                                                  wasserstein_distance)
 # the spectral result and the free case's quantiles, shared with the tied spectral law
-from attndyn.numeric.attention.limitcore import (_cells_cdf, _spectral_result,
+from attndyn.numeric.attention.limitcore import (cells_cdf, spectral_result,
                                                  equivalent_quantiles, quantile_cdf_error,
                                                  quantile_levels, spectrum_quantiles)
-from attndyn.numeric.attention.untied.coefficients import (ROOT_FAILED, SlowState, _obs,
+from attndyn.numeric.attention.untied.coefficients import (ROOT_FAILED, SlowState, obs,
                                                            coefficients)
-from attndyn.numeric.attention.untied.fastslow import _newton, critical_mean, untied_flow
+from attndyn.numeric.attention.untied.fastslow import newton, critical_mean, untied_flow
 from attndyn.numeric.core.results import IntegrationError
-from attndyn.numeric.core.validate import _check_pos_float, check_t_eval, resolve_seed
+from attndyn.numeric.core.validate import check_pos_float, check_t_eval, resolve_seed
 from attndyn.symbolic import untied as su
 from attndyn.symbolic.words import canonical
 
@@ -362,10 +362,10 @@ def _node_traces(vals: np.ndarray, w: np.ndarray, words: Sequence[Sequence[int]]
 
 def _row_names(model: UntiedModelLike, words: Sequence[Sequence[int]]) -> list[str]:
     K = model.K
-    return ([su.word_name(w, K) for w in words] + [_obs("m", k) for k in range(K)]
-            + [_obs("tA", k) for k in range(K)] + [_obs("tB", k) for k in range(K)]
-            + [_obs("q1", k, l) for k in range(K) for l in range(K)]
-            + [_obs("q2", k, l) for k in range(K) for l in range(K)])
+    return ([su.word_name(w, K) for w in words] + [obs("m", k) for k in range(K)]
+            + [obs("tA", k) for k in range(K)] + [obs("tB", k) for k in range(K)]
+            + [obs("q1", k, l) for k in range(K) for l in range(K)]
+            + [obs("q2", k, l) for k in range(K) for l in range(K)])
 
 
 def _words(model: UntiedModelLike, order: int, words: Sequence[Sequence[int]] | None
@@ -426,7 +426,7 @@ def _node_run(model: UntiedModelLike, law: DiagonalLaw, t_eval: np.ndarray,
     def rhs(t: float, y: np.ndarray) -> np.ndarray:
         u, v = unpack(y)
         s, q, tA, tB = low(u, v)
-        m, ok, _, _ = _newton(th, st["m"], q, q, tr, tol=newton_tol)
+        m, ok, _, _ = newton(th, st["m"], q, q, tr, tol=newton_tol)
         if not ok:
             st["fail"] = True
             return np.full(y.size, np.nan)
@@ -445,8 +445,8 @@ def _node_run(model: UntiedModelLike, law: DiagonalLaw, t_eval: np.ndarray,
 
     y0 = np.concatenate([law.u[tr].ravel(), law.v[tr].ravel()])
     if tr and t_eval[-1] > 0:
-        from attndyn.numeric.attention.odesolve import _deadline, budgeted, check_horizon_work
-        if _deadline() is None:  # no time limit: refuse a horizon of unbounded work
+        from attndyn.numeric.attention.odesolve import deadline, budgeted, check_horizon_work
+        if deadline() is None:  # no time limit: refuse a horizon of unbounded work
             check_horizon_work(rhs, y0, float(t_eval[-1]), "DOP853", "untied limit flow")
         with np.errstate(all="ignore"):
             sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method="DOP853",
@@ -468,7 +468,7 @@ def _node_run(model: UntiedModelLike, law: DiagonalLaw, t_eval: np.ndarray,
     for j in range(ts.size):
         u, v = unpack(Y[:, j])
         s, q, tA, tB = low(u, v)
-        m, ok, _, _ = _newton(th, m, q, q, tr, tol=newton_tol)
+        m, ok, _, _ = newton(th, m, q, q, tr, tol=newton_tol)
         vals = law.letter_values(u, v)
         rows[:, j] = np.concatenate([_node_traces(vals, w, words), m if ok else np.full(K, np.nan),
                                      tA, tB, q.ravel(), q.ravel()])
@@ -484,7 +484,7 @@ def commuting_limit(model: UntiedModelLike, law: DiagonalLaw, t_eval: ArrayLike,
     per-node ODE on the law's nodes, means slaved to ``m*(q)``. The error estimate is the
     change under ``rtol/100`` (at least ``3e-14``), ``atol/100``, plus ``10 rtol`` relative."""
     t_eval = check_t_eval(t_eval, "t_eval")
-    if not isinstance(_check_law(model, law), DiagonalLaw):
+    if not isinstance(check_law(model, law), DiagonalLaw):
         raise TypeError("commuting_limit needs a DiagonalLaw")
     words = _words(model, order, words)
     ts, rows, status, msg, cm, _ = _node_run(model, law, t_eval, words, rtol, atol,
@@ -580,7 +580,7 @@ def _equivalents_run(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray,
 # ---------------------------------------------------------------------------
 # entry point
 
-def _check_law(model: UntiedModelLike, law: object) -> UntiedLaw | DiagonalLaw:
+def check_law(model: UntiedModelLike, law: object) -> UntiedLaw | DiagonalLaw:
     if isinstance(law, DiagonalLaw):
         if law.K != model.K:
             raise ValueError(f"law must have K = {model.K} indices, got {law.K}")
@@ -623,7 +623,7 @@ def limit_flow(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: Arr
             res = _result(model, wl, np.zeros(0), np.zeros((n_rows, 0)), np.zeros((n_rows, 0)),
                           -4, f"untied limit flow: wall-clock limit of {exc.limit:.3g} s "
                           "reached: raise time_limit or shorten the horizon",
-                          model.params_dict(), {"method": method}, _seed_rec(seed))
+                          model.params_dict(), {"method": method}, seed_rec(seed))
             if raise_on_failure:
                 raise IntegrationError(res.message) from None
             return res
@@ -634,11 +634,11 @@ def _limit_flow(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: Ar
                 words: Sequence[Sequence[int]] | None, rotations: int, seed: RngLike,
                 method: str, max_dim: int, raise_on_failure: bool) -> LimitTrajectory:
     t_eval = check_t_eval(t_eval, "t_eval")
-    law = _check_law(model, law)
+    law = check_law(model, law)
     if method not in ("auto", "commuting", "equivalents"):
         raise ValueError(f"method must be 'auto', 'commuting' or 'equivalents', got {method!r}")
-    rtol = _check_pos_float(rtol, "rtol")
-    atol = _check_pos_float(atol, "atol")
+    rtol = check_pos_float(rtol, "rtol")
+    atol = check_pos_float(atol, "atol")
     if method == "auto":
         method = "commuting" if isinstance(law, DiagonalLaw) else "equivalents"
     if (method == "commuting") != isinstance(law, DiagonalLaw):
@@ -652,8 +652,8 @@ def _limit_flow(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: Ar
             raise IntegrationError(res.message)
         return res
     assert isinstance(law, UntiedLaw)  # checked above
-    rotations = _check_int(rotations, "rotations", 1)
-    max_dim = _check_int(max_dim, "max_dim", 2)
+    rotations = check_int(rotations, "rotations", 1)
+    max_dim = check_int(max_dim, "max_dim", 2)
     words = _words(model, order, words)
     sizes = check_sizes(sizes)
     out, msg, notes = _equivalents_run(model, law, t_eval, words, sizes, rotations, seed, rtol,
@@ -666,7 +666,7 @@ def _limit_flow(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: Ar
     if out is None:
         res = _result(model, words, t_eval[:0], np.zeros((n_rows, 0)), np.zeros((n_rows, 0)),
                       -3, f"limit flow failed: {msg}", params, {"method": "equivalents"},
-                      _seed_rec(seed))
+                      seed_rec(seed))
         if raise_on_failure:
             raise IntegrationError(res.message)
         return res
@@ -678,7 +678,7 @@ def _limit_flow(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eval: Ar
     message = (f"success: d -> infinity by Richardson over sizes {sizes} ({rotations} Haar "
                f"rotation(s) each), max error estimate {err.max():.2g}"
                + ("; the slaved flows warned: " + "; ".join(sorted(notes)) if notes else ""))
-    return _result(model, words, t_eval, Y, err, 0, message, params, diag, _seed_rec(seed))
+    return _result(model, words, t_eval, Y, err, 0, message, params, diag, seed_rec(seed))
 
 
 # ---------------------------------------------------------------------------
@@ -753,7 +753,7 @@ def branch_law(branches: Sequence[tuple[float, _Branch, _Branch]],
         raise TypeError("interval must be two numbers (a, b)") from None
     if not (math.isfinite(a) and math.isfinite(b) and a < b):
         raise ValueError(f"interval must be finite with a < b, got {interval!r}")
-    nodes = _check_int(nodes, "nodes", 2, 10_000)
+    nodes = check_int(nodes, "nodes", 2, 10_000)
     branches = list(branches)
     if not branches:
         raise ValueError("branches must hold at least one (prob, u_of, v_of)")
@@ -904,14 +904,14 @@ def spectral_density(model: UntiedModelLike, law: UntiedLaw | DiagonalLaw, t_eva
     finite-``d`` eigenvalues by :func:`ks_distance` or :func:`wasserstein_distance`.
     """
     t_eval = check_t_eval(t_eval, "t_eval")
-    law = _check_law(model, law)
+    law = check_law(model, law)
     if spectrum not in SPECTRA:
         raise ValueError(f"spectrum must be one of {SPECTRA}, got {spectrum!r}")
     tr = list(model.trainable)
-    letter = (tr[0] if tr else 0) if letter is None else _check_int(letter, "letter", 0,
+    letter = (tr[0] if tr else 0) if letter is None else check_int(letter, "letter", 0,
                                                                      model.K - 1)
-    n_grid = _check_int(n_grid, "n_grid", 2, 100_000)
-    max_dim = _check_int(max_dim, "max_dim", 2)
+    n_grid = check_int(n_grid, "n_grid", 2, 100_000)
+    max_dim = check_int(max_dim, "max_dim", 2)
     params = model.params_dict()
     params.update({"letter": int(letter), "spectrum": spectrum, "time": "tau = eta n / d (slow)",
                    "continuous_mass": 1.0,
@@ -935,14 +935,14 @@ def _branch_spectral(model: UntiedModelLike, law: BranchLaw, t_eval: np.ndarray,
                      rtol: float | None, atol: float | None, blowup: float,
                      params: dict[str, Any], diag: dict[str, Any]) -> SpectralDensity:
     """spectral_density for a BranchLaw: the exact commuting-case law from tracers."""
-    tracers = _check_int(tracers, "tracers", 11, 20001)
-    rtol = 1e-12 if rtol is None else _check_pos_float(rtol, "rtol")
-    atol = 1e-14 if atol is None else _check_pos_float(atol, "atol")
+    tracers = check_int(tracers, "tracers", 11, 20001)
+    rtol = 1e-12 if rtol is None else check_pos_float(rtol, "rtol")
+    atol = 1e-14 if atol is None else check_pos_float(atol, "atol")
     ts, out, status, msg = _commuting_spectrum(model, law, t_eval, letter, spectrum,
                                                tracers, rtol, atol, blowup)
     params.update({"method": "commuting", "tracers": tracers, "rtol": rtol, "atol": atol})
     if out is None:
-        return _spectral_result(ts, None, None, grid, n_grid, status,
+        return spectral_result(ts, None, None, grid, n_grid, status,
                                 f"spectral density failed: {msg}", params, diag)
     vals, mass, ntr = out
     nb = len(law.branches)
@@ -956,7 +956,7 @@ def _branch_spectral(model: UntiedModelLike, law: BranchLaw, t_eval: np.ndarray,
     message = (f"success: exact commuting-case spectral law of S_{letter + 1}(tau) "
                f"({spectrum}; {tracers} tracers per branch, {nb} branch(es))") \
         if status == 0 else f"spectral density stopped: {msg}"
-    return _spectral_result(ts, cells, None, grid, n_grid, status, message, params, diag)
+    return spectral_result(ts, cells, None, grid, n_grid, status, message, params, diag)
 
 
 def _free_spectral(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray, letter: int,
@@ -975,7 +975,7 @@ def _free_spectral(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray, l
                    "law": [vars(bk) for bk in law.blocks]})
     diag["warnings"] = sorted(notes)
     if out is None:
-        return _spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
+        return spectral_result(t_eval[:0], None, None, grid, n_grid, -3,
                                 f"spectral density failed: {msg}", params, diag)
     p, means, ses = out
     Qm, err = equivalent_quantiles(means, ses, sizes, rotations, extrapolation)
@@ -987,8 +987,8 @@ def _free_spectral(model: UntiedModelLike, law: UntiedLaw, t_eval: np.ndarray, l
                f"from {how} ({rotations} rotation(s) each), "
                f"largest quantile error {float(err[1:-1].max()):.2g}"
                + ("; the slaved flows warned: " + "; ".join(sorted(notes)) if notes else ""))
-    res = _spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
-                           _seed_rec(seed))
+    res = spectral_result(t_eval, None, (p, Qm), grid, n_grid, 0, message, params, diag,
+                           seed_rec(seed))
     # the stated quantile error in CDF units: err(Q) times the density at Q, worst level
     res.diagnostics["cdf_error"] = quantile_cdf_error(res, Qm, err)
     return res

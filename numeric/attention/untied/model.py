@@ -33,7 +33,7 @@ from attndyn.numeric.attention.untied.fastslow import CriticalMean, critical_mea
 from attndyn.numeric.attention.untied.theory import UntiedTheory
 from attndyn.numeric.core.validate import check_loss, check_model_args, real_array
 from attndyn.symbolic.hierarchy import check_order
-from attndyn.symbolic.potential import _call_loss, g_array
+from attndyn.symbolic.potential import call_loss, g_array
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import Alphabet, canonical_words
 
@@ -137,7 +137,7 @@ class UntiedModel(AttentionModel):
         return {"model": "untied", "K": self.K, "trainable": list(self.trainable), "L": self.L,
                 "C": [[float(self.C[i, j]) for j in range(self.L)] for i in range(self.L)],
                 "weight_decay": self.weight_decay,
-                "loss": sp.sstr(_call_loss(self.loss, G)),
+                "loss": sp.sstr(call_loss(self.loss, G)),
                 "params": {k: float(v) for k, v in self.params.items()}}
 
     # -- matrices ------------------------------------------------------------

@@ -66,8 +66,8 @@ import numpy as np
 
 from attndyn.numeric.attention.base import check_model, Correction, obs_key, resolve_seed
 from attndyn.numeric.attention.corrections import BatchMeans, qf_moment, quadratic_loss
-from attndyn.numeric.attention.untied.coefficients import (_H_FAIL, _HEAD, _kernel_rhs,
-                                                           _low_from_words, _obs, NOT_CONVERGED,
+from attndyn.numeric.attention.untied.coefficients import (H_FAIL, HEAD, kernel_rhs,
+                                                           low_from_words, obs, NOT_CONVERGED,
                                                            RootError, with_loss_row)
 from attndyn.numeric.attention.untied.fastslow import critical_mean
 from attndyn.numeric.attention.untied.hierarchy import hierarchy
@@ -112,7 +112,7 @@ def _untied_one_student(model, pairs):
     return model, model.trainable[0], pairs
 
 
-def _check_eta_batch(eta, batch):
+def check_eta_batch(eta, batch):
     return check_eta(eta), check_batch(batch)
 
 
@@ -170,13 +170,13 @@ def noise_coefficients(model):
         return cache["lambda"]
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array
+    from attndyn.symbolic.potential import call_loss, g_array
     if model.L != 1 or model.loss is None:
         raise ValueError("noise_coefficients needs L = 1 and the model's loss callable")
     K = model.K
     G = g_array(1, K)
     syms = [G[0, 0, j] for j in range(K)]
-    ders = [sp.diff(_call_loss(model.loss, G), s) for s in syms]
+    ders = [sp.diff(call_loss(model.loss, G), s) for s in syms]
     fns = {}
     for a in range(K):
         for b in range(a, K):
@@ -201,11 +201,11 @@ def _lead_moments(model, k):
         return cache[key]
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array
+    from attndyn.symbolic.potential import call_loss, g_array
     K = model.K
     G = g_array(1, K)
     syms = [G[0, 0, j] for j in range(K)]
-    l2 = sp.expand(sp.diff(_call_loss(model.loss, G), syms[k]) ** 2)
+    l2 = sp.expand(sp.diff(call_loss(model.loss, G), syms[k]) ** 2)
 
     def mk(extra):
         f = sp.expand(l2 * extra)
@@ -271,7 +271,7 @@ def one_step_prediction(model, pairs, *, eta, batch, exact: bool = True,
     ``lr`` the ``eta^2`` part without the batch noise (``Zbar X Zbar``), ``noise`` its
     ``1/B`` part, ``corrected = flow + lr + noise + eta3``.
     """
-    eta, Bsz = _check_eta_batch(eta, batch)
+    eta, Bsz = check_eta_batch(eta, batch)
     model, k, pairs = _untied_one_student(model, pairs)
     mom = _StepMoments(model, k, pairs, exact, Bsz)
     flow, lr, noise, eta3 = _prediction_rows(mom, eta, model.weight_decay, exact and third)
@@ -436,7 +436,7 @@ def one_step_empirical(model, pairs, *, eta, batch, n_batches: int, seed=None,
     about ``chunk * B * d * 8 * (8 + 2 (K - 1))`` bytes. Needs a loss of degree <= 2
     in ``G`` (``l_k`` per sample from ``(H, b)``).
     """
-    eta, Bsz = _check_eta_batch(eta, batch)
+    eta, Bsz = check_eta_batch(eta, batch)
     if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)) \
             or n_batches < 2:
         raise ValueError(f"n_batches must be an int >= 2, got {n_batches!r}")
@@ -816,15 +816,15 @@ def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
     sysm = H._system(cm.m, tol=newton_tol)
     tgt, coef, kk, ll, ia, ib = _noise_structure(H, model)
     n = H.n_moments
-    msl = slice(_HEAD + K, _HEAD + 2 * K)
+    msl = slice(HEAD + K, HEAD + 2 * K)
 
     def rhs(t, y):
-        dy = _kernel_rhs(sysm, y)
-        if sysm.gparams[_H_FAIL] > 0:
+        dy = kernel_rhs(sysm, y)
+        if sysm.gparams[H_FAIL] > 0:
             return np.full(n, np.nan)
         if eps == 0.0:
             return dy
-        _, _, q1, q2 = _low_from_words(K, H.words, y)
+        _, _, q1, q2 = low_from_words(K, H.words, y)
         lam = lamf(sysm.gparams[msl].copy(), q1, q2)
         ye = np.append(y, 1.0)
         vals = coef * lam[kk, ll] * ye[ia] * ye[ib]
@@ -836,7 +836,7 @@ def _run_noise(model, pairs, tau_eval, eps, order_, rtol, atol, newton_tol):
 
 
 def _check_noise_args(model, pairs, tau_eval, eta, batch):
-    eta, Bsz = _check_eta_batch(eta, batch)
+    eta, Bsz = check_eta_batch(eta, batch)
     model = _check_untied(model, "the untied noise correction")
     if model.L != 1:
         raise ValueError(f"the untied noise correction needs L = 1, got L = {model.L}")
@@ -942,12 +942,12 @@ def noise_shift(model, pairs, tau_eval, *, eta, batch, order: int = 6, rtol: flo
         names = [su.word_name(w, K) for w in words]
         for k in tr:
             rows += [D[H.index((4 * k + A_,))], D[H.index((4 * k + B_,))]]
-            names += [_obs("tA", k), _obs("tB", k)]
+            names += [obs("tA", k), obs("tB", k)]
         for nm, kind in (("q1", MT_), ("q2", M_)):
             for k in range(K):
                 for l in range(K):
                     rows.append(D[H.index((4 * k + M_, 4 * l + kind))])
-                    names.append(_obs(nm, k, l))
+                    names.append(obs(nm, k, l))
         return names, np.array(rows)
     names, D = delta(order)
     out = {"t": np.asarray(tau_eval, float), "names": names, "delta": D, "order": order,
@@ -1015,7 +1015,7 @@ class UntiedNoise(Correction):
             kw = {k: (NOISE_FLOW_DEFAULTS[k] if v is None else v) for k, v in kw.items()}
             sh = noise_flow_shift(model, pairs, tt, eta=eta, batch=batch, seed=noise_seed,
                                   order=max(int(order), 2), **kw)
-        _add_shift(model, res, sh)
+        add_shift(model, res, sh)
         res.params.update({"correction": "noise", "eta": float(eta), "batch": int(batch),
                            "eta_d_over_B": float(eta) * d / int(batch),
                            "noise_method": "flow" if "se" in sh else "hierarchy"})
@@ -1035,7 +1035,7 @@ class UntiedNoise(Correction):
         return res
 
 
-def _add_shift(model, res, sh):
+def add_shift(model, res, sh):
     """Add the rows of the shift ``sh`` to the rows of ``res`` of the same name; the loss row
     (``Phi`` of ``m``, ``q1``, ``q2``) is recomputed from the shifted rows."""
     names = list(res.names)

@@ -71,7 +71,7 @@ _H = 1e-2
 NOISE_FLOW_DEFAULTS = {"paths": 8, "dt": 0.1, "sub_batch": 4}
 
 
-def _check_int(x: object, name: str, lo: int, hi: int) -> int:
+def check_int(x: object, name: str, lo: int, hi: int) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not lo <= x <= hi:
         raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {x!r}")
     return int(x)
@@ -81,10 +81,10 @@ def _loss_derivative(model: Any, k: int) -> Callable[[np.ndarray], np.ndarray]:
     """``l_k(G)`` as a numpy callable of the ``K`` pre-activations (arrays)."""
     import sympy as sp
 
-    from attndyn.symbolic.potential import _call_loss, g_array
+    from attndyn.symbolic.potential import call_loss, g_array
     G = g_array(1, model.K)
     syms = [G[0, 0, j] for j in range(model.K)]
-    expr = sp.diff(_call_loss(model.loss, G), syms[k])
+    expr = sp.diff(call_loss(model.loss, G), syms[k])
     subs: dict[Any, float] = {}
     for name, v in model.params.items():
         subs[sp.Symbol(str(name), real=True)] = float(v)
@@ -120,7 +120,7 @@ class _Drift:
             from attndyn.numeric.attention.untied import finite_width as fw
             c0 = fw.untied_finite_width_taylor(model)
             shape = pairs[k][0].shape
-            self.fd = fw._flow_rhs(self.pairs, [k], shape, int(np.prod(shape)), c0,
+            self.fd = fw.flow_rhs(self.pairs, [k], shape, int(np.prod(shape)), c0,
                                    max(len(c0) - 1, 2), True, "full", model.weight_decay, d,
                                    {"m": None, "fail": False})
 
@@ -128,12 +128,12 @@ class _Drift:
         if self.fd is not None:
             y = self.fd(0.0, np.concatenate([U.ravel(), V.ravel()]))
             return y[:U.size].reshape(U.shape), y[U.size:].reshape(V.shape)
-        from attndyn.numeric.attention.untied.fastslow import _flow_terms, _products, _velocity
+        from attndyn.numeric.attention.untied.fastslow import flow_terms, products, velocity
         cur = list(self.pairs)
         cur[self.k] = (U, V)
-        Ms, m, q1, q2 = _flow_terms(self.th, cur, [self.k], self.fixed_M)
+        Ms, m, q1, q2 = flow_terms(self.th, cur, [self.k], self.fixed_M)
         g = self.th.gradients(m, q1, q2)
-        (dU, dV), = _velocity(cur, _products(cur, Ms, [self.k]), g, [self.k],
+        (dU, dV), = velocity(cur, products(cur, Ms, [self.k]), g, [self.k],
                               g["grad_m"] / self.sd, 2.0 / self.d, self.gam)
         return dU, dV
 
@@ -202,8 +202,8 @@ def _check_args(model: Any, pairs: Sequence[Any], tau_eval: ArrayLike, eta: floa
                          f"{list(model.trainable)}")
     pairs = model.check_factors(pairs, "pairs")
     tau_eval = check_t_eval(tau_eval, "tau_eval")
-    paths = _check_int(paths, "paths", 2, 4096)
-    sub_batch = _check_int(sub_batch, "sub_batch", 1, 1 << 16)
+    paths = check_int(paths, "paths", 2, 4096)
+    sub_batch = check_int(sub_batch, "sub_batch", 1, 1 << 16)
     if isinstance(dt, bool) or not isinstance(dt, (int, float, np.floating)) or not (
             math.isfinite(dt) and dt > 0):
         raise ValueError(f"dt must be a finite float > 0 (a fast-time step), got {dt!r}")

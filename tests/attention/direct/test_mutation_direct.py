@@ -135,8 +135,8 @@ def test_p_plus_p_minus_are_the_symmetric_and_skew_channels():
     assert abs(want[("p_minus", 0, 1)]) > 1e-3 and abs(want[("p_plus", 0, 1)]) > 1e-3
     ode = m.integrate(S, [0.0])
     flow = m.matrix_flow(S, [0.0])
-    from attndyn.numeric.attention.direct.runner import _SRunner
-    run = _SRunner(m, S)
+    from attndyn.numeric.attention.direct.runner import SRunner
+    run = SRunner(m, S)
     obs = dict(zip(run.names, run.observables()))
     for key, v in want.items():
         assert ode.observable(*key)[0] == pytest.approx(v, rel=1e-12, abs=1e-15), key

@@ -119,7 +119,7 @@ def _explicit_changes(m, S, eta, B, n, seed):
     X = np.einsum("ij,nbjd->nbid", F, Z) if L > 1 else Z * F[0, 0]
     dl = nd._dloss_function(m)
     trS = np.array([np.trace(s) for s in S])
-    keys, names = nd._obs(m)
+    keys, names = nd.obs(m)
     out = np.zeros((n, len(keys)))
     for r in range(n):
         Gv = np.einsum("bid,mde,bje->bijm", X[r], np.array(S), X[r])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attndyn.numeric.attention.figures import fig3 as F3
-from attndyn.numeric.attention.figures.common import _settings
+from attndyn.numeric.attention.figures.common import figure_settings
 
 TINY = dict(d=16, batch=34, T=0.02, n_t=3, mc_d=(12, 16), mc_n=500, limit_sizes=(8, 16),
             limit_rotations=2)
@@ -40,6 +40,6 @@ def test_fig3_draws_the_limit_and_judges_it_in_seed_units():
 
 
 def test_fig3_settings_keep_the_law_keys_overridable():
-    s = _settings("fig3", "quick", {"limit_rotations": 3})
+    s = figure_settings("fig3", "quick", {"limit_rotations": 3})
     assert s["limit_rotations"] == 3 and s["law_acts"] == ("h1",)
-    assert _settings("fig3", "quick", {})["seeds"] >= 4
+    assert figure_settings("fig3", "quick", {})["seeds"] >= 4

@@ -69,14 +69,14 @@ def test_fig2_fig3_miniature_claims():
 
 def test_hermite_numpy_activations():
     z = np.linspace(-2.0, 2.0, 7)
-    h2, dh2 = F._hermite_np("h2")
-    h3, dh3 = F._hermite_np("h3")
+    h2, dh2 = F.hermite_np("h2")
+    h3, dh3 = F.hermite_np("h3")
     np.testing.assert_allclose(h2(z), (z * z - 1) / np.sqrt(2), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(dh2(z), np.sqrt(2) * z, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(h3(z), (z ** 3 - 3 * z) / np.sqrt(6), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(dh3(z), (3 * z * z - 3) / np.sqrt(6), rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError, match="activation"):
-        F._hermite_np("relu")
+        F.hermite_np("relu")
 
 
 def test_finite_d_drift_mc_is_exact_for_linear():

@@ -12,7 +12,7 @@ from attndyn.numeric.attention.corrections import (cumulant_terms, polynomial_ta
                                                    qf_scale, word_sum, word_traces)
 from attndyn.numeric.attention.tied import finite_width as fw
 from attndyn.symbolic.losses import mse_teacher_student
-from attndyn.symbolic.potential import _call_loss, g_array
+from attndyn.symbolic.potential import call_loss, g_array
 
 
 def _h3():
@@ -39,7 +39,7 @@ def _qf_route(model, S):
     d = S[0].shape[0]
     G = g_array(1, model.K)
     syms = [G[0, 0, k] for k in range(model.K)]
-    poly = sp.Poly(sp.expand(_call_loss(model.loss, G)), *syms)
+    poly = sp.Poly(sp.expand(call_loss(model.loss, G)), *syms)
     tot = 0.0
     for expo, coef in poly.terms():
         mats = [S[k] for k, e in enumerate(expo) for _ in range(e)]

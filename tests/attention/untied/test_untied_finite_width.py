@@ -11,7 +11,7 @@ from attndyn.numeric.attention.untied.fastslow import untied_flow
 from attndyn.numeric.attention.untied.finite_width import (untied_finite_width_flow,
                                                            untied_finite_width_potential)
 from attndyn.symbolic.losses import mse_teacher_student
-from attndyn.symbolic.potential import _call_loss, g_array
+from attndyn.symbolic.potential import call_loss, g_array
 
 
 def _model(act="h3"):
@@ -39,7 +39,7 @@ def test_phi_d_is_the_exact_expectation(make):
     A = [0.5 * (U @ V.T + V @ U.T) for U, V in pairs]
     G = g_array(1, 2)
     syms = [G[0, 0, 0], G[0, 0, 1]]
-    poly = sp.Poly(sp.expand(_call_loss(model.loss, G)), *syms)
+    poly = sp.Poly(sp.expand(call_loss(model.loss, G)), *syms)
     exact = 0.0
     for expo, coef in poly.terms():  # E[prod (x^T A x)] / d^(n/2), non-centred forms
         mats = [A[k] for k, e in enumerate(expo) for _ in range(e)]

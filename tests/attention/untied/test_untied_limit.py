@@ -8,7 +8,7 @@ import pytest
 
 from attndyn.kernels.moments import word_traces
 from attndyn.numeric.attention.tied.limit import limit_flow as public_limit_flow
-from attndyn.numeric.attention.untied.coefficients import _letter_mats
+from attndyn.numeric.attention.untied.coefficients import letter_mats
 from attndyn.numeric.attention.untied.fastslow import untied_flow
 from attndyn.numeric.attention.untied.limit import (DiagonalLaw, UntiedLaw, equivalent_pairs,
                                                     gaussian_pair, limit_flow)
@@ -110,7 +110,7 @@ def test_gaussian_law_moments():
         r = int(b.aspect * d)
         pairs.append((rng.standard_normal((d, r)) * b.scale_u / math.sqrt(r),
                       rng.standard_normal((d, r)) * b.scale_v / math.sqrt(r)))
-    fin = word_traces(_letter_mats(pairs)[0], words)
+    fin = word_traces(letter_mats(pairs)[0], words)
     nz = np.abs(lim) > 1e-12
     assert np.max(np.abs(fin - lim)[nz] / np.abs(lim[nz])) < 0.05
 

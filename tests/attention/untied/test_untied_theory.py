@@ -120,7 +120,7 @@ def test_index_refuses_letters_outside_the_closed_set():
 
 def _exact_trace_derivative(model, pairs, words, m_star):
     vel = ut.slaved_velocity(model, pairs, m_star)
-    mats, _ = uc._letter_mats(pairs)
+    mats, _ = uc.letter_mats(pairs)
     d = pairs[0][0].shape[0]
     dm = [np.zeros((d, d)) for _ in mats]
     for j, k in enumerate(model.trainable):
