@@ -38,6 +38,21 @@ def test_fig4_miniature(tmp_path):
     e = run.extra["to_flow_err_short"]
     assert e["2"] > e["4"] > e["8"]
     assert "truncation error" in run.table()
+    # each order also with SGD's noise rows (short horizon), stored and saved under its own name
+    s = run.settings
+    zn, zt = run.extra["truncation_noise_z_short"], run.extra["truncation_z_short"]
+    assert set(zn) == set(zt) == set(run.extra["truncation_noise_status_short"]) == {"2", "4", "8"}
+    for M in s["orders"]:
+        rn, rs = run.curves[f"truncation_noise/M{M}"], run.curves[f"truncation/M{M}"]
+        np.testing.assert_array_equal(rn.t, rs.t)
+        assert rn.params["correction"] == "noise"
+        assert rn.params["eta_d_over_B"] == pytest.approx(s["eta"] * s["d"] / s["batch"])
+        assert not np.allclose(rn.observable("q_11")[1:], rs.observable("q_11")[1:], rtol=1e-9)
+    assert zn != zt
+    (claim,) = [c for c in run.claims if c.text.startswith("truncation error to SGD")]
+    assert 'correction="noise"' in claim.text
+    judged = claim.measured.partition("not judged")[0]
+    assert ", ".join(f"M={M}: {zn[M]:.2f}" for M in zn) in judged
 
 
 def test_fig2_fig3_miniatures(tmp_path):
