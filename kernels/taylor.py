@@ -32,6 +32,7 @@ blowup``.
 from __future__ import annotations
 
 import math
+import mmap
 import threading
 import weakref
 from types import SimpleNamespace
@@ -45,7 +46,7 @@ from .rhs import (SLOT_TYPES, apply_groups_values, apply_groups_values_parallel,
                   parallel_variant)
 
 __all__ = ["taylor_kernel", "taylor_signature", "run_taylor", "taylor_order", "check_program",
-           "prepare_taylor", "run_prepared"]
+           "prepare_taylor", "run_prepared", "plain_pages"]
 
 _f64 = types.float64[::1]
 _i64 = types.int64[::1]
@@ -385,16 +386,42 @@ def _checked_program(program, nx: int, n_grad: int) -> bool:
 
 _WORK = threading.local()
 #: largest coefficient workspace kept between calls (per thread): order 20 at p = 13 fits;
-#: above it a run is long enough that a fresh allocation costs nothing noticeable
+#: above it only a prepared system (:func:`prepare_taylor`) keeps its own
 WORKSPACE_KEEP_BYTES = 8 * 2 ** 20
 
 
-def _workspace(rows: int, n: int) -> np.ndarray:
+def plain_pages(size: int) -> np.ndarray:
+    """``size`` float64 (at least one) on fresh private anonymous pages mapped without the
+    transparent huge-page advice numpy gives arrays of 4 MiB and more: with THP in
+    ``madvise`` mode an advised first touch may compact memory in the kernel first (0.02
+    to 0.7 s of system time in a first order-24 integrate, for its 79 MiB workspace,
+    measured; its 20k small-page faults cost 0.04-0.08 s, and a kept workspace on them
+    ran the kernel 1-2% slower than on huge pages). Unmapped when the array and its views
+    are gone."""
+    nbytes = max(int(size), 1) * 8
+    if not hasattr(mmap, "MAP_ANONYMOUS"):  # no anonymous private maps (Windows)
+        return np.empty(nbytes // 8)
+    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(m, dtype=np.float64)
+
+
+def _workspace(rows: int, n: int, keep=None) -> np.ndarray:
     """A ``rows x n`` float64 work array, reused between calls of one thread when small
-    (a fresh 0.5 MB array per order-16 call cost ~20 us of page faults, measured)."""
+    (a fresh 0.5 MB array per order-16 call cost ~20 us of page faults, measured). A
+    larger one is kept on ``keep`` (a prepared system's thread-local: the largest one
+    that thread used, freed with the preparation or the thread) on :func:`plain_pages`,
+    so a first call pays small-page faults once and never a compaction, and repeats
+    fault nothing; without ``keep`` it is a fresh ``np.empty``. Its contents are
+    arbitrary: the kernel writes every row it reads first."""
     size = rows * n
     if size * 8 > WORKSPACE_KEEP_BYTES:
-        return np.empty((rows, n))
+        if keep is None:
+            return np.empty((rows, n))
+        buf = getattr(keep, "buf", None)
+        if buf is None or buf.size < size:
+            keep.buf = None  # the old pages go before the new ones are mapped
+            buf = keep.buf = plain_pages(size)
+        return buf[:size].reshape(rows, n)
     buf = getattr(_WORK, "buf", None)
     if buf is None or buf.size < size:
         buf = _WORK.buf = np.empty(max(size, 1))
@@ -474,7 +501,8 @@ def _const_operator(s, program, cache):
 CACHE_MIN_TERMS = 200_000
 
 
-def prepare_taylor(system, program, cache: tuple[str, str] | None = None) -> SimpleNamespace:
+def prepare_taylor(system, program, cache: tuple[str, str] | None = None,
+                   keep_workspace: bool = True) -> SimpleNamespace:
     """The checked, fixed arguments of the Taylor kernel for a fused ``system`` and a Gamma
     ``program``: every array validated (:func:`~attndyn.kernels.rhs.check_system`,
     :func:`check_program`) and the layout made once, for :func:`run_prepared`. The
@@ -484,7 +512,11 @@ def prepare_taylor(system, program, cache: tuple[str, str] | None = None) -> Sim
     order) in files named after ``path`` (a file of the caller's cache folder) and a
     digest of ``stamp`` (which must name the structure arrays' contents, e.g. the
     structure file's key and modification time) and the operator's values; a file that
-    does not match or is damaged is rebuilt (:func:`load_const_operator`)."""
+    does not match or is damaged is rebuilt (:func:`load_const_operator`).
+
+    ``keep_workspace``: each thread running it keeps its coefficient workspace above
+    :data:`WORKSPACE_KEEP_BYTES` (``(p + 1) n`` float64, 79 MiB at order 24 and p = 13)
+    while the preparation lives (:func:`_workspace`)."""
     check_system(system)
     const = _checked_program(program, system.gather.size, system.n_grad)
     s = system
@@ -504,7 +536,7 @@ def prepare_taylor(system, program, cache: tuple[str, str] | None = None) -> Sim
     tail = tuple(program) + (s.n_grad, const)
     return SimpleNamespace(n=s.indptr.size - 1, slot_dtype=s.slot.dtype, head=head, tail=tail,
                            n_par=n_par, blocks1=group_blocks(clay[1], 1), kernel1=None,
-                           touch=touch)
+                           touch=touch, work=threading.local() if keep_workspace else None)
 
 
 _TOUCH: dict = {}
@@ -556,7 +588,7 @@ def run_prepared(prep, y0, t_eval, tol, max_steps, blowup, h_max, order=None, t0
     touch = prep.touch
     kern(y0 if touch is None else y0[touch.perm], float(t0), t_eval, float(tol), p,
          float(h_max), int(max_steps), float(blowup), *prep.head, blocks, *prep.tail,
-         _workspace(p + 1, y0.size), ys, info, tinfo, yend)
+         _workspace(p + 1, y0.size, prep.work), ys, info, tinfo, yend)
     info[5] = nthr
     if touch is not None:  # back to the state order (every entry has the same bits)
         ys = ys[:, touch.new]
@@ -574,5 +606,7 @@ def run_taylor(system, program, y0, t_eval, tol, max_steps, blowup, h_max, order
     constant-Gamma products use more than one)."""
     y0 = np.ascontiguousarray(y0, dtype=np.float64)
     check_system(system, y0.size)
-    return run_prepared(prepare_taylor(system, program), y0, t_eval, tol, max_steps, blowup,
+    # a one-off preparation: its large workspace is a plain fresh array, as before
+    prep = prepare_taylor(system, program, keep_workspace=False)
+    return run_prepared(prep, y0, t_eval, tol, max_steps, blowup,
                         h_max, order=order, t0=t0, threads=threads)
