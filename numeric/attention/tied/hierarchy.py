@@ -498,6 +498,19 @@ class TiedHierarchy(Hierarchy):
         lens = self.structure.lengths().astype(np.float64)
         return lens, GROWTH_PER_LETTER ** lens
 
+    #: per-process caches, remade on first use: compiled-kernel closures, the prepared
+    #: kernel arguments with their per-thread workspaces, the correction lookups, the RK
+    #: system (its compiled gradient does not pickle)
+    _PROCESS_CACHES = ("_runners", "_taylor_prepared", "_corrections_seen", "_system")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The hierarchy without its per-process caches, so that a model or hierarchy that
+        has integrated still pickles (closures and thread-locals do not)."""
+        state = self.__dict__.copy()
+        for k in self._PROCESS_CACHES:
+            state.pop(k, None)
+        return state
+
     @cached_property
     def _runners(self) -> dict[tuple[Any, ...], tuple[str, _ChunkRun, int]]:
         """:meth:`_chunk_runner`'s results by arguments."""
