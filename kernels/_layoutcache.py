@@ -5,9 +5,9 @@ The grouped layout of the nonzero constant terms and their first-touch order
 first integrate at order 24 about 0.3 s of fresh memory and passes over 6.3 million
 terms. They depend on the structure arrays and the operator's values only, so they are
 written once as ``.npy`` files and mapped back copy-on-write (no fresh pages; the kernel
-only reads them). A folder is trusted only after the CRC-32 of every array, its dtypes,
-shapes, bounds, the group table, the permutation and a sample of rows rebuilt from the
-structure all match;
+only reads them). A folder is trusted only after the checksum of every array
+(:func:`_digest`), its dtypes, shapes, bounds, the group table, the permutation and a sample
+of rows rebuilt from the structure all match;
 anything else (a damaged, foreign or stale folder) is ignored and the operator is made
 again. The folder name carries a digest of the caller's structure stamp, the layout
 parameters and the values, so a changed structure or potential never reads an old one.
@@ -29,8 +29,12 @@ from . import rhs as _rhs
 __all__ = ["const_files", "load_const_operator", "save_const_operator",
            "CONST_CACHE_VERSION"]
 
-#: bumped whenever the constant operator's layout or touch order changes
-CONST_CACHE_VERSION = 1
+#: bumped whenever the constant operator's layout, touch order or checksum changes
+#: (2: block sums in place of CRC-32)
+CONST_CACHE_VERSION = 2
+
+#: 64-bit words per block of :func:`_digest` (4 KiB)
+DIGEST_BLOCK = 512
 
 #: rows rebuilt from the structure and compared with a folder before it is trusted
 SAMPLE_ROWS = 16
@@ -76,21 +80,38 @@ def save_const_operator(files: SimpleNamespace, clay: tuple[np.ndarray, ...], to
         arrays.update(gather=touch.gather, new=touch.new, perm=touch.perm)
     try:
         os.makedirs(tmp, mode=0o700)
-        crc = []
+        sums = []
         for name, a in arrays.items():
             a = np.ascontiguousarray(a)
             np.save(os.path.join(tmp, f"{name}.npy"), a, allow_pickle=False)
-            crc.append(_crc(a))
-        np.save(os.path.join(tmp, "crc.npy"), np.array(crc, dtype=np.int64), allow_pickle=False)
+            sums.append(_digest(a))
+        np.save(os.path.join(tmp, "sums.npy"), np.array(sums, dtype=np.int64),
+                allow_pickle=False)
         os.rename(tmp, files.folder)
     except OSError:  # no space, a read-only folder, or another process was first
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _crc(a: np.ndarray) -> int:
-    """CRC-32 of an array's bytes (20 ms for the 88 MB at order 24: every value is checked,
-    not only the sampled rows)."""
-    return zlib.crc32(np.ascontiguousarray(a).data.cast("B")) if a.size else 0
+def _digest(a: np.ndarray) -> int:
+    """Checksum of an array's bytes: the sums modulo 2**64 of each block of
+    :data:`DIGEST_BLOCK` little-endian 64-bit words (the tail padded with zeros), then the
+    CRC-32 of those sums and the byte count. Every value is covered, not only the sampled
+    rows: a changed word changes its block's sum, and moved or lost blocks change the sequence of sums
+    (a permutation of words inside one block is not seen; such damage is not what disks
+    or interrupted writes do, and the bounds checks keep the kernel memory-safe
+    whatever the files hold). 2.6 ms for the 90 MB at order 24 against 21 ms for a CRC-32
+    of all the bytes (one thread, pages resident, measured)."""
+    a = np.ascontiguousarray(a)
+    if a.size == 0:
+        return 0
+    raw = np.frombuffer(a.data.cast("B"), dtype=np.uint8)
+    full = raw.size // (8 * DIGEST_BLOCK) * (8 * DIGEST_BLOCK)
+    sums = np.add.reduce(raw[:full].view("<u8").reshape(-1, DIGEST_BLOCK), axis=1)
+    tail = np.zeros(DIGEST_BLOCK * 8, dtype=np.uint8)
+    tail[:raw.size - full] = raw[full:]
+    last = np.add.reduce(tail.view("<u8"))
+    ends = np.array([last, raw.size], dtype=np.uint64)
+    return zlib.crc32(np.concatenate([sums, ends]).astype("<u8").tobytes())
 
 
 def _read(folder: str, name: str) -> np.ndarray:
@@ -109,9 +130,9 @@ def load_const_operator(files: SimpleNamespace, s: SimpleNamespace
     names = _NAMES if os.path.exists(os.path.join(folder, "new.npy")) else _NAMES[:4]
     try:
         arr = {name: _read(folder, name) for name in names}
-        crc = np.load(os.path.join(folder, "crc.npy"), allow_pickle=False)
-        if (crc.dtype != np.int64 or crc.shape != (len(names),)
-                or [_crc(arr[name]) for name in names] != crc.tolist()):
+        sums = np.load(os.path.join(folder, "sums.npy"), allow_pickle=False)
+        if (sums.dtype != np.int64 or sums.shape != (len(names),)
+                or [_digest(arr[name]) for name in names] != sums.tolist()):
             return None
     except Exception:  # damaged or foreign files are rebuilt, never trusted
         return None
@@ -147,7 +168,7 @@ def _valid(arr: dict[str, np.ndarray], touch: _Touch, s: SimpleNamespace, tab: n
                 and g.dtype == np.int64 and g.shape == s.gather.shape):
             return False
         if n and (new.min() < 0 or new.max() >= n or perm.min() < 0 or perm.max() >= n
-                  or not np.array_equal(perm[new], np.arange(n))):
+                  or not _inverse(perm, new, n)):
             return False
         sg = np.asarray(s.gather, dtype=np.int64)
         if not np.array_equal(g, np.where(sg >= 0, new[np.maximum(sg, 0)], -1)):
@@ -159,6 +180,18 @@ def _valid(arr: dict[str, np.ndarray], touch: _Touch, s: SimpleNamespace, tab: n
     if not seen.all():
         return False
     return _groups_valid(groups, n, src.size) and _sample_valid(arr, new, s, tab, n)
+
+
+def _inverse(perm: np.ndarray, new: np.ndarray, n: int, chunk: int = 8192) -> bool:
+    """``perm[new[i]] == i`` for every ``i < n`` (entries in range), checked in chunks: no
+    ``n``-long temporaries, whose fresh pages (numpy advises huge pages from 4 MiB on) cost
+    a first integrate at order 24 about 20 ms (measured)."""
+    ar = np.arange(min(chunk, n))
+    for i0 in range(0, n, chunk):
+        i1 = min(n, i0 + chunk)
+        if not np.array_equal(perm[new[i0:i1]], ar[:i1 - i0] + i0):
+            return False
+    return True
 
 
 def _groups_valid(groups: np.ndarray, n: int, n_terms: int) -> bool:

@@ -464,7 +464,7 @@ def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_i
         group_blocks(groups, nthr), s.n_grad, ys, info, tinfo, yend)
     info[5] = nthr
     if touch is not None:
-        ys = ys[:, touch.new]
+        ys = np.take(ys, touch.new, axis=1)  # C-ordered, as without the touch order
         yend = yend[touch.new]
     return ys, info, tinfo, yend
 

@@ -591,7 +591,9 @@ def run_prepared(prep, y0, t_eval, tol, max_steps, blowup, h_max, order=None, t0
          _workspace(p + 1, y0.size, prep.work), ys, info, tinfo, yend)
     info[5] = nthr
     if touch is not None:  # back to the state order (every entry has the same bits)
-        ys = ys[:, touch.new]
+        # np.take keeps the rows C-contiguous (``ys[:, new]`` is Fortran-ordered, which
+        # gave the caller's compiled transposition a second specialisation to load)
+        ys = np.take(ys, touch.new, axis=1)
         yend = yend[touch.new]
     return ys, info, tinfo, yend, p
 

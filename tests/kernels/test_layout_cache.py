@@ -117,13 +117,13 @@ def _damage_garbage(folder):
     (folder / "rows.npy").write_bytes(b"not an npy file")
 
 
-def _damage_crc(folder):
-    (folder / "crc.npy").unlink()
+def _damage_sums(folder):
+    (folder / "sums.npy").unlink()
 
 
 @pytest.mark.parametrize("damage", [_damage_src_bytes, _damage_truncate, _damage_dtype,
                                     _damage_groups, _damage_garbage, _damage_values,
-                                    _damage_crc])
+                                    _damage_sums])
 def test_a_damaged_folder_is_rebuilt(tmp_path, monkeypatch, small, damage):
     h, y0 = _hier()
     s, prog = h._taylor_system, h._gamma_program
@@ -153,8 +153,8 @@ def test_a_changed_value_with_its_checksum_is_refused_by_the_rows(tmp_path, monk
     names = ["rows", "groups", "src", "val"] + (["gather", "new", "perm"]
                                                 if (folder / "new.npy").exists() else [])
     # checksums made to match: only the rows rebuilt from the structure can see it
-    np.save(folder / "crc.npy", np.array([LC._crc(np.load(folder / f"{n}.npy")) for n in names],
-                                         dtype=np.int64))
+    np.save(folder / "sums.npy", np.array([LC._digest(np.load(folder / f"{n}.npy"))
+                                           for n in names], dtype=np.int64))
     assert LC.load_const_operator(files, s) is None
 
 
@@ -184,3 +184,65 @@ def test_the_hierarchy_keeps_its_operator_next_to_the_structure(tmp_path, monkey
     h2, _ = _hier(order=9)  # a new hierarchy: structure and operator read from the folder
     again = h2.integrate(y0, t, check=None, method="truncation")
     assert np.array_equal(_bits(first.y), _bits(again.y))
+
+
+def test_a_value_outside_the_sampled_rows_is_refused_by_the_checksum(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "CACHE_MIN_TERMS", 0)
+    monkeypatch.setattr(LC, "SAMPLE_ROWS", 1)  # only the first layout position compared
+    h, _ = _hier()
+    s, prog = h._taylor_system, h._gamma_program
+    cache = (str(tmp_path / "structure.npz"), "stamp")
+    T.prepare_taylor(s, prog, cache=cache)
+    files = LC.const_files(cache, s, T._const_values(s, prog))
+    folder = _folder(tmp_path)
+    a = np.load(folder / "val.npy")
+    a[-1] *= 1.0 + 2.0 ** -40  # the last term: a row the sample does not rebuild
+    np.save(folder / "val.npy", a)
+    assert LC.load_const_operator(files, s) is None
+
+
+@pytest.mark.parametrize("dtype, size", [(np.float64, 3 * LC.DIGEST_BLOCK + 5),
+                                         (np.uint32, 2 * LC.DIGEST_BLOCK + 3),
+                                         (np.uint64, 4 * LC.DIGEST_BLOCK), (np.uint8, 13)])
+def test_the_checksum_sees_a_flipped_bit_and_moved_blocks(dtype, size):
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 255, size=size * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype)
+    d = LC._digest(a)
+    assert d == LC._digest(a.copy()) and isinstance(d, int)
+    raw = a.view(np.uint8)
+    for pos in rng.integers(0, raw.size, size=8):
+        b = raw.copy()
+        b[pos] ^= np.uint8(1 << int(rng.integers(0, 8)))
+        assert LC._digest(b.view(dtype)) != d
+    assert LC._digest(raw[:-1]) != LC._digest(raw)  # a lost byte, even a zero one
+    assert LC._digest(np.zeros(9, np.uint8)) != LC._digest(np.zeros(10, np.uint8))
+    blk = 8 * LC.DIGEST_BLOCK
+    if raw.size >= 2 * blk:  # two whole blocks swapped: the same total, another sequence
+        b = raw.copy()
+        b[:blk], b[blk:2 * blk] = raw[blk:2 * blk], raw[:blk]
+        assert LC._digest(b.view(dtype)) != d
+
+
+def test_a_permutation_that_is_not_the_inverse_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "CACHE_MIN_TERMS", 0)
+    monkeypatch.setattr(R, "PERMUTE_TERMS", 0)
+    h, _ = _hier()
+    s, prog = h._taylor_system, h._gamma_program
+    cache = (str(tmp_path / "structure.npz"), "stamp")
+    T.prepare_taylor(s, prog, cache=cache)
+    files = LC.const_files(cache, s, T._const_values(s, prog))
+    folder = _folder(tmp_path)
+    perm = np.load(folder / "perm.npy")
+    names = ["rows", "groups", "src", "val", "gather", "new", "perm"]
+    bad = perm.copy()
+    bad[[-1, -2]] = bad[[-2, -1]]  # still a permutation, no longer new's inverse
+    np.save(folder / "perm.npy", bad)
+    np.save(folder / "sums.npy", np.array([LC._digest(np.load(folder / f"{n}.npy"))
+                                           for n in names], dtype=np.int64))
+    assert LC.load_const_operator(files, s) is None
+    np.save(folder / "perm.npy", perm)  # restored: read again
+    np.save(folder / "sums.npy", np.array([LC._digest(np.load(folder / f"{n}.npy"))
+                                           for n in names], dtype=np.int64))
+    assert LC.load_const_operator(files, s) is not None
+    assert LC._inverse(perm, np.argsort(perm), perm.size, chunk=3)
+    assert not LC._inverse(bad, np.argsort(perm), perm.size, chunk=3)

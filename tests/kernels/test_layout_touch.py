@@ -69,8 +69,10 @@ def test_first_touch_order_gives_the_same_bits(monkeypatch, loss):
     ty = run_taylor(s, prog, y0, t, 1e-10, 1000, 1e100, np.inf, threads=1)
     for a, b in zip(ty[:4], ref_ty[:4]):
         assert np.array_equal(_bits(a), _bits(b))
+    assert ty[0].flags.c_contiguous  # back in state order, still C-ordered
     for m, ref in ref_rk.items():
         got = run_rk(m, s, y0, t, 1e-10, 1e-12, 10 ** 5, 1e100, np.inf, threads=1)
+        assert got[0].flags.c_contiguous
         assert got[1][0] == 0 and got[1][1] == t.size
         assert abs(int(got[1][2]) - int(ref[1][2])) <= 1  # steps: the same up to rounding
         assert np.allclose(got[0], ref[0], rtol=1e-9, atol=1e-12)

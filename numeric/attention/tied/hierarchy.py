@@ -882,10 +882,10 @@ def _flag_growth(h: TiedHierarchy, res: Trajectory, y0: np.ndarray) -> None:
     keeping the output times before the first one past it."""
     if res.y.size == 0:
         return
-    lens, bound = h._growth_bound
     # bound_code(a, b) == 2 is "-b <= a.min() and a.max() <= b" in one pass (False on a NaN
     # as numpy's min and max are NaN then): the four reductions cost 4 us per call
     if y0.size and bound_code(y0 if y0.ndim == 1 else y0.ravel(), 1.0) != 2:
+        lens = h._growth_bound[0]
         with np.errstate(divide="ignore"):
             r0 = max(1.0, float(np.max(np.abs(y0) ** (1.0 / lens))))
         bound = (GROWTH_PER_LETTER * r0) ** lens
@@ -894,7 +894,8 @@ def _flag_growth(h: TiedHierarchy, res: Trajectory, y0: np.ndarray) -> None:
         # the bound grows with n >= 1: within its smallest entry, within every entry (the
         # usual case, two reductions; the pows of the general bound cost 30 us per call)
         if bound_code(res.y.ravel(), GROWTH_PER_LETTER) == 2:
-            return
+            return  # before the per-moment bound is made (18 ms at order 24, measured)
+        bound = h._growth_bound[1]
     ok = np.abs(res.y) <= bound[:, None]
     if ok.all():
         return
