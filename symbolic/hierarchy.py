@@ -38,7 +38,7 @@ from .words import (Alphabet, SizeError, canonical, canonical_code_blocks,
                     canonical_codes, check_word_count, encode, orbit_count)
 
 __all__ = ["TiedStructure", "tied_structure", "check_order", "check_trainable", "check_K",
-           "estimate_tied_size", "check_tied_size", "SizeError", "MAX_K", "STRUCTURE_VERSION",
+           "estimate_tied_size", "log10_tied_size", "check_tied_size", "SizeError", "MAX_K", "STRUCTURE_VERSION",
            "gamma_program"]
 
 #: Largest alphabet: the ``K*K`` Gamma entries and the decay index a slot table of
@@ -149,6 +149,38 @@ def estimate_tied_size(K: int, n_trainable: int, order: int, cap: int | None = N
     return moments, terms
 
 
+def _log10_sum(logs: list[float]) -> float:
+    top = max(logs)
+    return top + math.log10(sum(10.0 ** (x - top) for x in logs))
+
+
+def log10_tied_size(K: int, n_trainable: int, order: int) -> tuple[float, float]:
+    """``log10`` of the whole ``(n_moments, n_terms)`` of :func:`estimate_tied_size`,
+    for a refusal's message at any order (the capped estimate stops early).
+
+    Exact counts (:func:`~attndyn.symbolic.words.orbit_count`) up to length 256, then
+    the bracelet asymptote ``K^n / (2n)``; for ``K >= 2`` only the last 64 lengths count
+    (the earlier ones add less than ``2^-64`` relative); ``K = 1`` in closed form.
+
+        >>> [round(10 ** x) for x in log10_tied_size(2, 1, 4)] == list(
+        ...     estimate_tied_size(2, 1, 4))
+        True
+    """
+    M = check_order(order)
+    if K == 1:  # one word per length
+        return math.log10(M), math.log10(M + n_trainable * M * (M - 1))
+    moments, terms = [], []
+    for n in range(max(1, M - 64), M + 1):
+        lN = math.log10(orbit_count(n, K)) if n <= 256 else n * math.log10(K) - math.log10(2 * n)
+        moments.append(lN)
+        terms.append(lN + math.log10(1 + (2 * n * n_trainable if n < M else 0)))
+    return _log10_sum(moments), _log10_sum(terms)
+
+
+def _approx(log10_x: float) -> str:
+    return f"{10.0 ** log10_x:.3g}" if log10_x < 300 else f"10^{log10_x:.0f}"
+
+
 def check_tied_size(K: int, trainable: Sequence[int], order: int,
                     max_terms: int | None = None) -> tuple[int, int]:
     """Refuse a hierarchy that would not fit, before anything is built.
@@ -163,7 +195,7 @@ def check_tied_size(K: int, trainable: Sequence[int], order: int,
         >>> check_tied_size(2, [0], 40, max_terms=10 ** 6)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
             ...
-        attndyn.symbolic.words.SizeError: the order-40 tied hierarchy (K = 2, trainable [0]) has ~3.12e+04 moments and ~1.14e+06 terms...
+        attndyn.symbolic.words.SizeError: the order-40 tied hierarchy (K = 2, trainable [0]) has ~2.82e+10 moments and ~1.13e+12 terms...
     """
     K = check_K(K)
     tr = check_trainable(trainable, K)
@@ -181,11 +213,14 @@ def check_tied_size(K: int, trainable: Sequence[int], order: int,
         source = f"max_terms = {limit}"
     moments, terms = estimate_tied_size(K, len(tr), M, cap=limit)
     if max(moments, terms) > limit:
+        # the capped estimate stopped past the limit: state the whole size
+        lm, lt = log10_tied_size(K, len(tr), M)
+        gib = _approx(lt + math.log10(BUILD_BYTES_PER_TERM / 2 ** 30))
         raise SizeError(
-            f"the order-{M} tied hierarchy (K = {K}, trainable {list(tr)}) has ~{moments:.3g} "
-            f"moments and ~{terms:.3g} terms (build ~{terms * BUILD_BYTES_PER_TERM / 2 ** 30:.3g} "
-            f"GiB, ~{terms * BUILD_SECONDS_PER_TERM:.3g} s), above the limit of {limit:.3g} "
-            f"terms set by {source}; lower the order")
+            f"the order-{M} tied hierarchy (K = {K}, trainable {list(tr)}) has ~{_approx(lm)} "
+            f"moments and ~{_approx(lt)} terms (build ~{gib} GiB, "
+            f"~{_approx(lt + math.log10(BUILD_SECONDS_PER_TERM))} s), above the limit of "
+            f"{limit:.3g} terms set by {source}; lower the order")
     if moments >= 2 ** 32 - 1:
         raise SizeError(f"the order-{M} hierarchy has {moments} moments: more than the 32-bit "
                         "source index holds; lower the order")

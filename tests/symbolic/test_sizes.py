@@ -2,6 +2,8 @@
 refusal, in well under a second, of anything that would not fit."""
 
 import itertools
+import math
+import re
 import time
 
 import numpy as np
@@ -189,3 +191,17 @@ def test_structure_disk_cache_round_trip_and_damage(tmp_path):
         assert tied_structure(2, [0], 14, cache_dir=tmp_path).n_terms == a.n_terms
     finally:
         H._CACHE_MIN_TERMS = H_min
+
+
+def test_refusal_states_the_whole_size_not_where_the_estimate_stopped(memory_16g):
+    # the estimate stops once past the limit; the message gave those partial sums as the
+    # size (order 40: "~1e+07 moments ... ~30.7 GiB, ~110 s", the same for order 10**6)
+    msg = _fast(check_tied_size, 2, [0], 40)
+    got = re.search(r"has ~(\S+) moments and ~(\S+) terms \(build ~(\S+) GiB", msg)
+    moments, terms = estimate_tied_size(2, 1, 40)  # uncapped: exact moments (~2.8e10)
+    assert float(got.group(1)) == pytest.approx(moments, rel=5e-3)
+    assert float(got.group(2)) == pytest.approx(terms, rel=5e-3)
+    assert float(got.group(3)) == pytest.approx(terms * 60 / GIB, rel=5e-3)
+    huge = _fast(check_tied_size, 2, [0], 10 ** 9)  # beyond a float: a power of ten
+    got = re.search(r"has ~10\^(\d+) moments", huge)
+    assert got and abs(int(got.group(1)) - 10 ** 9 * math.log10(2)) < 20, huge
