@@ -51,6 +51,7 @@ longer than ``M`` to 0: the diffusion terms of words of length ``M`` are dropped
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Iterator, Sequence
@@ -343,12 +344,19 @@ def _sub_alphabet(K: int, letters: Sequence[int]
 
 def estimate_size(n_letters: int, order: int) -> float:
     """About how many canonical words of length <= ``order`` over ``n_letters`` letters
-    (classes under rotation and reversal: ``n^w / (2 w)`` per length), before building.
+    (classes under rotation and reversal: ``n^w / (2 w)`` per length), before building;
+    ``inf`` beyond a float.
 
-        >>> round(estimate_size(6, 4))
-        210
+        >>> round(estimate_size(6, 4)), estimate_size(6, 10 ** 9)
+        (210, inf)
     """
-    return float(sum(n_letters ** w / (2.0 * w) for w in range(1, order + 1)))
+    total = 0.0
+    for w in range(1, order + 1):
+        try:
+            total += n_letters ** w / (2.0 * w)
+        except OverflowError:  # the int n^w does not fit a float: stop here
+            return math.inf
+    return total
 
 
 def untied_structure(K: int, trainable: Sequence[int] | int, order: int,
@@ -382,8 +390,10 @@ def untied_structure(K: int, trainable: Sequence[int] | int, order: int,
     NS = sub.K
     est = estimate_size(NS, Mo)
     if max_moments is not None and est > max_moments:
-        raise ValueError(f"the order-{Mo} untied hierarchy over {NS} letters has about {est:.3g} "
-                         f"moments (and ~{20 * est:.3g} terms), above max_moments = "
+        about = (f"about {est:.3g} moments (and ~{20 * est:.3g} terms)" if math.isfinite(est)
+                 else "more than 1e+308 moments")
+        raise ValueError(f"the order-{Mo} untied hierarchy over {NS} letters has {about}, "
+                         "above max_moments = "
                          f"{max_moments:.3g}; lower the order or raise max_moments")
     is_tr = np.zeros(alphabet.K, dtype=bool)
     for k in tr:

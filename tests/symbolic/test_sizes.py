@@ -15,6 +15,7 @@ from attndyn.cli import main
 from attndyn.symbolic import words as W
 from attndyn.symbolic.hierarchy import (MAX_K, check_tied_size, estimate_tied_size,
                                         tied_structure)
+from attndyn.symbolic.untied import estimate_size
 from attndyn.symbolic.words import (Alphabet, SizeError, bracelet_count, canonical,
                                     canonical_words, orbit_count, word_count)
 
@@ -205,3 +206,12 @@ def test_refusal_states_the_whole_size_not_where_the_estimate_stopped(memory_16g
     huge = _fast(check_tied_size, 2, [0], 10 ** 9)  # beyond a float: a power of ten
     got = re.search(r"has ~10\^(\d+) moments", huge)
     assert got and abs(int(got.group(1)) - 10 ** 9 * math.log10(2)) < 20, huge
+
+
+@pytest.mark.parametrize("order", [500, 10 ** 9])
+def test_untied_hierarchy_beyond_a_float_refused_with_its_size(order):
+    # estimate_size summed 6**w as floats: OverflowError from inside it from order ~400
+    model = attndyn.UntiedModel(2, [0], LINEAR)
+    msg = _fast(model.hierarchy, order)
+    assert f"order-{order} untied hierarchy" in msg and "max_moments" in msg, msg
+    assert estimate_size(6, 4) == pytest.approx(sum(6 ** w / (2 * w) for w in range(1, 5)))
