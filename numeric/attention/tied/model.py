@@ -280,12 +280,13 @@ class TiedModel(AttentionModel):
             if m.ndim != 2 or m.shape != (d, d):
                 raise ValueError(f"{name}[{k}] must be a square d x d array with the same d "
                                  f"for all, got shape {m.shape}")
+        if d < 1:  # before the checks below reduce over the entries
+            raise ValueError(f"{name} must be non-empty")
+        for k, m in enumerate(mats):
             if not np.all(np.isfinite(m)):
                 raise ValueError(f"{name}[{k}] must be finite")
             if not np.allclose(m, m.T, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(m).max())):
                 raise ValueError(f"{name}[{k}] must be symmetric (tied S_k = W_k W_k^T)")
-        if d < 1:
-            raise ValueError(f"{name} must be non-empty")
         for k, m in enumerate(mats):
             lam = np.linalg.eigvalsh(0.5 * (m + m.T))
             if lam[0] < -1e-9 * max(abs(lam[0]), abs(lam[-1])):
