@@ -63,6 +63,7 @@ import numpy as np
 
 from attndyn.numeric.core.validate import check_int_per
 from attndyn.numeric.core.validate import resolve_seed  # noqa: F401  (re-exported: part of the protocol's API)
+from attndyn.symbolic import words as symbolic_words
 from attndyn.symbolic.hierarchy import check_order
 from attndyn.symbolic.printing import word_label
 from attndyn.symbolic.words import canonical_words
@@ -277,6 +278,12 @@ class AttentionModel(abc.ABC):
                    scales: list[float], symmetric: bool) -> list[Any]:
         """Draw independent Gaussian weights (called by :meth:`gaussian_init`)."""
 
+    def init_floats(self, d: int, widths: list[int]) -> int:
+        """float64 entries that :meth:`gaussian_init` draws for dimension ``d`` and widths
+        ``d_k``: one ``d x d_k`` factor per index here; a parameterisation that draws
+        otherwise overrides it. Checked against the available memory before drawing."""
+        return d * sum(widths)
+
     def gaussian_init(self, d: int, *, width: int | Sequence[int] | None = None,
                       scale: float | Sequence[float] = 1.0, seed: RngLike = None,
                       symmetric: bool = False) -> list[Any]:
@@ -297,6 +304,11 @@ class AttentionModel(abc.ABC):
         scales = per(scale, "scale", float)
         if any(not math.isfinite(s) or s < 0 for s in scales):
             raise ValueError(f"scale must be finite and >= 0, got {scales}")
+        need, avail = 8 * self.init_floats(d, widths), symbolic_words.available_memory()
+        if need > avail:  # before numpy tries (a MemoryError for EiB, or swapping)
+            raise ValueError(f"gaussian_init: d = {d} and widths d_k up to {max(widths)} need "
+                             f"{need / 2 ** 30:.3g} GiB of weights, above the available memory "
+                             f"({avail / 2 ** 30:.3g} GiB); lower d or the widths")
         rng = np.random.default_rng(resolve_seed(seed))
         return self._draw_init(rng, d, widths, scales, bool(symmetric))
 

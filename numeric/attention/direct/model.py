@@ -136,6 +136,10 @@ class SModel(AttentionModel):
         """SGD weights: the matrices ``S_k`` themselves (:meth:`check_matrices`)."""
         return self.check_matrices(init, name)
 
+    def init_floats(self, d: int, widths: list[int]) -> int:
+        """One ``d x d`` matrix ``S_k`` per index (the widths do not apply)."""
+        return self.K * d * d
+
     def _draw_init(self, rng: np.random.Generator, d: int, widths: list[int],
                    scales: list[float], symmetric: bool) -> list[Any]:
         # entries N(0, scale_k^2 / d): Omega_kk ~ scale_k^2, t_k and Psi_kk O(1/d)

@@ -193,6 +193,10 @@ class UntiedModel(AttentionModel):
     def check_init(self, init: Sequence[Any], name: str = "init") -> list[Any]:
         return self.check_factors(init, name)
 
+    def init_floats(self, d: int, widths: list[int]) -> int:
+        """Two ``d x d_k`` factors ``(U_k, V_k)`` per index."""
+        return 2 * d * sum(widths)
+
     def _draw_init(self, rng: np.random.Generator, d: int, widths: list[int],
                    scales: list[float], symmetric: bool) -> list[Any]:
         # U_k, V_k entries N(0, scale_k^2 / d_k): tA_k ~ tB_k ~ scale_k^2, m_k = O(d^-1/2)
