@@ -27,6 +27,22 @@ if TYPE_CHECKING:
 __all__ = ["Trajectory", "load_result", "TruncationNotConverged", "IntegrationError"]
 
 
+def _letters(word: Any) -> tuple[int, ...]:
+    """A word's letters as ints; ``int()`` would read ``(0.7, 1)`` and ``"01"`` as q_12."""
+    shown = repr(word)[:40]
+    if isinstance(word, (str, bytes)) or not isinstance(word, (abc.Iterable, np.ndarray)):
+        raise TypeError(f"word must be a sequence of letters (ints >= 0, e.g. (0, 1) for q_12), "
+                        f"got {shown}; observable() takes names")
+    out = []
+    for a in word:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"word letters must be ints >= 0, got {a!r} in {shown}")
+        if a < 0:
+            raise ValueError(f"word letters must be ints >= 0, got {a} in {shown}")
+        out.append(int(a))
+    return tuple(out)
+
+
 class IntegrationError(RuntimeError):
     """Raised by ``raise_on_failure=True`` when an integration or run fails.
 
@@ -245,7 +261,7 @@ class Trajectory:
     def _word_index(self, word: Sequence[int]) -> int:
         if self.words is None:
             raise KeyError("this result has no word observables")
-        w = tuple(int(a) for a in word)
+        w = _letters(word)
         if not hasattr(self, "_wmap"):
             self._wmap = {tuple(x): i for i, x in enumerate(self.words)}
         K = 1 + max((max(x) for x in self.words if len(x)), default=0)

@@ -54,3 +54,14 @@ def test_free_init_feeds_the_ladder(d3_model):
     assert r.success, r.message
     # S2 = I and eq. (348) with the Marchenko-Pastur law of S1(0)
     assert np.allclose(r.moment((0, 1)), r.moment((0,)))
+
+
+@pytest.mark.parametrize("word,err", [((0.7, 1), TypeError), ("01", TypeError),
+                                      ((True,), TypeError), ((-1, 0), ValueError),
+                                      (0, TypeError), ("q_12", TypeError)])
+def test_moment_refuses_what_is_not_a_word(word, err, d3_model):
+    # int() truncated: moment((0.7, 1)) was q_12, moment("01") too, moment((True,)) mu_2
+    r = d3_model.hierarchy(4).integrate([np.eye(4) / 2, np.eye(4)], [0.0, 0.01])
+    with pytest.raises(err, match="word"):
+        r.moment(word)
+    assert np.array_equal(r.moment(np.array([1, 0])), r.moment((0, 1)))
