@@ -199,9 +199,15 @@ def check_t_eval(t_eval, name="t_eval") -> np.ndarray:
         else:
             return np.array(t_eval, dtype=np.float64)
     try:
-        t = np.asarray(t_eval, dtype=np.float64).ravel()
+        cplx = np.iscomplexobj(t_eval)  # the cast below would drop the imaginary part
+        t = np.asarray(t_eval, dtype=np.float64) if not cplx else None
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be an array of times") from None
+    if t is None:
+        raise TypeError(f"{name} must be real, got complex times")
+    if t.ndim > 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {t.shape}")
+    t = t.ravel()  # a single time: one output
     if t.size == 0:
         raise ValueError(f"{name} must contain at least one time")
     if not np.all(np.isfinite(t)):

@@ -109,3 +109,14 @@ def test_empty_trainable_is_refused():
     with pytest.raises(ValueError, match="trainable must name at least one of the indices 0..1"):
         check_model_args(2, [], 1, None, 0.0, identity_as_none=True)
     assert check_model_args(2, [0], 1, None, 0.0, identity_as_none=True)[1] == (0,)
+
+
+def test_check_t_eval_refuses_complex_and_matrix_times():
+    # complex times lost their imaginary part with only numpy's ComplexWarning; a 2-D
+    # array was flattened into a time grid
+    with pytest.raises(TypeError, match="t_eval must be real"):
+        check_t_eval(np.array([0.0, 0.1 + 1j]))
+    with pytest.raises(ValueError, match=r"t_eval must be one-dimensional, got shape \(2, 2\)"):
+        check_t_eval(np.zeros((2, 2)))
+    assert check_t_eval(0.5).tolist() == [0.5]  # one time
+    assert check_t_eval(np.array([0, 1])).dtype == np.float64
