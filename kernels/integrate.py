@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
+from ._layoutcache import cached_kernel_layout
 from .rhs import (GRAD_FTYPE, SLOT_TYPES, apply_groups_all, apply_groups_parallel,
                   apply_packed_all, apply_packed_parallel, auto_threads, check_system,
                   fused_system, gamma_table, group_blocks, kernel_layout, launch_threads,
@@ -435,13 +436,15 @@ def rk_kernel(slot_dtype=np.uint8, parallel: bool = False, packed: bool = False)
 
 
 def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_init=0.0,
-           t0=0.0, threads=None):
+           t0=0.0, threads=None, cache=None):
     """Integrate a fused ``system`` (see :func:`attndyn.kernels.rhs.fused_system`) from
     ``y0`` at ``t0`` with ``method`` (``"dopri5"`` or ``"dop853"``). Returns
     ``(ys, info, tinfo, yend)``; shapes and indices are checked before the kernel runs.
     ``info`` holds status, outputs, steps, RHS evaluations, rejected steps and, last, the
     threads used: :func:`attndyn.kernels.rhs.auto_threads` of the number of terms, at most
-    ``threads`` (the same bits for any number)."""
+    ``threads`` (the same bits for any number). ``cache = (path, stamp)`` (see
+    :func:`attndyn.kernels.taylor.prepare_taylor`) keeps the layout of a large system on
+    disk (:func:`attndyn.kernels._layoutcache.cached_kernel_layout`)."""
     if method not in TABLEAUX:
         raise ValueError(f"method must be one of {sorted(TABLEAUX)}, got {method!r}")
     A, B, C, E, E3, order, kind = TABLEAUX[method]
@@ -455,7 +458,8 @@ def run_rk(method, system, y0, t_eval, rtol, atol, max_steps, blowup, h_max, h_i
     s = system
     # from PERMUTE_TERMS on the kernel runs in the moments' first-touch order: each RHS entry
     # has the same bits, the error norm sums in another order (steps equal to rounding)
-    touch, rows, groups, src, slot, gather, packed = kernel_layout(s)
+    touch, rows, groups, src, slot, gather, packed = (
+        kernel_layout(s) if cache is None else cached_kernel_layout(s, cache))
     nthr = auto_threads(s.src.size, threads)
     rk_kernel(s.slot.dtype, nthr > 1, packed)(
         y0 if touch is None else y0[touch.perm], float(t0), t_eval, float(rtol), float(atol),

@@ -397,11 +397,13 @@ class TiedHierarchy(Hierarchy):
             return name, chunk_run, p
         from attndyn.kernels.integrate import run_rk
         system = self._system
+        # large layouts are kept next to the structure's cache file (if any), as Taylor's
+        cache = getattr(self.structure, "cache_id", None)
 
         def rk_chunk_run(y: np.ndarray, t_rem: np.ndarray, t: float, h: float,
                          n_steps: int) -> _Chunk:
             chunk: _Chunk = run_rk(name, system, y, t_rem, rtol, atol, n_steps, blowup, h_max,
-                          h_init=h, t0=t)
+                          h_init=h, t0=t, cache=cache)
             return chunk
         return name, rk_chunk_run, 0
 
