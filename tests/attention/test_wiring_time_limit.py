@@ -84,3 +84,27 @@ def test_untied_limit_time_limit():
         ulimit(u, law, [0.0, 1e300])
     r, wall = _timed(lambda: ulimit(u, law, [0.0, 1e6], time_limit=0.3))
     assert r.status == -4 and "wall-clock limit" in r.message and wall < 15
+
+
+def test_stiff_start_on_a_short_horizon_is_refused_not_run(model):
+    # a teacher S_2 = 1e10 I makes the rate 2e10: 6e8 DOP853 steps to t = 0.1, which ran
+    # without end (the work estimate was skipped for horizons up to 1e3)
+    from hang_guard import finishes
+    stiff = [np.diag([1.0, 0.5, 0.2]), 1e10 * np.eye(3)]
+
+    def refused(f):
+        with pytest.raises(ValueError, match="needs about .* steps"):
+            f()
+    finishes(lambda: refused(lambda: attndyn.numeric.matrix_flow(model, stiff, [0.0, 0.1])))
+    law = FreeInit([wishart(0.5, 0.5), scalar(1e10)])
+    finishes(lambda: refused(lambda: limit_flow(model, law, [0.0, 0.1])))
+    ok = attndyn.numeric.matrix_flow(model, [S[0], 1e4 * np.eye(3)], [0.0, 0.1])
+    assert ok.status == 0  # rate 2e4: some 600 steps, still run
+
+
+def test_limit_flow_failing_on_its_first_step_reports_a_status(model):
+    # the solver reached no output time: scipy's sol.y was an empty list and Y[:, :n]
+    # raised "list indices must be integers or slices, not tuple"
+    r = limit_flow(model, FreeInit([wishart(0.5, 0.5), scalar(1e200)]), [0.0, 0.1])
+    assert r.status < 0 and "stopped at t = 0" in r.message, r.message
+    assert r.t.size == 0 or np.all(np.isfinite(r.y))

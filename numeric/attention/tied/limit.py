@@ -214,10 +214,13 @@ def per_node_values(model: TiedModelLike, lam0: ArrayLike, w: ArrayLike, t_eval:
         if deadline() is None:  # no time limit: refuse a horizon of unbounded work
             check_horizon_work(rhs, lam0_a[tr].ravel(), float(t_a[-1]), "DOP853",
                                "limit flow")
-        sol = solve_ivp(budgeted(rhs), (0.0, float(t_a[-1])), lam0_a[tr].ravel(),
-                        method="DOP853",
-                        t_eval=t_a, rtol=rtol, atol=atol, events=blow)
-        Y, ts, st, msg = sol.y, sol.t, sol.status, sol.message
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite: judged below
+            sol = solve_ivp(budgeted(rhs), (0.0, float(t_a[-1])), lam0_a[tr].ravel(),
+                            method="DOP853",
+                            t_eval=t_a, rtol=rtol, atol=atol, events=blow)
+        # no output time reached: scipy leaves y and t as empty lists
+        Y = np.asarray(sol.y, dtype=np.float64).reshape(len(tr) * n, -1)
+        ts, st, msg = np.asarray(sol.t, dtype=np.float64), sol.status, sol.message
         good = np.all(np.isfinite(Y), axis=0)
         n_ok = int(np.argmin(good)) if not good.all() else good.size
         Y, ts = Y[:, :n_ok], ts[:n_ok]
