@@ -352,8 +352,10 @@ def _log_form(ell, sign):
         # cannot overflow (W0 of exp(ell) reaches 1e300 through lambertw_log0_scalar)
         if abs(w) < 1e100:
             dw = -2.0 * r * w * wp1 / (2.0 * wp1 * wp1 - r)
-        else:
+        elif abs(w) < 1e300:
             dw = -r * w / (wp1 - r / (2.0 * wp1))
+        else:  # r w would overflow (|r| up to log w ~ 710): the ratio first
+            dw = -r * (w / (wp1 - r / (2.0 * wp1)))
         w = w - dw
         if abs(dw) <= 1e-6 * abs(w):
             break
@@ -446,7 +448,10 @@ def lambertwm1_ufunc(z):
 
 @njit(cache=True, parallel=True)
 def lambertw_array(z, branch, out):
-    """Fill 1-D ``out`` with W_branch(z) (parallel loop over a 1-D array)."""
+    """Fill 1-D ``out`` with W_branch(z) (parallel loop over a 1-D array); ``out`` must
+    have the length of ``z`` (ValueError otherwise, before anything is written)."""
+    if out.shape[0] != z.shape[0]:
+        raise ValueError("lambertw_array: out must have the length of z")
     for i in prange(z.size):
         out[i] = lambertw_scalar(z[i], branch)
     return out
