@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import as_rng, int_ge1, seed_label
+from .model import MAX_CACHE_BYTES, as_rng, int_ge1, seed_label
 
 __all__ = ["SeqData", "make_data", "rms_normalise"]
 
@@ -34,7 +34,21 @@ def rms_normalise(X, token_norm="rms"):
                [1., 1.]])
     """
     X = np.asarray(X, dtype=np.float64)
-    r = np.sqrt(np.mean(X * X, axis=-1, keepdims=True))
+    if X.ndim < 1 or X.shape[-1] < 1:
+        raise ValueError(f"X must have tokens of d >= 1 entries on its last axis, got shape "
+                         f"{X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X must be finite (found NaN or inf)")
+    with np.errstate(over="ignore", under="ignore"):
+        r = np.sqrt(np.mean(X * X, axis=-1, keepdims=True))
+    # x x overflows beyond 1e154 and underflows below 1e-154: those tokens are scaled by
+    # their largest entry first (the others keep the plain formula's bits)
+    off = ~np.isfinite(r) | (r < 1e-150)
+    if np.any(off):
+        s = np.max(np.abs(X), axis=-1, keepdims=True)
+        s = np.where(off & (s > 0), s, 1.0)
+        Xs = X / s
+        r = np.where(off, s * np.sqrt(np.mean(Xs * Xs, axis=-1, keepdims=True)), r)
     if np.any(r == 0):
         raise ValueError("X has an all-zero token, which cannot be RMS-normalised")
     X = X / r
@@ -99,8 +113,9 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
     """
     n = int_ge1(n, "n")
     n_test = int_ge1(n_test, "n_test")
+    # (no float() before the range test: an int beyond the float range would overflow)
     if isinstance(xi, bool) or not isinstance(xi, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(xi)) or float(xi) < 0:
+            or not 0 <= xi <= 1.7976931348623157e308:
         raise ValueError(f"xi must be a finite real number >= 0, got {xi!r}")
     xi = float(xi)
     if hasattr(teacher, "forward") and hasattr(teacher, "L"):
@@ -115,6 +130,12 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
         tinfo = {"callable": getattr(teacher, "__name__", "callable")}
     else:
         raise TypeError("teacher must be a Transformer or a callable (n, L, d) -> (n, L, d)")
+    for name, k in (("n", n), ("n_test", n_test)):
+        # the draw, its normalised copy, the teacher's output and the targets
+        if 4 * 8 * k * L * d > MAX_CACHE_BYTES:
+            raise ValueError(f"{name} = {k} sequences of L d = {L * d} entries need "
+                             f"{4 * 8 * k * L * d / 2**30:.1f} GiB, above the limit of "
+                             f"{MAX_CACHE_BYTES / 2**30:.0f} GiB; reduce {name}")
     rng = as_rng(seed)
     X = rms_normalise(rng.standard_normal((n, L, d)), token_norm)
     Fx = np.asarray(f(X), dtype=np.float64)
@@ -123,6 +144,9 @@ def make_data(teacher, n, *, xi, seed, n_test=256, L=None, d=None, token_norm="r
     Y = Fx + xi * rng.standard_normal(X.shape)
     Xt = rms_normalise(rng.standard_normal((n_test, L, d)), token_norm)
     Ft = np.asarray(f(Xt), dtype=np.float64)
+    if Ft.shape != Xt.shape or not np.all(np.isfinite(Ft)):
+        raise ValueError(f"teacher must return finite values of shape {Xt.shape} "
+                         f"(on the test inputs)")
     return SeqData(X, Y, Xt, Ft, xi, {"n": n, "n_test": n_test, "xi": xi, "L": L, "d": d,
                                       "token_norm": token_norm, "seed": seed_label(seed),
                                       "teacher": tinfo})

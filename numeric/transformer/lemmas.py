@@ -64,7 +64,9 @@ def check_setup(setup) -> dict:
     if s["kappa"] != "1/sqrt(m)":
         s["kappa"] = pos_float(s["kappa"], "kappa")
     xi = s["xi"]
-    if isinstance(xi, bool) or not isinstance(xi, (int, float)) or not math.isfinite(xi) or xi < 0:
+    # (no float conversion before the range test: an int beyond the float range overflows)
+    if isinstance(xi, bool) or not isinstance(xi, (int, float)) \
+            or not 0 <= xi <= 1.7976931348623157e308:
         raise ValueError(f"xi must be a finite real number >= 0, got {xi!r}")
     s["xi"] = float(xi)
     s["teacher_m"] = int_ge1(s.get("teacher_m", s["m"]), "teacher_m")

@@ -73,7 +73,10 @@ def int_ge1(x: object, name: str) -> int:
 def pos_float(x: object, name: str, meaning: str = "") -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number > 0{meaning}, got {x!r}")
-    v = float(x)
+    try:
+        v = float(x)
+    except OverflowError:  # an int beyond the float range
+        raise ValueError(f"{name} must be a finite real number > 0{meaning}, got {x}") from None
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a finite real number > 0{meaning}, got {v}")
     return v
@@ -122,6 +125,10 @@ def positional_embedding(L: int, d: int, kind: str = "sinusoidal") -> NDArray[np
         True
     """
     L, d = int_ge1(L, "L"), int_ge1(d, "d")
+    if 8 * L * d > MAX_CACHE_BYTES:
+        raise ValueError(f"the positional embedding has L d = {L * d} entries "
+                         f"({8 * L * d / 2**30:.1f} GiB), above the limit of "
+                         f"{MAX_CACHE_BYTES / 2**30:.0f} GiB; reduce L or d")
     if kind == "zeros":
         return np.zeros((L, d))
     if kind != "sinusoidal":
@@ -275,9 +282,18 @@ class Transformer:
             raise ValueError(f"N (m d + d^2) parameters need {n_params * 8 / 2**30:.1f} GiB, "
                              f"above the limit of {MAX_CACHE_BYTES / 2**30:.0f} GiB; "
                              f"reduce N, d or m")
-        E_scale = float(E_scale)
-        if not math.isfinite(E_scale) or E_scale < 0:
+        if isinstance(E_scale, bool) or not isinstance(E_scale, (int, float, np.integer,
+                                                                 np.floating)):
+            raise TypeError(f"E_scale must be a real number >= 0, got {E_scale!r}")
+        if not (abs(E_scale) <= 1.7976931348623157e308 and E_scale >= 0):  # ints beyond too
             raise ValueError(f"E_scale must be a finite real number >= 0, got {E_scale}")
+        E_scale = float(E_scale)
+        # the causal mask (L x L, a bool and a float copy) and E are made here, before any
+        # forward pass could refuse them
+        fixed = 9 * self.L * self.L + 8 * self.L * self.d
+        if fixed > MAX_CACHE_BYTES:
+            raise ValueError(f"L = {self.L}: the causal mask and E need {fixed / 2**30:.1f} GiB, "
+                             f"above the limit of {MAX_CACHE_BYTES / 2**30:.0f} GiB; reduce L")
         if isinstance(E, str):
             self.E = E_scale * positional_embedding(self.L, self.d, E)
             self._E_kind = E if E_scale == 1.0 else f"{E}*{E_scale:g}"
@@ -454,6 +470,8 @@ class Transformer:
     def check_X(self, X: ArrayLike, name: str = "X") -> NDArray[np.floating[Any]]:
         """``X`` as a float64 array of shape (n, L, d) (a single (L, d) input is
         promoted to n = 1); errors name the argument."""
+        if np.iscomplexobj(X):  # the cast would drop the imaginary part with a warning
+            raise TypeError(f"{name} must be real, got a complex array")
         try:
             X = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError):
