@@ -119,6 +119,8 @@ INF = np.inf
 
 
 def _arr(name, x):
+    if x is None:  # else it became NaN and the message read "got nan"
+        raise ValueError(f"{name} is required; got None")
     a = np.asarray(x)
     if a.dtype.kind == "c":
         raise TypeError(f"{name} must be real, got a complex value")

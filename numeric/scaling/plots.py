@@ -31,6 +31,24 @@ def _axes(ax, ncols=1, figsize=None):
     return ax
 
 
+def _real(name, x):
+    """``x`` as a float; a number is needed (it is formatted into a label)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {x!r}")
+    return float(x)
+
+
+def _nonempty(name, x):
+    """``x`` as a 1-D float array with at least one entry (the axis limits need one)."""
+    try:
+        a = np.atleast_1d(np.asarray(x, dtype=float)).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be real numbers, got {x!r}") from None
+    if a.size == 0:
+        raise ValueError(f"{name} must have at least one value, got an empty array")
+    return a
+
+
 def plot_two_stage(C, xis, N, L, d, *, alpha, prefactor, loss0, c_stat, frontier=True,
                    ax=None):
     """Excess-risk bound against compute for several noise levels.
@@ -47,6 +65,7 @@ def plot_two_stage(C, xis, N, L, d, *, alpha, prefactor, loss0, c_stat, frontier
         >>> ax.get_xscale(), bool(ax.get_ylabel())
         ('log', True)
     """
+    N = _real("N", N)
     ax = _axes(ax)
     C = np.asarray(C, dtype=float)
     for i, xi in enumerate(np.atleast_1d(xis)):
@@ -80,9 +99,10 @@ def plot_phase_diagram(C, xis, L, d, ax=None):
         >>> ax.get_xscale(), bool(ax.get_xlabel()), bool(ax.get_ylabel())
         ('log', True, True)
     """
+    C, xis = _nonempty("C", C), _nonempty("xis", xis)
+    if not np.all(np.isfinite(C)):  # the shaded region needs finite axis limits
+        raise ValueError("C must be finite in a phase diagram")
     ax = _axes(ax)
-    C = np.asarray(C, dtype=float)
-    xis = np.atleast_1d(xis)
     top = None
     for i, xi in enumerate(xis):
         n = sc.critical_data_size(C, xi, L, d)
@@ -157,6 +177,7 @@ def plot_model_law(M, N, xi, zetas, ax=None):
         >>> bool(ax.get_xlabel()), bool(ax.get_ylabel())
         (True, True)
     """
+    N = _real("N", N)
     ax = _axes(ax)
     M = np.asarray(M, dtype=float)
     for i, z in enumerate(np.atleast_1d(zetas)):
@@ -186,6 +207,7 @@ def plot_single_variable_laws(T, N, M, xi, *, c_stat, zetas=(0.1, 0.2, 0.3), N_t
         >>> len(axes)
         3
     """
+    N, xi = _nonempty("N", N), _real("xi", xi)
     if axes is None:
         import matplotlib.pyplot as plt
 
