@@ -651,11 +651,18 @@ def _integrate_flow(rhs: _Rhs, y0: np.ndarray, t_eval: np.ndarray, mode: str, me
     if not t_eval[-1] > 0:
         return t_eval, np.repeat(y0[:, None], t_eval.size, 1), 0, "success"
     with np.errstate(all="ignore"):
-        from attndyn.numeric.attention.odesolve import budgeted  # an enclosing time_budget
+        from attndyn.numeric.attention.odesolve import budgeted, check_horizon_work, deadline
+        if deadline() is None:  # no time limit: refuse a run of unbounded work
+            kept = dict(warm)  # the estimate's evaluations must not move the Newton start
+            check_horizon_work(rhs, y0, float(t_eval[-1]), method, f"untied matrix flow ({mode})")
+            warm.clear()
+            warm.update(kept)
         sol = solve_ivp(budgeted(rhs), (0.0, float(t_eval[-1])), y0, method=method,
                         t_eval=t_eval,
                         rtol=rtol, atol=atol, events=blow)
-    ts, Ys = sol.t, sol.y
+    # no output time reached: scipy leaves y and t as empty lists
+    ts, Ys = np.asarray(sol.t, dtype=np.float64), np.asarray(sol.y, dtype=np.float64)
+    Ys = Ys.reshape(y0.size, ts.size)
     status = 0 if sol.status == 0 else (-3 if sol.status == 1 else -1)
     if warm["fail"] and status != 0:
         status = ROOT_FAILED
