@@ -79,6 +79,9 @@ def lemma_adjoints(model, c, Y, *, form="exact"):
     """
     if form not in ("exact", "lemma"):
         raise ValueError(f"form must be 'exact' or 'lemma', got {form!r}")
+    if np.shape(Y) != c.F.shape:  # (1, L, d) or (d,) would broadcast against F
+        raise ValueError(f"Y must have the shape of the cached output F, {c.F.shape}, got "
+                         f"{np.shape(Y)}")
     n, L, d = c.F.shape
     kap = model.kappa
     deltas = [None] * model.N
@@ -162,7 +165,13 @@ def relative_error(a, b) -> float:
     """
     a = flatten(a) if isinstance(a, list) else np.asarray(a).ravel()
     b = flatten(b) if isinstance(b, list) else np.asarray(b).ravel()
-    s = max(np.linalg.norm(a), np.linalg.norm(b))
+    if a.size != b.size:  # else (3,) against (1,) broadcast and could read as equal
+        raise ValueError(f"a and b must have the same number of entries, got {a.size} and "
+                         f"{b.size}")
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if not (np.isfinite(na) and np.isfinite(nb)):  # max() dropped a NaN norm: 0 for NaN
+        return float("nan")
+    s = max(na, nb)
     return float(np.linalg.norm(a - b) / s) if s > 0 else 0.0
 
 
@@ -196,6 +205,12 @@ def finite_difference_gradients(model, X, Y, *, h=1e-5, richardson=True):
         >>> relative_error(fd, tf.gradients(X, Y)) < 1e-7
         True
     """
+    if isinstance(h, bool) or not isinstance(h, (int, float, np.integer, np.floating)):
+        raise TypeError(f"h must be a real number > 0 (finite-difference step), got {h!r}")
+    if not 0 < h <= 1.7976931348623157e308:  # NaN fails too
+        raise ValueError(f"h must be a finite real number > 0 (finite-difference step), "
+                         f"got {h}")
+    h = float(h)
     X, Y = model.check_XY(X, Y)
     m = model.copy()
     th0 = model.theta()

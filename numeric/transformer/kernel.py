@@ -179,6 +179,15 @@ def block_output(model, Lam, layer, *, U=None, W=None):
         ((10, 3), True)
     """
     k = _layer(model, layer)
+    Lam = np.asarray(Lam)
+    if Lam.ndim != 3 or Lam.shape[1:] != (model.L, model.d) or Lam.shape[0] < 1:
+        raise ValueError(f"Lam must have shape (n, L, d) = (n, {model.L}, {model.d}) with "
+                         f"n >= 1, got {Lam.shape}")
+    if not np.all(np.isfinite(Lam)):
+        raise ValueError("Lam must be finite (found NaN or inf)")
+    for name, x, shape in (("U", U, (model.d, model.d)), ("W", W, (model.d, model.m))):
+        if x is not None and np.shape(x) != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {np.shape(x)}")
     U = model.U[k] if U is None else U
     W = model.W[k] if W is None else W
     n, L, d = Lam.shape
@@ -235,6 +244,9 @@ def min_eigenvalue(H) -> float:
         >>> min_eigenvalue(np.array([[2.0, 1.0], [1.0, 2.0]]))
         1.0
     """
+    H = np.asarray(H)
+    if H.ndim != 2 or H.shape[0] != H.shape[1] or H.size == 0:
+        raise ValueError(f"H must be a non-empty square matrix, got shape {H.shape}")
     return float(np.linalg.eigvalsh(0.5 * (H + H.T))[0])
 
 
