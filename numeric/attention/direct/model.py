@@ -270,7 +270,11 @@ class SModel(AttentionModel):
     def order_parameters(self, matrices: Sequence[ArrayLike]) -> tuple:
         """``(t, Psi, Omega)`` of matrices ``S_k`` (eq. 397)."""
         mats = self.check_matrices(matrices)
-        ops: tuple[np.ndarray, np.ndarray, np.ndarray] = direct_order_parameters(mats)
+        with np.errstate(over="ignore", invalid="ignore"):  # judged just below
+            ops: tuple[np.ndarray, np.ndarray, np.ndarray] = direct_order_parameters(mats)
+        if not all(np.all(np.isfinite(x)) for x in ops):
+            raise ValueError("matrices: the order parameters t, Psi, Omega overflow float64 "
+                             "(entries too large); scale the matrices down")
         return ops
 
     def initial_state(self, init: Any) -> tuple:
