@@ -175,6 +175,11 @@ def excess_risk(model, X_test, F_test) -> float:
         >>> excess_risk(tf, X, tf(X))
         0.0
     """
+    X_test = model.check_X(X_test, "X_test")
+    F_test = model.check_X(F_test, "F_test")
+    if F_test.shape != X_test.shape:  # else (1, L, d) broadcast into a wrong risk
+        raise ValueError(f"F_test must have the shape of X_test, {X_test.shape}, got "
+                         f"{F_test.shape}")
     R = model._forward(X_test).F - F_test
     return float(np.vdot(R, R) / X_test.shape[0])
 
@@ -186,6 +191,9 @@ def _data(model, data):
         if data.X_test is not None:
             Xt = model.check_X(data.X_test, "data.X_test")
             Ft = model.check_X(data.F_test, "data.F_test")
+            if Ft.shape != Xt.shape:
+                raise ValueError(f"data.F_test must have the shape of data.X_test, "
+                                 f"{Xt.shape}, got {Ft.shape}")
         return X, Y, Xt, Ft, dict(data.params)
     if isinstance(data, (tuple, list)) and len(data) in (2, 4):
         X, Y = model.check_XY(data[0], data[1])
@@ -193,18 +201,28 @@ def _data(model, data):
         if len(data) == 4:
             Xt = model.check_X(data[2], "X_test")
             Ft = model.check_X(data[3], "F_test")
+            if Ft.shape != Xt.shape:  # else F_test broadcast against F(X_test)
+                raise ValueError(f"F_test must have the shape of X_test, {Xt.shape}, got "
+                                 f"{Ft.shape}")
         return X, Y, Xt, Ft, {"n": X.shape[0]}
     raise TypeError("data must be a SeqData or a tuple (X, Y) or (X, Y, X_test, F_test)")
 
 
-def _times(T, t_eval, n_eval):
-    T = float(T)
-    if not math.isfinite(T) or T <= 0:
-        raise ValueError(f"T must be a finite real number > 0, got {T}")
+def _times(T, t_eval, n_eval, max_grad):
+    """The output times; each recorded row costs a forward and backward pass, so at most
+    ``max(max_grad, MAX_GRAD)`` of them (checked before ``np.linspace`` allocates them)."""
+    T = pos_float(T, "T", " (training time)")
+    limit = max(max_grad, MAX_GRAD)
     if t_eval is None:
         n_eval = int_ge1(n_eval, "n_eval")
+        if n_eval + 1 > limit:
+            raise ValueError(f"n_eval = {n_eval}: more output times (each row a forward and "
+                             f"backward pass) than the limit of {limit} (max_grad or 10^6)")
         return np.linspace(0.0, T, n_eval + 1)
     t = np.asarray(t_eval, dtype=np.float64).ravel()
+    if t.size > limit:
+        raise ValueError(f"t_eval has {t.size} output times (each row a forward and backward "
+                         f"pass), above the limit of {limit} (max_grad or 10^6)")
     if t.size == 0 or not np.all(np.isfinite(t)) or t[0] < 0 or np.any(np.diff(t) < 0) \
             or t[-1] > T * (1 + 1e-12):
         raise ValueError("t_eval must be finite, non-decreasing, in [0, T] and non-empty")
@@ -270,7 +288,7 @@ def train(model: Transformer, data, *, T, method="flow", t_eval=None, n_eval=50,
     observe, blowup, max_grad, record_set = _check_train_args(model, method, observe, blowup,
                                                               max_grad, record)
     X, Y, Xt, Ft, dparams = _data(model, data)
-    ts = _times(T, t_eval, n_eval)
+    ts = _times(T, t_eval, n_eval, max_grad)
     rtol, atol, lr = _check_work(model, X, Y, ts, T, method, solver, rtol, atol, lr, max_grad)
     mdl = model if inplace else model.copy()
     prem, names, thetas, record = _observers(mdl, X, Y, Xt, Ft, observe, record_set)
