@@ -19,6 +19,8 @@ sub-word; orders up to about 12 with two random letters take about a second.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 from math import comb
@@ -49,11 +51,20 @@ def wishart(sigma: float | Any = 1, aspect: float | Any = 1) -> Spec:
         >>> FreeInit([w])([(0,), (0, 0)])
         [2.0, 6.0]
     """
+    _check_finite(sigma, "sigma")
+    _check_finite(aspect, "aspect")
     if not (aspect > 0):
         raise ValueError(f"aspect must be > 0 (d_k / d), got {aspect}")
     if sigma < 0:
         raise ValueError(f"sigma must be >= 0, got {sigma}")
     return Spec("wishart", sigma, aspect)
+
+
+def _check_finite(x: Any, name: str) -> None:
+    """A plain number must be finite (NaN passes every comparison check as False);
+    a SymPy expression is left to its user."""
+    if isinstance(x, numbers.Real) and not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {x}")
 
 
 def scalar(c: float | Any) -> Spec:
@@ -62,6 +73,7 @@ def scalar(c: float | Any) -> Spec:
         >>> FreeInit([scalar(2)])([(0,), (0, 0), (0, 0, 0)])
         [2.0, 4.0, 8.0]
     """
+    _check_finite(c, "c")
     return Spec("scalar", c)
 
 
@@ -175,8 +187,9 @@ class FreeInit:
 
         from .words import decode
         K = structure.K
-        if len(self.specs) < K:  # a letter without a spec: the per-word call says which
-            return np.asarray(self(structure.words), dtype=np.float64)
+        if len(self.specs) != K:  # one spec per index, as the limit solvers require
+            raise ValueError(f"the law has {len(self.specs)} specs; the hierarchy needs one "
+                             f"per index, K = {K}")
         is_scalar = np.array([s.kind == "scalar" for s in self.specs[:K]])
         out = np.empty(structure.n_moments, dtype=np.float64)
         base = K + 1  # subsequence codes: letters as digits 1..K, so lengths are implied
