@@ -103,13 +103,28 @@ def build(setup, seed):
     return student, data
 
 
+#: Most seeds one sweep takes (each is a full run): a count above it is refused before
+#: the list is built.
+MAX_SEEDS = 10 ** 6
+
+
 def seed_list(seeds):
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ValueError(f"seeds must be an int >= 1 (a number of seeds) or a non-empty "
-                             f"list of seeds, got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ValueError(f"seeds must be an int in [1, {MAX_SEEDS}] (a number of seeds) "
+                             f"or a non-empty list of seeds, got {seeds}")
         return list(range(int(seeds)))
-    out = [int(x) for x in seeds]
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"seeds must be an int >= 1 or a list of ints >= 0, got {seeds!r}")
+    out = []
+    for x in seeds:  # no int(): 1.5 was truncated to 1 and "7" parsed
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+            raise TypeError(f"seeds must be ints >= 0, got {x!r}")
+        if x < 0:
+            raise ValueError(f"seeds must be ints >= 0, got {x}")
+        out.append(int(x))
+        if len(out) > MAX_SEEDS:
+            raise ValueError(f"seeds must list at most {MAX_SEEDS} seeds")
     if not out:
         raise ValueError("seeds must be an int >= 1 or a non-empty list of seeds")
     return out
@@ -347,16 +362,22 @@ def log10_required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0)
     n, L, d, N = (int_ge1(n, "n"), int_ge1(L, "L"), int_ge1(d, "d"), int_ge1(N, "N"))
     omega = pos_float(omega, "omega")
     lam = pos_float(lam, "lam", " (lambda of Assumption 5.1 must be > 0)")
-    delta = pos_float(delta, "delta")
-    if delta >= 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
-    c_exp = float(c_exp)
-    if not math.isfinite(c_exp) or c_exp < 0:
-        raise ValueError(f"c_exp must be a finite real number >= 0, got {c_exp}")
-    prefactor = pos_float(prefactor, "prefactor")
+    delta, c_exp, prefactor = _width_constants(delta, c_exp, prefactor)
     ln = (math.log(prefactor) + 3 * math.log(n) + 5 * math.log(L) + c_exp * d
           - 6 * math.log(omega) - 6 * math.log(lam) - 3 * math.log(delta) - 2 * math.log(N))
     return ln / math.log(10)
+
+
+def _width_constants(delta, c_exp, prefactor):
+    """``(delta, c_exp, prefactor)`` of Definition 5.2's width, checked by name."""
+    delta = pos_float(delta, "delta")
+    if delta >= 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if isinstance(c_exp, bool) or not isinstance(c_exp, (int, float, np.integer, np.floating)):
+        raise TypeError(f"c_exp must be a real number >= 0, got {c_exp!r}")
+    if not 0 <= c_exp <= 1.7976931348623157e308:  # NaN and ints beyond the float range too
+        raise ValueError(f"c_exp must be a finite real number >= 0, got {c_exp}")
+    return delta, float(c_exp), pos_float(prefactor, "prefactor")
 
 
 def required_width(n, L, d, N, omega, lam, delta, *, c_exp, prefactor=1.0):
@@ -386,6 +407,7 @@ def definition52(model, X, *, delta, c_exp, prefactor=1.0, omega_const=None, B=N
         False
     """
     X = model.check_X(X)
+    _width_constants(delta, c_exp, prefactor)  # also when lambda <= 0 skips the width
     lam = min(e["lambda"] for e in kernel_eigenvalues(model, X))
     out = {"lambda": lam, "m_used": model.m, "log10_m_used": math.log10(model.m),
            "kappa": model.kappa, "kappa_def52": 1 / math.sqrt(model.m)}

@@ -75,7 +75,12 @@ def ntk_predictor(X_train, Y_train, E=None, *, ridge=0.0):
     if X.ndim != 3 or Y.shape != X.shape:
         raise ValueError(f"X_train and Y_train must have the same shape (n, L, d), got "
                          f"{X.shape}, {Y.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):  # else LAPACK fails
+        raise ValueError("X_train and Y_train must be finite (found NaN or inf)")
     E = np.zeros(X.shape[1:]) if E is None else np.asarray(E, dtype=np.float64)
+    if E.shape != X.shape[1:] or not np.all(np.isfinite(E)):
+        raise ValueError(f"E must be a finite array of shape (L, d) = {X.shape[1:]}, got "
+                         f"shape {E.shape}")
     ridge = float(ridge)
     if not math.isfinite(ridge) or ridge < 0:
         raise ValueError(f"ridge must be a finite real number >= 0, got {ridge}")

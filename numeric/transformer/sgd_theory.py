@@ -47,6 +47,29 @@ def per_sample_gradients(model, X, Y):
     return np.asarray(out)
 
 
+#: Most batches :func:`sgd_rate_gap` draws (one Python-level draw each).
+MAX_BATCHES = 10 ** 7
+
+
+def _check_gap_args(lam, delta, n_batches):
+    """``(lam, delta, n_batches)`` checked by name before any batch is drawn."""
+    from .model import pos_float
+    # lam may be <= 0: theorem_e2_sgd passes the measured lambda when Assumption 5.1 fails
+    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)):
+        raise TypeError(f"lam must be a real number (lambda of Assumption 5.1), got {lam!r}")
+    if not abs(lam) <= 1.7976931348623157e308:
+        raise ValueError(f"lam must be finite, got {lam}")
+    lam = float(lam)
+    delta = pos_float(delta, "delta", " (the gap's quantile is 1 - delta)")
+    if delta >= 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if isinstance(n_batches, bool) or not isinstance(n_batches, (int, np.integer)):
+        raise TypeError(f"n_batches must be an int in [1, {MAX_BATCHES}], got {n_batches!r}")
+    if not 1 <= n_batches <= MAX_BATCHES:
+        raise ValueError(f"n_batches must be an int in [1, {MAX_BATCHES}], got {n_batches}")
+    return lam, delta, int(n_batches)
+
+
 def sgd_rate_gap(model, X, Y, batch, *, lam, delta=0.05, n_batches=2000, seed=0):
     r"""Theorem E.2's SGD step measured: the gap ``dL/dt|_B - E[dL/dt]`` at the model's
     parameters for batches of ``batch`` sequences; see the module docstring. Returns a dict with
@@ -70,6 +93,7 @@ def sgd_rate_gap(model, X, Y, batch, *, lam, delta=0.05, n_batches=2000, seed=0)
     n = X.shape[0]
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= n:
         raise ValueError(f"batch must be an int in [1, n] = [1, {n}], got {batch!r}")
+    lam, delta, n_batches = _check_gap_args(lam, delta, n_batches)
     G = per_sample_gradients(model, X, Y)
     g = G.mean(axis=0)                       # grad of (1/n) sum ||F_i - Y_i||^2
     R = model._forward(X).F - Y
