@@ -130,6 +130,17 @@ def seed_list(seeds):
     return out
 
 
+def width_list(widths):
+    """``widths`` as a non-empty list of ints >= 1, by name (no ``int()``: 2.5 is refused,
+    not run as 2)."""
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__"):
+        raise TypeError(f"widths must be a non-empty list of ints >= 1, got {widths!r}")
+    out = [int_ge1(m, "widths") for m in widths]
+    if not out:
+        raise ValueError("widths must be a non-empty list of ints >= 1")
+    return out
+
+
 def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4,
                   kernel="definition"):
     """Relative gap between Lemma 4.1's expression and ``dL/dt = -|grad L|^2``
@@ -147,13 +158,8 @@ def lemma41_sweep(setup, widths=(16, 32, 64, 128, 256, 512, 1024), *, seeds=4,
     kernel = kernel_name(kernel)
     other = [k for k in KERNELS if k != kernel][0]
     s = check_setup(setup)
-    if isinstance(widths, str) or not hasattr(widths, "__iter__"):
-        raise TypeError("widths must be a non-empty list of ints >= 1")
-    widths = list(widths)
-    if not widths:
-        raise ValueError("widths must be a non-empty list of ints >= 1")
+    widths = width_list(widths)
     seeds = seed_list(seeds)
-    widths = [int_ge1(int(m), "widths") for m in widths]
     rows = []
     for m in widths:
         g, gW, gU, rU, go = [], [], [], [], []

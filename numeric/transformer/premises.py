@@ -48,13 +48,12 @@ def part16_sweep(setup, widths, *, seeds=2):
         ([4.0, 16.0], 'm')
     """
     from .kernel import parts_from_cache
-    from .lemmas import seed_list, build, check_setup
-    from .model import int_ge1
+    from .lemmas import seed_list, build, check_setup, width_list
     from .results import Sweep, fit_power_law
     s = check_setup(setup)
     seeds = seed_list(seeds)
     rows = []
-    widths = [int_ge1(int(m), "widths") for m in widths]
+    widths = width_list(widths)
     for m in widths:
         v = []
         for sd in seeds:

@@ -22,8 +22,14 @@ def fit_power_law(x, y):
         >>> round(fit["exponent"], 6), round(fit["prefactor"], 6), fit["n_points"]
         (-0.5, 3.0, 3)
     """
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
+    try:
+        x = np.asarray(x, dtype=np.float64).ravel()
+        y = np.asarray(y, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise TypeError("x and y must be real numbers") from None
+    if x.size != y.size:  # else a numpy broadcast error, or a silent one for size 1
+        raise ValueError(f"x and y must have the same number of points, got {x.size} and "
+                         f"{y.size}")
     ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     k = int(ok.sum())
     if k < 2:
