@@ -910,6 +910,22 @@ QUANTITIES: dict[str, tuple[Callable[..., Any], tuple[str, ...], tuple[str, ...]
 }
 
 
+#: Most points :func:`evaluate` and :func:`evaluate_grid` make (8 bytes each per quantity).
+MAX_POINTS = 10 ** 8
+
+
+def _check_points(values):
+    """Refuse a broadcast of the inputs above :data:`MAX_POINTS` before anything is made."""
+    try:
+        shape = np.broadcast_shapes(*(np.shape(v) for v in values.values() if v is not None))
+    except ValueError:
+        shapes = {k: np.shape(v) for k, v in values.items() if v is not None}
+        raise ValueError(f"the inputs do not broadcast together: {shapes}") from None
+    if math.prod(shape) > MAX_POINTS:
+        raise ValueError(f"the inputs broadcast to shape {shape}, {math.prod(shape)} points, "
+                         f"above the limit of {MAX_POINTS}")
+
+
 def evaluate(names, **values):
     """Evaluate the named :data:`QUANTITIES` on broadcast inputs.
 
@@ -926,6 +942,9 @@ def evaluate(names, **values):
         >>> sorted(out)
         ['data_law', 'threshold_compute']
     """
+    if isinstance(names, str):  # one name, not its letters
+        names = [names]
+    _check_points(values)
     out = {}
     for name in names:
         try:
@@ -956,6 +975,10 @@ def evaluate_grid(names, **values):
     """
     axes = {k: np.asarray(v, dtype=np.float64).ravel() for k, v in values.items()
             if v is not None and np.ndim(v) > 0}
+    shape = tuple(v.size for v in axes.values())
+    if math.prod(shape) > MAX_POINTS:  # before the kernels make the outer product
+        raise ValueError(f"the grid has shape {shape}, {math.prod(shape)} points, above the "
+                         f"limit of {MAX_POINTS}")
     n = len(axes)
     grid = dict(values)
     for i, (k, v) in enumerate(axes.items()):
