@@ -220,8 +220,8 @@ class TiedHierarchy(Hierarchy):
             if missing:
                 raise ValueError(f"mu0 lacks {len(missing)} moments, e.g. {missing[:3]}")
             y = np.array([vals[w] for w in self.words])
-        elif isinstance(mu0, (list, tuple)) and len(mu0) == self.model.K and all(
-                np.ndim(m) == 2 for m in mu0):
+        elif isinstance(mu0, (list, tuple)) and len(mu0) > 0 and all(
+                np.ndim(m) == 2 for m in mu0):  # matrices: their count is checked there
             y = self.moments_from_matrices(mu0)
         else:
             try:

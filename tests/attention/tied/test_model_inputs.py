@@ -18,3 +18,11 @@ def test_empty_matrices_refused_by_name():
         model.hierarchy(4).integrate(empty, [0.0, 0.1])
     with pytest.raises(ValueError, match="must be non-empty"):
         attndyn.matrix_flow(model, empty, [0.0, 0.1])
+
+
+def test_a_list_with_another_number_of_matrices_than_K_is_named():
+    # one matrix for K = 2 read as a moment array: "mu0 must have shape (15,) ..., got (1, 4, 4)"
+    h = attndyn.TiedModel(2, [0], LOSS).hierarchy(4)
+    for mats in ([np.eye(4)], [np.eye(4)] * 3):
+        with pytest.raises(ValueError, match=f"matrices must hold K = 2 matrices, got {len(mats)}"):
+            h.integrate(mats, [0.0, 0.1])
