@@ -239,7 +239,7 @@ def model_spec(args) -> ModelSpec:
     kinds = getattr(args, "_model_kinds", KINDS)
     if v["model"] not in kinds:
         raise ValueError(f"--model must be one of {', '.join(kinds)} here, got {v['model']}")
-    K = check_size(check_K(v["K"], "--K"), "K")
+    K = check_K(check_size(v["K"], "K"), "--K")  # the CLI's range first: 1..32
     L = check_size(v["L"], "L")
     trainable = check_trainable(int_list(v["trainable"], "trainable"), K)
     if not trainable:
