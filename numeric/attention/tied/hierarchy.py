@@ -582,7 +582,10 @@ class TiedHierarchy(Hierarchy):
         t_eval : array
             Output times (ODE time ``t = 4 eta n / d``), non-decreasing, >= 0.
         rtol, atol : float
-            Local error tolerances of the Dormand-Prince 5(4) integrator.
+            Local error tolerances of the Dormand-Prince 5(4) integrator; ``rtol`` in
+            ``(0, 1)``. The matrix flow (``method="flow"``, and the flow beyond the
+            truncation of ``"auto"``) runs at ``max(rtol, FLOW_RTOL_FLOOR)`` (100 eps,
+            scipy's floor); a raised rtol is stated in the message.
         max_steps : int
             Step cap; reaching it ends with status -2.
         blowup : float
@@ -665,6 +668,8 @@ class TiedHierarchy(Hierarchy):
                    eta: float | None, batch: int | None, d: int | None) -> Trajectory:
         """:meth:`integrate` inside the potential's route: the checks, then the method."""
         rtol = _pos_float(rtol, "rtol")
+        if not rtol < 1.0:  # a relative tolerance of 1 or more asks for no correct digit
+            raise ValueError(f"rtol must be a finite number in (0, 1), got {rtol!r}")
         atol = _pos_float(atol, "atol")
         blowup = _pos_float(blowup, "blowup")
         corr = self._correction(correction)
@@ -1019,26 +1024,36 @@ def _is_matrices(h: TiedHierarchy, mu0: object) -> bool:
             and all(np.ndim(m) == 2 for m in mu0))
 
 
+#: The smallest rtol scipy's DOP853 honours (``100 eps``; below, it raises rtol to this
+#: and warns). The flow route runs at ``max(rtol, FLOW_RTOL_FLOOR)`` and says so.
+FLOW_RTOL_FLOOR = 100 * float(np.finfo(float).eps)
+
+
 def _flow_result(h: TiedHierarchy, mats: Sequence[ArrayLike], t_eval: np.ndarray, rtol: float,
                  atol: float, blowup: float) -> LimitTrajectory:
     from attndyn.numeric.attention.tied.limit import LimitTrajectory
     from attndyn.numeric.attention.tied.flow import tied_fast_flow
     mats = h.model.check_matrices(mats)
-    fo = tied_fast_flow(h.model, mats, t_eval, h.words, rtol=rtol, atol=atol, blowup=blowup)
+    used = max(rtol, FLOW_RTOL_FLOOR)  # the error estimate must be the run's, not the ask's
+    fo = tied_fast_flow(h.model, mats, t_eval, h.words, rtol=used, atol=atol, blowup=blowup)
     params = h.model.params_dict()
     params.update({"order": h.order, "rtol": rtol, "atol": atol, "method": "flow",
                    "d": int(mats[0].shape[0])})
-    err = 100 * rtol * np.maximum(1.0, np.abs(fo.traces))  # integrator tolerance, global
+    err = 100 * used * np.maximum(1.0, np.abs(fo.traces))  # integrator tolerance, global
     d = int(mats[0].shape[0])
+    note = f"finite-d matrix flow, d = {d} (exact trace projection)"
+    if used > rtol:
+        note += f"; rtol {rtol:.2g} raised to {used:.2g}, the solver's floor"
     seg = [{"method": "flow", "t_start": 0.0, "t_end": float(fo.t[-1]) if fo.t.size else 0.0,
-            "error": float(err.max()) if err.size else 0.0,
-            "note": f"finite-d matrix flow, d = {d} (exact trace projection)"}]
+            "error": float(err.max()) if err.size else 0.0, "note": note}]
     msg = (f"success: method 'flow' (matrix flow, d = {d}, {fo.form} form) on "
            f"[0, {t_eval[-1]:.4g}]" if fo.status == 0 else fo.message)
+    if used > rtol:
+        msg += f"; rtol {rtol:.2g} raised to {used:.2g}, the solver's floor (100 eps)"
     return LimitTrajectory(t=fo.t, y=fo.traces, names=list(h.names), words=list(h.words),
                            kind="hierarchy", params=params, status=fo.status, message=msg,
                            diagnostics={"error": err, "method": "flow", "segments": seg,
-                                        "nfev": fo.nfev, "d": d})
+                                        "nfev": fo.nfev, "d": d, "rtol_used": used})
 
 
 def _limit_result(h: TiedHierarchy, law: FreeInit, t_eval: np.ndarray, rtol: float,
