@@ -172,6 +172,11 @@ def check_covariance(C: Any, L: int, name: str = "C") -> sp.ImmutableMatrix:
     if C is None:
         return sp.ImmutableMatrix(sp.eye(L))
     rows = _covariance_rows(C, L, name)
+    # before the symmetry test: nan != nan made [[nan]] read "C must be symmetric"
+    for i in range(L):
+        for j in range(L):
+            if rows[i][j].is_finite is not True:
+                raise ValueError(f"{name} must be finite: {name}[{i}][{j}] is {rows[i][j]}")
     M = sp.ImmutableMatrix(L, L, lambda i, j: rows[i][j])
     if not M.is_symmetric():
         raise ValueError(f"{name} must be symmetric")
