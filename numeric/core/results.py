@@ -304,7 +304,7 @@ class Trajectory:
 
         The file is replaced atomically (:func:`attndyn.numeric.core.safeio.atomic_savez`):
         killed mid-write or on a full disk, the previous file at ``path`` stays intact."""
-        path = str(path)
+        path = safeio.check_path(path)
         if not path.endswith(".npz"):
             path += ".npz"
         header = {
@@ -414,8 +414,9 @@ def load_result(path: PathLike) -> Trajectory:
     >>> back.names, back.observable("mu_1")
     (['mu_1'], array([1., 2.]))
     """
+    path = safeio.check_path(path)
     try:
         with safeio.open_npz(path, _WHAT) as f:
             return _read(f)
     except _BadFile as exc:
-        raise ValueError(f"{_WHAT} {os.fspath(path)}: {exc}") from None
+        raise ValueError(f"{_WHAT} {path}: {exc}") from None

@@ -48,7 +48,7 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["BadFile", "atomic_write", "atomic_write_text", "atomic_savez", "json_array",
+__all__ = ["BadFile", "check_path", "atomic_write", "atomic_write_text", "atomic_savez", "json_array",
            "clean_stale_temporaries", "open_regular", "read_bytes", "read_text", "load_json",
            "loads_json", "json_depth", "open_npz", "npz_json", "npz_array", "MAX_JSON_BYTES",
            "MAX_JSON_DEPTH", "MAX_NPZ_RATIO"]
@@ -94,6 +94,32 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def check_path(path, name: str = "path") -> str:
+    """``path`` (a ``str`` or an ``os.PathLike`` giving one, non-empty) as a ``str``;
+    anything else is refused naming ``name`` (``None`` would be saved as ``None.npz``)."""
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a file path (str or os.PathLike), got "
+                        f"{type(path).__name__}")
+    if not text:
+        raise ValueError(f"{name} must be a non-empty file path, got {path!r}")
+    return text
+
+
+def _temporary(path: str, folder: str) -> tuple[int, str]:
+    """``mkstemp`` next to ``path``; its failure names ``path``, not the temporary name."""
+    try:
+        return tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}{_TMP_TAG}")
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        reason = {errno.ENOENT: "its folder does not exist",
+                  errno.ENOTDIR: "a component of its folder is not a directory"}.get(
+            exc.errno, f"cannot create a file in its folder ({exc.strerror})")
+        raise type(exc)(exc.errno, f"cannot write {path}: {reason} ({folder})",
+                        path) from None
+
+
 def atomic_write(path, write, *, binary: bool = True) -> str:
     """Write ``path`` atomically: ``write(f)`` fills an open temporary file in the same
     folder, which is flushed, ``fsync``-ed and renamed over ``path``.
@@ -104,7 +130,7 @@ def atomic_write(path, write, *, binary: bool = True) -> str:
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}{_TMP_TAG}")
+    fd, tmp = _temporary(path, folder)
     try:
         umask = os.umask(0)
         os.umask(umask)
