@@ -284,6 +284,7 @@ class Trajectory:
         """Trajectory of an observable by name, e.g. ``observable("q_12")`` or
         ``observable("q", 0, 1)`` (0-based indices)."""
         if indices:
+            indices = self._checked_indices(indices)
             key = f"{name}_" + "".join(str(i + 1) for i in indices) if all(
                 i < 9 for i in indices) else f"{name}_" + "_".join(str(i + 1) for i in indices)
         else:
@@ -294,6 +295,20 @@ class Trajectory:
         except ValueError:
             raise KeyError(f"no observable {key!r}; have {self.names[:12]}"
                            f"{'...' if len(self.names) > 12 else ''}") from None
+
+    def _checked_indices(self, indices: tuple[Any, ...]) -> tuple[int, ...]:
+        """0-based int indices, below ``params["K"]`` when the run records ``K``."""
+        K = self.params.get("K") if isinstance(self.params, dict) else None
+        K = K if isinstance(K, int) and not isinstance(K, bool) and K >= 1 else None
+        out = []
+        for i in indices:
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+                raise TypeError(f"observable indices must be ints (0-based), got {i!r}")
+            if i < 0 or (K is not None and i >= K):
+                rng = ">= 0 (0-based)" if K is None else f"in [0, {K - 1}] (0-based, K = {K})"
+                raise ValueError(f"observable indices must be {rng}, got {int(i)}")
+            out.append(int(i))
+        return tuple(out)
 
     def final(self) -> dict[str, float]:
         return {n: float(self.y[i, -1]) for i, n in enumerate(self.names)} if self.t.size else {}
