@@ -113,8 +113,11 @@ def check_number(value, option: str, *, low: float = 0.0, strict: bool = True,
         return None
     ok = math.isfinite(value) and (value > low if strict else value >= low) and value <= high
     if not ok:
-        rng = f"{'(' if strict else '['}{low:g}, {high:g}]"
-        raise ValueError(f"--{option} must be a finite number in {rng}, got {value:g}")
+        if high == math.inf:  # "in (0, inf]" read as if inf were allowed
+            rng = f"{'>' if strict else '>='} {low:g}"
+        else:
+            rng = f"in {'(' if strict else '['}{low:g}, {high:g}]"
+        raise ValueError(f"--{option} must be a finite number {rng}, got {value:g}")
     return value
 
 
