@@ -122,7 +122,11 @@ def _check(args, spec, corr=None):
     theory's correction that ``--correction`` names)."""
     check_number(args.t_end, "t-end", high=MAX_T_END)
     check_size(args.n_out, "n-out")
+    if isinstance(args.order, int) and args.order < 1:
+        raise ValueError(f"--order must be an integer >= 1, got {args.order}")
     check_number(args.rtol, "rtol")
+    if args.rtol >= 1:  # the hierarchy's range: a relative tolerance of 1 keeps no digit
+        raise ValueError(f"--rtol must be a finite number in (0, 1), got {args.rtol:g}")
     check_number(args.atol, "atol")
     check_number(args.conv_tol, "conv-tol")
     check_number(args.time_limit, "time-limit")
