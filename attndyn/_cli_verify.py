@@ -86,6 +86,8 @@ def _trunc_options(args) -> dict | None:
                                                                         for o in orders):
             raise ValueError(f"--orders must list 1 to {LIMITS['n_orders'][1]} integers in "
                              f"[{lo}, {hi}], got {args.orders}")
+        if len(set(orders)) < len(orders):  # the same check twice, not a second one
+            raise ValueError(f"--orders must list distinct orders, got {args.orders}")
         opts["orders"] = orders
     if args.d is not None:
         opts["d"] = check_size(args.d, "d", "verify_d")
