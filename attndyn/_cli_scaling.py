@@ -90,7 +90,10 @@ def parse_spec(option: str, text: str):
             return vals
         if text.count(",") >= MAX_ROWS:
             raise ValueError(f"--{option}: more than {MAX_ROWS} values")
-        return [float(v) for v in text.split(",")]
+        vals = [float(v) for v in text.split(",")]
+        if not all(math.isfinite(v) for v in vals):  # 1e400 reads as inf
+            raise ValueError(f"--{option}: values must be finite numbers, got '{text}'")
+        return vals
     except ValueError as exc:
         if str(exc).startswith("--"):
             raise
