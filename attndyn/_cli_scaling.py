@@ -62,6 +62,17 @@ def add_arguments(command_name, parser) -> None:
                         help="print the SymPy statements of the bounds in LaTeX and exit")
 
 
+def _value(option: str, text: str) -> float:
+    """One listed value. NaN, and a number too large for a float (1e400 reads as inf), are
+    refused; an infinity spelled out ('inf', the C -> inf limit) is kept."""
+    v = float(text)
+    if math.isnan(v) or (math.isinf(v) and text.strip().lstrip("+-").lower()
+                         not in ("inf", "infinity")):
+        raise ValueError(f"--{option}: values must be numbers ('inf' spelled out for the "
+                         f"limit), got '{text.strip()}', which reads as {v} in a float")
+    return v
+
+
 def parse_spec(option: str, text: str):
     """Parse one input SPEC into a list of floats (ValueError names the option)."""
     text = text.strip()
@@ -90,10 +101,7 @@ def parse_spec(option: str, text: str):
             return vals
         if text.count(",") >= MAX_ROWS:
             raise ValueError(f"--{option}: more than {MAX_ROWS} values")
-        vals = [float(v) for v in text.split(",")]
-        if not all(math.isfinite(v) for v in vals):  # 1e400 reads as inf
-            raise ValueError(f"--{option}: values must be finite numbers, got '{text}'")
-        return vals
+        return [_value(option, v) for v in text.split(",")]
     except ValueError as exc:
         if str(exc).startswith("--"):
             raise
