@@ -169,6 +169,9 @@ def run(command_name, args) -> int:
     """The ``transformer`` command: premises, train, kernel, or a lemma's check."""
     from attndyn.numeric import transformer as tr
 
+    if getattr(args, "method", None) == "flow" and getattr(args, "lr", None) is not None:
+        raise ValueError("--lr applies to --method sgd only (the gradient flow has no step; "
+                         "its accuracy is --rtol/--atol)")
     s = tr.check_setup(_setup(args))
     seeds = getattr(args, "seeds", 1)
     if seeds < 1:
