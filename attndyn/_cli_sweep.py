@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import re
 import stat
@@ -66,6 +67,8 @@ def _toml_loads(text: str) -> dict:
 
 
 def _check_value(v, where):
+    if isinstance(v, float) and not math.isfinite(v):  # TOML reads nan, inf and 1e400
+        raise ValueError(f"spec {where}: numbers must be finite, got {v}")
     if isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, list):
