@@ -63,6 +63,13 @@ def scaling_figure(mode: str = "quick", seeds=None, **overrides) -> FigureRun:
         if k not in s:
             raise ValueError(f"scaling: unknown setting {k!r}; allowed {sorted(s)}")
         s[k] = v
+    n = s["n_grid"]  # every curve has n_grid points; the rate claims need two
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"n_grid must be an int in [2, 10^6], got {n!r}")
+    if not 2 <= n <= 10 ** 6:
+        raise ValueError(f"n_grid must be an int in [2, 10^6], got {n}")
+    if len(np.atleast_1d(s["xis"])) == 0:  # else no curve, and every claim held vacuously
+        raise ValueError("xis must list at least one noise level")
     t0 = time.perf_counter()
     L, d = s["L"], s["d"]
     consts = dict(alpha=s["alpha"], prefactor=s["prefactor"], loss0=s["loss0"])
