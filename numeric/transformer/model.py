@@ -172,7 +172,16 @@ def good_scalings(N: int, L: int, d: int, m: int, *, omega_const: float, B: floa
         B = max(b_const * math.sqrt(math.log(L * m * d / delta)), 1.0)
     else:
         B = pos_float(B, "B")
-    omega = omega_const / (N * L ** 2 * d ** 2.5 * B ** 3)
+    if not math.isfinite(B):
+        raise ValueError(f"B = b_const sqrt(log(L m d / delta)) is beyond the float range "
+                         f"(b_const = {b_const}, delta = {delta})")
+    try:
+        omega = omega_const / (N * L ** 2 * d ** 2.5 * B ** 3)
+    except OverflowError:  # d ** 2.5 of an int beyond the float range
+        omega = 0.0
+    if omega == 0.0:
+        raise ValueError(f"omega = omega_const / (N L^2 d^2.5 B^3) underflows to 0 for N = {N}, "
+                         f"L = {L}, d = {d}, B = {B:g}")
     return {"omega": omega, "kappa": 1.0 / math.sqrt(m), "B": B}
 
 

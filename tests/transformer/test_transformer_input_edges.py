@@ -115,3 +115,13 @@ def test_check_setup_noise_too_large_for_a_float():
     setup = dict(N=1, L=2, d=3, m=8, n=6, eps=1.0, omega=1.0, kappa=0.5, xi=10 ** 400)
     with pytest.raises(ValueError, match="xi"):
         check_setup(setup)
+
+
+@pytest.mark.parametrize("kw", [dict(N=1, L=1, d=1, m=1, delta=5e-324, b_const=1e300),
+                                dict(N=10 ** 200, L=10 ** 200, d=10 ** 200, m=4, B=1e100)])
+def test_good_scalings_out_of_the_float_range_refused(kw):
+    # B overflowed to inf and omega came back as 0.0 (which Transformer then refuses), or
+    # d ** 2.5 raised OverflowError
+    from attndyn.numeric.transformer import good_scalings
+    with pytest.raises(ValueError, match="omega|B"):
+        good_scalings(omega_const=1.0, **kw)
