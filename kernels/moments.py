@@ -10,6 +10,8 @@ length <= ceil(M/2) as products, instead of one matrix chain per word.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["word_traces"]
@@ -76,7 +78,7 @@ def _check_mats(mats) -> list[np.ndarray]:
 def _check_letters(words, n: int) -> None:
     """Every word non-empty, every letter an int in ``0..n-1`` (a negative one would index
     from the end)."""
-    letters = set()
+    letters: set[Any] = set()
     for w in words:
         w = tuple(w)
         if not w:

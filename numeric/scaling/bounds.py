@@ -975,9 +975,9 @@ def evaluate_grid(names, **values):
     """
     axes = {k: np.asarray(v, dtype=np.float64).ravel() for k, v in values.items()
             if v is not None and np.ndim(v) > 0}
-    shape = tuple(v.size for v in axes.values())
-    if math.prod(shape) > MAX_POINTS:  # before the kernels make the outer product
-        raise ValueError(f"the grid has shape {shape}, {math.prod(shape)} points, above the "
+    full = tuple(v.size for v in axes.values())
+    if math.prod(full) > MAX_POINTS:  # before the kernels make the outer product
+        raise ValueError(f"the grid has shape {full}, {math.prod(full)} points, above the "
                          f"limit of {MAX_POINTS}")
     n = len(axes)
     grid = dict(values)
@@ -986,5 +986,4 @@ def evaluate_grid(names, **values):
         shape[i] = v.size
         grid[k] = v.reshape(shape)
     res = evaluate(names, **grid)
-    full = tuple(v.size for v in axes.values())
     return axes, {k: np.broadcast_to(r, full) for k, r in res.items()}
