@@ -21,7 +21,7 @@ import os
 import shutil
 import zlib
 from types import SimpleNamespace
-from typing import Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -239,20 +239,30 @@ def _groups_valid(groups: np.ndarray, n: int, n_terms: int) -> bool:
                 and terms[-1] == n_terms and pos[-1] == n and np.all(cnt > 0))
 
 
-def _sample_valid(arr: dict[str, np.ndarray], new: np.ndarray | None, s: SimpleNamespace,
-                  tab: np.ndarray, n: int) -> bool:
-    """:data:`SAMPLE_ROWS` layout positions: the row's nonzero terms of the structure, in
-    their order (sources renumbered by ``new``), are the folder's terms there."""
-    rows, groups, src, val = arr["rows"], arr["groups"], arr["src"], arr["val"]
+def _sampled_rows(arr: dict[str, np.ndarray], touched: bool, n: int
+                  ) -> Iterator[tuple[int, int, int]]:
+    """``(off, length, r)`` at :data:`SAMPLE_ROWS` layout positions spread over the ``n``
+    rows: the folder's terms of that position start at ``off``, ``length`` of them, and
+    they are row ``r`` of the structure (mapped back through ``perm`` when the layout is
+    ``touched``)."""
     if n == 0:
-        return True
-    gr = groups.astype(np.int64)
-    perm = None if new is None else arr["perm"]
+        return
+    rows, gr = arr["rows"], arr["groups"].astype(np.int64)
+    perm = arr["perm"] if touched else None
     for p in np.unique(np.linspace(0, n - 1, SAMPLE_ROWS).astype(np.int64)):
         g = int(np.searchsorted(gr[:, 3], p, side="right")) - 1
         length = int(gr[g, 0])
         off = int(gr[g, 2]) + (int(p) - int(gr[g, 3])) * length
         r = int(rows[p]) if perm is None else int(perm[rows[p]])
+        yield off, length, r
+
+
+def _sample_valid(arr: dict[str, np.ndarray], new: np.ndarray | None, s: SimpleNamespace,
+                  tab: np.ndarray, n: int) -> bool:
+    """:data:`SAMPLE_ROWS` layout positions: the row's nonzero terms of the structure, in
+    their order (sources renumbered by ``new``), are the folder's terms there."""
+    src, val = arr["src"], arr["val"]
+    for off, length, r in _sampled_rows(arr, new is not None, n):
         t0, t1 = int(s.indptr[r]), int(s.indptr[r + 1])
         v = tab[s.slot[t0:t1]]
         keep = v != 0.0
@@ -389,16 +399,8 @@ def _sample_terms_valid(arr: dict[str, np.ndarray], new: np.ndarray | None,
                         s: SimpleNamespace, n: int) -> bool:
     """:data:`SAMPLE_ROWS` layout positions: the row's terms of the structure in their
     order (sources renumbered by ``new``), packed, are the folder's terms there."""
-    rows, groups, term = arr["rows"], arr["groups"], arr["term"]
-    if n == 0:
-        return True
-    gr = groups.astype(np.int64)
-    perm = None if new is None else arr["perm"]
-    for p in np.unique(np.linspace(0, n - 1, SAMPLE_ROWS).astype(np.int64)):
-        g = int(np.searchsorted(gr[:, 3], p, side="right")) - 1
-        length = int(gr[g, 0])
-        off = int(gr[g, 2]) + (int(p) - int(gr[g, 3])) * length
-        r = int(rows[p]) if perm is None else int(perm[rows[p]])
+    term = arr["term"]
+    for off, length, r in _sampled_rows(arr, new is not None, n):
         t0, t1 = int(s.indptr[r]), int(s.indptr[r + 1])
         src = s.src[t0:t1].astype(np.int64)
         if new is not None:
