@@ -448,7 +448,8 @@ class Transformer:
         """Load a model saved by :meth:`save`. Nothing is unpickled; only a
         regular file is opened and its declared sizes are bounded before
         anything is inflated (``numeric.core.safeio``); a bad file raises a
-        one-line ``ValueError`` naming the path."""
+        one-line ``ValueError`` naming the path, a missing one ``FileNotFoundError``
+        (as every loader here)."""
         from attndyn.numeric.core import safeio
         what = "not a valid attndyn transformer file:"
         try:
