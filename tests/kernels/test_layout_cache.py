@@ -53,6 +53,23 @@ def _folder(tmp_path):
     return tmp_path / folders[0]
 
 
+def _written(tmp_path):
+    """``(system, files, folder)`` of the order-8 operator written into ``tmp_path``."""
+    h, _ = _hier()
+    s, prog = h._taylor_system, h._gamma_program
+    cache = (str(tmp_path / "structure.npz"), "stamp")
+    T.prepare_taylor(s, prog, cache=cache)
+    return s, LC.const_files(cache, s, T._const_values(s, prog)), _folder(tmp_path)
+
+
+def _resum(folder):
+    """Checksums made to match the files as they now are."""
+    names = [n for n in ("rows", "groups", "src", "val", "gather", "new", "perm")
+             if (folder / f"{n}.npy").exists()]
+    np.save(folder / "sums.npy", np.array([LC._digest(np.load(folder / f"{n}.npy"))
+                                           for n in names], dtype=np.int64))
+
+
 def test_round_trip_reads_the_same_operator_and_bits(tmp_path, monkeypatch, small):
     h, y0 = _hier()
     s, prog = h._taylor_system, h._gamma_program
@@ -142,19 +159,11 @@ def test_a_damaged_folder_is_rebuilt(tmp_path, monkeypatch, small, damage):
 def test_a_changed_value_with_its_checksum_is_refused_by_the_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(T, "CACHE_MIN_TERMS", 0)
     monkeypatch.setattr(LC, "SAMPLE_ROWS", 10 ** 6)  # every row compared
-    h, _ = _hier()
-    s, prog = h._taylor_system, h._gamma_program
-    cache = (str(tmp_path / "structure.npz"), "stamp")
-    T.prepare_taylor(s, prog, cache=cache)
-    files = LC.const_files(cache, s, T._const_values(s, prog))
+    s, files, folder = _written(tmp_path)
     assert LC.load_const_operator(files, s) is not None
-    folder = _folder(tmp_path)
     _damage_values(folder)
-    names = ["rows", "groups", "src", "val"] + (["gather", "new", "perm"]
-                                                if (folder / "new.npy").exists() else [])
     # checksums made to match: only the rows rebuilt from the structure can see it
-    np.save(folder / "sums.npy", np.array([LC._digest(np.load(folder / f"{n}.npy"))
-                                           for n in names], dtype=np.int64))
+    _resum(folder)
     assert LC.load_const_operator(files, s) is None
 
 
@@ -189,12 +198,7 @@ def test_the_hierarchy_keeps_its_operator_next_to_the_structure(tmp_path, monkey
 def test_a_value_outside_the_sampled_rows_is_refused_by_the_checksum(tmp_path, monkeypatch):
     monkeypatch.setattr(T, "CACHE_MIN_TERMS", 0)
     monkeypatch.setattr(LC, "SAMPLE_ROWS", 1)  # only the first layout position compared
-    h, _ = _hier()
-    s, prog = h._taylor_system, h._gamma_program
-    cache = (str(tmp_path / "structure.npz"), "stamp")
-    T.prepare_taylor(s, prog, cache=cache)
-    files = LC.const_files(cache, s, T._const_values(s, prog))
-    folder = _folder(tmp_path)
+    s, files, folder = _written(tmp_path)
     a = np.load(folder / "val.npy")
     a[-1] *= 1.0 + 2.0 ** -40  # the last term: a row the sample does not rebuild
     np.save(folder / "val.npy", a)
@@ -226,23 +230,15 @@ def test_the_checksum_sees_a_flipped_bit_and_moved_blocks(dtype, size):
 def test_a_permutation_that_is_not_the_inverse_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(T, "CACHE_MIN_TERMS", 0)
     monkeypatch.setattr(R, "PERMUTE_TERMS", 0)
-    h, _ = _hier()
-    s, prog = h._taylor_system, h._gamma_program
-    cache = (str(tmp_path / "structure.npz"), "stamp")
-    T.prepare_taylor(s, prog, cache=cache)
-    files = LC.const_files(cache, s, T._const_values(s, prog))
-    folder = _folder(tmp_path)
+    s, files, folder = _written(tmp_path)
     perm = np.load(folder / "perm.npy")
-    names = ["rows", "groups", "src", "val", "gather", "new", "perm"]
     bad = perm.copy()
     bad[[-1, -2]] = bad[[-2, -1]]  # still a permutation, no longer new's inverse
     np.save(folder / "perm.npy", bad)
-    np.save(folder / "sums.npy", np.array([LC._digest(np.load(folder / f"{n}.npy"))
-                                           for n in names], dtype=np.int64))
+    _resum(folder)
     assert LC.load_const_operator(files, s) is None
     np.save(folder / "perm.npy", perm)  # restored: read again
-    np.save(folder / "sums.npy", np.array([LC._digest(np.load(folder / f"{n}.npy"))
-                                           for n in names], dtype=np.int64))
+    _resum(folder)
     assert LC.load_const_operator(files, s) is not None
     assert LC._inverse(perm, np.argsort(perm), perm.size, chunk=3)
     assert not LC._inverse(bad, np.argsort(perm), perm.size, chunk=3)

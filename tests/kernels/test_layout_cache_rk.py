@@ -157,15 +157,19 @@ def _resum(folder):
                                            for n in names], dtype=np.int64))
 
 
+def _written(tmp_path):
+    """``(system, folder)`` of the order-8 layout written into ``tmp_path``."""
+    h, y0 = _hier()
+    cache = (str(tmp_path / "structure.npz"), "stamp")
+    _run(_fresh(h._system), y0, cache)
+    return h._system, _folder(tmp_path)
+
+
 @pytest.mark.parametrize("what", ["slot", "source", "sampled"])
 def test_terms_out_of_range_or_changed_are_refused_with_their_checksums(tmp_path, monkeypatch,
                                                                          what):
     monkeypatch.setattr(LC, "LAYOUT_MIN_TERMS", 0)
-    h, y0 = _hier()
-    s = h._system
-    cache = (str(tmp_path / "structure.npz"), "stamp")
-    _run(_fresh(s), y0, cache)
-    folder = _folder(tmp_path)
+    s, folder = _written(tmp_path)
     a = np.load(folder / "term.npy")
     if what == "slot":  # a slot past the table: the kernel would read out of bounds
         a[-1] = (a[-1] >> np.uint32(8) << np.uint32(8)) | np.uint32(s.slot_coef.size)
@@ -182,11 +186,7 @@ def test_terms_out_of_range_or_changed_are_refused_with_their_checksums(tmp_path
 def test_a_permutation_that_is_not_the_inverse_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(LC, "LAYOUT_MIN_TERMS", 0)
     monkeypatch.setattr(R, "PERMUTE_TERMS", 0)
-    h, y0 = _hier()
-    s = h._system
-    cache = (str(tmp_path / "structure.npz"), "stamp")
-    _run(_fresh(s), y0, cache)
-    folder = _folder(tmp_path)
+    s, folder = _written(tmp_path)
     perm = np.load(folder / "perm.npy")
     perm[[0, 1]] = perm[[1, 0]]
     np.save(folder / "perm.npy", perm)
